@@ -1,0 +1,90 @@
+// The communicator interface over one process group, and the per-rank log of every call.
+// Implementations: MPI (comm/mpi_communicator.*) and NCCL (comm/nccl_communicator.*).
+//
+// Byte accounting (DESIGN, the nccl-tests convention): bytes_sent is the logical volume that
+// leaves this rank, independent of the algorithm. With g = group size:
+//   all_to_all     (g-1)/g of its send buffer      all_gather   its shard, g-1 times
+//   reduce_scatter (g-1)/g of its input            send         its buffer;   recv sends 0
+// A group of one rank sends nothing (and the call is recorded with 0 bytes).
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace cpbench {
+
+enum class Phase { fwd = 0, bwd = 1, other = 2 };
+const char* phase_name(Phase p);
+
+enum class OpKind { all_to_all, all_gather, reduce_scatter, send, recv, barrier };
+const char* op_name(OpKind k);
+
+struct CommRecord {
+  OpKind op;
+  std::string group;  // "world", "ulysses", "ring", "tp", ...
+  int group_size;
+  Phase phase;
+  int64_t bytes_sent;    // this rank's logical bytes out (see above)
+  int64_t buffer_bytes;  // the op's buffer size (send buffer; recv for recv)
+  int peer;              // send/recv: peer rank within the group; -1 otherwise
+  double t0_ms, t1_ms;   // issue and completion, on the rank's clock (CommLog::now_ms)
+};
+
+// Every communicator of a rank appends to one log. The harness sets the phase and clears it.
+class CommLog {
+ public:
+  CommLog();
+  Phase phase() const { return phase_; }
+  void set_phase(Phase p) { phase_ = p; }
+  double now_ms() const;  // monotonic, from the log's creation
+  std::vector<CommRecord>& records() { return records_; }
+  void clear() { records_.clear(); }
+
+ private:
+  Phase phase_ = Phase::other;
+  std::chrono::steady_clock::time_point origin_;
+  std::vector<CommRecord> records_;
+};
+
+// Logical bytes sent by one call, per DESIGN's convention.
+int64_t logical_bytes_sent(OpKind op, int64_t buffer_bytes, int group_size);
+
+// Handle for a non-blocking send/recv.
+struct Request {
+  std::shared_ptr<void> impl;
+  bool active() const { return impl != nullptr; }
+};
+
+// A communicator over one process group. Operations are stream-ordered with respect to the
+// backend's compute stream: a buffer written by compute issued before the call is sent, and
+// compute issued after the call (after wait(), for non-blocking ones) sees received data.
+// On CPU the collectives block; isend/irecv progress in the background (comm thread).
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;  // within the group
+  virtual int size() const = 0;
+  const std::string& name() const { return name_; }
+
+  // send [g * c] elements -> recv [g * c]: chunk j of send goes to rank j; chunk j of recv
+  // comes from rank j.
+  virtual void all_to_all(const Tensor& send, Tensor& recv) = 0;
+  // send [c] -> recv [g * c], chunk j from rank j.
+  virtual void all_gather(const Tensor& send, Tensor& recv) = 0;
+  // send [g * c] -> recv [c] = sum over ranks of their chunk rank(); float32 sum (dtype of send).
+  virtual void reduce_scatter(const Tensor& send, Tensor& recv) = 0;
+  // Non-blocking point-to-point; the buffer must stay alive until wait().
+  virtual Request isend(const Tensor& buf, int peer, int tag) = 0;
+  virtual Request irecv(Tensor& buf, int peer, int tag) = 0;
+  // Completes the request; afterwards compute may use (recv) or overwrite (send) the buffer.
+  virtual void wait(Request& r) = 0;
+  virtual void barrier() = 0;
+
+ protected:
+  std::string name_;
+};
+
+}  // namespace cpbench

@@ -1,0 +1,148 @@
+// The compute-backend interface. Strategies call only these operations and never branch on
+// the backend. Every operation is issued on the backend's compute stream: the CPU backend
+// executes it inline, the CUDA backend enqueues it. Shapes are given in the comments; they are
+// checked once at this boundary (see check_* in backend.cpp) and kernels trust them.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace cpbench {
+
+// One interval of compute work, for the trace and for compute-busy time.
+struct ComputeRecord {
+  std::string name;  // "gemm", "attn_fwd", ...
+  int phase;         // Phase value from comm/ (0 fwd, 1 bwd, 2 other)
+  double t0_ms, t1_ms;
+};
+
+// A point on the compute stream's timeline (CPU: host clock when recorded; CUDA: cudaEvent).
+struct Event {
+  std::shared_ptr<void> impl;
+  double host_ms = 0;  // CPU backend: the time itself
+};
+
+// The causal-attention problem of one block: queries at qpos attend keys at kpos.
+//   q  [B, nq, hq, d]   k, v [B, nk, hk, d]   o [B, nq, hq, d]   (dtype of the run)
+//   lse, delta [B, hq, nq] float32 (natural log)
+// Query head h uses kv head h / (hq / hk). scale = 1/sqrt(d). With causal, key pos <= query pos;
+// a row that sees no key gets o = 0 and lse = -inf.
+struct AttnShape {
+  int64_t B = 1, nq = 0, nk = 0;
+  int hq = 0, hk = 0, d = 0;
+  bool causal = true;
+  float scale = 0;  // 0 means 1/sqrt(d)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;         // "cpu", "cuda"
+  virtual std::string device_name() const = 0;  // CPU model or GPU name
+
+  // ---- memory -------------------------------------------------------------------------------
+  // Uninitialised; poisoned with NaN in debug/verify mode (set_poison) so unwritten data shows.
+  virtual Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) = 0;
+  MemTracker& mem() { return mem_; }
+  void set_poison(bool on) { poison_ = on; }
+
+  // Host <-> backend copies of float32 host data (converted to/from the tensor's dtype).
+  virtual void upload(const std::vector<float>& host, Tensor& dst) = 0;
+  virtual std::vector<float> download(const Tensor& src) = 0;
+  // Raw byte copies for host-staged communication (MPI with device buffers). The CPU backend's
+  // memory is host memory: device_memory() is false and communicators use the pointers directly.
+  virtual bool device_memory() const { return false; }
+  virtual void copy_to_host_raw(void* dst, const Tensor& src, size_t bytes);
+  virtual void copy_from_host_raw(Tensor& dst, const void* src, size_t bytes);
+
+  // ---- streams and timing -------------------------------------------------------------------
+  virtual Event record_event() = 0;                           // on the compute stream
+  virtual double elapsed_ms(const Event& a, const Event& b) = 0;  // b after a
+  virtual void synchronize() = 0;                             // wait for all queued work
+  virtual void set_threads(int n) { threads_ = n; }
+  int threads() const { return threads_; }
+
+  // Replay mode for comm_standalone: compute operations become no-ops (layout copies still run,
+  // so the communication calls see the same buffers and sizes).
+  void set_compute_enabled(bool on) { compute_enabled_ = on; }
+  bool compute_enabled() const { return compute_enabled_; }
+
+  // Compute intervals (for trace and compute-busy time); cleared by the harness.
+  void set_phase(int phase) { phase_ = phase; }
+  std::vector<ComputeRecord>& compute_log() { return compute_log_; }
+  virtual double compute_busy_ms() const;  // sum of compute_log intervals
+
+  // ---- element-wise and layout --------------------------------------------------------------
+  virtual void fill(Tensor& t, float value) = 0;
+  // dst[r*dst_pitch + c] = src[r*src_pitch + c] for r < rows, c < cols (elements; same dtype)
+  virtual void copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
+                       int64_t rows, int64_t cols) = 0;
+  // out = a + b (same shapes); out may alias a or b
+  virtual void add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // dst (float32 or dtype) = src converted (used to cast fp32 accumulators to the run dtype)
+  virtual void convert(Tensor& dst, const Tensor& src) = 0;
+
+  // ---- GEMM (row-major) -----------------------------------------------------------------------
+  // C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C; lda/ldb/ldc are row pitches of the
+  // stored matrices. C may be float32 while A, B are in the run dtype (weight-gradient accumulation).
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
+                    Tensor& C, int64_t ldc) = 0;
+
+  // ---- normalisation and rotary embedding -------------------------------------------------------
+  // x [rows, D], w [D] -> y [rows, D] = x / rms(x) * w; rstd [rows] float32 (kept for backward)
+  virtual void rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) = 0;
+  // dx [rows, D] = d/dx; dw [D] float32 += sum over rows
+  virtual void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                           Tensor& dx, Tensor& dw) = 0;
+  // In place, x viewed as [B, T, heads, d] with row pitch `pitch` elements per token
+  // (>= heads*d, so q and k can be rotated inside the packed qkv buffer). Rotate-half
+  // (NeoX/Llama), token t of batch row b at global position pos.at(t). inverse=true applies
+  // the transpose rotation (the backward of RoPE).
+  virtual void rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+                    const Positions& pos, double theta, bool inverse) = 0;
+
+  // ---- attention --------------------------------------------------------------------------------
+  // Forward of one block; writes o and lse (overwrites).
+  virtual void attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) = 0;
+  // Online-softmax merge of a block's partial result into the running one:
+  // o_acc, lse_acc [B,nq,hq,d] / [B,hq,nq] <- merge(o_acc, lse_acc, o_blk, lse_blk)
+  virtual void attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                          const Tensor& lse_blk) = 0;
+  // delta [B,hq,nq] float32 = rowsum(do * o) over d (FlashAttention-2 preprocessing)
+  virtual void attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                              Tensor& delta) = 0;
+  // Backward of one block given the FINAL lse and delta of the query rows.
+  // Accumulates: dq [B,nq,hq,d] += ..., dk, dv [B,nk,hk,d] += ... (all float32 accumulators).
+  virtual void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                        const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
+                        Tensor& dv) = 0;
+
+ protected:
+  MemTracker mem_;
+  bool poison_ = false;
+  bool compute_enabled_ = true;
+  int threads_ = 1;
+  int phase_ = 2;
+  std::vector<ComputeRecord> compute_log_;
+};
+
+struct BackendOptions {
+  std::string name = "cpu";  // cpu | cuda
+  int threads = 1;
+  int local_rank = 0;  // CUDA: device = local_rank % device count
+};
+std::unique_ptr<Backend> make_backend(const BackendOptions& opt);
+// Names of the backends compiled into this build.
+std::vector<std::string> available_backends();
+
+// Count of (query, key) pairs with key pos <= query pos (all pairs when !causal); exact, used
+// for FLOP counting and by the kernels' tests.
+int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool causal);
+
+}  // namespace cpbench

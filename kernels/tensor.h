@@ -1,0 +1,85 @@
+// Tensor views, dtypes, memory kinds and the tracked-allocation bookkeeping shared by all backends.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cpbench {
+
+enum class DType { f32, bf16, f16 };
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+DType parse_dtype(const std::string& s);  // throws std::invalid_argument
+
+// What a buffer holds; the allocator keeps live and peak bytes per kind.
+enum class MemKind { weights = 0, activations = 1, comm = 2 };
+constexpr int kNumMemKinds = 3;
+const char* mem_kind_name(MemKind k);
+
+struct MemStats {
+  std::array<int64_t, kNumMemKinds> live{};  // bytes allocated now, per kind
+  std::array<int64_t, kNumMemKinds> peak{};  // peak of live[k] per kind
+  int64_t live_total = 0;
+  int64_t peak_total = 0;  // peak of the sum (not the sum of the peaks)
+};
+
+// Tracks live/peak bytes. Backends call on_alloc/on_free around their real allocations.
+class MemTracker {
+ public:
+  void on_alloc(MemKind k, int64_t bytes);
+  void on_free(MemKind k, int64_t bytes);
+  const MemStats& stats() const { return stats_; }
+  // Restart peaks from the current live bytes (e.g. after setup, before timing).
+  void reset_peaks();
+
+ private:
+  MemStats stats_;
+};
+
+// A typed view of backend memory (host memory on CPU, device memory on CUDA). Copies share the
+// same allocation (reference counted); the allocation is returned when the last view goes away.
+// Layouts are row-major and contiguous unless an op takes explicit pitches.
+struct Tensor {
+  std::shared_ptr<void> holder;  // owns the allocation (null for a non-owning view)
+  void* data = nullptr;          // first element of this view
+  DType dtype = DType::f32;
+  MemKind kind = MemKind::activations;
+  std::vector<int64_t> shape;
+
+  int64_t numel() const;
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  bool empty() const { return data == nullptr; }
+  // A view of `count` elements starting `offset` elements in, with the given shape
+  // (defaults to 1-D). Shares ownership.
+  Tensor view(int64_t offset, std::vector<int64_t> new_shape) const;
+  // Same memory, another shape with the same element count.
+  Tensor reshape(std::vector<int64_t> new_shape) const;
+  template <class T>
+  T* ptr() const { return static_cast<T*>(data); }
+  std::string shape_str() const;
+};
+
+// Global token positions of the rows of a block: up to two arithmetic segments
+// (contiguous: 1 segment stride 1; zigzag: 2 segments stride 1; striped: 1 segment stride P).
+// Attention kernels derive the causal mask from these: key pos <= query pos.
+struct PosSeg {
+  int64_t start = 0, stride = 1, count = 0;
+};
+struct Positions {
+  std::array<PosSeg, 2> seg{};
+  int nseg = 0;
+
+  static Positions contiguous(int64_t start, int64_t count);
+  static Positions strided(int64_t start, int64_t stride, int64_t count);
+  static Positions two(int64_t start0, int64_t count0, int64_t start1, int64_t count1);
+  int64_t count() const;
+  int64_t at(int64_t i) const;       // position of row i
+  std::vector<int64_t> list() const;  // all positions in row order
+  std::string str() const;
+};
+
+}  // namespace cpbench
