@@ -32,9 +32,11 @@ struct LayerShape {
 };
 
 // The requested USP mesh; U = R = 0 means "the strategy's default".
+enum class RingLayout { auto_, zigzag, contiguous };  // usp's ring layout: auto = zigzag iff causal
 struct MeshSpec {
   int U = 0, R = 0;
   Placement placement = Placement::ulysses_inner;
+  RingLayout ring_layout = RingLayout::auto_;
 };
 
 // Bytes sent by one rank per layer (DESIGN's analytic model).
@@ -60,6 +62,8 @@ class Strategy {
   // The mesh this strategy runs on, from the request and world size P. Throws ConstraintError
   // when the request is impossible (U*R != P ...). Non-USP strategies: U=1, R=P.
   virtual MeshSpec resolve_mesh(const MeshSpec& requested, int P) const;
+  // True when --ulysses/--ring/--placement/--mesh apply to this strategy (usp).
+  virtual bool uses_mesh() const { return false; }
   // Throws ConstraintError naming the constraint and values when it cannot run this shape on
   // this mesh of P ranks.
   virtual void check(const LayerShape& s, int P, const MeshSpec& m) const = 0;

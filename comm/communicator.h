@@ -39,7 +39,7 @@ class CommLog {
   CommLog();
   Phase phase() const { return phase_; }
   void set_phase(Phase p) { phase_ = p; }
-  double now_ms() const;  // monotonic, from the log's creation
+  double now_ms() const;  // cpbench::now_ms(): the process-wide steady clock compute records use
   std::vector<CommRecord>& records() { return records_; }
   void clear() { records_.clear(); }
 

@@ -17,7 +17,8 @@ Placement parse_placement(const std::string& s);  // throws std::invalid_argumen
 
 class World {
  public:
-  // Initialises MPI (thread level SERIALIZED: one comm thread per rank makes the calls).
+  // Initialises MPI with MPI_THREAD_MULTIPLE (each rank's comm thread polls point-to-point
+  // requests while the main thread runs collectives); throws if the library provides less.
   static World& init(int* argc, char*** argv);
   static World& get();
   void finalize();
@@ -38,6 +39,7 @@ class World {
   void allreduce_sum(std::vector<float>& v);
   void gather_to_root(const std::vector<double>& mine, std::vector<double>& all);  // all on rank 0
   void bcast_string(std::string& s);  // from rank 0
+  std::vector<std::string> gather_strings(const std::string& mine);  // all on rank 0 (rank order)
   // Abort every rank with a non-zero code (after the caller printed its message).
   [[noreturn]] void abort(int code);
 

@@ -70,6 +70,13 @@ class Backend {
   void set_compute_enabled(bool on) { compute_enabled_ = on; }
   bool compute_enabled() const { return compute_enabled_; }
 
+  // FLOPs of the compute operations issued since the last reset (DESIGN's counting: GEMM 2mnk;
+  // attention fwd 4*d*hq*B*pairs; bwd model 2x fwd, hardware 2.5x fwd). Counted where the work
+  // is issued, by count_gemm / count_attn below, so every strategy is counted the same way.
+  double model_flops() const { return model_flops_; }
+  double hardware_flops() const { return hardware_flops_; }
+  void reset_flops() { model_flops_ = hardware_flops_ = 0; }
+
   // Compute intervals (for trace and compute-busy time); cleared by the harness.
   void set_phase(int phase) { phase_ = phase; }
   std::vector<ComputeRecord>& compute_log() { return compute_log_; }
@@ -124,6 +131,11 @@ class Backend {
                         Tensor& dv) = 0;
 
  protected:
+  // Implementations call these from gemm / attn_fwd / attn_bwd when compute is enabled.
+  void count_gemm(int64_t m, int64_t n, int64_t k);
+  void count_attn(const AttnShape& s, const Positions& qpos, const Positions& kpos, bool backward);
+
+  double model_flops_ = 0, hardware_flops_ = 0;
   MemTracker mem_;
   bool poison_ = false;
   bool compute_enabled_ = true;
@@ -144,5 +156,34 @@ std::vector<std::string> available_backends();
 // Count of (query, key) pairs with key pos <= query pos (all pairs when !causal); exact, used
 // for FLOP counting and by the kernels' tests.
 int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool causal);
+
+// ---- boundary checks (backend.cpp) ---------------------------------------------------------------
+// The shape/dtype/size checks of the operations above, shared by the backends so both reject the
+// same calls. Each throws std::invalid_argument naming the operation, the tensor and the values.
+// Element counts must match the documented shapes exactly (any reshape of them is accepted).
+float attn_scale(const AttnShape& s);  // s.scale, or 1/sqrt(d) when it is 0
+void check_attn_shape(const AttnShape& s, const char* op);
+void check_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Positions& qpos, const Positions& kpos, const Tensor& o,
+                    const Tensor& lse);
+void check_attn_merge(const AttnShape& s, const Tensor& o_acc, const Tensor& lse_acc,
+                      const Tensor& o_blk, const Tensor& lse_blk);
+void check_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                          const Tensor& delta);
+void check_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                    const Positions& qpos, const Positions& kpos, const Tensor& dq,
+                    const Tensor& dk, const Tensor& dv);
+void check_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& A,
+                int64_t lda, const Tensor& B, int64_t ldb, const Tensor& C, int64_t ldc);
+// Returns the row count (x.numel() / w.numel()).
+int64_t check_rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd);
+int64_t check_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                          const Tensor& dx, const Tensor& dw);
+void check_rope(const Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+                const Positions& pos, double theta);
+void check_copy_2d(const Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
+                   int64_t rows, int64_t cols);
+void check_same_numel(const char* op, const Tensor& a, const Tensor& b);
 
 }  // namespace cpbench

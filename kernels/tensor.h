@@ -10,6 +10,10 @@
 
 namespace cpbench {
 
+// Milliseconds on the steady clock since a process-wide origin (fixed at start-up). The compute
+// log, the CPU backend's events and the comm log all use it, so their intervals share one axis.
+double now_ms();
+
 enum class DType { f32, bf16, f16 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);

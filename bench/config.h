@@ -1,0 +1,57 @@
+// The resolved run configuration: defaults < run preset (--config FILE) < command-line flags.
+// Model presets (configs/models/*.json) are embedded in the binary at build time; sizes set
+// explicitly (in the run preset or by flags) override the model preset's.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/strategy.h"
+
+namespace cpbench {
+
+struct ModelPreset {
+  std::string name, description;
+  int dim = 0, heads = 0, kv_heads = 0, head_dim = 0;
+};
+const std::vector<ModelPreset>& model_presets();  // embedded from configs/models/
+const ModelPreset* find_model(const std::string& name);
+// The embedded default run preset (configs/runs/default.json).
+nlohmann::json default_run_preset();
+
+struct RunConfig {
+  std::string command = "run";  // run | verify
+  std::string model = "small";
+  int64_t batch = 1;
+  std::vector<int64_t> seqs;
+  int heads = 0, kv_heads = 0, head_dim = 0, dim = 0;
+  bool causal = true, rope = true;
+  std::vector<std::string> strategies;  // empty: every registered strategy
+  bool strategies_explicit = false;     // named by the user (errors instead of skips)
+  int ulysses = 0, ring = 0;            // 0: unset
+  Placement placement = Placement::ulysses_inner;
+  RingLayout ring_layout = RingLayout::auto_;
+  bool mesh_all = false;
+  int warmup = 1, iters = 5;
+  uint64_t seed = 1234;
+  int threads = 0;  // 0: cores of the node / ranks on the node
+  std::string backend = "cpu", comm = "mpi", dtype = "fp32";
+  std::string out, trace, dump;
+  double peak_tflops = 0;  // 0: device table or calibrated
+  bool progress = true;
+
+  LayerShape shape(int64_t N) const;
+  nlohmann::json to_json(int world_size) const;
+};
+
+// Settings as JSON (keys = flag names without dashes, "seq" is a list). Throws
+// std::invalid_argument naming the key for unknown keys or wrong types.
+void apply_settings(RunConfig& cfg, const nlohmann::json& settings, const std::string& origin);
+// Fills dims from the model preset where not set, then validates everything that does not
+// depend on a strategy (positive sizes, kv_heads divides heads, head_dim limits, dtype/backend).
+// Throws std::invalid_argument with the constraint and the values.
+void finalize_config(RunConfig& cfg, int world_size);
+
+}  // namespace cpbench

@@ -1,0 +1,71 @@
+#include "bench/inputs.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace cpbench {
+
+namespace {
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+float input_uniform(uint64_t seed, InputId id, uint64_t index) {
+  uint64_t h = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(id) * 0x632be59bd9b4e019ULL ^ index));
+  // 24 random bits -> [-1, 1)
+  return static_cast<float>(static_cast<double>(h >> 40) / double(1 << 23) - 1.0);
+}
+
+InputLaw input_law(InputId id, int64_t D, int64_t Hd) {
+  switch (id) {
+    case InputId::x: return {1.0f, 0.0f};
+    case InputId::norm_w: return {0.1f, 1.0f};
+    case InputId::w_qkv: return {float(1.0 / std::sqrt(double(D))), 0.0f};
+    case InputId::w_o: return {float(1.0 / std::sqrt(double(Hd))), 0.0f};
+    case InputId::dy: return {1.0f, 0.0f};
+  }
+  throw std::logic_error("input_law: unknown input");
+}
+
+std::vector<float> input_token_rows(uint64_t seed, InputId id, int64_t B, int64_t N, int64_t C,
+                                    const Positions& pos, int64_t c0, int64_t nc, InputLaw law) {
+  const int64_t T = pos.count();
+  std::vector<float> out(static_cast<size_t>(B * T * nc));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const uint64_t row = static_cast<uint64_t>((b * N + pos.at(t)) * C + c0);
+      float* dst = &out[static_cast<size_t>((b * T + t) * nc)];
+      for (int64_t c = 0; c < nc; ++c)
+        dst[c] = law.offset + law.scale * input_uniform(seed, id, row + static_cast<uint64_t>(c));
+    }
+  return out;
+}
+
+std::vector<float> input_matrix_block(uint64_t seed, InputId id, int64_t cols, int64_t r0,
+                                      int64_t nr, int64_t c0, int64_t nc, InputLaw law) {
+  std::vector<float> out(static_cast<size_t>(nr * nc));
+  for (int64_t r = 0; r < nr; ++r)
+    for (int64_t c = 0; c < nc; ++c)
+      out[static_cast<size_t>(r * nc + c)] =
+          law.offset + law.scale * input_uniform(seed, id, static_cast<uint64_t>((r0 + r) * cols + c0 + c));
+  return out;
+}
+
+void add_token_rows(std::vector<float>& global, const std::vector<float>& local, int64_t B,
+                    int64_t N, int64_t C, const Positions& pos, int64_t c0, int64_t nc) {
+  const int64_t T = pos.count();
+  if (static_cast<int64_t>(local.size()) != B * T * nc || static_cast<int64_t>(global.size()) != B * N * C)
+    throw std::logic_error("add_token_rows: size mismatch");
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      float* dst = &global[static_cast<size_t>((b * N + pos.at(t)) * C + c0)];
+      const float* src = &local[static_cast<size_t>((b * T + t) * nc)];
+      for (int64_t c = 0; c < nc; ++c) dst[c] += src[c];
+    }
+}
+
+}  // namespace cpbench

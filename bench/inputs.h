@@ -1,0 +1,36 @@
+// Seeded synthetic inputs. Every value is a pure function of (seed, tensor, global index), so
+// each rank generates exactly its shard, in any layout, without materialising the global tensor,
+// and `single` sees the same numbers as every sharded strategy.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace cpbench {
+
+enum class InputId : uint64_t { x = 1, norm_w = 2, w_qkv = 3, w_o = 4, dy = 5 };
+
+// Uniform in [-1, 1) from a counter-based hash (splitmix64).
+float input_uniform(uint64_t seed, InputId id, uint64_t index);
+
+// Scale and offset of each input: value = offset + scale * uniform.
+struct InputLaw {
+  float scale, offset;
+};
+InputLaw input_law(InputId id, int64_t D, int64_t Hd);
+
+// Rows of a global [B, N, C] tensor at token positions `pos` (for every batch row), columns
+// [c0, c0 + nc): returns [B, pos.count(), nc] in that order.
+std::vector<float> input_token_rows(uint64_t seed, InputId id, int64_t B, int64_t N, int64_t C,
+                                    const Positions& pos, int64_t c0, int64_t nc, InputLaw law);
+
+// A block of a global [rows, cols] weight: rows [r0, r0+nr), columns [c0, c0+nc) -> [nr, nc].
+std::vector<float> input_matrix_block(uint64_t seed, InputId id, int64_t cols, int64_t r0,
+                                      int64_t nr, int64_t c0, int64_t nc, InputLaw law);
+
+// Adds local rows [B, T, nc] (tokens at `pos`) into a global [B, N, C] array at columns c0...
+void add_token_rows(std::vector<float>& global, const std::vector<float>& local, int64_t B,
+                    int64_t N, int64_t C, const Positions& pos, int64_t c0, int64_t nc);
+
+}  // namespace cpbench

@@ -1,0 +1,164 @@
+#include "bench/report.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "comm/world.h"
+#include "kernels/backend.h"
+
+#ifndef CPBENCH_GIT_SHA
+#define CPBENCH_GIT_SHA "unknown"
+#endif
+
+namespace cpbench {
+
+using nlohmann::json;
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  return "unknown";
+}
+
+std::string compiler() {
+#if defined(__clang__)
+  return "clang " __clang_version__;
+#elif defined(__GNUC__)
+  return "gcc " __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+
+std::string iso_now() {
+  char buf[64];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  if (b >= 1 << 30) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1 << 30));
+  else if (b >= 1 << 20) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1 << 20));
+  else if (b >= 1 << 10) std::snprintf(buf, sizeof buf, "%.1f KiB", b / (1 << 10));
+  else std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+}  // namespace
+
+json report_context(World& w, Backend& be, int argc, char** argv) {
+  json c;
+  c["date"] = iso_now();
+  c["hosts"] = w.all_hosts();
+  c["world_size"] = w.size();
+  c["ranks_per_node"] = w.local_size();
+  c["cpu"] = {{"model", cpu_model()}, {"cores", int(std::thread::hardware_concurrency())}};
+  json gpus = json::array();
+  if (be.name() != "cpu") gpus.push_back(be.device_name());
+  c["gpus"] = gpus;
+  c["versions"] = {{"mpi", w.mpi_version()}, {"nccl", nullptr}, {"cuda", nullptr},
+                   {"compiler", compiler()}, {"blas", "OpenBLAS"}};
+#ifdef CPBENCH_CUDA_VERSION
+  c["versions"]["cuda"] = CPBENCH_CUDA_VERSION;
+#endif
+  c["git_sha"] = CPBENCH_GIT_SHA;
+  json args = json::array();
+  for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
+  c["argv"] = args;
+  json env = json::object();
+  for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",
+                        "NCCL_DEBUG", "NCCL_ALGO", "NCCL_PROTO", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME",
+                        "OMPI_MCA_btl", "OMPI_MCA_pml", "SLURM_JOB_ID", "CPBENCH_THREADS"})
+    if (const char* v = std::getenv(k)) env[k] = v;
+  c["env"] = env;
+  return c;
+}
+
+json make_report(const json& context, const RunConfig& cfg, int world_size, const std::vector<json>& results) {
+  json r;
+  r["schema_version"] = 1;
+  r["tool"] = {{"name", "cpbench"}, {"version", "0.1.0"}};
+  r["context"] = context;
+  r["config"] = cfg.to_json(world_size);
+  r["results"] = results;
+  return r;
+}
+
+void write_json_file(const std::string& path, const json& j) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    if (!f) throw std::runtime_error("cannot write " + path);
+    f << j.dump(1) << "\n";
+    if (!f) throw std::runtime_error("error writing " + path);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write " + path);
+  }
+}
+
+void print_run_table(const std::vector<json>& results) {
+  std::printf("\n%-22s %8s %6s %10s %9s %9s %8s %7s %11s %11s %5s %8s %10s %6s\n", "strategy", "seq", "status",
+              "step_ms", "fwd_ms", "bwd_ms", "TFLOP/s", "MFU", "comm_fwd", "comm_bwd", "model", "overlap",
+              "peak_mem", "imbal");
+  for (const auto& r : results) {
+    if (r.value("status", "") != "ok") {
+      std::printf("%-22s %8lld %6s  %s\n", r["label"].get<std::string>().c_str(),
+                  static_cast<long long>(r["seq"].get<int64_t>()), r["status"].get<std::string>().c_str(),
+                  r.value("reason", "").c_str());
+      continue;
+    }
+    const bool model_ok = r["comm"]["fwd"]["matches_model"].get<bool>() && r["comm"]["bwd"]["matches_model"].get<bool>();
+    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.3f %6.1f%% %11s %11s %5s %7.0f%% %10s %6.2f\n",
+                r["label"].get<std::string>().c_str(), static_cast<long long>(r["seq"].get<int64_t>()), "ok",
+                r["timing"]["step_ms"]["median"].get<double>(), r["timing"]["fwd_ms"]["median"].get<double>(),
+                r["timing"]["bwd_ms"]["median"].get<double>(), r["tflops"].get<double>(),
+                100 * r["mfu"].get<double>(), human_bytes(r["comm"]["fwd"]["bytes_sent"].get<double>()).c_str(),
+                human_bytes(r["comm"]["bwd"]["bytes_sent"].get<double>()).c_str(), model_ok ? "=" : "DIFF",
+                100 * r["overlap"]["ratio"].get<double>(),
+                human_bytes(r["memory"]["peak_bytes"].get<double>()).c_str(),
+                r["balance"]["imbalance"].get<double>());
+  }
+  std::printf("(times: median over iterations of the max over ranks; comm: bytes sent per rank per layer; "
+              "model: '=' when equal to the analytic model)\n");
+}
+
+void print_verify_table(const std::vector<json>& results) {
+  std::printf("\n%-22s %8s %7s %12s %10s  %s\n", "strategy", "seq", "result", "max_rel_l2", "tolerance", "worst tensor");
+  for (const auto& r : results) {
+    const std::string st = r["status"].get<std::string>();
+    if (st == "skipped") {
+      std::printf("%-22s %8lld %7s  %s\n", r["label"].get<std::string>().c_str(),
+                  static_cast<long long>(r["seq"].get<int64_t>()), "SKIP", r["reason"].get<std::string>().c_str());
+      continue;
+    }
+    const json& v = r["verify"];
+    std::string worst;
+    double w = -1;
+    for (auto it = v["tensors"].begin(); it != v["tensors"].end(); ++it)
+      if (it.value().get<double>() > w) {
+        w = it.value().get<double>();
+        worst = it.key();
+      }
+    std::printf("%-22s %8lld %7s %12.3e %10.1e  %s\n", r["label"].get<std::string>().c_str(),
+                static_cast<long long>(r["seq"].get<int64_t>()), v["passed"].get<bool>() ? "PASS" : "FAIL",
+                v["max_rel_l2"].get<double>(), v["tolerance"].get<double>(), worst.c_str());
+  }
+}
+
+}  // namespace cpbench

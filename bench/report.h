@@ -1,0 +1,25 @@
+// The report (results_schema/report.schema.json) and the console table, both from the same
+// result objects.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/config.h"
+
+namespace cpbench {
+
+// Context block: hosts, devices, versions, git sha, argv, allow-listed environment.
+nlohmann::json report_context(World& w, Backend& be, int argc, char** argv);
+
+nlohmann::json make_report(const nlohmann::json& context, const RunConfig& cfg, int world_size,
+                           const std::vector<nlohmann::json>& results);
+
+// Writes atomically (temp file + rename) so no half-written report is ever left.
+void write_json_file(const std::string& path, const nlohmann::json& j);
+
+void print_run_table(const std::vector<nlohmann::json>& results);
+void print_verify_table(const std::vector<nlohmann::json>& results);
+
+}  // namespace cpbench

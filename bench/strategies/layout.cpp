@@ -1,0 +1,149 @@
+#include "bench/strategies/layout.h"
+
+#include <stdexcept>
+
+namespace cpbench {
+
+namespace {
+int64_t chunk_cols(const std::vector<HeadTensor>& ts, int d, int g) {
+  int64_t c = 0;
+  for (const auto& h : ts) c += int64_t(h.heads / g) * d;
+  return c;
+}
+}  // namespace
+
+void pack_heads_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T,
+                         int d, int g, Tensor& send) {
+  const int64_t cc = chunk_cols(src, d, g);
+  const int64_t rows = B * T;
+  for (int j = 0; j < g; ++j) {
+    int64_t col = 0;
+    for (const auto& h : src) {
+      const int64_t w = int64_t(h.heads / g) * d;  // this tensor's columns per peer
+      Tensor dst = send.view(j * rows * cc + col, {rows * cc - col});
+      be.copy_2d(dst, cc, h.t->view(j * w, {h.t->numel() - j * w}), int64_t(h.heads) * d, rows, w);
+      col += w;
+    }
+  }
+}
+
+void unpack_peers_to_sequence(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d, int g,
+                              int nseg, const std::vector<HeadTensor>& dst) {
+  const int64_t cc = chunk_cols(dst, d, g);
+  const int64_t seg_len = T / nseg, gT = int64_t(g) * T;
+  for (int j = 0; j < g; ++j)
+    for (int64_t b = 0; b < B; ++b)
+      for (int s = 0; s < nseg; ++s) {
+        const int64_t src_row = (int64_t(j) * B + b) * T + s * seg_len;  // row in recv
+        const int64_t dst_tok = b * gT + s * (gT / nseg) + j * seg_len;   // row in dst
+        int64_t col = 0;
+        for (const auto& h : dst) {
+          const int64_t w = int64_t(h.heads / g) * d;
+          Tensor out = h.t->view(dst_tok * w, {h.t->numel() - dst_tok * w});
+          be.copy_2d(out, w, recv.view(src_row * cc + col, {recv.numel() - src_row * cc - col}), cc,
+                     seg_len, w);
+          col += w;
+        }
+      }
+}
+
+void pack_sequence_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T,
+                            int d, int g, int nseg, Tensor& send) {
+  const int64_t cc = chunk_cols(src, d, g);
+  const int64_t seg_len = T / nseg, gT = int64_t(g) * T;
+  for (int j = 0; j < g; ++j)
+    for (int64_t b = 0; b < B; ++b)
+      for (int s = 0; s < nseg; ++s) {
+        const int64_t dst_row = (int64_t(j) * B + b) * T + s * seg_len;
+        const int64_t src_tok = b * gT + s * (gT / nseg) + j * seg_len;
+        int64_t col = 0;
+        for (const auto& h : src) {
+          const int64_t w = int64_t(h.heads / g) * d;
+          Tensor out = send.view(dst_row * cc + col, {send.numel() - dst_row * cc - col});
+          be.copy_2d(out, cc, h.t->view(src_tok * w, {h.t->numel() - src_tok * w}), w, seg_len, w);
+          col += w;
+        }
+      }
+}
+
+void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d, int g,
+                           const std::vector<HeadTensor>& dst) {
+  const int64_t cc = chunk_cols(dst, d, g);
+  const int64_t rows = B * T;
+  for (int j = 0; j < g; ++j) {
+    int64_t col = 0;
+    for (const auto& h : dst) {
+      const int64_t w = int64_t(h.heads / g) * d;
+      Tensor out = h.t->view(j * w, {h.t->numel() - j * w});
+      be.copy_2d(out, int64_t(h.heads) * d, recv.view(j * rows * cc + col, {recv.numel() - j * rows * cc - col}),
+                 cc, rows, w);
+      col += w;
+    }
+  }
+}
+
+namespace {
+// Calls f(rank j, segment start row within the rank's T tokens, natural start token, rows) for
+// every contiguous run of a rank's tokens.
+template <class F>
+void for_each_rank_run(int64_t T, int g, RankChunks layout, F f) {
+  for (int j = 0; j < g; ++j) {
+    if (layout == RankChunks::contiguous) {
+      f(j, int64_t(0), int64_t(j) * T, T);
+    } else {
+      const int64_t c = T / 2;
+      f(j, int64_t(0), int64_t(j) * c, c);
+      f(j, c, int64_t(2 * g - 1 - j) * c, c);
+    }
+  }
+}
+
+void check_rank_chunks(const char* op, int64_t T, RankChunks layout) {
+  if (layout == RankChunks::zigzag && T % 2 != 0)
+    throw std::invalid_argument(std::string(op) + ": zigzag needs an even token count per rank, got T=" +
+                                std::to_string(T));
+}
+}  // namespace
+
+void gathered_to_natural(Backend& be, const Tensor& gathered, int64_t B, int64_t T, int64_t C,
+                         int g, RankChunks layout, Tensor& natural) {
+  check_rank_chunks("gathered_to_natural", T, layout);
+  const int64_t gT = int64_t(g) * T;
+  for_each_rank_run(T, g, layout, [&](int j, int64_t row, int64_t tok, int64_t n) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t src = ((int64_t(j) * B + b) * T + row) * C, dst = (b * gT + tok) * C;
+      Tensor out = natural.view(dst, {natural.numel() - dst});
+      be.copy_2d(out, C, gathered.view(src, {gathered.numel() - src}), C, n, C);
+    }
+  });
+}
+
+void natural_to_gathered(Backend& be, const Tensor& natural, int64_t B, int64_t T, int64_t C,
+                         int g, RankChunks layout, Tensor& gathered) {
+  check_rank_chunks("natural_to_gathered", T, layout);
+  const int64_t gT = int64_t(g) * T;
+  for_each_rank_run(T, g, layout, [&](int j, int64_t row, int64_t tok, int64_t n) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t dst = ((int64_t(j) * B + b) * T + row) * C, src = (b * gT + tok) * C;
+      Tensor out = gathered.view(dst, {gathered.numel() - dst});
+      be.copy_2d(out, C, natural.view(src, {natural.numel() - src}), C, n, C);
+    }
+  });
+}
+
+void add_lse_rows(std::vector<float>& global, const std::vector<float>& local, int64_t B, int H,
+                  int64_t N, int h0, int hl, const Positions& pos) {
+  const int64_t T = pos.count();
+  if (static_cast<int64_t>(local.size()) != B * hl * T || static_cast<int64_t>(global.size()) != B * H * N ||
+      h0 < 0 || h0 + hl > H)
+    throw std::logic_error("add_lse_rows: size mismatch");
+  const std::vector<int64_t> p = pos.list();
+  for (int64_t b = 0; b < B; ++b)
+    for (int h = 0; h < hl; ++h) {
+      const float* src = &local[static_cast<size_t>((b * hl + h) * T)];
+      float* dst = &global[static_cast<size_t>((b * H + h0 + h) * N)];
+      for (int64_t t = 0; t < T; ++t) dst[p[static_cast<size_t>(t)]] += src[t];
+    }
+}
+
+}  // namespace cpbench

@@ -1,0 +1,63 @@
+// Layout changes around all-to-all exchanges (Ulysses, USP): pack per-peer chunks, place what
+// arrives; and around all_gather / reduce_scatter (allgather-kv, megatron-sp): rank-ordered
+// chunks <-> natural token order. All are copy_2d calls on the backend, so they run on either
+// backend. At the end, host-side helpers for exporting head-sliced results.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace cpbench {
+
+// A tensor taking part in an exchange and its head count (q: H, k and v: G, ...).
+struct HeadTensor {
+  Tensor* t;
+  int heads;
+};
+
+// Tokens -> heads, before the forward all-to-all.
+// Each src is [B, T, heads_i, d]; send becomes [g, B, T, sum_i(heads_i/g) * d]: chunk j holds
+// head slice j of every tensor, concatenated (tensor 0 first).
+void pack_heads_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T,
+                         int d, int g, Tensor& send);
+
+// Tokens -> heads, after the forward all-to-all.
+// recv is [g, B, T, sum_i(heads_i/g) * d] (chunk j from group rank j, holding that rank's T
+// tokens); each dst is [B, g*T, heads_i/g, d]. Peer j's tokens are `nseg` equal segments
+// (1: contiguous; 2: zigzag halves); segment s of peer j lands at token
+// s*(g*T/nseg) + j*(T/nseg), so that the gathered sequence is in position order.
+void unpack_peers_to_sequence(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d, int g,
+                              int nseg, const std::vector<HeadTensor>& dst);
+
+// Heads -> tokens, before the backward-direction all-to-all (inverse of the unpack above).
+// Each src is [B, g*T, heads_i/g, d] (heads_i counts the FULL head number); send becomes
+// [g, B, T, sum_i(heads_i/g) * d] where chunk j holds peer j's tokens.
+void pack_sequence_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T,
+                            int d, int g, int nseg, Tensor& send);
+
+// Heads -> tokens, after that all-to-all (inverse of pack_heads_to_peers).
+// recv [g, B, T, sum_i(heads_i/g) * d] -> each dst [B, T, heads_i, d], head slice j from peer j.
+void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d, int g,
+                           const std::vector<HeadTensor>& dst);
+
+// ---- around all_gather / reduce_scatter -------------------------------------------------------
+// How a group's ranks hold a sequence of g*T tokens (per batch row), T per rank:
+//   contiguous: rank j holds [j*T, (j+1)*T)
+//   zigzag:     the sequence is cut into 2g chunks of T/2; rank j holds chunks j and 2g-1-j
+enum class RankChunks { contiguous, zigzag };
+
+// all_gather result -> natural order. gathered [g, B, T, C] (chunk j from group rank j, its
+// tokens in storage order) -> natural [B, g*T, C]. Same dtype.
+void gathered_to_natural(Backend& be, const Tensor& gathered, int64_t B, int64_t T, int64_t C,
+                         int g, RankChunks layout, Tensor& natural);
+// The inverse, before a reduce_scatter: natural [B, g*T, C] -> per-rank chunks [g, B, T, C].
+void natural_to_gathered(Backend& be, const Tensor& natural, int64_t B, int64_t T, int64_t C,
+                         int g, RankChunks layout, Tensor& gathered);
+
+// ---- verification export (host) -------------------------------------------------------------------
+// Adds local lse [B, hl, T] (query heads [h0, h0+hl), tokens at `pos`) into global [B, H, N].
+void add_lse_rows(std::vector<float>& global, const std::vector<float>& local, int64_t B, int H,
+                  int64_t N, int h0, int hl, const Positions& pos);
+
+}  // namespace cpbench

@@ -1,0 +1,28 @@
+// ring-striped — ring attention on the striped layout (Brandon et al. 2023, Striped Attention):
+// token t lives on rank t mod P, so every block pair is an almost-triangular causal problem and
+// the work is balanced without reordering chunks. The ring algorithm and its bytes are ring's
+// (ring_core.h): fwd = s*T*2hk*(P-1); bwd = s*T*2hk*(P-1) + s_acc*T*2hk*P.
+#include "bench/strategies/ring_core.h"
+
+namespace cpbench {
+
+namespace {
+
+class RingStriped final : public RingLayer {
+ public:
+  std::string name() const override { return "ring-striped"; }
+  void check(const LayerShape& s, int P, const MeshSpec&) const override {
+    require_seq_multiple(s, P, "P");
+  }
+
+ protected:
+  Positions rank_positions(const LayerShape& s, int P, int j) const override {
+    return Positions::strided(j, P, s.N / P);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_ring_striped() { return std::make_unique<RingStriped>(); }
+
+}  // namespace cpbench

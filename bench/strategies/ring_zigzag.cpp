@@ -1,0 +1,30 @@
+// ring-zigzag — ring attention on the zigzag layout (zhuzilin/ring-flash-attention, Llama 3's
+// load balancing): the sequence is cut into 2P chunks of N/(2P) and rank r holds chunks r and
+// 2P-1-r, an early and a late one, so under the causal mask every rank has the same number of
+// visible query-key pairs. The ring algorithm and its bytes are ring's (ring_core.h):
+// fwd = s*T*2hk*(P-1); bwd = s*T*2hk*(P-1) + s_acc*T*2hk*P.
+#include "bench/strategies/ring_core.h"
+
+namespace cpbench {
+
+namespace {
+
+class RingZigzag final : public RingLayer {
+ public:
+  std::string name() const override { return "ring-zigzag"; }
+  void check(const LayerShape& s, int P, const MeshSpec&) const override {
+    require_seq_multiple(s, 2 * int64_t(P), "2*P");
+  }
+
+ protected:
+  Positions rank_positions(const LayerShape& s, int P, int j) const override {
+    const int64_t c = s.N / (2 * int64_t(P));
+    return Positions::two(j * c, c, (2 * int64_t(P) - 1 - j) * c, c);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_ring_zigzag() { return std::make_unique<RingZigzag>(); }
+
+}  // namespace cpbench

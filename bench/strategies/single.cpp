@@ -1,0 +1,64 @@
+// single — the reference. Every rank computes the whole layer on the whole sequence; nothing
+// is communicated. Its results are what every other strategy is verified against, and its step
+// time is the baseline for strong scaling.
+#include "bench/strategies/seq_sharded_layer.h"
+
+namespace cpbench {
+
+namespace {
+
+class Single final : public SeqShardedLayer {
+ public:
+  std::string name() const override { return "single"; }
+  void check(const LayerShape&, int, const MeshSpec&) const override {}
+  CommPrediction predicted_bytes(const LayerShape&, int, const MeshSpec&, int64_t, int64_t) const override {
+    return {0, 0};
+  }
+
+ protected:
+  bool replicated() const override { return true; }
+  Positions token_positions(const LayerShape& s, const Mesh&) const override {
+    return Positions::contiguous(0, s.N);
+  }
+  AttnShape attn_shape() const {
+    const LayerShape& s = shape();
+    AttnShape a;
+    a.B = s.B; a.nq = s.N; a.nk = s.N; a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.causal;
+    return a;
+  }
+  void core_setup() override {
+    const LayerShape& s = shape();
+    lse_ = alloc_f32({s.B, s.H, s.N});
+    delta_ = alloc_f32({s.B, s.H, s.N});
+  }
+  void core_forward() override {
+    be().attn_fwd(attn_shape(), q_, k_, v_, pos_, pos_, o_, lse_);
+  }
+  void core_backward() override {
+    Backend& b = be();
+    b.attn_bwd_delta(attn_shape(), o_, do_, delta_);
+    b.fill(dq_, 0.0f);
+    b.fill(dk_, 0.0f);
+    b.fill(dv_, 0.0f);
+    b.attn_bwd(attn_shape(), q_, k_, v_, do_, lse_, delta_, pos_, pos_, dq_, dk_, dv_);
+  }
+  void core_teardown() override { lse_ = delta_ = Tensor{}; }
+  void export_lse(std::vector<float>& global) override {
+    std::vector<float> h = be().download(lse_);
+    for (size_t i = 0; i < h.size(); ++i) global[i] += h[i];
+  }
+  int64_t core_activation_bytes(const LayerShape& s, int, const MeshSpec&) const override {
+    return 2 * s.B * s.H * s.N * 4;  // lse, delta
+  }
+  int64_t activation_bytes_estimate(const LayerShape& s, int, const MeshSpec& m) const override {
+    return SeqShardedLayer::activation_bytes_estimate(s, 1, m);  // the whole sequence on each rank
+  }
+
+  Tensor lse_, delta_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_single() { return std::make_unique<Single>(); }
+
+}  // namespace cpbench

@@ -1,0 +1,634 @@
+// MPI communicator and the per-process communication thread (see mpi_communicator.h).
+#include "comm/mpi_communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace cpbench {
+
+// ---- errors -----------------------------------------------------------------------------------
+
+namespace {
+
+std::string where() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  std::string host = "?";
+  int rank = -1;
+  if (init && !fin) {
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) host.assign(name, static_cast<size_t>(len));
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  }
+  return "host " + host + " rank " + std::to_string(rank);
+}
+
+std::string mpi_error_string(int rc) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(msg, static_cast<size_t>(len));
+}
+
+}  // namespace
+
+void mpi_fail(int rc, const char* call, const char* file, int line) {
+  throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
+                           " (" + where() + "): " + mpi_error_string(rc));
+}
+
+namespace {
+
+// ---- counts larger than INT_MAX ---------------------------------------------------------------
+
+// `bytes` as (datatype, count) with count <= INT_MAX: MPI_BYTE when it fits, else a contiguous
+// block of a power-of-two size that divides it.
+class ByteSpan {
+ public:
+  explicit ByteSpan(size_t bytes) {
+    if (bytes <= static_cast<size_t>(INT_MAX)) {
+      count_ = static_cast<int>(bytes);
+      return;
+    }
+    for (size_t block = size_t(1) << 12; block <= (size_t(1) << 30); block <<= 1) {
+      if (bytes % block == 0 && bytes / block <= static_cast<size_t>(INT_MAX)) {
+        MPI_CHECK(MPI_Type_contiguous(static_cast<int>(block), MPI_BYTE, &type_));
+        MPI_CHECK(MPI_Type_commit(&type_));
+        owned_ = true;
+        count_ = static_cast<int>(bytes / block);
+        return;
+      }
+    }
+    throw std::invalid_argument("message of " + std::to_string(bytes) +
+                                " bytes cannot be expressed as an MPI count (not a multiple of 4 KiB)");
+  }
+  ~ByteSpan() {
+    if (owned_) MPI_Type_free(&type_);
+  }
+  ByteSpan(const ByteSpan&) = delete;
+  ByteSpan& operator=(const ByteSpan&) = delete;
+  MPI_Datatype type() const { return type_; }
+  int count() const { return count_; }
+
+ private:
+  MPI_Datatype type_ = MPI_BYTE;
+  int count_ = 0;
+  bool owned_ = false;
+};
+
+// ---- 16-bit float conversions (for reduce_scatter of bf16/fp16 through host staging) ----------
+
+uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+float bf16_to_f32(uint16_t h) { return bits_f32(uint32_t(h) << 16); }
+uint16_t f32_to_bf16(float f) {  // round to nearest even
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13));  // inf / nan
+  if (exp == 0) {
+    if (man == 0) return bits_f32(sign);
+    // subnormal: man * 2^-24
+    float v = static_cast<float>(man) * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+uint16_t f32_to_f16(float f) {  // round to nearest even, overflow to inf
+  const uint32_t u = f32_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // nan
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: rounds to inf
+  if (a < 0x38800000u) {  // below the smallest normal 2^-14: subnormal or zero
+    // value = a_float; subnormal unit 2^-24. Round a_float * 2^24 to nearest even.
+    const float v = bits_f32(a) * 16777216.0f;  // exact (power-of-two scale)
+    float r = static_cast<float>(static_cast<int>(v));
+    const float frac = v - r;
+    if (frac > 0.5f || (frac == 0.5f && (static_cast<int>(r) & 1))) r += 1.0f;
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(r));
+  }
+  // normal: rebias exponent 127 -> 15, keep 10 mantissa bits, round the 13 dropped bits
+  uint32_t h = ((a - 0x38000000u) >> 13);
+  const uint32_t rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent: fine
+  return static_cast<uint16_t>(sign | h);
+}
+
+void to_f32(DType t, const void* src, float* dst, size_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  if (t == DType::f32) {
+    std::memcpy(dst, src, n * 4);
+  } else if (t == DType::bf16) {
+    for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+  }
+}
+
+void from_f32(DType t, const float* src, void* dst, size_t n) {
+  auto* d = static_cast<uint16_t*>(dst);
+  if (t == DType::f32) {
+    std::memcpy(dst, src, n * 4);
+  } else if (t == DType::bf16) {
+    for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+  }
+}
+
+// ---- the communication thread ------------------------------------------------------------------
+
+// An MPI communicator handle shared by the communicator and its in-flight operations, freed
+// when the last of them goes (so destroying a Communicator with a request in flight is safe).
+struct CommHandle {
+  MPI_Comm comm = MPI_COMM_NULL;
+  explicit CommHandle(MPI_Comm c) : comm(c) {}
+  ~CommHandle() {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin && comm != MPI_COMM_NULL && comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF)
+      MPI_Comm_free(&comm);
+  }
+};
+
+std::atomic<int64_t> g_live_ops{0};
+std::mutex g_live_mu;
+std::unordered_set<const void*> g_live_set;  // addresses of live P2POp (validates wait())
+
+struct P2POp {
+  // Set by the issuing thread before submit; read-only afterwards.
+  OpKind kind = OpKind::send;
+  std::shared_ptr<CommHandle> comm;
+  const void* owner = nullptr;  // the issuing communicator
+  int peer = 0, tag = 0;
+  void* buf = nullptr;  // what MPI reads/writes: the tensor's memory or `stage`
+  size_t bytes = 0;
+  Tensor tensor;                      // keeps the caller's buffer alive until release
+  std::vector<unsigned char> stage;   // host staging (device-memory backends)
+  Phase phase = Phase::other;
+  double t0 = 0;
+  // Owned by the comm thread while in flight; published under the engine mutex.
+  MPI_Request req = MPI_REQUEST_NULL;
+  bool done = false;
+  double t_done = 0;
+  std::string error;
+
+  P2POp() {
+    g_live_ops.fetch_add(1);
+    std::lock_guard<std::mutex> lk(g_live_mu);
+    g_live_set.insert(this);
+  }
+  ~P2POp() {
+    std::lock_guard<std::mutex> lk(g_live_mu);
+    g_live_set.erase(this);
+    g_live_ops.fetch_sub(1);
+  }
+  P2POp(const P2POp&) = delete;
+  P2POp& operator=(const P2POp&) = delete;
+};
+
+class P2PEngine {
+ public:
+  static P2PEngine& get() {
+    static P2PEngine* e = new P2PEngine();  // never destroyed: the thread is stopped explicitly
+    return *e;
+  }
+
+  void submit(std::shared_ptr<P2POp> op) {
+    release_finished();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!running_) {
+      stop_ = false;
+      running_ = true;
+      thread_ = std::thread([this] { run(); });
+    }
+    incoming_.push_back(std::move(op));
+    work_cv_.notify_one();
+  }
+
+  void wait(P2POp& op) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      if (!op.done) {
+        ++waiters_;  // switches the thread to continuous polling
+        work_cv_.notify_one();
+        done_cv_.wait(lk, [&] { return op.done; });
+        --waiters_;
+      }
+    }
+    release_finished();
+  }
+
+  // Completed operations are handed back here and destroyed on a caller's thread, never on the
+  // comm thread: destroying one may free a backend buffer (the allocator is not thread-safe).
+  void release_finished() {
+    std::vector<std::shared_ptr<P2POp>> dead;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      dead.swap(finished_);
+    }
+  }
+
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!running_) return;
+      stop_ = true;
+      work_cv_.notify_one();
+    }
+    thread_.join();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      running_ = false;
+    }
+    release_finished();
+  }
+
+ private:
+  P2PEngine() {
+    const char* env = std::getenv("CPBENCH_COMM_POLL_US");
+    long us = env ? std::strtol(env, nullptr, 10) : 50;
+    poll_ = std::chrono::microseconds(std::max(1L, us));
+  }
+
+  // Under mu_. The op moves to finished_ (see release_finished).
+  void finish(std::shared_ptr<P2POp>& op, std::string error) {
+    op->error = std::move(error);
+    op->t_done = now_ms();
+    op->done = true;
+    finished_.push_back(std::move(op));
+  }
+
+  // Posts one operation; returns false (and sets its error) when MPI refuses it.
+  bool post(std::shared_ptr<P2POp>& op) {
+    try {
+      ByteSpan span(op->bytes);
+      int rc = op->kind == OpKind::send
+                   ? MPI_Isend(op->buf, span.count(), span.type(), op->peer, op->tag, op->comm->comm, &op->req)
+                   : MPI_Irecv(op->buf, span.count(), span.type(), op->peer, op->tag, op->comm->comm, &op->req);
+      if (rc != MPI_SUCCESS) {
+        std::lock_guard<std::mutex> lk(mu_);
+        finish(op, std::string(op->kind == OpKind::send ? "MPI_Isend" : "MPI_Irecv") + " failed (" +
+                       where() + "): " + mpi_error_string(rc));
+        done_cv_.notify_all();
+        return false;
+      }
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lk(mu_);
+      finish(op, e.what());
+      done_cv_.notify_all();
+      return false;
+    }
+    return true;
+  }
+
+  // A completed receive must have filled its whole buffer: a shorter message is a layout bug.
+  static std::string check_status(const P2POp& op, MPI_Status& st, bool status_has_error) {
+    if (status_has_error && st.MPI_ERROR != MPI_SUCCESS)
+      return std::string(op.kind == OpKind::send ? "send" : "recv") + " to/from peer " +
+             std::to_string(op.peer) + " tag " + std::to_string(op.tag) + " failed (" + where() +
+             "): " + mpi_error_string(st.MPI_ERROR);
+    if (op.kind == OpKind::recv) {
+      MPI_Count got = 0;
+      if (MPI_Get_elements_x(&st, MPI_BYTE, &got) == MPI_SUCCESS && got != static_cast<MPI_Count>(op.bytes))
+        return "recv from peer " + std::to_string(op.peer) + " tag " + std::to_string(op.tag) +
+               " got " + std::to_string(static_cast<long long>(got)) + " bytes, expected " +
+               std::to_string(op.bytes) + " (" + where() + ")";
+    }
+    return {};
+  }
+
+  void run() {
+    std::vector<std::shared_ptr<P2POp>> active, fresh;
+    std::vector<MPI_Request> reqs;
+    std::vector<int> idx;
+    std::vector<MPI_Status> st;
+    for (;;) {
+      bool hot = false;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (active.empty()) {
+          work_cv_.wait(lk, [&] { return stop_ || !incoming_.empty(); });
+        } else if (waiters_ == 0 && incoming_.empty() && !stop_) {
+          // Nobody waits: let compute have the core between polls.
+          work_cv_.wait_for(lk, poll_, [&] { return stop_ || !incoming_.empty() || waiters_ > 0; });
+        }
+        if (stop_) break;
+        fresh.swap(incoming_);
+        hot = waiters_ > 0;
+      }
+      for (auto& op : fresh)
+        if (post(op)) active.push_back(std::move(op));
+      fresh.clear();  // ops that failed to post were moved to finished_
+      if (active.empty()) continue;
+
+      reqs.resize(active.size());
+      for (size_t i = 0; i < active.size(); ++i) reqs[i] = active[i]->req;
+      idx.resize(active.size());
+      st.resize(active.size());
+      int outcount = 0;
+      const int rc = MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, idx.data(), st.data());
+      if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (auto& op : active) finish(op, "MPI_Testsome failed (" + where() + "): " + mpi_error_string(rc));
+        active.clear();
+        done_cv_.notify_all();
+        continue;
+      }
+      if (outcount > 0 && outcount != MPI_UNDEFINED) {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (int j = 0; j < outcount; ++j) {
+          auto& op = active[static_cast<size_t>(idx[static_cast<size_t>(j)])];
+          op->req = MPI_REQUEST_NULL;
+          std::string err = check_status(*op, st[static_cast<size_t>(j)], rc == MPI_ERR_IN_STATUS);
+          finish(op, std::move(err));  // leaves a null in `active`
+        }
+        active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+        done_cv_.notify_all();
+      } else if (hot) {
+        std::this_thread::yield();
+      }
+    }
+    // Stopped with operations outstanding: a program error (requests never waited).
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& op : incoming_) active.push_back(std::move(op));
+    incoming_.clear();
+    if (!active.empty())
+      std::fprintf(stderr, "cpbench: comm thread stopped with %zu point-to-point operation(s) in flight (%s); cancelling\n",
+                   active.size(), where().c_str());
+    for (auto& op : active) {
+      if (op->req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&op->req);
+        MPI_Request_free(&op->req);
+      }
+      finish(op, "cancelled: the comm thread was stopped (World::finalize) before completion");
+    }
+    done_cv_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::vector<std::shared_ptr<P2POp>> incoming_;
+  std::vector<std::shared_ptr<P2POp>> finished_;
+  int waiters_ = 0;
+  bool stop_ = false, running_ = false;
+  std::thread thread_;
+  std::chrono::microseconds poll_{50};
+};
+
+// ---- the communicator ----------------------------------------------------------------------------
+
+bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
+  if (na == 0 || nb == 0) return false;
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + nb && pb < pa + na;
+}
+
+std::string shape_of(const Tensor& t) {
+  return t.shape_str() + " " + dtype_name(t.dtype) + " (" + std::to_string(t.numel()) + " elements)";
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, const std::string& name, CommLog& log, Backend& be)
+      : comm_(std::make_shared<CommHandle>(comm)), log_(log), be_(be), staged_(be.device_memory()) {
+    name_ = name;
+    MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+    MPI_CHECK(MPI_Comm_size(comm, &size_));
+    void* attr = nullptr;
+    int flag = 0;
+    MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag));
+    if (flag && attr) tag_ub_ = *static_cast<int*>(attr);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_to_all(const Tensor& send, Tensor& recv) override {
+    const double t0 = log_.now_ms();
+    const Phase ph = log_.phase();
+    check_divisible("all_to_all", send);
+    check_pair("all_to_all", send, recv, send.numel(), "recv.numel() == send.numel()");
+    const size_t bytes = send.bytes();
+    ByteSpan chunk(bytes / static_cast<size_t>(size_));
+    const void* sb = send.data;
+    void* rb = recv.data;
+    if (staged_) {
+      stage_in(send, host_send_);
+      host_recv_.resize(bytes);
+      sb = host_send_.data();
+      rb = host_recv_.data();
+    }
+    MPI_CHECK(MPI_Alltoall(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
+    if (staged_) be_.copy_from_host_raw(recv, host_recv_.data(), bytes);
+    record(OpKind::all_to_all, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
+  }
+
+  void all_gather(const Tensor& send, Tensor& recv) override {
+    const double t0 = log_.now_ms();
+    const Phase ph = log_.phase();
+    check_pair("all_gather", send, recv, send.numel() * size_, "recv.numel() == group size * send.numel()");
+    const size_t bytes = send.bytes();
+    ByteSpan chunk(bytes);
+    const void* sb = send.data;
+    void* rb = recv.data;
+    if (staged_) {
+      stage_in(send, host_send_);
+      host_recv_.resize(recv.bytes());
+      sb = host_send_.data();
+      rb = host_recv_.data();
+    }
+    MPI_CHECK(MPI_Allgather(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
+    if (staged_) be_.copy_from_host_raw(recv, host_recv_.data(), recv.bytes());
+    record(OpKind::all_gather, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
+  }
+
+  void reduce_scatter(const Tensor& send, Tensor& recv) override {
+    const double t0 = log_.now_ms();
+    const Phase ph = log_.phase();
+    check_divisible("reduce_scatter", send);
+    check_pair("reduce_scatter", send, recv, send.numel() / size_, "send.numel() == group size * recv.numel()");
+    const int64_t c = recv.numel();
+    if (c > INT_MAX)
+      throw std::invalid_argument("reduce_scatter on '" + name_ + "': " + std::to_string(c) +
+                                  " elements per rank exceed MPI's int count");
+    const size_t n = static_cast<size_t>(send.numel());
+    if (!staged_ && send.dtype == DType::f32) {
+      MPI_CHECK(MPI_Reduce_scatter_block(send.data, recv.data, static_cast<int>(c), MPI_FLOAT, MPI_SUM, comm_->comm));
+    } else {
+      // Device memory and/or 16-bit data: reduce in fp32 on the host, convert back once.
+      const void* src = send.data;
+      if (staged_) {
+        stage_in(send, host_send_);
+        src = host_send_.data();
+      }
+      f32_send_.resize(n);
+      f32_recv_.resize(static_cast<size_t>(c));
+      to_f32(send.dtype, src, f32_send_.data(), n);
+      MPI_CHECK(MPI_Reduce_scatter_block(f32_send_.data(), f32_recv_.data(), static_cast<int>(c), MPI_FLOAT,
+                                         MPI_SUM, comm_->comm));
+      if (staged_) {
+        host_recv_.resize(recv.bytes());
+        from_f32(recv.dtype, f32_recv_.data(), host_recv_.data(), static_cast<size_t>(c));
+        be_.copy_from_host_raw(recv, host_recv_.data(), recv.bytes());
+      } else {
+        from_f32(recv.dtype, f32_recv_.data(), recv.data, static_cast<size_t>(c));
+      }
+    }
+    record(OpKind::reduce_scatter, ph, static_cast<int64_t>(send.bytes()), -1, t0, log_.now_ms());
+  }
+
+  Request isend(const Tensor& buf, int peer, int tag) override {
+    auto op = make_op(OpKind::send, buf, peer, tag);
+    if (staged_) be_.copy_to_host_raw(op->stage.data(), buf, op->bytes);  // caller's thread: after its compute
+    P2PEngine::get().submit(op);
+    return Request{op};
+  }
+
+  Request irecv(Tensor& buf, int peer, int tag) override {
+    auto op = make_op(OpKind::recv, buf, peer, tag);
+    P2PEngine::get().submit(op);
+    return Request{op};
+  }
+
+  void wait(Request& r) override {
+    if (!r.active()) return;  // like MPI_Wait on MPI_REQUEST_NULL
+    {
+      std::lock_guard<std::mutex> lk(g_live_mu);
+      if (!g_live_set.count(r.impl.get()))
+        throw std::invalid_argument("wait on '" + name_ + "': the request was not issued by an MPI communicator");
+    }
+    auto op = std::static_pointer_cast<P2POp>(r.impl);
+    if (op->owner != this)
+      throw std::invalid_argument("wait on '" + name_ + "': the request was issued by another communicator");
+    P2PEngine::get().wait(*op);
+    r.impl.reset();
+    if (!op->error.empty()) throw std::runtime_error("comm '" + name_ + "': " + op->error);
+    double t1 = op->t_done;
+    if (op->kind == OpKind::recv && staged_) {
+      be_.copy_from_host_raw(op->tensor, op->stage.data(), op->bytes);
+      t1 = log_.now_ms();
+    }
+    record(op->kind, op->phase, static_cast<int64_t>(op->bytes), op->peer, op->t0, t1);
+  }
+
+  void barrier() override {
+    const double t0 = log_.now_ms();
+    const Phase ph = log_.phase();
+    MPI_CHECK(MPI_Barrier(comm_->comm));
+    record(OpKind::barrier, ph, 0, -1, t0, log_.now_ms());
+  }
+
+ private:
+  std::shared_ptr<P2POp> make_op(OpKind kind, const Tensor& buf, int peer, int tag) {
+    const char* what = kind == OpKind::send ? "isend" : "irecv";
+    if (peer < 0 || peer >= size_)
+      throw std::invalid_argument(std::string(what) + " on '" + name_ + "': peer " + std::to_string(peer) +
+                                  " outside the group [0, " + std::to_string(size_) + ")");
+    if (tag < 0 || tag > tag_ub_)
+      throw std::invalid_argument(std::string(what) + " on '" + name_ + "': tag " + std::to_string(tag) +
+                                  " outside [0, " + std::to_string(tag_ub_) + "]");
+    if (buf.data == nullptr && buf.numel() > 0)
+      throw std::invalid_argument(std::string(what) + " on '" + name_ + "': buffer has no memory");
+    auto op = std::make_shared<P2POp>();
+    op->kind = kind;
+    op->comm = comm_;
+    op->owner = this;
+    op->peer = peer;
+    op->tag = tag;
+    op->tensor = buf;
+    op->bytes = buf.bytes();
+    op->phase = log_.phase();
+    op->t0 = log_.now_ms();
+    if (staged_) op->stage.resize(op->bytes);
+    op->buf = staged_ ? op->stage.data() : buf.data;
+    return op;
+  }
+
+  void stage_in(const Tensor& t, std::vector<unsigned char>& host) {
+    host.resize(t.bytes());
+    be_.copy_to_host_raw(host.data(), t, t.bytes());
+  }
+
+  void check_pair(const char* op, const Tensor& send, const Tensor& recv, int64_t want_recv, const char* rule) {
+    auto fail = [&](const std::string& why) {
+      throw std::invalid_argument(std::string(op) + " on '" + name_ + "' (group size " + std::to_string(size_) +
+                                  "): " + why + "; send " + shape_of(send) + ", recv " + shape_of(recv));
+    };
+    if (send.dtype != recv.dtype) fail("send and recv dtypes differ");
+    if (recv.numel() != want_recv) fail(std::string("need ") + rule);
+    if ((send.data == nullptr && send.numel() > 0) || (recv.data == nullptr && recv.numel() > 0))
+      fail("a buffer has no memory");
+    if (!staged_ && overlaps(send.data, send.bytes(), recv.data, recv.bytes()))
+      fail("send and recv overlap (in-place is not supported)");
+  }
+
+  void check_divisible(const char* op, const Tensor& send) {
+    if (send.numel() % size_ != 0)
+      throw std::invalid_argument(std::string(op) + " on '" + name_ + "': send has " +
+                                  std::to_string(send.numel()) + " elements, not a multiple of the group size " +
+                                  std::to_string(size_));
+  }
+
+  void record(OpKind k, Phase ph, int64_t buffer_bytes, int peer, double t0, double t1) {
+    log_.records().push_back(CommRecord{k, name_, size_, ph, logical_bytes_sent(k, buffer_bytes, size_),
+                                        buffer_bytes, peer, t0, t1});
+  }
+
+  std::shared_ptr<CommHandle> comm_;
+  CommLog& log_;
+  Backend& be_;
+  const bool staged_;
+  int rank_ = 0, size_ = 1;
+  int tag_ub_ = 32767;
+  std::vector<unsigned char> host_send_, host_recv_;  // staging for collectives (grow-only)
+  std::vector<float> f32_send_, f32_recv_;            // fp32 reduction of 16-bit data
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::string& name, CommLog& log,
+                                                    Backend& be) {
+  return std::make_unique<MpiCommunicator>(comm, name, log, be);
+}
+
+int64_t mpi_p2p_live_ops() {
+  P2PEngine::get().release_finished();
+  return g_live_ops.load();
+}
+
+void mpi_p2p_shutdown() { P2PEngine::get().shutdown(); }
+
+}  // namespace cpbench

@@ -1,0 +1,337 @@
+// Backend base-class defaults, the exact visible-pair count, and the boundary checks every
+// backend runs before it trusts a call's shapes.
+#include "kernels/backend.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <utility>
+
+namespace cpbench {
+
+double Backend::compute_busy_ms() const {
+  double t = 0;
+  for (const ComputeRecord& r : compute_log_) t += r.t1_ms - r.t0_ms;
+  return t;
+}
+
+void Backend::copy_to_host_raw(void* dst, const Tensor& src, size_t bytes) {
+  if (bytes > src.bytes())
+    throw std::invalid_argument("copy_to_host_raw: " + std::to_string(bytes) +
+                                " bytes from a tensor of " + std::to_string(src.bytes()));
+  if (bytes) std::memcpy(dst, src.data, bytes);
+}
+
+void Backend::copy_from_host_raw(Tensor& dst, const void* src, size_t bytes) {
+  if (bytes > dst.bytes())
+    throw std::invalid_argument("copy_from_host_raw: " + std::to_string(bytes) +
+                                " bytes into a tensor of " + std::to_string(dst.bytes()));
+  if (bytes) std::memcpy(dst.data, src, bytes);
+}
+
+// ---- count_visible_pairs ----------------------------------------------------------------------
+namespace {
+
+// sum_{i=0}^{n-1} floor((a*i + b) / m) for n, m >= 1 and a, b >= 0 (Euclid-like reduction).
+uint64_t floor_sum(uint64_t n, uint64_t m, uint64_t a, uint64_t b) {
+  uint64_t ans = 0;
+  while (true) {
+    if (a >= m) {
+      ans += (n * (n - 1) / 2) * (a / m);
+      a %= m;
+    }
+    if (b >= m) {
+      ans += n * (b / m);
+      b %= m;
+    }
+    const uint64_t y_max = a * n + b;
+    if (y_max < m) break;
+    n = y_max / m;
+    b = y_max % m;
+    std::swap(m, a);
+  }
+  return ans;
+}
+
+// Pairs (i < q.count, j < k.count) with k.start + j*k.stride <= q.start + i*q.stride.
+int64_t visible_in_segments(const PosSeg& q, const PosSeg& k) {
+  if (q.count <= 0 || k.count <= 0) return 0;
+  // Row i sees c(i) = clamp(floor((q.start - k.start + i*q.stride) / k.stride) + 1, 0, k.count).
+  // c is non-decreasing in i: zero while the query is before the first key, k.count once it is at
+  // or after the last key, and a floor of a linear function in between.
+  const int64_t a = q.start - k.start;
+  const int64_t qs = q.stride, ks = k.stride;
+  auto first_row_at_least = [&](int64_t target) -> int64_t {  // min i with a + i*qs >= target
+    if (a >= target) return 0;
+    return (target - a + qs - 1) / qs;
+  };
+  const int64_t i_lo = std::min(first_row_at_least(0), q.count);
+  const int64_t i_hi = std::max(i_lo, std::min(first_row_at_least((k.count - 1) * ks), q.count));
+  int64_t total = (q.count - i_hi) * k.count;
+  const int64_t n = i_hi - i_lo;
+  if (n > 0) {
+    // sum over i in [i_lo, i_hi) of floor((a + i*qs) / ks) + 1, with a + i_lo*qs >= 0.
+    const int64_t b0 = a + i_lo * qs;
+    total += static_cast<int64_t>(floor_sum(static_cast<uint64_t>(n), static_cast<uint64_t>(ks),
+                                            static_cast<uint64_t>(qs), static_cast<uint64_t>(b0))) +
+             n;
+  }
+  return total;
+}
+
+}  // namespace
+
+int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool causal) {
+  if (!causal) return qpos.count() * kpos.count();
+  int64_t total = 0;
+  for (int a = 0; a < qpos.nseg; ++a)
+    for (int b = 0; b < kpos.nseg; ++b) total += visible_in_segments(qpos.seg[a], kpos.seg[b]);
+  return total;
+}
+
+// ---- boundary checks --------------------------------------------------------------------------
+namespace {
+
+[[noreturn]] void fail(const std::string& op, const std::string& what) {
+  throw std::invalid_argument(op + ": " + what);
+}
+
+void expect_numel(const char* op, const char* name, const Tensor& t, int64_t n,
+                  const std::string& shape) {
+  if (t.empty() && n > 0) fail(op, std::string(name) + " is an empty tensor, expected " + shape);
+  if (t.numel() != n)
+    fail(op, std::string(name) + " has " + std::to_string(t.numel()) + " elements " +
+                 t.shape_str() + ", expected " + shape + " = " + std::to_string(n));
+}
+
+void expect_dtype(const char* op, const char* name, const Tensor& t, DType want) {
+  if (t.dtype != want)
+    fail(op, std::string(name) + " is " + dtype_name(t.dtype) + ", expected " + dtype_name(want));
+}
+
+std::string dims(std::initializer_list<int64_t> v) {
+  std::ostringstream os;
+  os << '[';
+  bool first = true;
+  for (int64_t x : v) {
+    os << (first ? "" : ", ") << x;
+    first = false;
+  }
+  os << ']';
+  return os.str();
+}
+
+void check_positions(const char* op, const char* name, const Positions& p, int64_t rows) {
+  if (p.nseg < 0 || p.nseg > 2) fail(op, std::string(name) + " has " + std::to_string(p.nseg) + " segments");
+  if (p.count() != rows)
+    fail(op, std::string(name) + " " + p.str() + " has " + std::to_string(p.count()) +
+                 " positions for " + std::to_string(rows) + " rows");
+  for (int s = 0; s < p.nseg; ++s) {
+    const PosSeg& g = p.seg[s];
+    if (g.start < 0 || g.stride < 1 || g.count < 0)
+      fail(op, std::string(name) + " " + p.str() + ": segments need start >= 0, stride >= 1");
+    // Kernels keep positions in 32-bit integers.
+    if (g.count > 0 && g.start + (g.count - 1) * g.stride > INT32_MAX)
+      fail(op, std::string(name) + " " + p.str() + " has positions beyond 2^31-1");
+  }
+}
+
+}  // namespace
+
+float attn_scale(const AttnShape& s) {
+  return s.scale != 0.0f ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d)));
+}
+
+void check_attn_shape(const AttnShape& s, const char* op) {
+  if (s.B < 1 || s.nq < 0 || s.nk < 0)
+    fail(op, "need B >= 1, nq >= 0, nk >= 0 (got B=" + std::to_string(s.B) +
+                 ", nq=" + std::to_string(s.nq) + ", nk=" + std::to_string(s.nk) + ")");
+  if (s.hq < 1 || s.hk < 1 || s.hq % s.hk != 0)
+    fail(op, "query heads hq=" + std::to_string(s.hq) + " must be a positive multiple of kv heads hk=" +
+                 std::to_string(s.hk));
+  if (s.d < 1 || s.d > 256)
+    fail(op, "head dim d=" + std::to_string(s.d) + " is not supported (1 <= d <= 256)");
+  if (!std::isfinite(s.scale) || s.scale < 0)
+    fail(op, "scale must be finite and >= 0 (0 means 1/sqrt(d))");
+}
+
+void check_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Positions& qpos, const Positions& kpos, const Tensor& o,
+                    const Tensor& lse) {
+  const char* op = "attn_fwd";
+  check_attn_shape(s, op);
+  expect_numel(op, "q", q, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "k", k, s.B * s.nk * s.hk * s.d, dims({s.B, s.nk, s.hk, s.d}));
+  expect_numel(op, "v", v, s.B * s.nk * s.hk * s.d, dims({s.B, s.nk, s.hk, s.d}));
+  expect_numel(op, "o", o, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "lse", lse, s.B * s.hq * s.nq, dims({s.B, s.hq, s.nq}));
+  expect_dtype(op, "k", k, q.dtype);
+  expect_dtype(op, "v", v, q.dtype);
+  expect_dtype(op, "o", o, q.dtype);
+  expect_dtype(op, "lse", lse, DType::f32);
+  check_positions(op, "qpos", qpos, s.nq);
+  check_positions(op, "kpos", kpos, s.nk);
+}
+
+void check_attn_merge(const AttnShape& s, const Tensor& o_acc, const Tensor& lse_acc,
+                      const Tensor& o_blk, const Tensor& lse_blk) {
+  const char* op = "attn_merge";
+  check_attn_shape(s, op);
+  const int64_t no = s.B * s.nq * s.hq * s.d, nl = s.B * s.hq * s.nq;
+  expect_numel(op, "o_acc", o_acc, no, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "o_blk", o_blk, no, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "lse_acc", lse_acc, nl, dims({s.B, s.hq, s.nq}));
+  expect_numel(op, "lse_blk", lse_blk, nl, dims({s.B, s.hq, s.nq}));
+  expect_dtype(op, "o_blk", o_blk, o_acc.dtype);
+  expect_dtype(op, "lse_acc", lse_acc, DType::f32);
+  expect_dtype(op, "lse_blk", lse_blk, DType::f32);
+}
+
+void check_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                          const Tensor& delta) {
+  const char* op = "attn_bwd_delta";
+  check_attn_shape(s, op);
+  const int64_t no = s.B * s.nq * s.hq * s.d;
+  expect_numel(op, "o", o, no, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "dout", dout, no, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "delta", delta, s.B * s.hq * s.nq, dims({s.B, s.hq, s.nq}));
+  expect_dtype(op, "dout", dout, o.dtype);
+  expect_dtype(op, "delta", delta, DType::f32);
+}
+
+void check_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                    const Positions& qpos, const Positions& kpos, const Tensor& dq,
+                    const Tensor& dk, const Tensor& dv) {
+  const char* op = "attn_bwd";
+  check_attn_shape(s, op);
+  const int64_t nqe = s.B * s.nq * s.hq * s.d, nke = s.B * s.nk * s.hk * s.d;
+  const std::string qs = dims({s.B, s.nq, s.hq, s.d}), ks = dims({s.B, s.nk, s.hk, s.d});
+  const std::string ls = dims({s.B, s.hq, s.nq});
+  expect_numel(op, "q", q, nqe, qs);
+  expect_numel(op, "k", k, nke, ks);
+  expect_numel(op, "v", v, nke, ks);
+  expect_numel(op, "dout", dout, nqe, qs);
+  expect_numel(op, "lse", lse, s.B * s.hq * s.nq, ls);
+  expect_numel(op, "delta", delta, s.B * s.hq * s.nq, ls);
+  expect_numel(op, "dq", dq, nqe, qs);
+  expect_numel(op, "dk", dk, nke, ks);
+  expect_numel(op, "dv", dv, nke, ks);
+  expect_dtype(op, "k", k, q.dtype);
+  expect_dtype(op, "v", v, q.dtype);
+  expect_dtype(op, "dout", dout, q.dtype);
+  expect_dtype(op, "lse", lse, DType::f32);
+  expect_dtype(op, "delta", delta, DType::f32);
+  expect_dtype(op, "dq", dq, DType::f32);
+  expect_dtype(op, "dk", dk, DType::f32);
+  expect_dtype(op, "dv", dv, DType::f32);
+  check_positions(op, "qpos", qpos, s.nq);
+  check_positions(op, "kpos", kpos, s.nk);
+}
+
+void check_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& A,
+                int64_t lda, const Tensor& B, int64_t ldb, const Tensor& C, int64_t ldc) {
+  const char* op = "gemm";
+  if (m < 0 || n < 0 || k < 0)
+    fail(op, "negative size m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                 std::to_string(k));
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
+    fail(op, "sizes and pitches must fit in 32-bit BLAS integers");
+  // A stored matrix of `rows` x `cols` with pitch ld must fit in its tensor.
+  auto stored = [&](const char* name, const Tensor& t, int64_t rows, int64_t cols, int64_t ld) {
+    if (ld < std::max<int64_t>(cols, 1))
+      fail(op, std::string(name) + " pitch " + std::to_string(ld) + " < its " +
+                   std::to_string(cols) + " stored columns");
+    if (rows > 0 && cols > 0 && (rows - 1) * ld + cols > t.numel())
+      fail(op, std::string(name) + " needs " + std::to_string((rows - 1) * ld + cols) +
+                   " elements (" + std::to_string(rows) + " rows, pitch " + std::to_string(ld) +
+                   "), tensor has " + std::to_string(t.numel()) + " " + t.shape_str());
+  };
+  stored("A", A, trans_a ? k : m, trans_a ? m : k, lda);
+  stored("B", B, trans_b ? n : k, trans_b ? k : n, ldb);
+  stored("C", C, m, n, ldc);
+  expect_dtype(op, "B", B, A.dtype);
+  if (C.dtype != A.dtype && C.dtype != DType::f32)
+    fail(op, std::string("C is ") + dtype_name(C.dtype) + ", expected " + dtype_name(A.dtype) +
+                 " or fp32");
+}
+
+int64_t check_rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd) {
+  const char* op = "rmsnorm_fwd";
+  const int64_t D = w.numel();
+  if (D < 1) fail(op, "w is empty");
+  if (x.numel() % D != 0)
+    fail(op, "x " + x.shape_str() + " is not a whole number of rows of D=" + std::to_string(D));
+  const int64_t rows = x.numel() / D;
+  expect_numel(op, "y", y, rows * D, dims({rows, D}));
+  expect_numel(op, "rstd", rstd, rows, dims({rows}));
+  expect_dtype(op, "w", w, x.dtype);
+  expect_dtype(op, "y", y, x.dtype);
+  expect_dtype(op, "rstd", rstd, DType::f32);
+  return rows;
+}
+
+int64_t check_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                          const Tensor& dx, const Tensor& dw) {
+  const char* op = "rmsnorm_bwd";
+  const int64_t D = w.numel();
+  if (D < 1) fail(op, "w is empty");
+  if (x.numel() % D != 0)
+    fail(op, "x " + x.shape_str() + " is not a whole number of rows of D=" + std::to_string(D));
+  const int64_t rows = x.numel() / D;
+  expect_numel(op, "rstd", rstd, rows, dims({rows}));
+  expect_numel(op, "dy", dy, rows * D, dims({rows, D}));
+  expect_numel(op, "dx", dx, rows * D, dims({rows, D}));
+  expect_numel(op, "dw", dw, D, dims({D}));
+  expect_dtype(op, "w", w, x.dtype);
+  expect_dtype(op, "dy", dy, x.dtype);
+  expect_dtype(op, "dx", dx, x.dtype);
+  expect_dtype(op, "rstd", rstd, DType::f32);
+  expect_dtype(op, "dw", dw, DType::f32);
+  return rows;
+}
+
+void check_rope(const Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+                const Positions& pos, double theta) {
+  const char* op = "rope";
+  if (B < 1 || T < 0 || heads < 1 || d < 2 || d % 2 != 0)
+    fail(op, "need B >= 1, T >= 0, heads >= 1 and an even d >= 2 (got B=" + std::to_string(B) +
+                 ", T=" + std::to_string(T) + ", heads=" + std::to_string(heads) +
+                 ", d=" + std::to_string(d) + ")");
+  if (pitch < int64_t(heads) * d)
+    fail(op, "pitch " + std::to_string(pitch) + " < heads*d = " + std::to_string(int64_t(heads) * d));
+  if (!(theta > 0) || !std::isfinite(theta)) fail(op, "theta must be finite and > 0");
+  const int64_t need = B * T > 0 ? (B * T - 1) * pitch + int64_t(heads) * d : 0;
+  if (x.numel() < need)
+    fail(op, "x " + x.shape_str() + " has " + std::to_string(x.numel()) + " elements, " +
+                 std::to_string(B) + "x" + std::to_string(T) + " tokens at pitch " +
+                 std::to_string(pitch) + " need " + std::to_string(need));
+  check_positions(op, "pos", pos, T);
+}
+
+void check_copy_2d(const Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
+                   int64_t rows, int64_t cols) {
+  const char* op = "copy_2d";
+  if (rows < 0 || cols < 0) fail(op, "negative rows or cols");
+  if (dst_pitch < cols || src_pitch < cols)
+    fail(op, "pitches (dst " + std::to_string(dst_pitch) + ", src " + std::to_string(src_pitch) +
+                 ") must be >= cols " + std::to_string(cols));
+  expect_dtype(op, "src", src, dst.dtype);
+  if (rows == 0 || cols == 0) return;
+  if ((rows - 1) * dst_pitch + cols > dst.numel())
+    fail(op, "dst " + dst.shape_str() + " is too small for " + std::to_string(rows) + " rows at pitch " +
+                 std::to_string(dst_pitch));
+  if ((rows - 1) * src_pitch + cols > src.numel())
+    fail(op, "src " + src.shape_str() + " is too small for " + std::to_string(rows) + " rows at pitch " +
+                 std::to_string(src_pitch));
+}
+
+void check_same_numel(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel())
+    fail(op, a.shape_str() + " and " + b.shape_str() + " differ in element count");
+}
+
+}  // namespace cpbench

@@ -1,0 +1,420 @@
+// Tiled fp32 flash attention on the CPU: the inner products run as OpenBLAS sgemm calls on
+// tiles (single-threaded inside, one per OpenMP thread), the softmax steps in the ISA-dispatched
+// loops of vec_ops.cpp.
+//
+// Masks come from global positions (key pos <= query pos when causal). For each (query tile,
+// key tile) pair a plan records whether the pair is fully masked (skipped), fully visible
+// (mask-free path) or partial (mask applied, key columns past the last visible one trimmed when
+// the keys of the tile are sorted, as they are within every position segment).
+//
+// Forward: work items (b, h, query tile), heaviest first, dynamic schedule; each item owns its
+// o rows and lse entries, so the result does not depend on the schedule.
+// Backward (FlashAttention-2): for each batch row and chunk of query rows, items (kv head, key
+// tile) are dealt to threads by a fixed longest-first assignment. An item owns its dK, dV tile
+// and accumulates dQ into the thread's private buffer; the buffers are summed into dq in thread
+// order afterwards. Results are deterministic for a given thread count.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vec_ops.h"
+
+extern "C" {
+// OpenBLAS extensions (declared in its cblas.h; repeated here for other cblas headers).
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+char* openblas_get_corename(void);
+}
+
+namespace cpbench::cpu {
+
+// ---- OpenBLAS threading -----------------------------------------------------------------------
+void blas_set_threads(int n) { openblas_set_num_threads(n); }
+int blas_threads() { return openblas_get_num_threads(); }
+const char* blas_core_name() { return openblas_get_corename(); }
+
+BlasSingleThreaded::BlasSingleThreaded() : saved_(openblas_get_num_threads()) {
+  if (saved_ != 1) openblas_set_num_threads(1);
+}
+BlasSingleThreaded::~BlasSingleThreaded() {
+  if (saved_ != 1) openblas_set_num_threads(saved_);
+}
+
+// ---- tiles ------------------------------------------------------------------------------------
+namespace {
+AttnTiles read_tiles() {
+  AttnTiles t;
+  if (const char* e = std::getenv("CPBENCH_ATTN_TILES")) {
+    int v[4];
+    if (std::sscanf(e, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) != 4 ||
+        *std::min_element(v, v + 4) < 16 || *std::max_element(v, v + 4) > 4096)
+      throw std::invalid_argument(std::string("CPBENCH_ATTN_TILES='") + e +
+                                  "': expected fwd_q,fwd_k,bwd_q,bwd_k with values in [16, 4096]");
+    t.fwd_q = v[0];
+    t.fwd_k = v[1];
+    t.bwd_q = v[2];
+    t.bwd_k = v[3];
+  }
+  return t;
+}
+}  // namespace
+
+const AttnTiles& attn_tiles() {
+  static const AttnTiles t = read_tiles();
+  return t;
+}
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr double kLog2e = 1.4426950408889634074;
+constexpr double kLn2 = 0.6931471805599453094;
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Per-thread scratch that survives between calls (no page faults in the timed loop).
+float* scratch(int slot, size_t n) {
+  thread_local std::vector<float> buf[4];
+  if (buf[slot].size() < n) buf[slot].resize(n);
+  return buf[slot].data();
+}
+
+std::vector<int32_t> positions32(const Positions& p) {
+  std::vector<int32_t> v(static_cast<size_t>(p.count()));
+  size_t i = 0;
+  for (int s = 0; s < p.nseg; ++s)
+    for (int64_t r = 0; r < p.seg[s].count; ++r)
+      v[i++] = static_cast<int32_t>(p.seg[s].start + r * p.seg[s].stride);
+  return v;
+}
+
+struct TileInfo {
+  int64_t start = 0;
+  int size = 0;
+  int32_t lo = 0, hi = 0;  // min and max position
+  bool sorted = true;      // positions ascending within the tile
+};
+
+std::vector<TileInfo> tile_infos(const std::vector<int32_t>& pos, int tile) {
+  const int64_t n = static_cast<int64_t>(pos.size());
+  std::vector<TileInfo> out;
+  for (int64_t t0 = 0; t0 < n; t0 += tile) {
+    TileInfo ti;
+    ti.start = t0;
+    ti.size = static_cast<int>(std::min<int64_t>(tile, n - t0));
+    ti.lo = ti.hi = pos[t0];
+    for (int i = 1; i < ti.size; ++i) {
+      const int32_t p = pos[t0 + i];
+      ti.lo = std::min(ti.lo, p);
+      ti.hi = std::max(ti.hi, p);
+      if (p < pos[t0 + i - 1]) ti.sorted = false;
+    }
+    out.push_back(ti);
+  }
+  return out;
+}
+
+// What one (query tile, key tile) pair needs.
+struct PairPlan {
+  int cols = 0;         // key columns to compute (0: fully masked, skip)
+  bool masked = false;  // apply the position mask
+};
+
+PairPlan plan_pair(const TileInfo& qt, const TileInfo& kt, const int32_t* kp, bool causal) {
+  PairPlan p;
+  if (!causal || kt.hi <= qt.lo) {  // every key before or at every query
+    p.cols = kt.size;
+    return p;
+  }
+  if (kt.lo > qt.hi) return p;  // every key after every query
+  p.masked = true;
+  p.cols = kt.size;
+  if (kt.sorted)  // keys past the last one at or before the latest query are masked for all rows
+    p.cols = static_cast<int>(std::upper_bound(kp + kt.start, kp + kt.start + kt.size, qt.hi) -
+                              (kp + kt.start));
+  return p;
+}
+
+inline void sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int64_t lda,
+                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
+              static_cast<int>(ldc));
+}
+
+}  // namespace
+
+// ---- forward ----------------------------------------------------------------------------------
+void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v,
+              const Positions& qpos, const Positions& kpos, float* o, float* lse, int threads) {
+  const int64_t B = s.B, nq = s.nq, nk = s.nk;
+  const int hq = s.hq, hk = s.hk, d = s.d, group = s.hq / s.hk;
+  if (nq == 0) return;
+  const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
+  const AttnTiles& tl = attn_tiles();
+  const int bq = tl.fwd_q, bk = tl.fwd_k;
+  const std::vector<TileInfo> qtiles = tile_infos(qp, bq);
+  const std::vector<TileInfo> ktiles = nk > 0 ? tile_infos(kp, bk) : std::vector<TileInfo>{};
+  const int nqt = static_cast<int>(qtiles.size()), nkt = static_cast<int>(ktiles.size());
+
+  // Plan once for all (b, h): per query tile the key tiles to visit.
+  struct Visit {
+    int kt;
+    PairPlan p;
+  };
+  std::vector<std::vector<Visit>> plan(nqt);
+  std::vector<int64_t> cost(nqt, 0);
+  for (int i = 0; i < nqt; ++i)
+    for (int j = 0; j < nkt; ++j) {
+      const PairPlan p = plan_pair(qtiles[i], ktiles[j], kp.data(), s.causal);
+      if (p.cols == 0) continue;
+      plan[i].push_back({j, p});
+      cost[i] += p.cols;
+    }
+  // Heaviest query tiles first so the dynamic schedule ends balanced.
+  std::vector<int> order(nqt);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
+
+  const float alpha = static_cast<float>(attn_scale(s) * kLog2e);  // scores in log2 units
+  const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d;
+  const int64_t ldS = round_up(bk, 16);
+  const int64_t items = int64_t(nqt) * B * hq;
+  const VecOps& ops = vec_ops();
+  BlasSingleThreaded single;
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t it = 0; it < items; ++it) {
+    const int qi = order[it / (B * hq)];
+    const int64_t bh = it % (B * hq);
+    const int64_t b = bh / hq;
+    const int h = static_cast<int>(bh % hq), g = h / group;
+    const TileInfo& qt = qtiles[qi];
+    const int rows = qt.size;
+    float* S = scratch(0, size_t(bq) * ldS);
+    float* O = scratch(1, size_t(bq) * d);
+    float* m = scratch(2, size_t(2) * bq);
+    float* l = m + bq;
+    std::fill(O, O + size_t(rows) * d, 0.0f);
+    std::fill(m, m + rows, kNegInf);
+    std::fill(l, l + rows, 0.0f);
+    const float* Qt = q + ((b * nq + qt.start) * hq + h) * d;
+    for (const Visit& vis : plan[qi]) {
+      const TileInfo& kt = ktiles[vis.kt];
+      const int cols = vis.p.cols;
+      const float* Kt = k + ((b * nk + kt.start) * hk + g) * d;
+      const float* Vt = v + ((b * nk + kt.start) * hk + g) * d;
+      sgemm(false, true, rows, cols, d, alpha, Qt, ldq, Kt, ldk, 0.0f, S, ldS);
+      if (vis.p.masked) ops.mask_tile(S, ldS, rows, cols, qp.data() + qt.start, kp.data() + kt.start);
+      ops.softmax_tile(S, ldS, rows, cols, m, l, O, d, d);
+      sgemm(false, false, rows, d, cols, 1.0f, S, ldS, Vt, ldk, 1.0f, O, d);
+    }
+    // o = O / l, lse = ln 2 * (m + log2 l); rows without a visible key: o = 0, lse = -inf.
+    float* lrow = lse + (b * hq + h) * nq + qt.start;
+    for (int r = 0; r < rows; ++r) {
+      float* orow = o + ((b * nq + qt.start + r) * hq + h) * d;
+      const float* Orow = O + size_t(r) * d;
+      if (l[r] > 0.0f) {
+        const float inv = 1.0f / l[r];
+        for (int c = 0; c < d; ++c) orow[c] = Orow[c] * inv;
+        lrow[r] = static_cast<float>(kLn2 * (double(m[r]) + std::log2(double(l[r]))));
+      } else {
+        std::fill(orow, orow + d, 0.0f);
+        lrow[r] = kNegInf;
+      }
+    }
+  }
+}
+
+// ---- backward ---------------------------------------------------------------------------------
+void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v,
+              const float* dout, const float* lse, const float* delta, const Positions& qpos,
+              const Positions& kpos, float* dq, float* dk, float* dv, int threads) {
+  const int64_t B = s.B, nq = s.nq, nk = s.nk;
+  const int hq = s.hq, hk = s.hk, d = s.d, group = s.hq / s.hk;
+  if (nq == 0 || nk == 0) return;
+  const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
+  const AttnTiles& tl = attn_tiles();
+  const int bq = tl.bwd_q, bk = tl.bwd_k;
+  const std::vector<TileInfo> qtiles = tile_infos(qp, bq), ktiles = tile_infos(kp, bk);
+  const int nqt = static_cast<int>(qtiles.size()), nkt = static_cast<int>(ktiles.size());
+
+  // plan[j][i]: query tile i against key tile j.
+  std::vector<std::vector<PairPlan>> plan(nkt, std::vector<PairPlan>(nqt));
+  for (int j = 0; j < nkt; ++j)
+    for (int i = 0; i < nqt; ++i) plan[j][i] = plan_pair(qtiles[i], ktiles[j], kp.data(), s.causal);
+
+  const float scale = attn_scale(s);
+  const float alpha = static_cast<float>(scale * kLog2e);
+  const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d;
+  const int64_t ldS = round_up(bk, 16);
+  const VecOps& ops = vec_ops();
+  const int T = std::max(1, threads);
+
+  // Query rows per chunk: the private dQ buffers ([chunk, hq, d] per thread) stay near 4 MiB.
+  const int64_t budget = int64_t(1) << 20;  // floats
+  const int tiles_per_chunk =
+      static_cast<int>(std::max<int64_t>(1, budget / (int64_t(bq) * hq * d)));
+  const int64_t chunk_rows_max = int64_t(tiles_per_chunk) * bq;
+  std::vector<float*> dqbuf(T, nullptr);
+  std::vector<char> dq_used(T, 0);
+  BlasSingleThreaded single;
+
+  // Items (g, j) of one chunk, with their cost, dealt longest-first to the least loaded thread.
+  const int64_t nitems = int64_t(hk) * nkt;
+  std::vector<int64_t> item_cost(nitems);
+  std::vector<int> owner(nitems);
+  std::vector<std::vector<int64_t>> mine(T);
+
+  for (int64_t b = 0; b < B; ++b) {
+    for (int c0 = 0; c0 < nqt; c0 += tiles_per_chunk) {
+      const int c1 = std::min(nqt, c0 + tiles_per_chunk);
+      const int64_t row0 = qtiles[c0].start;
+      const int64_t chunk_rows = qtiles[c1 - 1].start + qtiles[c1 - 1].size - row0;
+      // Assignment (depends on the plan only: identical for every b).
+      for (int j = 0; j < nkt; ++j) {
+        int64_t cst = 0;
+        for (int i = c0; i < c1; ++i) cst += int64_t(plan[j][i].cols) * qtiles[i].size;
+        for (int g = 0; g < hk; ++g) item_cost[int64_t(g) * nkt + j] = cst;
+      }
+      std::vector<int64_t> idx(nitems);
+      std::iota(idx.begin(), idx.end(), 0);
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](int64_t a, int64_t c) { return item_cost[a] > item_cost[c]; });
+      std::vector<int64_t> load(T, 0);
+      for (auto& mv : mine) mv.clear();
+      for (int64_t it : idx) {
+        if (item_cost[it] == 0) continue;
+        const int t = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+        load[t] += item_cost[it];
+        mine[t].push_back(it);
+      }
+      std::fill(dq_used.begin(), dq_used.end(), 0);
+
+#pragma omp parallel num_threads(T)
+      {
+        const int t = omp_get_thread_num();
+        float* S = scratch(0, size_t(bq) * ldS);
+        float* dP = scratch(1, size_t(bq) * ldS);
+        float* lse2 = scratch(2, size_t(2) * bq);
+        float* dl = lse2 + bq;
+        float* dQ = nullptr;
+        if (!mine[t].empty()) {
+          dQ = scratch(3, size_t(chunk_rows_max) * hq * d);
+          std::fill(dQ, dQ + size_t(chunk_rows) * hq * d, 0.0f);
+          dqbuf[t] = dQ;
+          dq_used[t] = 1;
+        }
+        // Items in ascending (g, j) order within the thread: a fixed summation order.
+        std::vector<int64_t> my = mine[t];
+        std::sort(my.begin(), my.end());
+        for (int64_t it : my) {
+          const int g = static_cast<int>(it / nkt), j = static_cast<int>(it % nkt);
+          const TileInfo& kt = ktiles[j];
+          const int64_t koff = ((b * nk + kt.start) * hk + g) * d;
+          const float *Kt = k + koff, *Vt = v + koff;
+          float *dKt = dk + koff, *dVt = dv + koff;
+          for (int h = g * group; h < (g + 1) * group; ++h) {
+            for (int i = c0; i < c1; ++i) {
+              const PairPlan& pp = plan[j][i];
+              if (pp.cols == 0) continue;
+              const TileInfo& qt = qtiles[i];
+              const int rows = qt.size, cols = pp.cols;
+              const int64_t qoff = ((b * nq + qt.start) * hq + h) * d;
+              const float *Qt = q + qoff, *dOt = dout + qoff;
+              float* dQt = dQ + ((qt.start - row0) * hq + h) * d;
+              const float* lrow = lse + (b * hq + h) * nq + qt.start;
+              const float* drow = delta + (b * hq + h) * nq + qt.start;
+              for (int r = 0; r < rows; ++r) {
+                lse2[r] = lrow[r] == kNegInf ? kNegInf : static_cast<float>(lrow[r] * kLog2e);
+                dl[r] = drow[r];
+              }
+              // P = exp2(alpha Q K^T - lse2), masked entries 0.
+              sgemm(false, true, rows, cols, d, alpha, Qt, ldq, Kt, ldk, 0.0f, S, ldS);
+              if (pp.masked) ops.mask_tile(S, ldS, rows, cols, qp.data() + qt.start, kp.data() + kt.start);
+              ops.prob_tile(S, ldS, rows, cols, lse2);
+              // dV += P^T dO;  dP = dO V^T;  dS = P (dP - delta)
+              sgemm(true, false, cols, d, rows, 1.0f, S, ldS, dOt, ldq, 1.0f, dVt, ldk);
+              sgemm(false, true, rows, cols, d, 1.0f, dOt, ldq, Vt, ldk, 0.0f, dP, ldS);
+              ops.dsoftmax_tile(S, dP, ldS, rows, cols, dl);
+              // dK += scale dS^T Q;  dQ += scale dS K
+              sgemm(true, false, cols, d, rows, scale, dP, ldS, Qt, ldq, 1.0f, dKt, ldk);
+              sgemm(false, false, rows, d, cols, scale, dP, ldS, Kt, ldk, 1.0f, dQt, ldq);
+            }
+          }
+        }
+#pragma omp barrier
+        // dq[b, chunk] += sum of the private buffers, in thread order; rows split among threads.
+        const int64_t n = chunk_rows * hq * d;
+        const int64_t per = (n + T - 1) / T;
+        const int64_t e0 = std::min(n, per * t), e1 = std::min(n, e0 + per);
+        float* dst = dq + (b * nq + row0) * hq * d;
+        for (int u = 0; u < T; ++u) {
+          if (!dq_used[u]) continue;
+          const float* src = dqbuf[u];
+          for (int64_t e = e0; e < e1; ++e) dst[e] += src[e];
+        }
+      }
+    }
+  }
+}
+
+// ---- merge and delta --------------------------------------------------------------------------
+void attn_merge(const AttnShape& s, float* o_acc, float* lse_acc, const float* o_blk,
+                const float* lse_blk, int threads) {
+  const int64_t B = s.B, nq = s.nq;
+  const int hq = s.hq, d = s.d;
+  const int64_t rows = B * nq;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t bi = 0; bi < rows; ++bi) {
+    const int64_t b = bi / nq, i = bi % nq;
+    for (int h = 0; h < hq; ++h) {
+      float& la = lse_acc[(b * hq + h) * nq + i];
+      const float lb = lse_blk[(b * hq + h) * nq + i];
+      float* oa = o_acc + (bi * hq + h) * d;
+      const float* ob = o_blk + (bi * hq + h) * d;
+      if (lb == kNegInf) continue;  // the block adds nothing (its o may be anything)
+      if (la == kNegInf) {          // nothing so far: take the block (o_acc may be anything)
+        std::memcpy(oa, ob, sizeof(float) * size_t(d));
+        la = lb;
+        continue;
+      }
+      // Weights relative to the larger lse, in double: lse = mx + log(wa + wb).
+      const double mx = std::max(la, lb);
+      const double wa = std::exp(double(la) - mx), wb = std::exp(double(lb) - mx);
+      const double sum = wa + wb;
+      const float fa = static_cast<float>(wa / sum), fb = static_cast<float>(wb / sum);
+      for (int c = 0; c < d; ++c) oa[c] = fa * oa[c] + fb * ob[c];
+      la = static_cast<float>(mx + std::log(sum));
+    }
+  }
+}
+
+void attn_bwd_delta(const AttnShape& s, const float* o, const float* dout, float* delta,
+                    int threads) {
+  const int64_t B = s.B, nq = s.nq;
+  const int hq = s.hq, d = s.d;
+  const int64_t rows = B * nq;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t bi = 0; bi < rows; ++bi) {
+    const int64_t b = bi / nq, i = bi % nq;
+    for (int h = 0; h < hq; ++h) {
+      const float* a = o + (bi * hq + h) * d;
+      const float* c = dout + (bi * hq + h) * d;
+      double acc = 0;
+      for (int e = 0; e < d; ++e) acc += double(a[e]) * double(c[e]);
+      delta[(b * hq + h) * nq + i] = static_cast<float>(acc);
+    }
+  }
+}
+
+}  // namespace cpbench::cpu

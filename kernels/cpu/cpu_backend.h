@@ -1,0 +1,64 @@
+// The CPU backend: fp32 only, host memory, OpenBLAS GEMMs, OpenMP threads. Operations execute
+// inline (the "stream" is the calling thread), events are host clock reads (now_ms()).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace cpbench {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads = 1);
+
+  std::string name() const override { return "cpu"; }
+  std::string device_name() const override;
+
+  // 64-byte aligned host memory; fp32 only (other dtypes: std::invalid_argument).
+  Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) override;
+  void upload(const std::vector<float>& host, Tensor& dst) override;
+  std::vector<float> download(const Tensor& src) override;
+
+  Event record_event() override;
+  double elapsed_ms(const Event& a, const Event& b) override;
+  void synchronize() override {}
+  // OpenBLAS and OpenMP use n threads; kernels use at most n.
+  void set_threads(int n) override;
+
+  void fill(Tensor& t, float value) override;
+  void copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch, int64_t rows,
+               int64_t cols) override;
+  void add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void convert(Tensor& dst, const Tensor& src) override;
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
+            int64_t ldc) override;
+  void rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) override;
+  void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                   Tensor& dx, Tensor& dw) override;
+  void rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
+            double theta, bool inverse) override;
+  void attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) override;
+  void attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                  const Tensor& lse_blk) override;
+  void attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                      Tensor& delta) override;
+  void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                const Tensor& dout, const Tensor& lse, const Tensor& delta, const Positions& qpos,
+                const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv) override;
+
+  // The instruction-set level of the attention inner loops ("avx512", "avx2", "generic").
+  static const char* kernel_isa();
+
+ private:
+  // Runs f and appends a ComputeRecord, or does nothing in replay mode (compute disabled).
+  template <class F>
+  void compute(const char* op, F&& f);
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt);
+
+}  // namespace cpbench

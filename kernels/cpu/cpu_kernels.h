@@ -1,0 +1,61 @@
+// The CPU backend's fp32 kernels (internal to kernels/cpu). Callers (CpuBackend) have checked
+// shapes with the check_* functions of backend.cpp; these functions trust them.
+// Layouts as in backend.h: q/o/dq [B, nq, hq, d], k/v/dk/dv [B, nk, hk, d], lse/delta [B, hq, nq].
+#pragma once
+#include <cstdint>
+
+#include "kernels/backend.h"
+
+namespace cpbench::cpu {
+
+// Tile sizes of the attention kernels (rows of queries x columns of keys per GEMM tile).
+// Tuned on AVX-512 / AVX2 machines (docs in attention.cpp); CPBENCH_ATTN_TILES="fq,fk,bq,bk"
+// overrides them for tuning experiments.
+struct AttnTiles {
+  int fwd_q = 128, fwd_k = 128;
+  int bwd_q = 128, bwd_k = 128;
+};
+const AttnTiles& attn_tiles();
+
+// While alive, OpenBLAS runs single-threaded (each OpenMP thread calls sgemm on its own tiles);
+// restores the previous OpenBLAS thread count after.
+class BlasSingleThreaded {
+ public:
+  BlasSingleThreaded();
+  ~BlasSingleThreaded();
+  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
+  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
+
+ private:
+  int saved_;
+};
+void blas_set_threads(int n);
+int blas_threads();
+const char* blas_core_name();
+
+// ---- attention (attention.cpp) ------------------------------------------------------------------
+void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v,
+              const Positions& qpos, const Positions& kpos, float* o, float* lse, int threads);
+// Accumulates into dq, dk, dv.
+void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v,
+              const float* dout, const float* lse, const float* delta, const Positions& qpos,
+              const Positions& kpos, float* dq, float* dk, float* dv, int threads);
+void attn_merge(const AttnShape& s, float* o_acc, float* lse_acc, const float* o_blk,
+                const float* lse_blk, int threads);
+void attn_bwd_delta(const AttnShape& s, const float* o, const float* dout, float* delta,
+                    int threads);
+
+// ---- element-wise (elementwise.cpp) -------------------------------------------------------------
+void rmsnorm_fwd(const float* x, const float* w, float eps, int64_t rows, int64_t D, float* y,
+                 float* rstd, int threads);
+// dx = d/dx (overwritten); dw += sum over rows.
+void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows,
+                 int64_t D, float* dx, float* dw, int threads);
+void rope(float* x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
+          double theta, bool inverse, int threads);
+void add(float* out, const float* a, const float* b, int64_t n, int threads);
+void fill(float* x, int64_t n, float value, int threads);
+void copy_2d(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t rows,
+             int64_t cols, int threads);
+
+}  // namespace cpbench::cpu

@@ -1,0 +1,215 @@
+// Tensor views, dtypes, positions and memory bookkeeping (see tensor.h).
+#include "kernels/tensor.h"
+
+#include <chrono>
+#include <sstream>
+
+namespace cpbench {
+
+// ---- clock ------------------------------------------------------------------------------------
+namespace {
+std::chrono::steady_clock::time_point clock_origin() {
+  static const std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+  return origin;
+}
+// Fix the origin at static-initialisation time so it does not depend on who asks first.
+const bool g_origin_fixed = (clock_origin(), true);
+}  // namespace
+
+double now_ms() {
+  (void)g_origin_fixed;
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                   clock_origin())
+      .count();
+}
+
+// ---- dtypes -----------------------------------------------------------------------------------
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::bf16: return 2;
+    case DType::f16: return 2;
+  }
+  throw std::invalid_argument("dtype_size: unknown dtype value " + std::to_string(int(t)));
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "fp32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "fp16";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "fp32" || s == "f32" || s == "float32") return DType::f32;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  if (s == "fp16" || s == "f16" || s == "float16") return DType::f16;
+  throw std::invalid_argument("unknown dtype '" + s + "' (expected fp32, bf16 or fp16)");
+}
+
+const char* mem_kind_name(MemKind k) {
+  switch (k) {
+    case MemKind::weights: return "weights";
+    case MemKind::activations: return "activations";
+    case MemKind::comm: return "comm_buffers";  // the report's name for this kind
+  }
+  return "?";
+}
+
+// ---- memory tracking --------------------------------------------------------------------------
+void MemTracker::on_alloc(MemKind k, int64_t bytes) {
+  const int i = static_cast<int>(k);
+  if (i < 0 || i >= kNumMemKinds) throw std::invalid_argument("MemTracker: bad memory kind");
+  if (bytes < 0) throw std::invalid_argument("MemTracker: negative allocation size");
+  stats_.live[i] += bytes;
+  if (stats_.live[i] > stats_.peak[i]) stats_.peak[i] = stats_.live[i];
+  stats_.live_total += bytes;
+  if (stats_.live_total > stats_.peak_total) stats_.peak_total = stats_.live_total;
+}
+
+// NOTE: called from tensor deleters, so it never throws.
+void MemTracker::on_free(MemKind k, int64_t bytes) {
+  const int i = static_cast<int>(k);
+  if (i < 0 || i >= kNumMemKinds) return;
+  stats_.live[i] -= bytes;
+  stats_.live_total -= bytes;
+}
+
+void MemTracker::reset_peaks() {
+  stats_.peak = stats_.live;
+  stats_.peak_total = stats_.live_total;
+}
+
+// ---- Tensor -----------------------------------------------------------------------------------
+namespace {
+int64_t shape_numel(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return 0;
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    if (s < 0) throw std::invalid_argument("tensor shape has a negative dimension");
+    n *= s;
+  }
+  return n;
+}
+std::string fmt_shape(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+}  // namespace
+
+// A tensor without a shape has no elements (scalars are shape {1}).
+int64_t Tensor::numel() const { return shape_numel(shape); }
+
+Tensor Tensor::view(int64_t offset, std::vector<int64_t> new_shape) const {
+  const int64_t n = shape_numel(new_shape);
+  if (new_shape.empty())
+    throw std::invalid_argument("Tensor::view: the new shape must have at least one dimension");
+  if (offset < 0 || offset + n > numel())
+    throw std::out_of_range("Tensor::view: elements [" + std::to_string(offset) + ", " +
+                            std::to_string(offset + n) + ") outside a tensor of " +
+                            std::to_string(numel()) + " elements " + shape_str());
+  Tensor t = *this;
+  t.data = static_cast<char*>(data) + static_cast<size_t>(offset) * dtype_size(dtype);
+  t.shape = std::move(new_shape);
+  return t;
+}
+
+Tensor Tensor::reshape(std::vector<int64_t> new_shape) const {
+  // One dimension may be -1: inferred from the element count.
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < new_shape.size(); ++i) {
+    if (new_shape[i] == -1) {
+      if (infer >= 0) throw std::invalid_argument("Tensor::reshape: more than one -1 dimension");
+      infer = static_cast<int>(i);
+    } else if (new_shape[i] < 0) {
+      throw std::invalid_argument("Tensor::reshape: negative dimension in " + fmt_shape(new_shape));
+    } else {
+      known *= new_shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel() % known != 0)
+      throw std::invalid_argument("Tensor::reshape: cannot infer -1 in " + fmt_shape(new_shape) +
+                                  " from " + shape_str());
+    new_shape[infer] = numel() / known;
+  }
+  if (shape_numel(new_shape) != numel())
+    throw std::invalid_argument("Tensor::reshape: " + shape_str() + " has " +
+                                std::to_string(numel()) + " elements, " + fmt_shape(new_shape) +
+                                " needs " + std::to_string(shape_numel(new_shape)));
+  Tensor t = *this;
+  t.shape = std::move(new_shape);
+  return t;
+}
+
+std::string Tensor::shape_str() const { return fmt_shape(shape); }
+
+// ---- Positions --------------------------------------------------------------------------------
+Positions Positions::contiguous(int64_t start, int64_t count) { return strided(start, 1, count); }
+
+Positions Positions::strided(int64_t start, int64_t stride, int64_t count) {
+  if (start < 0 || stride < 1 || count < 0)
+    throw std::invalid_argument("Positions: need start >= 0, stride >= 1, count >= 0 (got start " +
+                                std::to_string(start) + ", stride " + std::to_string(stride) +
+                                ", count " + std::to_string(count) + ")");
+  Positions p;
+  p.seg[0] = PosSeg{start, stride, count};
+  p.nseg = 1;
+  return p;
+}
+
+Positions Positions::two(int64_t start0, int64_t count0, int64_t start1, int64_t count1) {
+  if (start0 < 0 || start1 < 0 || count0 < 0 || count1 < 0)
+    throw std::invalid_argument("Positions::two: starts and counts must be >= 0");
+  Positions p;
+  p.seg[0] = PosSeg{start0, 1, count0};
+  p.seg[1] = PosSeg{start1, 1, count1};
+  p.nseg = 2;
+  return p;
+}
+
+int64_t Positions::count() const {
+  int64_t n = 0;
+  for (int s = 0; s < nseg; ++s) n += seg[s].count;
+  return n;
+}
+
+int64_t Positions::at(int64_t i) const {
+  if (i < 0) throw std::out_of_range("Positions::at: negative row");
+  for (int s = 0; s < nseg; ++s) {
+    if (i < seg[s].count) return seg[s].start + i * seg[s].stride;
+    i -= seg[s].count;
+  }
+  throw std::out_of_range("Positions::at: row beyond " + std::to_string(count()) + " rows of " +
+                          str());
+}
+
+std::vector<int64_t> Positions::list() const {
+  std::vector<int64_t> v;
+  v.reserve(static_cast<size_t>(count()));
+  for (int s = 0; s < nseg; ++s)
+    for (int64_t i = 0; i < seg[s].count; ++i) v.push_back(seg[s].start + i * seg[s].stride);
+  return v;
+}
+
+// Python-like ranges: "range(0,128)", "range(3,515,4)", "range(0,64)+range(448,512)".
+std::string Positions::str() const {
+  if (nseg == 0) return "range(0,0)";
+  std::ostringstream os;
+  for (int s = 0; s < nseg; ++s) {
+    const PosSeg& g = seg[s];
+    if (s) os << '+';
+    os << "range(" << g.start << ',' << g.start + g.count * g.stride;
+    if (g.stride != 1) os << ',' << g.stride;
+    os << ')';
+  }
+  return os.str();
+}
+
+}  // namespace cpbench

@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""Validate cpbench JSON reports.
+
+Two layers, both must pass:
+  1. the JSON Schema in results_schema/report.schema.json (draft 2020-12): fields, types, units,
+     which blocks a result carries for its status and the report's command;
+  2. semantic checks the schema cannot express: maxima over ranks, percentile order, sample
+     counts, per-rank list lengths, the measured-vs-model bytes flag, and DESIGN's formulas
+     (bandwidths, overlap ratio, TFLOP/s, MFU, HFU, imbalance), listed in docs/REPORT.md.
+
+Every problem is printed as `FILE: $.json.path: message`. Exit status: 0 when every report is
+valid, 1 when any report is invalid or unreadable, 2 on a usage error or a broken schema file.
+
+The plot and compare tools import this module (load_report) so that all three agree on what a
+valid report is.
+"""
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "results_schema" / "report.schema.json"
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+
+# Relative tolerance for values the writer derives from other reported values (bandwidths,
+# TFLOP/s, MFU, HFU, imbalance, overlap ratio): loose enough for float32 intermediates, tight
+# enough to catch a wrong unit (x1000, percent vs fraction) or a wrong formula.
+FORMULA_RTOL = 1e-4
+# Minimum/maximum over a list of the same doubles: equal up to printing.
+EXACT_RTOL = 1e-9
+
+
+class ReportError(Exception):
+    """A report that cannot be read or is not valid; str() lists every problem, one a line."""
+
+
+def json_path(parts):
+    out = "$"
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p.isidentifier():
+            out += f".{p}"
+        else:
+            out += "[" + json.dumps(p) + "]"
+    return out
+
+
+def _reject_constant(name):
+    raise ValueError(f"non-standard JSON constant {name} (NaN/Infinity are not valid JSON)")
+
+
+def load_json(path):
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return json.load(f, parse_constant=_reject_constant)
+    except OSError as e:
+        raise ReportError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ReportError(f"{path}: not UTF-8 text: {e}") from None
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except ValueError as e:
+        raise ReportError(f"{path}: not valid JSON: {e}") from None
+
+
+def load_schema(path=None):
+    """The schema as a validator; raises ReportError when the schema itself is broken."""
+    try:
+        import jsonschema
+    except ImportError:
+        raise ReportError("the Python package 'jsonschema' is missing (scripts/deps.sh installs it)") from None
+    if not hasattr(jsonschema, "Draft202012Validator"):
+        raise ReportError("jsonschema >= 4.0 is needed for JSON Schema draft 2020-12 "
+                          f"(found {getattr(jsonschema, '__version__', 'an older version')})")
+    path = Path(path) if path else SCHEMA_PATH
+    schema = load_json(path)
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        raise ReportError(f"{path}: not a valid draft 2020-12 schema: {e.message}") from None
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _leaf_errors(error):
+    """The most specific errors under a combinator error (if/then, allOf ...)."""
+    if error.context:
+        for sub in error.context:
+            yield from _leaf_errors(sub)
+    else:
+        yield error
+
+
+def _rule_of(schema, schema_path):
+    """Description of the innermost 'Rule (n)' subschema on an error's schema path, or ''."""
+    node, rule = schema, ""
+    for key in schema_path:
+        if isinstance(node, dict) and key not in node and isinstance(node.get("$ref"), str) \
+                and node["$ref"].startswith("#/"):
+            target = schema
+            for part in node["$ref"][2:].split("/"):
+                target = target[part]
+            node = target
+            if str(node.get("description", "")).startswith("Rule"):
+                rule = node["description"]
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            return rule
+        if isinstance(node, dict) and str(node.get("description", "")).startswith("Rule"):
+            rule = node["description"]
+    return rule
+
+
+def _path_key(parts):
+    return [(0, p, "") if isinstance(p, int) else (1, 0, p) for p in parts]
+
+
+def schema_errors(report, validator):
+    """[(path, message)] of every schema violation, in document order."""
+    found = []
+    for err in validator.iter_errors(report):
+        for leaf in _leaf_errors(err):
+            msg = leaf.message
+            if leaf.validator == "not" and leaf.validator_value == {}:
+                # The schema forbids a field with {"not": {}} and says why in its description.
+                why = leaf.schema.get("description", "") if isinstance(leaf.schema, dict) else ""
+                msg = "not allowed" + (f": {why}" if why else "")
+            else:
+                rule = _rule_of(validator.schema, leaf.absolute_schema_path)
+                if rule:
+                    msg += f" ({rule})"
+            found.append((list(leaf.absolute_path), msg))
+    found.sort(key=lambda pm: (_path_key(pm[0]), pm[1]))
+    out = []
+    for parts, msg in found:
+        item = (json_path(parts), msg)
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _close(a, b, rtol, atol=1e-12):
+    return abs(a - b) <= max(atol, rtol * max(abs(a), abs(b)))
+
+
+def semantic_errors(report):
+    """[(path, message)] of the checks beyond the schema. Assumes the report is schema-valid."""
+    errs = []
+
+    def err(parts, msg):
+        errs.append((json_path(parts), msg))
+
+    ctx, cfg = report["context"], report["config"]
+    P = cfg["world_size"]
+    if ctx["world_size"] != P:
+        err(["context", "world_size"], f"{ctx['world_size']} != config.world_size {P}")
+    if ctx["ranks_per_node"] > ctx["world_size"]:
+        err(["context", "ranks_per_node"], f"{ctx['ranks_per_node']} > world_size {ctx['world_size']}")
+    if cfg["heads"] % cfg["kv_heads"]:
+        err(["config", "kv_heads"], f"{cfg['kv_heads']} does not divide heads {cfg['heads']}")
+    if cfg["backend"] == "cpu":
+        if cfg["dtype"] != "fp32":
+            err(["config", "dtype"], f"backend cpu runs fp32 only, not {cfg['dtype']}")
+        if cfg["comm"] != "mpi":
+            err(["config", "comm"], f"backend cpu communicates with mpi only, not {cfg['comm']}")
+    elif len(ctx["gpus"]) != P:
+        err(["context", "gpus"], f"backend cuda: {len(ctx['gpus'])} entries, expected world_size {P}")
+
+    seen = {}
+    for i, r in enumerate(report["results"]):
+        base = ["results", i]
+        key = (r["label"], r["seq"])
+        if key in seen:
+            err(base, f"duplicate (label, seq) {key}: also results[{seen[key]}]")
+        else:
+            seen[key] = i
+        if r["strategy"] not in cfg["strategies"]:
+            err(base + ["strategy"], f"'{r['strategy']}' is not in config.strategies")
+        if r["seq"] not in cfg["seqs"]:
+            err(base + ["seq"], f"{r['seq']} is not in config.seqs")
+        if "verify" in r:
+            _check_verify(r["verify"], base + ["verify"], err)
+        if r["status"] != "ok":
+            continue
+        mesh = r["mesh"]
+        if mesh["ulysses"] * mesh["ring"] != P:
+            err(base + ["mesh"], f"ulysses {mesh['ulysses']} x ring {mesh['ring']} != world_size {P}")
+        if "timing" in r:
+            for name, st in r["timing"].items():
+                _check_stats(st, base + ["timing", name], cfg["iters"], err)
+        if "comm" in r:
+            for phase, c in r["comm"].items():
+                _check_comm(c, base + ["comm", phase], P, err)
+        if "overlap" in r:
+            _check_overlap(r["overlap"], base + ["overlap"], P, err)
+        if "memory" in r:
+            _check_memory(r["memory"], base + ["memory"], P, err)
+        if "balance" in r:
+            _check_balance(r["balance"], base + ["balance"], P, err)
+        if all(k in r for k in ("timing", "flops", "tflops", "mfu", "hfu", "peak")):
+            _check_rates(r, base, err)
+    return errs
+
+
+def _check_stats(st, path, iters, err):
+    order = ["min", "p10", "median", "p90", "max"]
+    vals = [st[k] for k in order]
+    if any(a > b for a, b in zip(vals, vals[1:])):
+        err(path, "percentiles not sorted: need min <= p10 <= median <= p90 <= max, got "
+            + ", ".join(f"{k}={st[k]:g}" for k in order))
+    n = len(st["samples"])
+    if n != iters:
+        err(path + ["samples"], f"{n} samples, expected config.iters = {iters}")
+    if n:
+        if not _close(st["min"], min(st["samples"]), EXACT_RTOL):
+            err(path + ["min"], f"{st['min']:g} != smallest sample {min(st['samples']):g}")
+        if not _close(st["max"], max(st["samples"]), EXACT_RTOL):
+            err(path + ["max"], f"{st['max']:g} != largest sample {max(st['samples']):g}")
+
+
+def _check_comm(c, path, P, err):
+    per = c["per_rank"]
+    if len(per) != P:
+        err(path + ["per_rank"], f"{len(per)} entries, expected world_size {P}")
+    if per and c["bytes_sent"] != max(per):
+        err(path + ["bytes_sent"], f"{c['bytes_sent']} != max(per_rank) {max(per)}")
+    equal = c["bytes_sent"] == c["predicted_bytes"]
+    if c["matches_model"] and not equal:
+        err(path + ["matches_model"], f"true, but bytes_sent {c['bytes_sent']} != predicted_bytes {c['predicted_bytes']}")
+    elif not c["matches_model"] and equal:
+        err(path + ["matches_model"], f"false, but bytes_sent == predicted_bytes == {c['bytes_sent']}")
+    total = sum(op["bytes_sent"] for op in c["ops"])
+    if total != c["bytes_sent"]:
+        err(path + ["ops"], f"bytes_sent of the ops sum to {total}, not the phase's bytes_sent {c['bytes_sent']}")
+    for j, op in enumerate(c["ops"]):
+        p = path + ["ops", j]
+        g = op["group_size"]
+        if g > P:
+            err(p + ["group_size"], f"{g} > world_size {P}")
+        if op["op"] in ("recv", "barrier") and op["bytes_sent"]:
+            err(p + ["bytes_sent"], f"{op['op']} sends nothing, got {op['bytes_sent']}")
+        if g == 1 and op["bytes_sent"]:
+            err(p + ["bytes_sent"], f"a group of one rank sends nothing, got {op['bytes_sent']}")
+        t = op["time_ms"]
+        busbw = op["bytes_sent"] / (t * 1e6) if t > 0 else 0.0
+        if not _close(op["busbw_gbps"], busbw, FORMULA_RTOL, 1e-9):
+            err(p + ["busbw_gbps"], f"{op['busbw_gbps']:g}, expected bytes_sent/(time_ms*1e6) = {busbw:g}")
+        if op["op"] in ("all_to_all", "all_gather", "reduce_scatter") and g > 1:
+            algbw = busbw * g / (g - 1)
+        elif op["op"] == "send":
+            algbw = busbw
+        elif op["op"] == "recv":
+            continue  # bytes received are not in the report
+        else:
+            algbw = 0.0
+        if not _close(op["algbw_gbps"], algbw, FORMULA_RTOL, 1e-9):
+            err(p + ["algbw_gbps"], f"{op['algbw_gbps']:g}, expected {algbw:g} for {op['op']} on a group of {g}")
+
+
+def _overlap_ratio(standalone, exposed):
+    if standalone <= 0:
+        return 1.0
+    return min(1.0, max(0.0, 1.0 - exposed / standalone))
+
+
+def _check_overlap(o, path, P, err):
+    per = o["per_rank"]
+    if len(per) != P:
+        err(path + ["per_rank"], f"{len(per)} entries, expected world_size {P}")
+    if not per:
+        return
+    for j, pr in enumerate(per):
+        want = _overlap_ratio(pr["comm_standalone_ms"], pr["exposed_comm_ms"])
+        if abs(pr["ratio"] - want) > 1e-6:
+            err(path + ["per_rank", j, "ratio"], f"{pr['ratio']:g}, expected clamp(1 - exposed/standalone, 0, 1) = {want:g}")
+    for key, agg, name in (("comm_standalone_ms", max, "max"), ("exposed_comm_ms", max, "max"), ("ratio", min, "min")):
+        want = agg(pr[key] for pr in per)
+        if not _close(o[key], want, EXACT_RTOL):
+            err(path + [key], f"{o[key]:g} != {name} over per_rank {want:g}")
+
+
+def _check_memory(m, path, P, err):
+    per = m["per_rank"]
+    if len(per) != P:
+        err(path + ["per_rank"], f"{len(per)} entries, expected world_size {P}")
+    if per and m["peak_bytes"] != max(per):
+        err(path + ["peak_bytes"], f"{m['peak_bytes']} != max(per_rank) {max(per)}")
+    for kind in ("weights", "activations", "comm_buffers"):
+        if m[kind] > m["peak_bytes"]:
+            err(path + [kind], f"{m[kind]} > peak_bytes {m['peak_bytes']}")
+
+
+def _check_balance(b, path, P, err):
+    per = b["compute_ms_per_rank"]
+    if len(per) != P:
+        err(path + ["compute_ms_per_rank"], f"{len(per)} entries, expected world_size {P}")
+    if not per:
+        return
+    mean = sum(per) / len(per)
+    want = max(per) / mean if mean > 0 else 1.0
+    if not _close(b["imbalance"], want, FORMULA_RTOL):
+        err(path + ["imbalance"], f"{b['imbalance']:g}, expected max/mean of compute_ms_per_rank = {want:g}")
+
+
+def _check_rates(r, path, err):
+    fl = r["flops"]
+    if fl["hardware"] < fl["model"]:
+        err(path + ["flops", "hardware"], f"{fl['hardware']:g} < model {fl['model']:g}")
+    step_s = r["timing"]["step_ms"]["median"] * 1e-3
+    if step_s <= 0:
+        return
+    peak = r["peak"]["tflops"]
+    want = {
+        "tflops": fl["model"] / step_s / 1e12,
+        "mfu": fl["model"] / step_s / (peak * 1e12),
+        "hfu": fl["hardware"] / step_s / (peak * 1e12),
+    }
+    formula = {
+        "tflops": "flops.model / (step_ms.median*1e-3) / 1e12",
+        "mfu": "tflops / peak.tflops",
+        "hfu": "flops.hardware / (step_ms.median*1e-3) / (peak.tflops*1e12)",
+    }
+    for k, v in want.items():
+        if not _close(r[k], v, FORMULA_RTOL, 1e-12):
+            err(path + [k], f"{r[k]:g}, expected {formula[k]} = {v:g}")
+
+
+def _check_verify(v, path, err):
+    vals = list(v["tensors"].values())
+    finite = all(x is not None and math.isfinite(x) for x in vals)
+    if finite:
+        want = max(vals)
+        if v["max_rel_l2"] is None or not _close(v["max_rel_l2"], want, EXACT_RTOL):
+            err(path + ["max_rel_l2"], f"{v['max_rel_l2']}, expected max over tensors {want:g}")
+    elif v["max_rel_l2"] is not None:
+        err(path + ["max_rel_l2"], "must be null when a tensor's rel_l2 is not finite (null)")
+    want_pass = finite and v["max_rel_l2"] is not None and v["max_rel_l2"] <= v["tolerance"]
+    if v["passed"] != want_pass:
+        err(path + ["passed"], f"{v['passed']}, but max_rel_l2 {v['max_rel_l2']} vs tolerance {v['tolerance']:g} says {want_pass}")
+
+
+def check_report(report, validator):
+    """All problems of a parsed report as [(path, message)]; empty when valid."""
+    if isinstance(report, dict) and "schema_version" in report:
+        ver = report["schema_version"]
+        if ver not in SUPPORTED_SCHEMA_VERSIONS:
+            known = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
+            return [("$.schema_version", f"{ver!r} is not supported by this reader (it knows {known})")]
+    errs = schema_errors(report, validator)
+    if errs:
+        return errs  # the semantic checks assume the structure is right
+    return semantic_errors(report)
+
+
+def load_report(path, validator=None):
+    """Parse and fully validate one report; raise ReportError listing every problem."""
+    validator = validator or load_schema()
+    report = load_json(path)
+    errs = check_report(report, validator)
+    if errs:
+        raise ReportError("\n".join(f"{path}: {p}: {m}" for p, m in errs))
+    return report
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="Validate cpbench JSON reports against results_schema/report.schema.json and "
+                    "the semantic checks of docs/REPORT.md.",
+        epilog="Exit status: 0 all valid; 1 any report invalid or unreadable; 2 usage error or broken schema.")
+    ap.add_argument("reports", nargs="+", metavar="REPORT", help="report files (JSON)")
+    ap.add_argument("--schema", metavar="FILE", help=f"schema file (default: {SCHEMA_PATH})")
+    ap.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    args = ap.parse_args(argv)
+
+    try:
+        validator = load_schema(args.schema)
+    except ReportError as e:
+        print(f"validate_report: {e}", file=sys.stderr)
+        return 2
+
+    bad = 0
+    for path in args.reports:
+        try:
+            load_report(path, validator)
+        except ReportError as e:
+            bad += 1
+            print(e, file=sys.stderr)
+            continue
+        if not args.quiet:
+            print(f"{path}: valid (schema_version {SUPPORTED_SCHEMA_VERSIONS[-1]})")
+    if bad:
+        print(f"validate_report: {bad} of {len(args.reports)} report(s) invalid", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

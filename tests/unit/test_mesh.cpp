@@ -1,0 +1,240 @@
+// Mesh groups (pure functions of P, U, R, placement, rank), byte accounting, names and the
+// comm log's clock. No MPI needed. Without MPI (CPBENCH_MPI=OFF) also the one-rank world.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "comm/communicator.h"
+#include "comm/world.h"
+#include "tests/unit/comm_test_backend.h"
+
+using namespace cpbench;
+
+namespace {
+
+std::vector<std::pair<int, int>> factorizations(int P) {
+  std::vector<std::pair<int, int>> f;
+  for (int U = 1; U <= P; ++U)
+    if (P % U == 0) f.emplace_back(U, P / U);
+  return f;
+}
+
+bool is_arith(const std::vector<int>& g, int first, int stride) {
+  for (size_t j = 0; j < g.size(); ++j)
+    if (g[j] != first + static_cast<int>(j) * stride) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("mesh groups partition the ranks for every P <= 16, U x R and placement", "[mesh]") {
+  for (int P = 1; P <= 16; ++P) {
+    for (auto [U, R] : factorizations(P)) {
+      for (Placement pl : {Placement::ulysses_inner, Placement::ring_inner}) {
+        INFO("P=" << P << " U=" << U << " R=" << R << " placement=" << placement_name(pl));
+        std::vector<int> uly_count(static_cast<size_t>(P), 0), ring_count(static_cast<size_t>(P), 0);
+        std::set<std::vector<int>> uly_groups, ring_groups;
+        for (int r = 0; r < P; ++r) {
+          INFO("rank " << r);
+          const auto ug = Mesh::ulysses_group_of(r, P, U, R, pl);
+          const auto rg = Mesh::ring_group_of(r, P, U, R, pl);
+          REQUIRE(ug.size() == static_cast<size_t>(U));
+          REQUIRE(rg.size() == static_cast<size_t>(R));
+          // Each member of a group computes the same group (consistent partition).
+          for (int m : ug) CHECK(Mesh::ulysses_group_of(m, P, U, R, pl) == ug);
+          for (int m : rg) CHECK(Mesh::ring_group_of(m, P, U, R, pl) == rg);
+          // The Ulysses and ring groups of a rank meet in that rank only (a 2-D mesh).
+          std::vector<int> both;
+          std::set_intersection(ug.begin(), ug.end(), rg.begin(), rg.end(), std::back_inserter(both));
+          CHECK(both == std::vector<int>{r});
+          // Contiguity per placement; group order = ascending world rank.
+          if (pl == Placement::ulysses_inner) {
+            CHECK(is_arith(ug, r / U * U, 1));
+            CHECK(is_arith(rg, r % U, U));
+          } else {
+            CHECK(is_arith(rg, r / R * R, 1));
+            CHECK(is_arith(ug, r % R, R));
+          }
+          if (uly_groups.insert(ug).second)
+            for (int m : ug) ++uly_count[static_cast<size_t>(m)];
+          if (ring_groups.insert(rg).second)
+            for (int m : rg) ++ring_count[static_cast<size_t>(m)];
+        }
+        CHECK(uly_groups.size() == static_cast<size_t>(R));
+        CHECK(ring_groups.size() == static_cast<size_t>(U));
+        for (int r = 0; r < P; ++r) {
+          CHECK(uly_count[static_cast<size_t>(r)] == 1);  // every rank in exactly one group
+          CHECK(ring_count[static_cast<size_t>(r)] == 1);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("mesh groups: worked examples", "[mesh]") {
+  // P = 8, U = 2, R = 4
+  CHECK(Mesh::ulysses_group_of(5, 8, 2, 4, Placement::ulysses_inner) == std::vector<int>{4, 5});
+  CHECK(Mesh::ring_group_of(5, 8, 2, 4, Placement::ulysses_inner) == std::vector<int>{1, 3, 5, 7});
+  CHECK(Mesh::ring_group_of(5, 8, 2, 4, Placement::ring_inner) == std::vector<int>{4, 5, 6, 7});
+  CHECK(Mesh::ulysses_group_of(5, 8, 2, 4, Placement::ring_inner) == std::vector<int>{1, 5});
+  // P = 6, U = 3, R = 2
+  CHECK(Mesh::ulysses_group_of(4, 6, 3, 2, Placement::ulysses_inner) == std::vector<int>{3, 4, 5});
+  CHECK(Mesh::ring_group_of(4, 6, 3, 2, Placement::ulysses_inner) == std::vector<int>{1, 4});
+  CHECK(Mesh::ring_group_of(4, 6, 3, 2, Placement::ring_inner) == std::vector<int>{4, 5});
+  CHECK(Mesh::ulysses_group_of(4, 6, 3, 2, Placement::ring_inner) == std::vector<int>{0, 2, 4});
+  // Degenerate meshes: pure Ulysses and pure ring.
+  CHECK(Mesh::ulysses_group_of(2, 4, 4, 1, Placement::ulysses_inner) == std::vector<int>{0, 1, 2, 3});
+  CHECK(Mesh::ring_group_of(2, 4, 4, 1, Placement::ulysses_inner) == std::vector<int>{2});
+  CHECK(Mesh::ring_group_of(2, 4, 1, 4, Placement::ulysses_inner) == std::vector<int>{0, 1, 2, 3});
+  CHECK(Mesh::ulysses_group_of(2, 4, 1, 4, Placement::ulysses_inner) == std::vector<int>{2});
+}
+
+TEST_CASE("mesh rejects U x R != P and ranks outside the mesh, naming the values", "[mesh]") {
+  CHECK_THROWS_AS(Mesh::ulysses_group_of(0, 8, 3, 2, Placement::ulysses_inner), std::invalid_argument);
+  CHECK_THROWS_WITH(Mesh::ring_group_of(0, 8, 3, 2, Placement::ring_inner),
+                    Catch::Contains("U=3") && Catch::Contains("R=2") && Catch::Contains("P=8"));
+  CHECK_THROWS_AS(Mesh::ulysses_group_of(0, 4, 0, 4, Placement::ulysses_inner), std::invalid_argument);
+  CHECK_THROWS_AS(Mesh::ulysses_group_of(4, 4, 2, 2, Placement::ulysses_inner), std::invalid_argument);
+  CHECK_THROWS_AS(Mesh::ring_group_of(-1, 4, 2, 2, Placement::ulysses_inner), std::invalid_argument);
+}
+
+TEST_CASE("placement names round-trip", "[mesh]") {
+  CHECK(std::string(placement_name(Placement::ulysses_inner)) == "ulysses-inner");
+  CHECK(std::string(placement_name(Placement::ring_inner)) == "ring-inner");
+  CHECK(parse_placement("ulysses-inner") == Placement::ulysses_inner);
+  CHECK(parse_placement("ring-inner") == Placement::ring_inner);
+  CHECK_THROWS_WITH(parse_placement("inner"), Catch::Contains("inner"));
+}
+
+TEST_CASE("logical_bytes_sent follows the nccl-tests convention", "[comm]") {
+  // all_to_all: (g-1)/g of the send buffer
+  CHECK(logical_bytes_sent(OpKind::all_to_all, 1200, 4) == 900);
+  CHECK(logical_bytes_sent(OpKind::all_to_all, 4096, 2) == 2048);
+  CHECK(logical_bytes_sent(OpKind::all_to_all, 10, 3) == 6);  // floor(10 * 2 / 3)
+  // all_gather: the shard, g-1 times
+  CHECK(logical_bytes_sent(OpKind::all_gather, 100, 4) == 300);
+  CHECK(logical_bytes_sent(OpKind::all_gather, 100, 8) == 700);
+  // reduce_scatter: (g-1)/g of the input
+  CHECK(logical_bytes_sent(OpKind::reduce_scatter, 1200, 3) == 800);
+  // send: its buffer; recv and barrier: nothing
+  CHECK(logical_bytes_sent(OpKind::send, 123, 2) == 123);
+  CHECK(logical_bytes_sent(OpKind::send, 123, 7) == 123);
+  CHECK(logical_bytes_sent(OpKind::recv, 123, 7) == 0);
+  CHECK(logical_bytes_sent(OpKind::barrier, 0, 7) == 0);
+  // A group of one rank sends nothing.
+  for (OpKind k : {OpKind::all_to_all, OpKind::all_gather, OpKind::reduce_scatter, OpKind::send, OpKind::recv,
+                   OpKind::barrier})
+    CHECK(logical_bytes_sent(k, 4096, 1) == 0);
+  // Large buffers do not overflow.
+  CHECK(logical_bytes_sent(OpKind::all_to_all, int64_t(1) << 40, 8) == (int64_t(1) << 40) / 8 * 7);
+  CHECK_THROWS_AS(logical_bytes_sent(OpKind::send, -1, 2), std::invalid_argument);
+  CHECK_THROWS_AS(logical_bytes_sent(OpKind::send, 1, 0), std::invalid_argument);
+}
+
+TEST_CASE("op and phase names", "[comm]") {
+  CHECK(std::string(op_name(OpKind::all_to_all)) == "all_to_all");
+  CHECK(std::string(op_name(OpKind::all_gather)) == "all_gather");
+  CHECK(std::string(op_name(OpKind::reduce_scatter)) == "reduce_scatter");
+  CHECK(std::string(op_name(OpKind::send)) == "send");
+  CHECK(std::string(op_name(OpKind::recv)) == "recv");
+  CHECK(std::string(op_name(OpKind::barrier)) == "barrier");
+  CHECK(std::string(phase_name(Phase::fwd)) == "fwd");
+  CHECK(std::string(phase_name(Phase::bwd)) == "bwd");
+  CHECK(std::string(phase_name(Phase::other)) == "other");
+}
+
+TEST_CASE("CommLog uses the process-wide clock of the compute log", "[comm]") {
+  CommLog early;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CommLog late;  // a log created later reads the same clock, not one starting at its creation
+  const double a = now_ms();
+  const double e = early.now_ms();
+  const double l = late.now_ms();
+  const double b = now_ms();
+  CHECK(a <= e);
+  CHECK(e <= l);
+  CHECK(l <= b);
+  CHECK(l >= 30.0);  // the origin is the process start, at least the sleep ago
+  CHECK(early.phase() == Phase::other);
+  early.set_phase(Phase::bwd);
+  CHECK(early.phase() == Phase::bwd);
+}
+
+#ifndef CPBENCH_HAVE_MPI
+// ---- the world of one rank (builds without MPI) -------------------------------------------------
+namespace {
+std::vector<float> iota_f(size_t n, float base) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = base + static_cast<float>(i);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("serial world: groups of one copy, record zero bytes, match sends to self", "[comm][serial]") {
+  int argc = 0;
+  char** argv = nullptr;
+  World& w = World::init(&argc, &argv);
+  CHECK(w.rank() == 0);
+  CHECK(w.size() == 1);
+  for (bool device_like : {false, true}) {
+    INFO("device_like=" << device_like);
+    testing::CommTestBackend be(device_like);
+    CommLog log;
+    log.set_phase(Phase::fwd);
+    auto c = w.make_group({0}, "cp", log, be, "mpi");
+    REQUIRE(c->size() == 1);
+    CHECK(c->rank() == 0);
+    CHECK(c->name() == "cp");
+    Tensor s = be.alloc({6}, DType::f32, MemKind::comm), r = be.alloc({6}, DType::f32, MemKind::comm);
+    be.upload(iota_f(6, 0), s);
+    be.upload(std::vector<float>(6, -1.f), r);
+    c->all_to_all(s, r);
+    CHECK(be.download(r) == iota_f(6, 0));
+    be.upload(std::vector<float>(6, -1.f), r);
+    c->all_gather(s, r);
+    CHECK(be.download(r) == iota_f(6, 0));
+    be.upload(std::vector<float>(6, -1.f), r);
+    c->reduce_scatter(s, r);
+    CHECK(be.download(r) == iota_f(6, 0));
+    // Two messages with one tag arrive in issue order; a receive posted first is filled later.
+    Tensor r2 = be.alloc({6}, DType::f32, MemKind::comm), s2 = be.alloc({6}, DType::f32, MemKind::comm);
+    be.upload(iota_f(6, 100), s2);
+    Request q1 = c->irecv(r, 0, 3);
+    Request p1 = c->isend(s, 0, 3);
+    Request p2 = c->isend(s2, 0, 3);
+    Request q2 = c->irecv(r2, 0, 3);
+    c->wait(q2);
+    c->wait(p1);
+    c->wait(q1);
+    c->wait(p2);
+    CHECK(be.download(r) == iota_f(6, 0));
+    CHECK(be.download(r2) == iota_f(6, 100));
+    c->barrier();
+    REQUIRE(log.records().size() == 8);
+    for (const auto& rec : log.records()) {
+      CHECK(rec.bytes_sent == 0);
+      CHECK(rec.group == "cp");
+      CHECK(rec.group_size == 1);
+      CHECK(rec.phase == Phase::fwd);
+      CHECK(rec.t1_ms >= rec.t0_ms);
+    }
+    CHECK(log.records()[0].op == OpKind::all_to_all);
+    CHECK(log.records()[0].buffer_bytes == 24);
+    // A receive without a send fails instead of hanging; bad arguments are named.
+    Request lonely = c->irecv(r, 0, 9);
+    CHECK_THROWS_AS(c->wait(lonely), std::runtime_error);
+    CHECK_THROWS_AS(c->isend(s, 1, 0), std::invalid_argument);
+    Tensor small = be.alloc({5}, DType::f32, MemKind::comm);
+    CHECK_THROWS_AS(c->all_to_all(s, small), std::invalid_argument);
+    CHECK_THROWS_WITH(w.make_group({0}, "cp", log, be, "bogus"), Catch::Contains("bogus"));
+    CHECK_THROWS_WITH(w.make_group({0}, "cp", log, be, "nccl"), Catch::Contains("nccl"));
+    Mesh m = Mesh::build(w, 1, 1, Placement::ulysses_inner, log, be, "mpi");
+    CHECK(m.cp->size() == 1);
+    CHECK(m.ulysses->name() == "ulysses");
+    CHECK(m.ring->name() == "ring");
+    CHECK_THROWS_AS(Mesh::build(w, 2, 1, Placement::ulysses_inner, log, be, "mpi"), std::invalid_argument);
+  }
+}
+#endif
