@@ -76,12 +76,13 @@ json phase_comm_json(const std::vector<CommRecord>& recs, Phase ph) {
   json ops = json::array();
   for (auto& kv : by) {
     const Agg& a = kv.second;
-    const double algbw = a.time_ms > 0 ? a.algo / a.time_ms / 1e6 : 0.0;
+    // A group of one rank moves nothing: no bandwidth to speak of.
+    const double algbw = a.time_ms > 0 && a.group_size > 1 ? a.algo / a.time_ms / 1e6 : 0.0;
     const bool p2p = a.op == "send" || a.op == "recv";
     const double busbw = p2p || a.group_size <= 1 ? algbw : algbw * (a.group_size - 1) / a.group_size;
     ops.push_back({{"op", a.op}, {"group", a.group}, {"group_size", a.group_size}, {"count", a.count},
                    {"bytes_sent", a.bytes}, {"time_ms", a.time_ms}, {"algbw_gbps", algbw},
-                   {"busbw_gbps", a.group_size <= 1 ? 0.0 : busbw}});
+                   {"busbw_gbps", busbw}});
   }
   return ops;
 }
@@ -364,8 +365,10 @@ json Harness::run_one(const Job& job, const Peak& peak) {
   double min_ratio = 1.0;
   const std::vector<double> ex = col(2), sa = col(3);
   for (int q = 0; q < P; ++q) {
-    // Nothing to hide when the replay takes no time (no communication).
-    const double ratio = sa[q] > 0 ? std::clamp(1.0 - ex[q] / sa[q], 0.0, 1.0) : 1.0;
+    // A rank that sends nothing has no communication to hide: ratio 1 (DESIGN's formula would
+    // otherwise charge the layout copies of the replay as "communication").
+    const bool silent = col(4)[q] + col(5)[q] == 0;
+    const double ratio = silent || sa[q] <= 0 ? 1.0 : std::clamp(1.0 - ex[q] / sa[q], 0.0, 1.0);
     min_ratio = std::min(min_ratio, ratio);
     per_rank_overlap.push_back({{"comm_standalone_ms", sa[q]}, {"exposed_comm_ms", ex[q]}, {"ratio", ratio}});
   }

@@ -157,7 +157,7 @@ void print_verify_table(const std::vector<json>& results) {
       }
     std::printf("%-22s %8lld %7s %12.3e %10.1e  %s\n", r["label"].get<std::string>().c_str(),
                 static_cast<long long>(r["seq"].get<int64_t>()), v["passed"].get<bool>() ? "PASS" : "FAIL",
-                v["max_rel_l2"].get<double>(), v["tolerance"].get<double>(), worst.c_str());
+                v["max_rel_l2"].get<double>(), v["tolerance"].get<double>(), w > 0 ? worst.c_str() : "-");
   }
 }
 

@@ -106,12 +106,12 @@ void check_rank_chunks(const char* op, int64_t T, RankChunks layout) {
 }  // namespace
 
 void gathered_to_natural(Backend& be, const Tensor& gathered, int64_t B, int64_t T, int64_t C,
-                         int g, RankChunks layout, Tensor& natural) {
+                         int g, RankChunks layout, Tensor& natural, int64_t chunk_pitch) {
   check_rank_chunks("gathered_to_natural", T, layout);
-  const int64_t gT = int64_t(g) * T;
+  const int64_t gT = int64_t(g) * T, pitch = chunk_pitch ? chunk_pitch : B * T * C;
   for_each_rank_run(T, g, layout, [&](int j, int64_t row, int64_t tok, int64_t n) {
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t src = ((int64_t(j) * B + b) * T + row) * C, dst = (b * gT + tok) * C;
+      const int64_t src = j * pitch + (b * T + row) * C, dst = (b * gT + tok) * C;
       Tensor out = natural.view(dst, {natural.numel() - dst});
       be.copy_2d(out, C, gathered.view(src, {gathered.numel() - src}), C, n, C);
     }
@@ -119,12 +119,12 @@ void gathered_to_natural(Backend& be, const Tensor& gathered, int64_t B, int64_t
 }
 
 void natural_to_gathered(Backend& be, const Tensor& natural, int64_t B, int64_t T, int64_t C,
-                         int g, RankChunks layout, Tensor& gathered) {
+                         int g, RankChunks layout, Tensor& gathered, int64_t chunk_pitch) {
   check_rank_chunks("natural_to_gathered", T, layout);
-  const int64_t gT = int64_t(g) * T;
+  const int64_t gT = int64_t(g) * T, pitch = chunk_pitch ? chunk_pitch : B * T * C;
   for_each_rank_run(T, g, layout, [&](int j, int64_t row, int64_t tok, int64_t n) {
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t dst = ((int64_t(j) * B + b) * T + row) * C, src = (b * gT + tok) * C;
+      const int64_t dst = j * pitch + (b * T + row) * C, src = (b * gT + tok) * C;
       Tensor out = gathered.view(dst, {gathered.numel() - dst});
       be.copy_2d(out, C, natural.view(src, {natural.numel() - src}), C, n, C);
     }

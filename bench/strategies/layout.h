@@ -48,12 +48,15 @@ void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T
 enum class RankChunks { contiguous, zigzag };
 
 // all_gather result -> natural order. gathered [g, B, T, C] (chunk j from group rank j, its
-// tokens in storage order) -> natural [B, g*T, C]. Same dtype.
+// tokens in storage order) -> natural [B, g*T, C]. Same dtype. chunk_pitch: elements from chunk
+// j to chunk j+1 in `gathered` (0: B*T*C); a larger pitch reads one tensor out of chunks that
+// pack several (k of a gathered k|v).
 void gathered_to_natural(Backend& be, const Tensor& gathered, int64_t B, int64_t T, int64_t C,
-                         int g, RankChunks layout, Tensor& natural);
-// The inverse, before a reduce_scatter: natural [B, g*T, C] -> per-rank chunks [g, B, T, C].
+                         int g, RankChunks layout, Tensor& natural, int64_t chunk_pitch = 0);
+// The inverse, before a reduce_scatter: natural [B, g*T, C] -> per-rank chunks [g, B, T, C]
+// (chunk_pitch as above).
 void natural_to_gathered(Backend& be, const Tensor& natural, int64_t B, int64_t T, int64_t C,
-                         int g, RankChunks layout, Tensor& gathered);
+                         int g, RankChunks layout, Tensor& gathered, int64_t chunk_pitch = 0);
 
 // ---- verification export (host) -------------------------------------------------------------------
 // Adds local lse [B, hl, T] (query heads [h0, h0+hl), tokens at `pos`) into global [B, H, N].

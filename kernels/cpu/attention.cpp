@@ -18,10 +18,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,26 +53,31 @@ BlasSingleThreaded::~BlasSingleThreaded() {
 
 // ---- tiles ------------------------------------------------------------------------------------
 namespace {
+void validate(const AttnTiles& t, const std::string& from) {
+  const int v[4] = {t.fwd_q, t.fwd_k, t.bwd_q, t.bwd_k};
+  if (*std::min_element(v, v + 4) < 16 || *std::max_element(v, v + 4) > 4096)
+    throw std::invalid_argument(from + ": attention tile sizes must lie in [16, 4096]");
+}
 AttnTiles read_tiles() {
   AttnTiles t;
   if (const char* e = std::getenv("CPBENCH_ATTN_TILES")) {
-    int v[4];
-    if (std::sscanf(e, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) != 4 ||
-        *std::min_element(v, v + 4) < 16 || *std::max_element(v, v + 4) > 4096)
-      throw std::invalid_argument(std::string("CPBENCH_ATTN_TILES='") + e +
-                                  "': expected fwd_q,fwd_k,bwd_q,bwd_k with values in [16, 4096]");
-    t.fwd_q = v[0];
-    t.fwd_k = v[1];
-    t.bwd_q = v[2];
-    t.bwd_k = v[3];
+    const std::string from = std::string("CPBENCH_ATTN_TILES='") + e + "'";
+    if (std::sscanf(e, "%d,%d,%d,%d", &t.fwd_q, &t.fwd_k, &t.bwd_q, &t.bwd_k) != 4)
+      throw std::invalid_argument(from + ": expected fwd_q,fwd_k,bwd_q,bwd_k");
+    validate(t, from);
   }
+  return t;
+}
+AttnTiles& tiles_storage() {
+  static AttnTiles t = read_tiles();
   return t;
 }
 }  // namespace
 
-const AttnTiles& attn_tiles() {
-  static const AttnTiles t = read_tiles();
-  return t;
+const AttnTiles& attn_tiles() { return tiles_storage(); }
+void set_attn_tiles(const AttnTiles& t) {
+  validate(t, "set_attn_tiles");
+  tiles_storage() = t;
 }
 
 namespace {
@@ -382,8 +389,11 @@ void attn_merge(const AttnShape& s, float* o_acc, float* lse_acc, const float* o
       const float lb = lse_blk[(b * hq + h) * nq + i];
       float* oa = o_acc + (bi * hq + h) * d;
       const float* ob = o_blk + (bi * hq + h) * d;
-      if (lb == kNegInf) continue;  // the block adds nothing (its o may be anything)
-      if (la == kNegInf) {          // nothing so far: take the block (o_acc may be anything)
+      if (lb == kNegInf) {  // the block adds nothing (its o may be anything)
+        if (la == kNegInf) std::fill(oa, oa + d, 0.0f);  // still no key: o = 0 by convention
+        continue;
+      }
+      if (la == kNegInf) {  // nothing so far: take the block (o_acc may be anything)
         std::memcpy(oa, ob, sizeof(float) * size_t(d));
         la = lb;
         continue;

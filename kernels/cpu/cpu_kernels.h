@@ -16,6 +16,8 @@ struct AttnTiles {
   int bwd_q = 128, bwd_k = 128;
 };
 const AttnTiles& attn_tiles();
+// Replaces the tile sizes (each in [16, 4096]); for tests and tuning, not thread-safe.
+void set_attn_tiles(const AttnTiles& t);
 
 // While alive, OpenBLAS runs single-threaded (each OpenMP thread calls sgemm on its own tiles);
 // restores the previous OpenBLAS thread count after.

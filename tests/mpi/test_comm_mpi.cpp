@@ -1,7 +1,8 @@
 // The MPI communicator under mpirun (any world size; the overlap check needs exactly 2 ranks).
 // Data are encoded by world rank and index (x = rank*1000 + i) so a chunk from the wrong rank or
 // at the wrong offset shows. Every check runs with host memory and with a fake device backend
-// (stored bytes inverted), which only works if the communicator stages through the raw copies.
+// (stored bytes XOR-ed with a per-rank key), which only works if the communicator stages through
+// the raw copies.
 //
 //   mpirun -np 4 --oversubscribe ./test_comm_mpi        prints "N passed, M failed"
 //
@@ -543,7 +544,7 @@ int main(int argc, char** argv) {
     }
   });
 
-  CommTestBackend host(false), device(true);
+  CommTestBackend host(false), device(true, static_cast<unsigned char>(1 + w.rank() % 255));
   CommLog log;
   Ctx c;
   c.w = &w;
@@ -568,6 +569,7 @@ int main(int argc, char** argv) {
 
   const int P = w.size();
   if (w.rank() == 0) std::printf("test_comm_mpi: %d ranks, %s\n", P, w.mpi_version().c_str());
+  try {  // anything thrown outside a check (group creation) ends every rank at once
   run("world", [&] {
     c.expect(w.local_rank() >= 0 && w.local_rank() < w.local_size() && w.local_size() <= P, "local rank/size");
     c.expect(!w.host().empty(), "host name");
@@ -604,8 +606,16 @@ int main(int argc, char** argv) {
     run("mesh groups" + on, [&] { check_mesh(c, w, *be, log); });
     run("many requests" + on, [&] { check_many_requests(c, *cp, *be, all_ranks(P)); });
     if (be->device_memory())
-      run("staging used the raw copies", [&] {
-        c.expect(be->to_host_calls > 0 && be->from_host_calls > 0, "raw copy counters are zero");
+      run("collectives and p2p stage through the raw copies" + on, [&] {
+        Tensor s = make(*be, P * 4), r = make(*be, P * 4);
+        put(*be, s, std::vector<float>(static_cast<size_t>(P * 4), 1.f));
+        const long to0 = be->to_host_calls, from0 = be->from_host_calls;
+        cp->all_to_all(s, r);
+        c.expect(be->to_host_calls == to0 + 1 && be->from_host_calls == from0 + 1, "all_to_all: one copy each way");
+        Request rq = cp->irecv(r, (cp->rank() + P - 1) % P, 1), sq = cp->isend(s, (cp->rank() + 1) % P, 1);
+        cp->wait(rq);
+        cp->wait(sq);
+        c.expect(be->to_host_calls == to0 + 2 && be->from_host_calls == from0 + 2, "isend/irecv: one copy each");
       });
   }
   if (P == 2) {
@@ -613,6 +623,10 @@ int main(int argc, char** argv) {
     run("overlap of isend/irecv with compute", [&] { check_overlap(c, w, *cp, host, log); });
   } else if (w.rank() == 0) {
     std::printf("[skip] overlap of isend/irecv with compute (needs exactly 2 ranks)\n");
+  }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] test_comm_mpi: unexpected exception: %s; aborting all ranks\n", w.rank(), e.what());
+    w.abort(2);
   }
 
   {

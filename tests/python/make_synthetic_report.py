@@ -134,14 +134,12 @@ def _ok_result(name, label, seq, U, R, P, cfg, step, spread, comm_scale):
             elif op == "send":
                 algbw = busbw
             elif op == "recv":
-                algbw = busbw  # unchecked: bytes received
+                algbw = busbw = 0.0  # bytes received are not modelled here
             else:
                 algbw = 0.0
             op_list.append({"op": op, "group": group, "group_size": g, "count": count, "bytes_sent": nbytes,
                             "time_ms": t, "algbw_gbps": algbw, "busbw_gbps": busbw})
         per_rank = [measured] * P
-        if P > 1 and measured > 0:
-            per_rank[-1] = measured - 1  # not all ranks equal; the max is what counts
         phase_ms = sum(o["time_ms"] for o in op_list)
         comm_total_ms += phase_ms
         comm[phase] = {"bytes_sent": measured, "per_rank": per_rank, "predicted_bytes": predicted,
@@ -262,7 +260,7 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
         "context": {
             "date": "2025-01-31T12:00:00Z", "hosts": ["node0"], "world_size": P, "ranks_per_node": P,
             "cpu": {"model": "Synthetic CPU", "cores": 2},
-            "gpus": [] if cfg["backend"] == "cpu" else ["NVIDIA H200"] * P,
+            "gpus": [] if cfg["backend"] == "cpu" else ["NVIDIA H200"],
             "versions": {"mpi": "Open MPI v4.1.4", "nccl": None if cfg["backend"] == "cpu" else "2.21.5",
                          "cuda": None if cfg["backend"] == "cpu" else "12.4",
                          "compiler": "GNU 12.2.0", "blas": "OpenBLAS 0.3.21"},

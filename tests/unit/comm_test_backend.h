@@ -1,8 +1,8 @@
 // A minimal Backend for the communicator tests: memory and raw copies only (no compute).
 // With device_like = true it pretends to hold device memory: device_memory() is true and the
-// bytes it stores are bit-inverted, so a communicator that touched the "device" pointers directly
-// (instead of staging through copy_to_host_raw / copy_from_host_raw) delivers garbage and the
-// tests see it. The compute operations throw: the comm tests must not need them.
+// bytes it stores are XOR-ed with a key (give each rank its own), so a communicator that moved or
+// reduced the "device" bytes directly (instead of staging through copy_to_host_raw /
+// copy_from_host_raw) delivers garbage and the tests see it. The compute operations throw: the comm tests must not need them.
 #pragma once
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +17,8 @@ namespace testing {
 
 class CommTestBackend final : public Backend {
  public:
-  explicit CommTestBackend(bool device_like) : device_like_(device_like) {}
+  explicit CommTestBackend(bool device_like, unsigned char key = 0xff)
+      : device_like_(device_like), key_(key ? key : 0xff) {}
   std::string name() const override { return device_like_ ? "comm-test-device" : "comm-test-host"; }
   std::string device_name() const override { return "none"; }
 
@@ -51,13 +52,13 @@ class CommTestBackend final : public Backend {
     ++to_host_calls;
     if (bytes > src.bytes()) throw std::invalid_argument("copy_to_host_raw: too many bytes");
     std::memcpy(dst, src.data, bytes);
-    if (device_like_) invert(dst, bytes);
+    if (device_like_) scramble(dst, bytes);
   }
   void copy_from_host_raw(Tensor& dst, const void* src, size_t bytes) override {
     ++from_host_calls;
     if (bytes > dst.bytes()) throw std::invalid_argument("copy_from_host_raw: too many bytes");
     std::memcpy(dst.data, src, bytes);
-    if (device_like_) invert(dst.data, bytes);
+    if (device_like_) scramble(dst.data, bytes);
   }
 
   Event record_event() override { return Event{nullptr, now_ms()}; }
@@ -91,14 +92,15 @@ class CommTestBackend final : public Backend {
   long to_host_calls = 0, from_host_calls = 0;
 
  private:
-  static void invert(void* p, size_t n) {
+  void scramble(void* p, size_t n) const {
     auto* b = static_cast<unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) b[i] = static_cast<unsigned char>(~b[i]);
+    for (size_t i = 0; i < n; ++i) b[i] = static_cast<unsigned char>(b[i] ^ key_);
   }
   [[noreturn]] static void unused(const char* op) {
     throw std::logic_error(std::string("CommTestBackend: ") + op + " is not available in the comm tests");
   }
   bool device_like_;
+  unsigned char key_;
 };
 
 }  // namespace testing

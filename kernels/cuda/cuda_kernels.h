@@ -1,0 +1,71 @@
+// Launchers of the CUDA backend's kernels (internal to kernels/cuda). Host-only declarations, so
+// cuda_backend.cpp is plain C++. Callers (CudaBackendImpl) have run the check_* boundary checks
+// of backend.cpp; these functions trust shapes and only reject what the kernels cannot do
+// (unsupported dtype or head dim) with std::invalid_argument.
+// Layouts as in backend.h: q/o/dq [B, nq, hq, d], k/v/dk/dv [B, nk, hk, d], lse/delta [B, hq, nq].
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/tensor.h"
+
+namespace cpbench::cuda {
+
+// Positions as a kernel argument: up to two arithmetic segments, int32 (check_positions bounds
+// every position by 2^31-1). Row i >= n is clamped to row n-1 (rows past the end are padding
+// rows of a tile and are never stored).
+struct PosArg {
+  int32_t s0 = 0, st0 = 1, c0 = 0;  // segment 0: start, stride, count
+  int32_t s1 = 0, st1 = 1;          // segment 1: start, stride (count = n - c0)
+  int32_t n = 0;                    // total rows
+};
+PosArg to_pos_arg(const Positions& p);
+
+// ---- element-wise (elementwise.cu); any dtype per tensor, fp32 arithmetic --------------------
+void fill(void* x, DType t, int64_t n, float value, cudaStream_t s);
+void convert(void* dst, DType dt, const void* src, DType st, int64_t n, cudaStream_t s);
+void add(void* out, DType ot, const void* a, DType at, const void* b, DType bt, int64_t n,
+         cudaStream_t s);
+// C[r*ldc + c] = beta * C[...] for r < m, c < n (beta == 0 writes 0): GEMM with k == 0.
+void scale_2d(void* C, DType t, int64_t m, int64_t n, int64_t ldc, float beta, cudaStream_t s);
+// x, w, y in dtype t; rstd [rows] fp32.
+void rmsnorm_fwd(const void* x, const void* w, DType t, float eps, int64_t rows, int64_t D,
+                 void* y, float* rstd, cudaStream_t s);
+// dx overwritten (may alias x or dy), dw [D] fp32 accumulated.
+void rmsnorm_bwd(const void* x, const void* w, DType t, const float* rstd, const void* dy,
+                 int64_t rows, int64_t D, void* dx, float* dw, cudaStream_t s);
+void rope(void* x, DType t, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+          const PosArg& pos, double theta, bool inverse, cudaStream_t s);
+
+// ---- attention (attention_fwd.cu, attention_bwd.cu, attention_misc.cu) ----------------------
+struct AttnArgs {
+  DType dtype = DType::bf16;  // of q, k, v, o, dout (bf16 or fp16)
+  int B = 1, nq = 0, nk = 0, hq = 0, hk = 0, d = 0;
+  bool causal = true;
+  float scale = 0;  // resolved (never 0)
+  PosArg qpos, kpos;
+  const void* q = nullptr;     // [B, nq, hq, d]
+  const void* k = nullptr;     // [B, nk, hk, d]
+  const void* v = nullptr;     // [B, nk, hk, d]
+  void* o = nullptr;           // fwd out [B, nq, hq, d]
+  float* lse = nullptr;        // fwd out [B, hq, nq]
+  const void* dout = nullptr;  // bwd in  [B, nq, hq, d]
+  const float* lse_in = nullptr;   // bwd in [B, hq, nq] (final)
+  const float* delta = nullptr;    // bwd in [B, hq, nq]
+  float* dq = nullptr;         // bwd += [B, nq, hq, d]
+  float* dk = nullptr;         // bwd += [B, nk, hk, d]
+  float* dv = nullptr;         // bwd += [B, nk, hk, d]
+};
+// Head dims the tensor-core kernels are built for.
+bool attn_head_dim_supported(int d);
+const char* attn_supported_head_dims();  // "64, 128"
+void attn_fwd(const AttnArgs& a, cudaStream_t s);
+void attn_bwd(const AttnArgs& a, cudaStream_t s);
+// o_acc/o_blk in dtype t (any), lse fp32; rows = B*nq*hq of d elements.
+void attn_merge(DType t, void* o_acc, float* lse_acc, const void* o_blk, const float* lse_blk,
+                int64_t B, int64_t nq, int hq, int d, cudaStream_t s);
+void attn_bwd_delta(DType t, const void* o, const void* dout, float* delta, int64_t B, int64_t nq,
+                    int hq, int d, cudaStream_t s);
+
+}  // namespace cpbench::cuda

@@ -1,0 +1,178 @@
+// Device helpers shared by the CUDA kernels: dtype-generic loads/stores, reductions, positions,
+// and the sm_80+ warp-level primitives (mma.sync m16n8k16, ldmatrix, cp.async) as inline PTX.
+//
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16", 16-bit A/B, fp32 C/D), with
+// lane = 4*g + t (g = lane/4 in 0..7, t = lane%4 in 0..3). Each 32-bit register holds two 16-bit
+// elements, the lower-indexed one in the low half:
+//   A (16x16, row major): a0 = A[g][2t..2t+1]   a1 = A[g+8][2t..2t+1]
+//                         a2 = A[g][2t+8..+9]   a3 = A[g+8][2t+8..+9]
+//   B (16x8, "col"):      b0 = B[2t..2t+1][g]   b1 = B[2t+8..2t+9][g]
+//   C/D (16x8, fp32):     c0,c1 = C[g][2t], C[g][2t+1]     c2,c3 = C[g+8][2t], C[g+8][2t+1]
+// ldmatrix.x4 loads four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i,
+// and register ri receives matrix i. Without .trans, lane (g, t) gets M[g][2t..2t+1]; with
+// .trans it gets M[2t][g], M[2t+1][g] (the transposed fragment).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace cpbench::cuda {
+
+constexpr float kInf = __builtin_huge_valf();
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// DType values as kernel arguments (DType::f32 = 0, bf16 = 1, f16 = 2).
+__device__ __forceinline__ float ld_any(const void* p, int t, int64_t i) {
+  if (t == 0) return static_cast<const float*>(p)[i];
+  if (t == 1) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return __half2float(static_cast<const __half*>(p)[i]);
+}
+__device__ __forceinline__ void st_any(void* p, int t, int64_t i, float v) {
+  if (t == 0)
+    static_cast<float*>(p)[i] = v;
+  else if (t == 1)
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  else
+    static_cast<__half*>(p)[i] = __float2half_rn(v);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float sh[32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // sh may still be read by a previous call
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  if (w == 0) {
+    float x = lane < nw ? sh[lane] : 0.0f;
+    x = warp_sum(x);
+    if (lane == 0) sh[0] = x;
+  }
+  __syncthreads();
+  return sh[0];
+}
+
+__host__ __device__ __forceinline__ int pos_at(const PosArg& p, int i) {
+  i = i < p.n ? i : p.n - 1;
+  return i < p.c0 ? p.s0 + i * p.st0 : p.s1 + (i - p.c0) * p.st1;
+}
+
+// Smallest and largest position of rows [lo, hi), hi > lo, lo >= 0, hi <= n. Each segment is
+// monotone (stride >= 1), so the extremes are at the ends of its part of the range.
+__host__ __device__ __forceinline__ void pos_range(const PosArg& p, int lo, int hi, int& mn,
+                                                   int& mx) {
+  mn = 0x7fffffff;
+  mx = -1;
+  if (lo < p.c0) {
+    const int e = hi < p.c0 ? hi : p.c0;
+    const int a = p.s0 + lo * p.st0, b = p.s0 + (e - 1) * p.st0;
+    mn = a < mn ? a : mn;
+    mx = b > mx ? b : mx;
+  }
+  if (hi > p.c0) {
+    const int s = lo > p.c0 ? lo : p.c0;
+    const int a = p.s1 + (s - p.c0) * p.st1, b = p.s1 + (hi - 1 - p.c0) * p.st1;
+    mn = a < mn ? a : mn;
+    mx = b > mx ? b : mx;
+  }
+}
+
+// ---- tensor-core primitives (sm_80+) ---------------------------------------------------------
+template <typename T>
+struct MmaOp;
+template <>
+struct MmaOp<__nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct MmaOp<__half> {
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+// c += A * B for one m16n8k16 tile.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  MmaOp<T>::run(c, a, b0, b1);
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 matrices; `row` is this lane's row address (16-byte aligned, shared memory).
+__device__ __forceinline__ void ldsm_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
+                                        const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_addr(row))
+               : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
+                                          const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_addr(row))
+               : "memory");
+}
+
+// 16-byte global -> shared copy; src_bytes = 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
+               "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Wait until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Two floats -> two 16-bit values in one register (lo in the low half).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Grid size for a grid-stride loop over n elements with 256-thread blocks.
+inline unsigned grid_for(int64_t n) {
+  const int64_t b = (n + 255) / 256;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b));
+}
+
+}  // namespace cpbench::cuda

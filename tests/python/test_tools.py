@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""Tests of the report tools: the schema, validate_report, compare_reports, plot_report.
+
+Run: python3 -m unittest discover -s tests/python -v   (ctest: the 'python_tools' test)
+The scripts are exercised through their command lines, as CI and users call them.
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SCRIPTS = ROOT / "scripts"
+SCHEMA = ROOT / "results_schema" / "report.schema.json"
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(SCRIPTS))
+
+import make_synthetic_report as synth  # noqa: E402
+import validate_report  # noqa: E402
+
+
+def run_script(name, *args):
+    env = dict(os.environ, MPLBACKEND="Agg")
+    return subprocess.run([sys.executable, str(SCRIPTS / name), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+class TempDirCase(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="cpbench-test-")
+        self.tmp = Path(self._tmp.name)
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def write(self, name, report):
+        path = self.tmp / name
+        path.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        return path
+
+
+class SchemaTest(unittest.TestCase):
+    """The schema itself and schema + semantic validation of synthetic reports."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.validator = validate_report.load_schema()
+
+    def problems(self, report):
+        return validate_report.check_report(report, self.validator)
+
+    def assertValid(self, report):
+        self.assertEqual(self.problems(report), [])
+
+    def assertInvalid(self, report, path_fragment, message_fragment=""):
+        probs = self.problems(report)
+        self.assertTrue(probs, "the broken report was accepted")
+        hits = [p for p in probs if path_fragment in p[0] and message_fragment in p[1]]
+        self.assertTrue(hits, f"no problem at {path_fragment!r} mentioning {message_fragment!r}; got {probs}")
+
+    def test_schema_is_valid_draft_2020_12(self):
+        import jsonschema
+        schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator.check_schema(schema)
+        self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
+        self.assertIn("$id", schema)
+        self.assertEqual(schema["properties"]["schema_version"]["const"], 1)
+
+    def test_every_field_has_a_description(self):
+        schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+        missing = []
+
+        def walk(node, where):
+            if isinstance(node, dict):
+                for name, sub in node.get("properties", {}).items():
+                    if isinstance(sub, dict) and "description" not in sub:
+                        # A bare $ref takes the description of its target.
+                        target = sub.get("$ref", "")
+                        if not (target.startswith("#/$defs/") and
+                                "description" in schema["$defs"][target.split("/")[-1]]):
+                            missing.append(f"{where}.{name}")
+                for key, sub in node.items():
+                    if key not in ("if", "then", "else"):  # conditions restate fields, not declare them
+                        walk(sub, f"{where}.{key}")
+            elif isinstance(node, list):
+                for i, sub in enumerate(node):
+                    walk(sub, f"{where}[{i}]")
+
+        walk(schema, "$")
+        self.assertEqual(missing, [])
+
+    def test_accepts_synthetic_run_report(self):
+        self.assertValid(synth.make_report())
+        self.assertValid(synth.make_report(seqs=[512], world_size=1, strategies=["single", "ring"]))
+        self.assertValid(synth.make_report(strategies=["usp[u2xr4]", "usp[u4xr2]", "ring-striped"], world_size=8,
+                                           seqs=[4096], dtype="bf16", causal=False))
+
+    def test_accepts_skipped_failed_and_verified_results(self):
+        rep = synth.make_report(verify={"ring": True, "ulysses": False}, skipped={"megatron-sp": "P=4 does not divide H=6"},
+                                failed={("allgather-kv", 2048): "MPI_ERR_TRUNCATE"})
+        self.assertValid(rep)
+        statuses = {r["status"] for r in rep["results"]}
+        self.assertEqual(statuses, {"ok", "skipped", "failed"})
+
+    def test_accepts_verify_report_without_metrics(self):
+        rep = synth.make_report(command="verify", verify={"ring": False})
+        self.assertValid(rep)
+        self.assertTrue(all("timing" not in r for r in rep["results"]))
+
+    def test_accepts_comm_model_mismatch_when_flagged(self):
+        rep = synth.make_report(comm_scale=1.1)  # matches_model false and consistent: valid data
+        self.assertValid(rep)
+
+    def test_accepts_extra_env_keys(self):
+        rep = synth.make_report()
+        rep["context"]["env"]["NCCL_DEBUG"] = "INFO"
+        self.assertValid(rep)
+
+    def test_rejects_missing_field(self):
+        rep = synth.make_report()
+        del rep["results"][2]["timing"]
+        self.assertInvalid(rep, "$.results[2]", "'timing' is a required property")
+        rep = synth.make_report()
+        del rep["results"][0]["comm"]["fwd"]["predicted_bytes"]
+        self.assertInvalid(rep, "$.results[0].comm.fwd", "predicted_bytes")
+        rep = synth.make_report()
+        del rep["context"]["git_sha"]
+        self.assertInvalid(rep, "$.context", "git_sha")
+
+    def test_rejects_wrong_type(self):
+        rep = synth.make_report()
+        rep["results"][1]["seq"] = "1024"
+        self.assertInvalid(rep, "$.results[1].seq", "not of type 'integer'")
+        rep = synth.make_report()
+        rep["results"][1]["comm"]["bwd"]["bytes_sent"] = 1.5
+        self.assertInvalid(rep, "$.results[1].comm.bwd.bytes_sent", "integer")
+        rep = synth.make_report()
+        rep["config"]["causal"] = "yes"
+        self.assertInvalid(rep, "$.config.causal", "boolean")
+
+    def test_rejects_bad_schema_version(self):
+        for bad in (2, 0, "1"):
+            rep = synth.make_report()
+            rep["schema_version"] = bad
+            self.assertInvalid(rep, "$.schema_version")
+
+    def test_rejects_unknown_keys(self):
+        rep = synth.make_report()
+        rep["extra"] = 1
+        self.assertInvalid(rep, "$", "Additional properties")
+        rep = synth.make_report()
+        rep["results"][0]["timing"]["step_ms"]["mean"] = 1.0
+        self.assertInvalid(rep, "$.results[0].timing.step_ms", "Additional properties")
+
+    def test_rejects_status_rules(self):
+        rep = synth.make_report(skipped={"ring": "N not divisible"})
+        r = next(r for r in rep["results"] if r["status"] == "skipped")
+        del r["reason"]
+        self.assertInvalid(rep, "$.results", "'reason' is a required property")
+        rep = synth.make_report()
+        rep["results"][0]["reason"] = "why"
+        self.assertInvalid(rep, "$.results[0].reason", "not allowed")
+        rep = synth.make_report()
+        ok = copy.deepcopy(rep["results"][0])
+        rep["results"][0]["status"] = "skipped"
+        rep["results"][0]["reason"] = "x"
+        self.assertInvalid(rep, "$.results[0].timing", "not allowed")
+        rep = synth.make_report(command="verify")
+        rep["results"][0]["timing"] = ok["timing"]
+        self.assertInvalid(rep, "$.results[0].timing", "verify")
+        rep = synth.make_report(command="verify")
+        del rep["results"][0]["verify"]
+        self.assertInvalid(rep, "$.results[0]", "'verify' is a required property")
+        rep = synth.make_report(verify=True)
+        rep["results"][0]["verify"]["passed"] = False
+        rep["results"][0]["verify"]["max_rel_l2"] = 1.0
+        rep["results"][0]["verify"]["tensors"]["dx"] = 1.0
+        self.assertInvalid(rep, "$.results[0].status", "'failed' was expected")
+
+    def test_rejects_bytes_mismatch(self):
+        # Schema-valid, caught by the semantic checks: the flag contradicts the numbers.
+        rep = synth.make_report(comm_scale=1.1)
+        c = rep["results"][1]["comm"]["fwd"]
+        c["matches_model"] = True
+        self.assertInvalid(rep, "$.results[1].comm.fwd.matches_model", "predicted_bytes")
+        rep = synth.make_report()
+        c = rep["results"][1]["comm"]["bwd"]
+        c["predicted_bytes"] += 4
+        self.assertInvalid(rep, "$.results[1].comm.bwd.matches_model", "bytes_sent")
+        rep = synth.make_report()
+        c = rep["results"][1]["comm"]["fwd"]
+        c["per_rank"][0] += 8
+        self.assertInvalid(rep, "$.results[1].comm.fwd.bytes_sent", "max(per_rank)")
+
+    def test_rejects_semantic_errors(self):
+        rep = synth.make_report()
+        st = rep["results"][1]["timing"]["step_ms"]
+        st["p10"], st["p90"] = st["p90"], st["p10"]
+        self.assertInvalid(rep, "$.results[1].timing.step_ms", "percentiles not sorted")
+        rep = synth.make_report()
+        rep["results"][1]["timing"]["fwd_ms"]["samples"].pop()
+        self.assertInvalid(rep, "$.results[1].timing.fwd_ms.samples", "config.iters")
+        rep = synth.make_report()
+        rep["results"][1]["memory"]["per_rank"].append(1)
+        self.assertInvalid(rep, "$.results[1].memory.per_rank", "world_size")
+        rep = synth.make_report()
+        rep["results"][1]["balance"]["compute_ms_per_rank"].pop()
+        self.assertInvalid(rep, "$.results[1].balance.compute_ms_per_rank", "world_size")
+        rep = synth.make_report()
+        rep["results"][1]["mfu"] *= 100  # percent instead of fraction
+        self.assertInvalid(rep, "$.results[1].mfu", "peak.tflops")
+        rep = synth.make_report()
+        op = rep["results"][1]["comm"]["fwd"]["ops"][0]
+        op["busbw_gbps"] *= 1000
+        self.assertInvalid(rep, "$.results[1].comm.fwd.ops[0].busbw_gbps")
+        rep = synth.make_report()
+        rep["results"].append(copy.deepcopy(rep["results"][1]))
+        self.assertInvalid(rep, "$.results", "duplicate")
+        rep = synth.make_report()
+        rep["results"][2]["overlap"]["ratio"] = 1.0
+        self.assertInvalid(rep, "$.results[2].overlap.ratio", "min over per_rank")
+        rep = synth.make_report()
+        rep["results"][2]["mesh"]["ring"] = 3
+        self.assertInvalid(rep, "$.results[2].mesh", "world_size")
+
+    def test_rejects_nan(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "nan.json"
+            p.write_text(json.dumps(synth.make_report()).replace('"tflops": 0.05', '"tflops": NaN', 1))
+            with self.assertRaises(validate_report.ReportError) as cm:
+                validate_report.load_report(p, self.validator)
+            self.assertIn("NaN", str(cm.exception))
+
+
+class ValidateCliTest(TempDirCase):
+    def test_valid_reports_exit_0(self):
+        a = self.write("a.json", synth.make_report())
+        b = self.write("b.json", synth.make_report(command="verify"))
+        res = run_script("validate_report.py", a, b)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("valid", res.stdout)
+
+    def test_invalid_report_exit_1_with_json_path(self):
+        rep = synth.make_report()
+        rep["results"][3]["comm"]["fwd"]["matches_model"] = not rep["results"][3]["comm"]["fwd"]["matches_model"]
+        good = self.write("good.json", synth.make_report())
+        bad = self.write("bad.json", rep)
+        res = run_script("validate_report.py", good, bad)
+        self.assertEqual(res.returncode, 1)
+        self.assertIn(f"{bad}: $.results[3].comm.fwd.matches_model:", res.stderr)
+        self.assertIn("1 of 2 report(s) invalid", res.stderr)
+
+    def test_unreadable_exit_1(self):
+        (self.tmp / "broken.json").write_text("{\"schema_version\": 1,")
+        res = run_script("validate_report.py", self.tmp / "broken.json", self.tmp / "absent.json")
+        self.assertEqual(res.returncode, 1)
+        self.assertIn("not valid JSON", res.stderr)
+        self.assertIn("cannot read", res.stderr)
+
+    def test_usage_error_exit_2(self):
+        self.assertEqual(run_script("validate_report.py").returncode, 2)
+        a = self.write("a.json", synth.make_report())
+        (self.tmp / "schema.json").write_text("{\"type\": 12}")
+        self.assertEqual(run_script("validate_report.py", "--schema", self.tmp / "schema.json", a).returncode, 2)
+
+    def test_generator_cli_writes_valid_report(self):
+        out = self.tmp / "gen.json"
+        res = subprocess.run([sys.executable, str(HERE / "make_synthetic_report.py"), "-o", str(out),
+                              "--strategies", "ring,usp[u2xr2]", "--seqs", "256,512", "--verify", "pass"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(run_script("validate_report.py", out).returncode, 0)
+
+
+class CompareTest(TempDirCase):
+    LABELS = ["single", "ulysses", "ring-zigzag", "usp[u2xr2]"]
+
+    def pair(self, base_kw=None, new_kw=None, *extra):
+        kw = dict(strategies=self.LABELS, seqs=[1024, 2048])
+        b = self.write("base.json", synth.make_report(**{**kw, **(base_kw or {})}))
+        n = self.write("new.json", synth.make_report(**{**kw, **(new_kw or {})}))
+        return run_script("compare_reports.py", b, n, *extra)
+
+    def test_clean_pair_exit_0(self):
+        res = self.pair()
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertIn("| label | seq |", res.stdout)
+        self.assertIn("**PASS**", res.stdout)
+        self.assertIn("p90 − p10", res.stdout)  # the footer states the rule
+
+    def test_planted_25_percent_regression_exit_1(self):
+        res = self.pair({"spread": 0.01}, {"spread": 0.01, "step_ms": {("ring-zigzag", 2048): 10.0 * 2 ** 1.5 * 1.25}})
+        self.assertEqual(res.returncode, 1, res.stdout)
+        self.assertIn("REGRESSION", res.stdout)
+        self.assertIn("ring-zigzag seq 2048", res.stdout)
+        self.assertNotIn("ring-zigzag seq 1024", res.stdout.split("**FAIL**")[1])
+
+    def test_5_percent_change_exit_0(self):
+        res = self.pair({"spread": 0.01}, {"spread": 0.01, "step_ms": {"ulysses": 10.5}})
+        self.assertEqual(res.returncode, 0, res.stdout)
+        self.assertIn("+5.0%", res.stdout)
+
+    def test_change_inside_wide_noise_band_exit_0(self):
+        # 25% slower, but the runs' p10..p90 spread is 30% of the median: 0.25 < 0.10 + 0.30.
+        res = self.pair({"spread": 0.30}, {"spread": 0.05, "step_ms": {"ulysses": 12.5}})
+        self.assertEqual(res.returncode, 0, res.stdout)
+        # ... while the same change with tight noise fails, and a custom threshold is honoured.
+        self.assertEqual(self.pair({"spread": 0.01}, {"spread": 0.01, "step_ms": {"ulysses": 12.5}}).returncode, 1)
+        self.assertEqual(self.pair({"spread": 0.01}, {"spread": 0.01, "step_ms": {"ulysses": 12.5}},
+                                   "--threshold", "0.30").returncode, 0)
+
+    def test_verification_flip_exit_1(self):
+        res = self.pair({"verify": True}, {"verify": {"single": True, "ulysses": False, "ring-zigzag": True,
+                                                      "usp[u2xr2]": True}})
+        self.assertEqual(res.returncode, 1, res.stdout)
+        self.assertIn("VERIFY FAILED", res.stdout)
+        # Same with verify reports.
+        res = self.pair({"command": "verify"}, {"command": "verify", "verify": {"ring-zigzag": False}})
+        self.assertEqual(res.returncode, 1, res.stdout)
+
+    def test_ok_to_failed_exit_1(self):
+        res = self.pair({}, {"failed": {("ring-zigzag", 1024): "MPI_ERR_TRUNCATE"}})
+        self.assertEqual(res.returncode, 1, res.stdout)
+        self.assertIn("ok → failed", res.stdout)
+
+    def test_new_and_missing_listed_not_failing(self):
+        b = self.write("base.json", synth.make_report(strategies=["ring", "ulysses"], seqs=[1024]))
+        n = self.write("new.json", synth.make_report(strategies=["ulysses", "usp[u2xr2]"], seqs=[1024]))
+        res = run_script("compare_reports.py", b, n)
+        self.assertEqual(res.returncode, 0, res.stdout)
+        self.assertIn("Missing from NEW", res.stdout)
+        self.assertIn("- ring seq 1024", res.stdout)
+        self.assertIn("New in NEW", res.stdout)
+        self.assertIn("- usp[u2xr2] seq 1024", res.stdout)
+
+    def test_missing_verified_fails_unless_allowed(self):
+        b = self.write("base.json", synth.make_report(strategies=["ring", "ulysses"], seqs=[1024], verify=True))
+        n = self.write("new.json", synth.make_report(strategies=["ulysses"], seqs=[1024], verify=True))
+        self.assertEqual(run_script("compare_reports.py", b, n).returncode, 1)
+        self.assertEqual(run_script("compare_reports.py", b, n, "--allow-missing-verified").returncode, 0)
+        n2 = self.write("new2.json", synth.make_report(strategies=["ring", "ulysses"], seqs=[1024], verify=True,
+                                                      skipped={"ring": "N not divisible by 2P"}))
+        self.assertEqual(run_script("compare_reports.py", b, n2).returncode, 1)
+
+    def test_comm_model_break_exit_1(self):
+        res = self.pair({}, {"comm_scale": 1.5})
+        self.assertEqual(res.returncode, 1, res.stdout)
+        self.assertIn("COMM MODEL", res.stdout)
+
+    def test_markdown_out(self):
+        md = self.tmp / "cmp.md"
+        res = self.pair({}, {}, "--markdown-out", md)
+        self.assertEqual(res.returncode, 0)
+        self.assertEqual(md.read_text(encoding="utf-8"), res.stdout)
+
+    def test_invalid_input_exit_2(self):
+        good = self.write("good.json", synth.make_report())
+        rep = synth.make_report()
+        del rep["config"]
+        bad = self.write("bad.json", rep)
+        (self.tmp / "notjson.json").write_text("not json")
+        for args in ((good, bad), (bad, good), (good, self.tmp / "notjson.json"), (good, self.tmp / "absent.json")):
+            res = run_script("compare_reports.py", *args)
+            self.assertEqual(res.returncode, 2, f"{args}: {res.stdout}{res.stderr}")
+            self.assertIn("invalid input", res.stderr)
+        rep = synth.make_report()
+        rep["results"][0]["timing"]["step_ms"]["samples"].pop()  # semantically invalid
+        self.assertEqual(run_script("compare_reports.py", good, self.write("sem.json", rep)).returncode, 2)
+
+    def test_help_states_the_rule(self):
+        res = run_script("compare_reports.py", "--help")
+        self.assertEqual(res.returncode, 0)
+        self.assertIn("noise", res.stdout)
+        self.assertIn("p90 - p10", res.stdout)
+
+
+class PlotTest(TempDirCase):
+    EXPECTED = sorted(f"{n}.{f}" for n in ("step_time", "mfu_vs_seq", "comm_bytes", "peak_memory")
+                      for f in ("png", "svg"))
+
+    def check_outputs(self, outdir, res):
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertEqual(sorted(p.name for p in outdir.iterdir()), self.EXPECTED)
+        for p in outdir.iterdir():
+            self.assertGreater(p.stat().st_size, 1000, p)
+            self.assertIn(str(p), res.stdout)  # every file written is printed
+        self.assertEqual((outdir / "step_time.png").read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertIn("<svg", (outdir / "comm_bytes.svg").read_text(encoding="utf-8"))
+
+    def test_multi_seq_multi_report(self):
+        a = self.write("a.json", synth.make_report(seqs=[1024, 2048, 4096]))
+        b = self.write("b.json", synth.make_report(seqs=[4096, 8192], step_ms=90.0,
+                                                   strategies=[f"usp[u{u}xr{4 // u}]" for u in (1, 2, 4)] + ["ring"]))
+        out = self.tmp / "plots"
+        self.check_outputs(out, run_script("plot_report.py", a, b, "-o", out))
+
+    def test_single_seq_with_skipped(self):
+        rep = synth.make_report(seqs=[2048], skipped={"megatron-sp": "P=4 does not divide H=6", "ulysses": "x"},
+                                failed={"ring": "MPI error"})
+        a = self.write("one.json", rep)
+        out = self.tmp / "single"
+        res = run_script("plot_report.py", a, "-o", out)
+        self.check_outputs(out, res)
+        self.assertIn("not plotted: megatron-sp seq 2048: skipped", res.stdout)
+        self.assertIn("not plotted: ring seq 2048: failed", res.stdout)
+
+    def test_nothing_plottable_still_writes_files(self):
+        a = self.write("v.json", synth.make_report(command="verify", seqs=[1024]))
+        out = self.tmp / "verify"
+        self.check_outputs(out, run_script("plot_report.py", a, "-o", out))
+
+    def test_invalid_input_exit_2(self):
+        rep = synth.make_report()
+        rep["schema_version"] = 2
+        res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("not supported", res.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

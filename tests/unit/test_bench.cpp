@@ -1,0 +1,172 @@
+// Unit tests of the harness pieces: configuration, job planning, seeded inputs, the .npy
+// writer, the comparator, and each strategy's analytic communication model against DESIGN's
+// formulas written out independently here.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <fstream>
+#include <iterator>
+
+#include "bench/config.h"
+#include "bench/harness.h"
+#include "bench/inputs.h"
+
+using namespace cpbench;
+
+namespace {
+RunConfig tiny(int64_t seq) {
+  RunConfig c;
+  apply_settings(c, nlohmann::json{{"model", "tiny"}, {"seq", {seq}}}, "test");
+  return c;
+}
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("config: unknown keys and wrong types are errors naming the key") {
+  RunConfig c;
+  CHECK(error_of([&] { apply_settings(c, {{"sequence", 5}}, "f.json"); }).find("unknown key 'sequence'") != std::string::npos);
+  CHECK(error_of([&] { apply_settings(c, {{"iters", "five"}}, "f.json"); }).find("'iters' must be an integer") != std::string::npos);
+  CHECK(error_of([&] { apply_settings(c, {{"causal", 1}}, "f.json"); }).find("'causal' must be true or false") != std::string::npos);
+  CHECK(error_of([&] { apply_settings(c, {{"placement", "diagonal"}}, "f.json"); }).find("ulysses-inner or ring-inner") != std::string::npos);
+}
+
+TEST_CASE("config: model preset fills sizes that were not given, explicit ones win") {
+  RunConfig c = tiny(64);
+  apply_settings(c, {{"heads", 8}}, "flags");
+  finalize_config(c, 2);
+  CHECK(c.heads == 8);
+  CHECK(c.kv_heads == find_model("tiny")->kv_heads);
+  CHECK(c.dim == find_model("tiny")->dim);
+  CHECK(c.seqs == std::vector<int64_t>{64});
+  CHECK(c.strategies.size() == strategy_registry().size());  // default: all
+  REQUIRE(find_model("llama3-70b"));
+  CHECK(find_model("llama3-70b")->heads == 64);
+  CHECK(find_model("llama3-8b")->kv_heads == 8);
+}
+
+TEST_CASE("config: invalid sizes name the constraint and the values") {
+  RunConfig c = tiny(64);
+  apply_settings(c, {{"kv_heads", 3}}, "flags");
+  CHECK(error_of([&] { finalize_config(c, 2); }) == "kv_heads=3 must divide heads=4");
+  RunConfig d = tiny(0);
+  CHECK(error_of([&] { finalize_config(d, 2); }) == "seq must be positive, got 0");
+  RunConfig e = tiny(64);
+  apply_settings(e, {{"model", "nope"}}, "flags");
+  CHECK(error_of([&] { finalize_config(e, 2); }).find("unknown model preset 'nope'") == 0);
+  RunConfig f = tiny(64);
+  apply_settings(f, {{"strategies", "ring,bogus"}}, "flags");
+  CHECK(error_of([&] { finalize_config(f, 2); }).find("unknown strategy 'bogus'") == 0);
+}
+
+TEST_CASE("plan: default strategies that cannot run are skipped; named ones are errors") {
+  RunConfig c = tiny(64);  // tiny: H=4, G=2
+  finalize_config(c, 4);
+  const auto jobs = plan_jobs(c, 4);
+  bool saw_ulysses = false;
+  for (const auto& j : jobs)
+    if (j.info->name == "ulysses") {
+      saw_ulysses = true;
+      CHECK(j.skip == "ulysses: P=4 does not divide kv_heads=2; use usp with ulysses<=2");
+    } else if (j.info->name == "single") {
+      CHECK(j.skip.empty());
+    }
+  CHECK(saw_ulysses);
+  RunConfig named = tiny(64);
+  apply_settings(named, {{"strategies", "ulysses"}}, "flags");
+  finalize_config(named, 4);
+  CHECK_THROWS_AS(plan_jobs(named, 4), ConstraintError);
+}
+
+TEST_CASE("inputs: a shard generated anywhere equals the slice of the whole") {
+  const int64_t B = 2, N = 24, C = 5;
+  const InputLaw law = input_law(InputId::x, C, 8);
+  const auto whole = input_token_rows(7, InputId::x, B, N, C, Positions::contiguous(0, N), 0, C, law);
+  const Positions zig = Positions::two(4, 4, 16, 4);  // a zigzag shard
+  const auto shard = input_token_rows(7, InputId::x, B, N, C, zig, 1, 3, law);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < zig.count(); ++t)
+      for (int64_t c = 0; c < 3; ++c)
+        CHECK(shard[size_t((b * zig.count() + t) * 3 + c)] == whole[size_t((b * N + zig.at(t)) * C + 1 + c)]);
+  // values in range, different seeds differ
+  for (float v : whole) CHECK(std::abs(v) <= 1.0f);
+  CHECK(input_uniform(1, InputId::x, 5) != input_uniform(2, InputId::x, 5));
+  // add_token_rows puts them back
+  std::vector<float> g(size_t(B * N * C), 0.0f);
+  add_token_rows(g, input_token_rows(7, InputId::x, B, N, C, zig, 0, C, law), B, N, C, zig, 0, C);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < zig.count(); ++t)
+      CHECK(g[size_t((b * N + zig.at(t)) * C)] == whole[size_t((b * N + zig.at(t)) * C)]);
+}
+
+TEST_CASE("npy: header is 64-byte aligned and data follows in C order") {
+  const std::string path = "test_bench_tmp.npy";
+  write_npy(path, {1, 2, 3, 4, 5, 6}, {2, 3});
+  std::ifstream f(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() > 10);
+  CHECK(bytes.substr(1, 5) == "NUMPY");
+  const size_t hl = size_t(uint8_t(bytes[8])) | size_t(uint8_t(bytes[9])) << 8;
+  CHECK((10 + hl) % 64 == 0);
+  CHECK(bytes.find("'shape': (2, 3)") != std::string::npos);
+  CHECK(bytes.size() == 10 + hl + 6 * sizeof(float));
+  float last;
+  std::memcpy(&last, bytes.data() + bytes.size() - 4, 4);
+  CHECK(last == 6.0f);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("rel_l2 cannot rubber-stamp: NaN positions must match") {
+  CHECK(rel_l2({1, 2, 3}, {1, 2, 3}) == 0.0);
+  CHECK(std::isinf(rel_l2({1, NAN, 3}, {1, 2, 3})));
+  CHECK(std::isinf(rel_l2({1, 2}, {1, 2, 3})));
+  CHECK(rel_l2({1, 2, 3.0001f}, {1, 2, 3}) == Approx(1e-4 / std::sqrt(14.0)).epsilon(1e-2));
+}
+
+TEST_CASE("comm model: each strategy states DESIGN's bytes per rank") {
+  // DESIGN's formulas, written out independently of the strategies' code.
+  LayerShape s;
+  s.B = 2; s.N = 96; s.H = 8; s.G = 4; s.d = 16; s.D = 128;
+  const int64_t e = 4, acc = 4;  // fp32
+  const int64_t hq = int64_t(s.H) * s.d, hk = int64_t(s.G) * s.d;
+  for (int P : {1, 2, 4}) {
+    const int64_t T = s.B * s.N / P;
+    auto pred = [&](const std::string& name, MeshSpec m = {}) {
+      const auto st = find_strategy(name)->make();
+      return st->predicted_bytes(s, P, st->resolve_mesh(m, P), e, acc);
+    };
+    CAPTURE(P);
+    CHECK(pred("single").fwd == 0);
+    CHECK(pred("single").bwd == 0);
+    CHECK(pred("ulysses").fwd == e * T * (2 * hq + 2 * hk) * (P - 1) / P);
+    CHECK(pred("ulysses").bwd == e * T * (2 * hq + 2 * hk) * (P - 1) / P);
+    for (const char* ring : {"ring", "ring-zigzag", "ring-striped"}) {
+      CHECK(pred(ring).fwd == e * T * 2 * hk * (P - 1));
+      CHECK(pred(ring).bwd == (P == 1 ? 0 : e * T * 2 * hk * (P - 1) + acc * T * 2 * hk * P));
+    }
+    CHECK(pred("megatron-sp").fwd == 2 * e * T * s.D * (P - 1));
+    CHECK(pred("megatron-sp").bwd == 3 * e * T * s.D * (P - 1));
+    CHECK(pred("allgather-kv").fwd == e * T * 2 * hk * (P - 1));
+    CHECK(pred("allgather-kv").bwd == e * T * 2 * hk * (P - 1) + acc * T * 2 * hk * (P - 1));
+    for (int U = 1; U <= P; ++U) {
+      if (P % U) continue;
+      const int R = P / U;
+      MeshSpec m;
+      m.U = U;
+      m.R = R;
+      CAPTURE(U, R);
+      const int64_t uly = e * T * (2 * hq + 2 * hk) * (U - 1) / U;
+      CHECK(pred("usp", m).fwd == uly + e * T * 2 * hk * (R - 1));
+      CHECK(pred("usp", m).bwd == uly + (R == 1 ? 0 : e * T * 2 * hk * (R - 1) + acc * T * 2 * hk * R));
+    }
+  }
+}

@@ -1,0 +1,506 @@
+// CPU attention kernels against the float64 direct-softmax reference: forward (o, lse), delta,
+// backward (dq, dk, dv), merge of key blocks, the vector inner loops of every ISA level.
+// Outputs are poisoned with NaN before each kernel runs; accumulators start from non-zero data.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vec_ops.h"
+#include "tests/unit/test_kernels_ref.h"
+
+using namespace cpbench;
+using cpbench::test::compare;
+using cpbench::test::randn;
+using cpbench::test::to_double;
+
+namespace {
+
+constexpr double kTol = 1e-5;  // fp32 vs float64, relative L2 (DESIGN's verify bound)
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Case {
+  std::string name;
+  AttnShape s;
+  Positions qpos, kpos;
+  float input_scale = 1.0f;  // std of q and k: larger spreads the scores (online-softmax rescales)
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  auto shape = [](int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal) {
+    AttnShape s;
+    s.B = B;
+    s.nq = nq;
+    s.nk = nk;
+    s.hq = hq;
+    s.hk = hk;
+    s.d = d;
+    s.causal = causal;
+    return s;
+  };
+  using P = Positions;
+  v.push_back({"contiguous causal MHA", shape(1, 300, 300, 2, 2, 64, true), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"contiguous non-causal MHA", shape(1, 300, 300, 2, 2, 64, false), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"contiguous causal, wide scores", shape(1, 200, 260, 2, 1, 32, true), P::contiguous(60, 200), P::contiguous(0, 260), 3.0f});
+  // Zigzag, P = 2 ranks, chunks of 75: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+  v.push_back({"zigzag self block", shape(1, 150, 150, 2, 2, 64, true), P::two(0, 75, 225, 75), P::two(0, 75, 225, 75)});
+  v.push_back({"zigzag cross block", shape(1, 150, 150, 2, 2, 64, true), P::two(0, 75, 225, 75), P::two(75, 75, 150, 75)});
+  v.push_back({"zigzag cross block reversed", shape(1, 150, 150, 2, 2, 64, true), P::two(75, 75, 150, 75), P::two(0, 75, 225, 75)});
+  // Striped, stride 4: queries of rank 1, keys of rank 2 (and of rank 0).
+  v.push_back({"striped", shape(1, 100, 90, 2, 2, 32, true), P::strided(1, 4, 100), P::strided(2, 4, 90)});
+  v.push_back({"striped self", shape(1, 100, 100, 2, 1, 32, true), P::strided(3, 4, 100), P::strided(3, 4, 100)});
+  v.push_back({"query block before key block", shape(1, 64, 80, 2, 2, 32, true), P::contiguous(0, 64), P::contiguous(500, 80)});
+  v.push_back({"query block after key block", shape(1, 64, 80, 2, 2, 32, true), P::contiguous(500, 64), P::contiguous(0, 80)});
+  v.push_back({"partly masked rows", shape(1, 90, 70, 2, 2, 32, true), P::contiguous(0, 90), P::contiguous(40, 70)});
+  v.push_back({"GQA H8 G2 B2", shape(2, 160, 160, 8, 2, 32, true), P::contiguous(0, 160), P::contiguous(0, 160)});
+  v.push_back({"GQA H8 G2 B2 non-causal", shape(2, 96, 130, 8, 2, 16, false), P::contiguous(0, 96), P::contiguous(0, 130)});
+  v.push_back({"MQA odd sizes d24", shape(1, 37, 53, 4, 1, 24, true), P::contiguous(16, 37), P::contiguous(0, 53)});
+  v.push_back({"MQA odd sizes d24 non-causal", shape(2, 37, 53, 4, 1, 24, false), P::contiguous(0, 37), P::contiguous(0, 53)});
+  v.push_back({"d256 odd sizes", shape(1, 37, 53, 2, 1, 256, true), P::contiguous(20, 37), P::contiguous(0, 53)});
+  v.push_back({"d256 non-causal", shape(2, 37, 53, 2, 2, 256, false), P::contiguous(0, 37), P::contiguous(0, 53)});
+  v.push_back({"single query row", shape(1, 1, 200, 2, 2, 64, true), P::contiguous(150, 1), P::contiguous(0, 200)});
+  v.push_back({"d not a multiple of 16", shape(1, 70, 90, 3, 3, 40, true), P::contiguous(30, 70), P::contiguous(0, 90)});
+  v.push_back({"explicit scale", [&] { auto s = shape(1, 50, 60, 2, 2, 32, true); s.scale = 0.3f; return s; }(),
+               P::contiguous(20, 50), P::contiguous(0, 60)});
+  return v;
+}
+
+std::vector<int64_t> qshape(const AttnShape& s) { return {s.B, s.nq, s.hq, s.d}; }
+std::vector<int64_t> kshape(const AttnShape& s) { return {s.B, s.nk, s.hk, s.d}; }
+std::vector<int64_t> lshape(const AttnShape& s) { return {s.B, s.hq, s.nq}; }
+
+Tensor upload(Backend& be, const std::vector<float>& h, std::vector<int64_t> shape) {
+  Tensor t = be.alloc(std::move(shape), DType::f32, MemKind::activations);
+  be.upload(h, t);
+  return t;
+}
+
+std::vector<double> sum_d(const std::vector<double>& a, const std::vector<float>& b) {
+  std::vector<double> r(a.size());
+  for (size_t i = 0; i < a.size(); ++i) r[i] = a[i] + double(b[i]);
+  return r;
+}
+
+struct Inputs {
+  std::vector<float> q, k, v, dout;
+};
+Inputs make_inputs(const Case& c, uint64_t seed) {
+  const AttnShape& s = c.s;
+  Inputs in;
+  in.q = randn(size_t(s.B * s.nq * s.hq * s.d), seed + 1, c.input_scale);
+  in.k = randn(size_t(s.B * s.nk * s.hk * s.d), seed + 2, c.input_scale);
+  in.v = randn(size_t(s.B * s.nk * s.hk * s.d), seed + 3);
+  in.dout = randn(size_t(s.B * s.nq * s.hq * s.d), seed + 4);
+  return in;
+}
+
+// Runs forward, delta and backward of one case and checks everything against the reference.
+void check_case(Backend& be, const Case& c, uint64_t seed) {
+  const AttnShape& s = c.s;
+  const Inputs in = make_inputs(c, seed);
+  const test::AttnRef ref = test::attn_reference(s, to_double(in.q), to_double(in.k), to_double(in.v),
+                                                 to_double(in.dout), c.qpos, c.kpos, true);
+  be.set_poison(true);
+  Tensor q = upload(be, in.q, qshape(s)), k = upload(be, in.k, kshape(s)), v = upload(be, in.v, kshape(s));
+  Tensor dout = upload(be, in.dout, qshape(s));
+  Tensor o = be.alloc(qshape(s), DType::f32, MemKind::activations);
+  Tensor lse = be.alloc(lshape(s), DType::f32, MemKind::activations);
+  be.attn_fwd(s, q, k, v, c.qpos, c.kpos, o, lse);
+  const std::vector<float> o_h = be.download(o), lse_h = be.download(lse);
+  const auto co = compare(o_h, ref.o), cl = compare(lse_h, ref.lse);
+  INFO("o: " << co.str() << "  lse: " << cl.str());
+  CHECK(co.ok(kTol));
+  CHECK(cl.ok(kTol));
+
+  // delta = rowsum(dout * o), against the reference o.
+  Tensor delta = be.alloc(lshape(s), DType::f32, MemKind::activations);
+  be.attn_bwd_delta(s, o, dout, delta);
+  std::vector<double> delta_ref(size_t(s.B * s.hq * s.nq));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t i = 0; i < s.nq; ++i)
+      for (int h = 0; h < s.hq; ++h) {
+        double t = 0;
+        for (int e = 0; e < s.d; ++e) {
+          const size_t x = size_t(((b * s.nq + i) * s.hq + h) * s.d + e);
+          t += ref.o[x] * double(in.dout[x]);
+        }
+        delta_ref[size_t((b * s.hq + h) * s.nq + i)] = t;
+      }
+  const auto cd = compare(be.download(delta), delta_ref);
+  INFO("delta: " << cd.str());
+  CHECK(cd.ok(kTol));
+
+  // Backward from zero accumulators: the gradients themselves.
+  Tensor dq = be.alloc(qshape(s), DType::f32, MemKind::activations);
+  Tensor dk = be.alloc(kshape(s), DType::f32, MemKind::activations);
+  Tensor dv = be.alloc(kshape(s), DType::f32, MemKind::activations);
+  be.fill(dq, 0.0f);
+  be.fill(dk, 0.0f);
+  be.fill(dv, 0.0f);
+  be.attn_bwd(s, q, k, v, dout, lse, delta, c.qpos, c.kpos, dq, dk, dv);
+  const std::vector<float> dq_h = be.download(dq), dk_h = be.download(dk), dv_h = be.download(dv);
+  const auto cq = compare(dq_h, ref.dq), ck = compare(dk_h, ref.dk), cv = compare(dv_h, ref.dv);
+  INFO("dq: " << cq.str() << "  dk: " << ck.str() << "  dv: " << cv.str());
+  // A fully masked block has zero gradients: compare exactly.
+  if (count_visible_pairs(c.qpos, c.kpos, s.causal) == 0) {
+    CHECK(std::all_of(dq_h.begin(), dq_h.end(), [](float x) { return x == 0.0f; }));
+    CHECK(std::all_of(dk_h.begin(), dk_h.end(), [](float x) { return x == 0.0f; }));
+    CHECK(std::all_of(dv_h.begin(), dv_h.end(), [](float x) { return x == 0.0f; }));
+  } else {
+    CHECK(cq.ok(kTol));
+    CHECK(ck.ok(kTol));
+    CHECK(cv.ok(kTol));
+  }
+
+  // Backward accumulates: start from random values X, expect X + (the gradients above).
+  const std::vector<float> xq = randn(dq_h.size(), seed + 7), xk = randn(dk_h.size(), seed + 8),
+                           xv = randn(dv_h.size(), seed + 9);
+  be.upload(xq, dq);
+  be.upload(xk, dk);
+  be.upload(xv, dv);
+  be.attn_bwd(s, q, k, v, dout, lse, delta, c.qpos, c.kpos, dq, dk, dv);
+  auto plus = [](const std::vector<float>& a, const std::vector<float>& b) {
+    std::vector<double> r(a.size());
+    for (size_t i = 0; i < a.size(); ++i) r[i] = double(a[i]) + double(b[i]);
+    return r;
+  };
+  const auto aq = compare(be.download(dq), plus(xq, dq_h)), ak = compare(be.download(dk), plus(xk, dk_h)),
+             av = compare(be.download(dv), plus(xv, dv_h));
+  INFO("accumulate dq: " << aq.str() << "  dk: " << ak.str() << "  dv: " << av.str());
+  CHECK(aq.ok(1e-6));  // one fp32 addition of rounding apart
+  CHECK(ak.ok(1e-6));
+  CHECK(av.ok(1e-6));
+}
+
+struct TileGuard {  // restores the default tiles when a test ends
+  cpu::AttnTiles saved = cpu::attn_tiles();
+  ~TileGuard() { cpu::set_attn_tiles(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("attention fwd/bwd match the float64 reference", "[attention]") {
+  TileGuard guard;
+  // Default tiles, and small tiles so every case crosses many tile boundaries (diagonal, skipped,
+  // trimmed and mask-free tiles, several online-softmax rescales per row).
+  const cpu::AttnTiles small{16, 32, 32, 16};
+  const auto all = cases();
+  for (int tiles = 0; tiles < 2; ++tiles) {
+    cpu::set_attn_tiles(tiles == 0 ? guard.saved : small);
+    for (size_t i = 0; i < all.size(); ++i) {
+      DYNAMIC_SECTION((tiles ? "small tiles: " : "default tiles: ") << all[i].name) {
+        CpuBackend be(2);
+        check_case(be, all[i], 1000 + 17 * i);
+      }
+    }
+  }
+}
+
+TEST_CASE("the float64 reference gradient matches finite differences", "[attention][reference]") {
+  // Guards the reference itself: loss = sum(o * dout), central differences in float64.
+  AttnShape s;
+  s.B = 1;
+  s.nq = 5;
+  s.nk = 7;
+  s.hq = 2;
+  s.hk = 1;
+  s.d = 4;
+  s.causal = true;
+  const Positions qp = Positions::contiguous(2, 5), kp = Positions::contiguous(0, 7);
+  auto q = to_double(randn(size_t(s.nq * s.hq * s.d), 11)), k = to_double(randn(size_t(s.nk * s.hk * s.d), 12)),
+       v = to_double(randn(size_t(s.nk * s.hk * s.d), 13)), dout = to_double(randn(size_t(s.nq * s.hq * s.d), 14));
+  const auto ref = test::attn_reference(s, q, k, v, dout, qp, kp, true);
+  auto loss = [&]() {
+    const auto r = test::attn_reference(s, q, k, v, dout, qp, kp, false);
+    double t = 0;
+    for (size_t i = 0; i < r.o.size(); ++i) t += r.o[i] * dout[i];
+    return t;
+  };
+  auto fd_check = [&](std::vector<double>& x, const std::vector<double>& g, const char* name) {
+    double err = 0, nrm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double h = 1e-6, x0 = x[i];
+      x[i] = x0 + h;
+      const double lp = loss();
+      x[i] = x0 - h;
+      const double lm = loss();
+      x[i] = x0;
+      const double fd = (lp - lm) / (2 * h);
+      err += (fd - g[i]) * (fd - g[i]);
+      nrm += g[i] * g[i];
+    }
+    INFO(name << " rel err " << std::sqrt(err / nrm));
+    CHECK(std::sqrt(err / nrm) < 1e-7);
+  };
+  fd_check(q, ref.dq, "dq");
+  fd_check(k, ref.dk, "dk");
+  fd_check(v, ref.dv, "dv");
+}
+
+TEST_CASE("attention over two key blocks: merge and accumulated backward equal the whole", "[attention][merge]") {
+  TileGuard guard;
+  cpu::set_attn_tiles({16, 32, 32, 16});
+  // Queries 0..99 (causal). Key block 1 = positions 10..59, block 2 = 60..109: query rows 0..9
+  // see no key at all, rows 10..59 only block 1, later rows both.
+  AttnShape s;
+  s.B = 2;
+  s.nq = 100;
+  s.hq = 4;
+  s.hk = 2;
+  s.d = 32;
+  s.causal = true;
+  const Positions qp = Positions::contiguous(0, 100);
+  const Positions k1p = Positions::contiguous(10, 50), k2p = Positions::contiguous(60, 50);
+  const Positions kall = Positions::contiguous(10, 100);
+  AttnShape whole = s, half = s;
+  whole.nk = 100;
+  half.nk = 50;
+
+  const auto q = randn(size_t(s.B * s.nq * s.hq * s.d), 21), k = randn(size_t(s.B * 100 * s.hk * s.d), 22),
+             v = randn(size_t(s.B * 100 * s.hk * s.d), 23), dout = randn(size_t(s.B * s.nq * s.hq * s.d), 24);
+  const auto ref = test::attn_reference(whole, to_double(q), to_double(k), to_double(v), to_double(dout), qp, kall, true);
+  // Split k, v [B, 100, hk, d] into the two blocks along the token axis.
+  auto split = [&](const std::vector<float>& x, int part) {
+    std::vector<float> r;
+    const int64_t row = s.hk * s.d;
+    for (int64_t b = 0; b < s.B; ++b)
+      r.insert(r.end(), x.begin() + (b * 100 + part * 50) * row, x.begin() + (b * 100 + part * 50 + 50) * row);
+    return r;
+  };
+  CpuBackend be(2);
+  be.set_poison(true);
+  Tensor tq = upload(be, q, qshape(s)), tdo = upload(be, dout, qshape(s));
+  Tensor tk1 = upload(be, split(k, 0), kshape(half)), tv1 = upload(be, split(v, 0), kshape(half));
+  Tensor tk2 = upload(be, split(k, 1), kshape(half)), tv2 = upload(be, split(v, 1), kshape(half));
+  Tensor o1 = be.alloc(qshape(s), DType::f32, MemKind::activations), l1 = be.alloc(lshape(s), DType::f32, MemKind::activations);
+  Tensor o2 = be.alloc(qshape(s), DType::f32, MemKind::activations), l2 = be.alloc(lshape(s), DType::f32, MemKind::activations);
+  be.attn_fwd(half, tq, tk1, tv1, qp, k1p, o1, l1);
+  be.attn_fwd(half, tq, tk2, tv2, qp, k2p, o2, l2);
+
+  SECTION("merge in either order") {
+    for (int order = 0; order < 2; ++order) {
+      Tensor oa = be.alloc(qshape(s), DType::f32, MemKind::activations), la = be.alloc(lshape(s), DType::f32, MemKind::activations);
+      be.copy_2d(oa, oa.numel(), order ? o2 : o1, oa.numel(), 1, oa.numel());
+      be.copy_2d(la, la.numel(), order ? l2 : l1, la.numel(), 1, la.numel());
+      be.attn_merge(s, oa, la, order ? o1 : o2, order ? l1 : l2);
+      const auto co = compare(be.download(oa), ref.o), cl = compare(be.download(la), ref.lse);
+      INFO("order " << order << " o: " << co.str() << " lse: " << cl.str());
+      CHECK(co.ok(kTol));
+      CHECK(cl.ok(kTol));
+    }
+  }
+  SECTION("merge ignores the o of an empty side (lse = -inf), even NaN") {
+    Tensor oa = be.alloc(qshape(s), DType::f32, MemKind::activations), la = be.alloc(lshape(s), DType::f32, MemKind::activations);
+    be.fill(la, -kInf);  // o_acc stays poisoned (NaN)
+    be.attn_merge(s, oa, la, o1, l1);
+    CHECK(be.download(oa) == be.download(o1));
+    CHECK(be.download(la) == be.download(l1));
+    Tensor ob = be.alloc(qshape(s), DType::f32, MemKind::activations), lb = be.alloc(lshape(s), DType::f32, MemKind::activations);
+    be.fill(lb, -kInf);
+    be.attn_merge(s, oa, la, ob, lb);  // merging an empty block changes nothing
+    CHECK(be.download(oa) == be.download(o1));
+  }
+  SECTION("backward per block with the final lse and delta") {
+    Tensor o = be.alloc(qshape(s), DType::f32, MemKind::activations), l = be.alloc(lshape(s), DType::f32, MemKind::activations);
+    be.copy_2d(o, o.numel(), o1, o.numel(), 1, o.numel());
+    be.copy_2d(l, l.numel(), l1, l.numel(), 1, l.numel());
+    be.attn_merge(s, o, l, o2, l2);
+    Tensor delta = be.alloc(lshape(s), DType::f32, MemKind::activations);
+    be.attn_bwd_delta(s, o, tdo, delta);
+    Tensor dq = be.alloc(qshape(s), DType::f32, MemKind::activations);
+    Tensor dk1 = be.alloc(kshape(half), DType::f32, MemKind::activations), dv1 = be.alloc(kshape(half), DType::f32, MemKind::activations);
+    Tensor dk2 = be.alloc(kshape(half), DType::f32, MemKind::activations), dv2 = be.alloc(kshape(half), DType::f32, MemKind::activations);
+    for (Tensor* t : {&dq, &dk1, &dv1, &dk2, &dv2}) be.fill(*t, 0.0f);
+    be.attn_bwd(half, tq, tk1, tv1, tdo, l, delta, qp, k1p, dq, dk1, dv1);
+    be.attn_bwd(half, tq, tk2, tv2, tdo, l, delta, qp, k2p, dq, dk2, dv2);
+    // Reassemble dk, dv in token order.
+    auto join = [&](const Tensor& a, const Tensor& b) {
+      const auto ha = be.download(a), hb = be.download(b);
+      std::vector<float> r;
+      const int64_t blk = 50 * s.hk * s.d;
+      for (int64_t bb = 0; bb < s.B; ++bb) {
+        r.insert(r.end(), ha.begin() + bb * blk, ha.begin() + (bb + 1) * blk);
+        r.insert(r.end(), hb.begin() + bb * blk, hb.begin() + (bb + 1) * blk);
+      }
+      return r;
+    };
+    const auto cq = compare(be.download(dq), ref.dq), ck = compare(join(dk1, dk2), ref.dk),
+               cv = compare(join(dv1, dv2), ref.dv);
+    INFO("dq: " << cq.str() << " dk: " << ck.str() << " dv: " << cv.str());
+    CHECK(cq.ok(kTol));
+    CHECK(ck.ok(kTol));
+    CHECK(cv.ok(kTol));
+  }
+}
+
+TEST_CASE("attention results do not depend on the schedule", "[attention]") {
+  const Case c{"zigzag", [] {
+                 AttnShape s;
+                 s.B = 1; s.nq = 384; s.nk = 384; s.hq = 4; s.hk = 2; s.d = 64; s.causal = true;
+                 return s;
+               }(),
+               Positions::two(0, 192, 576, 192), Positions::two(0, 192, 576, 192)};
+  const Inputs in = make_inputs(c, 77);
+  const AttnShape& s = c.s;
+  auto run = [&](int threads) {
+    CpuBackend be(threads);
+    Tensor q = upload(be, in.q, qshape(s)), k = upload(be, in.k, kshape(s)), v = upload(be, in.v, kshape(s));
+    Tensor dout = upload(be, in.dout, qshape(s));
+    Tensor o = be.alloc(qshape(s), DType::f32, MemKind::activations), lse = be.alloc(lshape(s), DType::f32, MemKind::activations);
+    Tensor delta = be.alloc(lshape(s), DType::f32, MemKind::activations);
+    Tensor dq = be.alloc(qshape(s), DType::f32, MemKind::activations), dk = be.alloc(kshape(s), DType::f32, MemKind::activations),
+           dv = be.alloc(kshape(s), DType::f32, MemKind::activations);
+    for (Tensor* t : {&dq, &dk, &dv}) be.fill(*t, 0.0f);
+    be.attn_fwd(s, q, k, v, c.qpos, c.kpos, o, lse);
+    be.attn_bwd_delta(s, o, dout, delta);
+    be.attn_bwd(s, q, k, v, dout, lse, delta, c.qpos, c.kpos, dq, dk, dv);
+    return std::vector<std::vector<float>>{be.download(o), be.download(lse), be.download(dq), be.download(dk), be.download(dv)};
+  };
+  const auto a = run(2), b = run(2), one = run(1);
+  CHECK(a == b);          // bitwise repeatable at a given thread count
+  CHECK(a[0] == one[0]);  // forward: each row is computed by one thread in a fixed order
+  CHECK(a[1] == one[1]);
+  CHECK(a[3] == one[3]);  // dk, dv tiles are owned by one item
+  CHECK(a[4] == one[4]);
+  CHECK(compare(a[2], to_double(one[2])).ok(1e-6));  // dq: per-thread partial sums
+}
+
+TEST_CASE("attention counts FLOPs and logs compute; replay mode skips it", "[attention]") {
+  AttnShape s;
+  s.B = 1; s.nq = 64; s.nk = 64; s.hq = 2; s.hk = 2; s.d = 16; s.causal = true;
+  CpuBackend be(2);
+  be.set_poison(true);
+  Tensor q = upload(be, randn(64 * 2 * 16, 1), qshape(s)), k = upload(be, randn(64 * 2 * 16, 2), kshape(s));
+  Tensor o = be.alloc(qshape(s), DType::f32, MemKind::activations), lse = be.alloc(lshape(s), DType::f32, MemKind::activations);
+  const Positions p = Positions::contiguous(0, 64);
+  be.set_phase(0);
+  be.attn_fwd(s, q, k, k, p, p, o, lse);
+  REQUIRE(be.compute_log().size() == 1);
+  CHECK(be.compute_log()[0].name == "attn_fwd");
+  CHECK(be.compute_log()[0].phase == 0);
+  CHECK(be.compute_log()[0].t1_ms >= be.compute_log()[0].t0_ms);
+  CHECK(be.model_flops() == Approx(4.0 * 16 * 2 * (64 * 65 / 2)));
+  be.set_compute_enabled(false);
+  Tensor o2 = be.alloc(qshape(s), DType::f32, MemKind::activations), l2 = be.alloc(lshape(s), DType::f32, MemKind::activations);
+  be.attn_fwd(s, q, k, k, p, p, o2, l2);
+  CHECK(be.compute_log().size() == 1);
+  const auto oh = be.download(o2);
+  CHECK(std::all_of(oh.begin(), oh.end(), [](float x) { return std::isnan(x); }));
+}
+
+TEST_CASE("attention rejects bad shapes with clear errors", "[attention]") {
+  CpuBackend be(1);
+  AttnShape s;
+  s.B = 1; s.nq = 8; s.nk = 8; s.hq = 3; s.hk = 2; s.d = 16;
+  Tensor q = be.alloc({1, 8, 3, 16}, DType::f32, MemKind::activations), k = be.alloc({1, 8, 2, 16}, DType::f32, MemKind::activations);
+  Tensor o = be.alloc({1, 8, 3, 16}, DType::f32, MemKind::activations), lse = be.alloc({1, 3, 8}, DType::f32, MemKind::activations);
+  const Positions p = Positions::contiguous(0, 8);
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("hq=3") && Catch::Contains("hk=2"));
+  s.hq = 4;
+  s.hk = 4;
+  s.d = 300;
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("d=300"));
+  s.d = 16;
+  s.hq = 3;
+  s.hk = 1;
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("k has 256 elements"));
+  Tensor k1 = be.alloc({1, 8, 1, 16}, DType::f32, MemKind::activations);
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k1, k1, Positions::contiguous(0, 7), p, o, lse), Catch::Contains("qpos"));
+  CHECK_NOTHROW(be.attn_fwd(s, q, k1, k1, p, p, o, lse));
+}
+
+// ---- the vector inner loops, every ISA level this CPU runs --------------------------------------
+TEST_CASE("vector loops: every ISA variant matches float64", "[attention][isa]") {
+  const cpu::VecOps* vars[4];
+  const int nv = cpu::vec_ops_variants(vars, 4);
+  REQUIRE(nv >= 1);
+  CHECK(std::string(vars[nv - 1]->isa) == "generic");
+  for (int vi = 0; vi < nv; ++vi) {
+    const cpu::VecOps& ops = *vars[vi];
+    DYNAMIC_SECTION("isa " << ops.isa) {
+      const int rows = 7, cols = 45, ld = 48, d = 37;
+      SECTION("exp2 accuracy over [-126, 0], -inf -> 0, NaN stays NaN") {
+        std::vector<float> S(size_t(rows) * ld), lse2(rows, 0.0f);
+        std::vector<double> want(S.size());
+        double worst = 0;
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) {
+            const float x = -126.0f * float(i * cols + j) / float(rows * cols - 1);
+            S[size_t(i) * ld + j] = x;
+            want[size_t(i) * ld + j] = std::exp2(double(x));
+          }
+        ops.prob_tile(S.data(), ld, rows, cols, lse2.data());
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) {
+            const double w = want[size_t(i) * ld + j];
+            worst = std::max(worst, std::abs(S[size_t(i) * ld + j] - w) / w);
+          }
+        INFO("worst relative error " << worst);
+        CHECK(worst < 3e-7);
+        float special[3] = {-kInf, std::numeric_limits<float>::quiet_NaN(), 0.0f};
+        float zero = 0.0f;
+        for (float& x : special) {
+          float t[1] = {x};
+          ops.prob_tile(t, 1, 1, 1, &zero);
+          x = t[0];
+        }
+        CHECK(special[0] == 0.0f);
+        CHECK(std::isnan(special[1]));
+        CHECK(special[2] == 1.0f);
+      }
+      SECTION("mask, online softmax step, dsoftmax") {
+        std::vector<float> S = randn(size_t(rows) * ld, 5, 2.0f), O = randn(size_t(rows) * d, 6);
+        std::vector<int32_t> qp(rows), kp(cols);
+        for (int i = 0; i < rows; ++i) qp[i] = 10 + 5 * i;
+        for (int j = 0; j < cols; ++j) kp[j] = j;
+        // Running state: row 0 has seen nothing (m = -inf), the others a finite max.
+        std::vector<float> m(rows), l(rows);
+        for (int i = 0; i < rows; ++i) {
+          m[i] = i == 0 ? -kInf : 0.5f * float(i) - 1.0f;
+          l[i] = i == 0 ? 0.0f : 1.5f + float(i);
+        }
+        const std::vector<float> S0 = S, O0 = O;
+        ops.mask_tile(S.data(), ld, rows, cols, qp.data(), kp.data());
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j)
+            CHECK(S[size_t(i) * ld + j] == (kp[j] > qp[i] ? -kInf : S0[size_t(i) * ld + j]));
+        std::vector<float> m1 = m, l1 = l;
+        ops.softmax_tile(S.data(), ld, rows, cols, m1.data(), l1.data(), O.data(), d, d);
+        for (int i = 0; i < rows; ++i) {
+          double mx = m[i];
+          for (int j = 0; j < cols; ++j)
+            if (kp[j] <= qp[i]) mx = std::max(mx, double(S0[size_t(i) * ld + j]));
+          double sum = 0;
+          for (int j = 0; j < cols; ++j) {
+            // The argument as the kernel forms it (one fp32 subtraction), then exp2 in double.
+            const float arg = S0[size_t(i) * ld + j] - float(mx);
+            const double p = kp[j] <= qp[i] ? std::exp2(double(arg)) : 0.0;
+            sum += p;
+            CHECK(std::abs(S[size_t(i) * ld + j] - p) <= 3e-7 * std::max(p, 1e-30) + 1e-37);
+          }
+          const double alpha = std::exp2(double(m[i]) - mx);
+          CHECK(m1[i] == float(mx));
+          CHECK(std::abs(l1[i] - (l[i] * alpha + sum)) <= 1e-6 * (l[i] * alpha + sum));
+          for (int c = 0; c < d; ++c)
+            CHECK(std::abs(O[size_t(i) * d + c] - O0[size_t(i) * d + c] * alpha) <= 1e-6 * std::abs(O0[size_t(i) * d + c]) + 1e-30);
+        }
+        // dS = P (dP - delta)
+        std::vector<float> dP = randn(S.size(), 9), delta = randn(rows, 10);
+        const std::vector<float> dP0 = dP;
+        ops.dsoftmax_tile(S.data(), dP.data(), ld, rows, cols, delta.data());
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) {
+            const double w = double(S[size_t(i) * ld + j]) * (double(dP0[size_t(i) * ld + j]) - delta[i]);
+            CHECK(std::abs(dP[size_t(i) * ld + j] - w) <= 1e-6 * std::abs(w) + 1e-30);
+          }
+      }
+    }
+  }
+}
