@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -66,7 +67,7 @@ json report_context(World& w, Backend& be, int argc, char** argv) {
   c["hosts"] = w.all_hosts();
   c["world_size"] = w.size();
   c["ranks_per_node"] = w.local_size();
-  c["cpu"] = {{"model", cpu_model()}, {"cores", int(std::thread::hardware_concurrency())}};
+  c["cpu"] = {{"model", cpu_model()}, {"cores", std::max(1, int(std::thread::hardware_concurrency()))}};
   json gpus = json::array();
   if (be.name() != "cpu") gpus.push_back(be.device_name());
   c["gpus"] = gpus;
@@ -145,6 +146,11 @@ void print_verify_table(const std::vector<json>& results) {
     if (st == "skipped") {
       std::printf("%-22s %8lld %7s  %s\n", r["label"].get<std::string>().c_str(),
                   static_cast<long long>(r["seq"].get<int64_t>()), "SKIP", r["reason"].get<std::string>().c_str());
+      continue;
+    }
+    if (!r.contains("verify")) {
+      std::printf("%-22s %8lld %7s  %s\n", r["label"].get<std::string>().c_str(),
+                  static_cast<long long>(r["seq"].get<int64_t>()), "FAIL", r.value("reason", "").c_str());
       continue;
     }
     const json& v = r["verify"];

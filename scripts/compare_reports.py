@@ -38,7 +38,9 @@ def fmt_num(v):
         return f"{v:,.0f}"
     if a >= 100:
         return f"{v:.1f}"
-    if a >= 1 or a == 0:
+    if a == 0:
+        return "0"
+    if a >= 1:
         return f"{v:.2f}"
     return f"{v:.3g}"
 
@@ -52,6 +54,10 @@ def fmt_bytes(v):
     return f"{v} B"
 
 
+def fmt_ratio(v):
+    return "—" if v is None else f"{v:.2f}"
+
+
 def fmt_pct(v):
     return "—" if v is None else f"{100 * v:.1f}%"
 
@@ -62,10 +68,10 @@ def cell(b, n, fmt=fmt_num, absolute=False):
         return "—"
     if b is None or n is None:
         return f"{fmt(b)} → {fmt(n)}"
-    if b == n or (absolute and round(n - b, 3) == 0):
+    if b == n or (absolute and round(n - b, 2) == 0):
         change = "="
     elif absolute:
-        change = f"{n - b:+.3f}"
+        change = f"{n - b:+.2f}"
     elif b == 0:
         change = "new"
     else:
@@ -169,7 +175,7 @@ def compare(base, new, threshold, allow_missing_verified, base_name="BASE", new_
             if not allow_missing_verified:
                 failures.append(f"{label} seq {seq}: passed verification in BASE, skipped in NEW: {n['reason']}")
         if not verdicts:
-            verdicts.append("ok")
+            verdicts.append("ok" if b["status"] == "ok" and n["status"] == "ok" else "—")
         vb, vn = verify_text(b), verify_text(n)
         lines.append("| " + " | ".join([
             label, str(seq), status,
@@ -180,7 +186,7 @@ def compare(base, new, threshold, allow_missing_verified, base_name="BASE", new_
             cell(get(b, "mfu"), get(n, "mfu"), fmt_pct),
             cell(comm_total(b), comm_total(n), fmt_bytes),
             cell(get(b, "memory", "peak_bytes"), get(n, "memory", "peak_bytes"), fmt_bytes),
-            cell(get(b, "overlap", "ratio"), get(n, "overlap", "ratio"), absolute=True),
+            cell(get(b, "overlap", "ratio"), get(n, "overlap", "ratio"), fmt_ratio, absolute=True),
             vb if vb == vn else f"{vb} → {vn}",
             fmt_num(limit),
             ", ".join(verdicts),

@@ -145,9 +145,13 @@ def plot_step_time(plt, points, colors, seqs, title, note, outdir, written):
         lo = [p["step"] - p["p10"] for p in ps]
         hi = [p["p90"] - p["step"] for p in ps]
         ax.errorbar(x, [p["step"] for p in ps], yerr=[lo, hi], fmt="none", ecolor="black", capsize=3, linewidth=0.8)
+        # One noisy iteration must not flatten the bars: whiskers stop at twice the tallest bar.
+        top = max(p["step"] for p in ps)
+        clipped = max(p["p90"] for p in ps) > 2 * top
+        ax.set_ylim(0, (2 * top if clipped else max(p["p90"] for p in ps)) * 1.05)
         ax.set_xticks(x)
         ax.set_xticklabels([p["series"] for p in ps], rotation=45, ha="right", fontsize=8)
-        ax.set_title(f"seq {seq}", fontsize=10)
+        ax.set_title(f"seq {seq}" + (" (whiskers clipped)" if clipped else ""), fontsize=10)
         ax.set_ylabel("step time, median (ms)")
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(handles=[Patch(facecolor="0.6", edgecolor="black", label="compute (step − exposed comm)"),

@@ -195,7 +195,7 @@ def semantic_errors(report):
             for phase, c in r["comm"].items():
                 _check_comm(c, base + ["comm", phase], P, err)
         if "overlap" in r:
-            _check_overlap(r["overlap"], base + ["overlap"], P, err)
+            _check_overlap(r["overlap"], r.get("comm"), base + ["overlap"], P, err)
         if "memory" in r:
             _check_memory(r["memory"], base + ["memory"], P, err)
         if "balance" in r:
@@ -266,22 +266,26 @@ def _check_comm(c, path, P, err):
             err(p + ["algbw_gbps"], f"{op['algbw_gbps']:g}, expected {algbw:g} for {op['op']} on a group of {g}")
 
 
-def _overlap_ratio(standalone, exposed):
-    if standalone <= 0:
+def _overlap_ratio(standalone, exposed, silent):
+    if silent or standalone <= 0:
         return 1.0
     return min(1.0, max(0.0, 1.0 - exposed / standalone))
 
 
-def _check_overlap(o, path, P, err):
+def _check_overlap(o, comm, path, P, err):
     per = o["per_rank"]
     if len(per) != P:
         err(path + ["per_rank"], f"{len(per)} entries, expected world_size {P}")
     if not per:
         return
     for j, pr in enumerate(per):
-        want = _overlap_ratio(pr["comm_standalone_ms"], pr["exposed_comm_ms"])
+        silent = False
+        if comm is not None and j < len(comm["fwd"]["per_rank"]) and j < len(comm["bwd"]["per_rank"]):
+            silent = comm["fwd"]["per_rank"][j] + comm["bwd"]["per_rank"][j] == 0
+        want = _overlap_ratio(pr["comm_standalone_ms"], pr["exposed_comm_ms"], silent)
         if abs(pr["ratio"] - want) > 1e-6:
-            err(path + ["per_rank", j, "ratio"], f"{pr['ratio']:g}, expected clamp(1 - exposed/standalone, 0, 1) = {want:g}")
+            rule = "1 (rank sent no bytes)" if silent else "clamp(1 - exposed/standalone, 0, 1)"
+            err(path + ["per_rank", j, "ratio"], f"{pr['ratio']:g}, expected {rule} = {want:g}")
     for key, agg, name in (("comm_standalone_ms", max, "max"), ("exposed_comm_ms", max, "max"), ("ratio", min, "min")):
         want = agg(pr[key] for pr in per)
         if not _close(o[key], want, EXACT_RTOL):

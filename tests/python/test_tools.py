@@ -196,6 +196,12 @@ class SchemaTest(unittest.TestCase):
         c = rep["results"][1]["comm"]["fwd"]
         c["per_rank"][0] += 8
         self.assertInvalid(rep, "$.results[1].comm.fwd.bytes_sent", "max(per_rank)")
+        rep = synth.make_report()  # the max matches, one rank does not
+        rep["results"][1]["comm"]["bwd"]["per_rank"][2] -= 4
+        self.assertInvalid(rep, "$.results[1].comm.bwd.matches_model", "per_rank[2]")
+        rep = synth.make_report()  # ops do not add up to rank 0's bytes
+        rep["results"][1]["comm"]["bwd"]["ops"][0]["bytes_sent"] += 4
+        self.assertInvalid(rep, "$.results[1].comm.bwd.ops", "per_rank[0]")
 
     def test_rejects_semantic_errors(self):
         rep = synth.make_report()

@@ -58,6 +58,8 @@ std::vector<Case> cases() {
   v.push_back({"striped self", shape(1, 100, 100, 2, 1, 32, true), P::strided(3, 4, 100), P::strided(3, 4, 100)});
   v.push_back({"query block before key block", shape(1, 64, 80, 2, 2, 32, true), P::contiguous(0, 64), P::contiguous(500, 80)});
   v.push_back({"query block after key block", shape(1, 64, 80, 2, 2, 32, true), P::contiguous(500, 64), P::contiguous(0, 80)});
+  // A key tile whose first key is the last query of a query tile (one visible pair).
+  v.push_back({"key tile starts at a tile's last query", shape(1, 160, 100, 2, 2, 32, true), P::contiguous(0, 160), P::contiguous(127, 100)});
   v.push_back({"partly masked rows", shape(1, 90, 70, 2, 2, 32, true), P::contiguous(0, 90), P::contiguous(40, 70)});
   v.push_back({"GQA H8 G2 B2", shape(2, 160, 160, 8, 2, 32, true), P::contiguous(0, 160), P::contiguous(0, 160)});
   v.push_back({"GQA H8 G2 B2 non-causal", shape(2, 96, 130, 8, 2, 16, false), P::contiguous(0, 96), P::contiguous(0, 130)});
@@ -80,12 +82,6 @@ Tensor upload(Backend& be, const std::vector<float>& h, std::vector<int64_t> sha
   Tensor t = be.alloc(std::move(shape), DType::f32, MemKind::activations);
   be.upload(h, t);
   return t;
-}
-
-std::vector<double> sum_d(const std::vector<double>& a, const std::vector<float>& b) {
-  std::vector<double> r(a.size());
-  for (size_t i = 0; i < a.size(); ++i) r[i] = a[i] + double(b[i]);
-  return r;
 }
 
 struct Inputs {

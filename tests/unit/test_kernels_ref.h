@@ -96,7 +96,7 @@ inline AttnRef attn_reference(const AttnShape& s, const std::vector<double>& q,
   auto Q = [&](int64_t b, int64_t i, int h) { return &q[size_t(((b * nq + i) * hq + h) * d)]; };
   auto K = [&](int64_t b, int64_t j, int g) { return &k[size_t(((b * nk + j) * hk + g) * d)]; };
   auto V = [&](int64_t b, int64_t j, int g) { return &v[size_t(((b * nk + j) * hk + g) * d)]; };
-  std::vector<double> sc(size_t(nk)), p(size_t(nk)), dp(size_t(nk));
+  std::vector<double> sc(static_cast<size_t>(nk)), p(sc), dp(sc);
   for (int64_t b = 0; b < B; ++b)
     for (int h = 0; h < hq; ++h) {
       const int g = h / grp;

@@ -1,0 +1,195 @@
+// Communication micro-benchmarks: the comm layer against raw MPI on the same data.
+//
+//   BM_CommAlltoallRaw/<MiB>       MPI_Alltoall on buffers already packed per destination
+//   BM_CommAlltoallLayer/<MiB>     Communicator::all_to_all on the same packed buffers (the layer's
+//                                  own cost: checks, record, no copies on CPU)
+//   BM_CommAlltoallUlysses/<MiB>   the Ulysses tokens->heads step through the comm layer, layout
+//                                  change included: pack x [T, H, d] into per-destination chunks
+//                                  [P][T, H/P, d], all_to_all, unpack into [P*T, H/P, d]
+//   BM_CommRingShiftRaw/<MiB>      MPI_Sendrecv: send to rank+1, receive from rank-1
+//   BM_CommRingShiftLayer/<MiB>    isend / irecv / wait through the comm layer (comm thread)
+//
+// <MiB> is the send volume per rank. Every iteration: barrier, time the operation on each rank,
+// take the maximum over ranks (MPI_Allreduce MAX) and report it with SetIterationTime, so all
+// ranks report the same time and make the same iteration-count decisions (manual time is the only
+// input to them). Counters (nccl-tests conventions, GB = 1e9 bytes): algbw_GBps = bytes per rank /
+// time; busbw_GBps = algbw * (P-1)/P for all-to-all, = algbw for the ring shift.
+// scripts/comm_ratios.py turns the JSON output into comm-layer / raw ratios.
+//
+// NOTE: needs World::init before the benchmarks run (micro_main.cpp does it); all ranks must run
+// the same benchmark filter.
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/world.h"
+#include "kernels/backend.h"
+
+namespace {
+
+using namespace cpbench;
+
+constexpr int kHeads = 32;     // H: divisible by P for P in {1, 2, 4, 8, 16, 32}
+constexpr int kHeadDim = 128;  // d: one token of x is H*d*4 = 16 KiB
+
+// One communicator over all ranks plus a duplicate of MPI_COMM_WORLD for the raw calls and the
+// timing reductions. Created on first use (collective: every rank runs the same benchmarks) and
+// kept for the life of the process.
+struct CommEnv {
+  std::unique_ptr<Backend> be;
+  CommLog log;
+  std::unique_ptr<Communicator> comm;
+  MPI_Comm raw = MPI_COMM_NULL;
+  int P = 1, rank = 0;
+};
+
+CommEnv& env() {
+  static CommEnv* e = [] {
+    auto* c = new CommEnv();
+    World& w = World::get();
+    c->P = w.size();
+    c->rank = w.rank();
+    c->be = make_backend(BackendOptions{});
+    std::vector<int> all(static_cast<size_t>(c->P));
+    std::iota(all.begin(), all.end(), 0);
+    c->comm = w.make_group(all, "cp", c->log, *c->be, "mpi");
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->raw);
+    return c;
+  }();
+  return *e;
+}
+
+Tensor filled(Backend& be, int64_t n, float base) {
+  Tensor t = be.alloc({n}, DType::f32, MemKind::comm);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = base + static_cast<float>(i % 4096);
+  be.upload(v, t);  // touches every page before timing
+  return t;
+}
+
+int64_t mib_bytes(const benchmark::State& st) { return st.range(0) << 20; }
+
+// Runs `op` once untimed, then once per iteration between a barrier and the max-over-ranks
+// reduction of its time; sets the bandwidth counters.
+template <class Op>
+void timed_loop(benchmark::State& st, int64_t bytes, double bus_factor, Op&& op) {
+  CommEnv& e = env();
+  op();  // warm-up: first-touch of MPI's internal buffers, connection set-up
+  double total = 0;
+  for (auto _ : st) {
+    MPI_Barrier(e.raw);
+    const double t0 = MPI_Wtime();
+    op();
+    double dt = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, e.raw);
+    st.SetIterationTime(dt);
+    total += dt;
+  }
+  e.log.clear();
+  if (st.iterations() == 0 || total <= 0) return;
+  const double mean = total / static_cast<double>(st.iterations());
+  const double algbw = static_cast<double>(bytes) / mean / 1e9;
+  st.counters["algbw_GBps"] = algbw;
+  st.counters["busbw_GBps"] = algbw * bus_factor;
+  st.counters["bytes_per_rank"] = static_cast<double>(bytes);
+  st.counters["ranks"] = e.P;
+}
+
+// Tokens per rank for a send volume of `bytes`; 0 (and the state skipped) when H % P != 0.
+int64_t tokens_for(benchmark::State& st, int64_t bytes) {
+  const int P = env().P;
+  if (kHeads % P != 0) {
+    st.SkipWithError(("H=" + std::to_string(kHeads) + " is not divisible by P=" + std::to_string(P)).c_str());
+    return 0;
+  }
+  return bytes / (int64_t(kHeads) * kHeadDim * 4);
+}
+
+void BM_CommAlltoallRaw(benchmark::State& st) {
+  CommEnv& e = env();
+  const int64_t bytes = mib_bytes(st);
+  const int64_t T = tokens_for(st, bytes);
+  if (T == 0) return;
+  const int64_t n = T * kHeads * kHeadDim;
+  Tensor send = filled(*e.be, n, float(e.rank)), recv = filled(*e.be, n, -1.f);
+  const int chunk = static_cast<int>(bytes / e.P);
+  timed_loop(st, bytes, double(e.P - 1) / e.P, [&] {
+    MPI_Alltoall(send.data, chunk, MPI_BYTE, recv.data, chunk, MPI_BYTE, e.raw);
+  });
+}
+
+void BM_CommAlltoallLayer(benchmark::State& st) {
+  CommEnv& e = env();
+  const int64_t bytes = mib_bytes(st);
+  const int64_t T = tokens_for(st, bytes);
+  if (T == 0) return;
+  const int64_t n = T * kHeads * kHeadDim;
+  Tensor send = filled(*e.be, n, float(e.rank)), recv = filled(*e.be, n, -1.f);
+  timed_loop(st, bytes, double(e.P - 1) / e.P, [&] { e.comm->all_to_all(send, recv); });
+}
+
+void BM_CommAlltoallUlysses(benchmark::State& st) {
+  CommEnv& e = env();
+  Backend& be = *e.be;
+  const int64_t bytes = mib_bytes(st);
+  const int64_t T = tokens_for(st, bytes);
+  if (T == 0) return;
+  const int P = e.P;
+  const int64_t hd = int64_t(kHeads) * kHeadDim;  // row pitch of x
+  const int64_t w = hd / P;                       // columns per destination: H/P heads * d
+  Tensor x = filled(be, T * hd, float(e.rank));   // [T, H, d]
+  Tensor send = filled(be, T * hd, 0.f);          // [P][T, H/P, d]
+  Tensor recv = filled(be, T * hd, 0.f);          // [P][T, H/P, d] = [P*T, H/P, d] by source
+  Tensor out = filled(be, T * hd, 0.f);           // [P*T, H/P, d]: the sequence for my heads
+  timed_loop(st, bytes, double(P - 1) / P, [&] {
+    for (int j = 0; j < P; ++j) {  // pack: head block j of every token -> chunk j
+      Tensor dst = send.view(j * T * w, {T * w});
+      be.copy_2d(dst, w, x.view(j * w, {x.numel() - j * w}), hd, T, w);
+    }
+    e.comm->all_to_all(send, recv);
+    // unpack: chunk j holds tokens [j*T, (j+1)*T) of the sequence, so the rows land in order
+    // (a strategy unpacks into its own q/k/v tensors, as here into `out`).
+    be.copy_2d(out, w, recv, w, int64_t(P) * T, w);
+  });
+}
+
+void BM_CommRingShiftRaw(benchmark::State& st) {
+  CommEnv& e = env();
+  const int64_t bytes = mib_bytes(st);
+  const int64_t n = bytes / 4;
+  Tensor send = filled(*e.be, n, float(e.rank)), recv = filled(*e.be, n, -1.f);
+  const int next = (e.rank + 1) % e.P, prev = (e.rank + e.P - 1) % e.P;
+  timed_loop(st, bytes, 1.0, [&] {
+    MPI_Sendrecv(send.data, static_cast<int>(bytes), MPI_BYTE, next, 7, recv.data, static_cast<int>(bytes),
+                 MPI_BYTE, prev, 7, e.raw, MPI_STATUS_IGNORE);
+  });
+}
+
+void BM_CommRingShiftLayer(benchmark::State& st) {
+  CommEnv& e = env();
+  const int64_t bytes = mib_bytes(st);
+  const int64_t n = bytes / 4;
+  Tensor send = filled(*e.be, n, float(e.rank)), recv = filled(*e.be, n, -1.f);
+  const int next = (e.rank + 1) % e.P, prev = (e.rank + e.P - 1) % e.P;
+  timed_loop(st, bytes, 1.0, [&] {
+    Request r = e.comm->irecv(recv, prev, 7);
+    Request s = e.comm->isend(send, next, 7);
+    e.comm->wait(r);
+    e.comm->wait(s);
+  });
+}
+
+#define CPBENCH_COMM_SIZES ->Arg(1)->Arg(4)->Arg(16)->Arg(64)->ArgName("MiB")->UseManualTime()->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_CommAlltoallRaw) CPBENCH_COMM_SIZES;
+BENCHMARK(BM_CommAlltoallLayer) CPBENCH_COMM_SIZES;
+BENCHMARK(BM_CommAlltoallUlysses) CPBENCH_COMM_SIZES;
+BENCHMARK(BM_CommRingShiftRaw) CPBENCH_COMM_SIZES;
+BENCHMARK(BM_CommRingShiftLayer) CPBENCH_COMM_SIZES;
+#undef CPBENCH_COMM_SIZES
+
+}  // namespace

@@ -1,0 +1,568 @@
+// CudaBackendImpl: boundary checks, memory, streams, timing and the compute log around the CUDA
+// kernels (kernels/cuda/*.cu) and cuBLAS. See cuda_backend.h for the timing and replay rules.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace cpbench {
+namespace {
+
+constexpr size_t kCublasWorkspace = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
+constexpr size_t kMaxPendingOps = 1 << 16;             // resolve early past this many
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+  }
+  throw std::invalid_argument("cuda: unknown dtype");
+}
+
+// Shared by the backend and the deleters of its tensors, so a tensor that outlives the backend
+// still returns its block (the tracker is then gone).
+struct AllocState {
+  explicit AllocState(int device) : alloc(device) {}
+  cuda::CachingAllocator alloc;
+  std::mutex mu;                  // guards tracker (tensors may be released on any thread)
+  MemTracker* tracker = nullptr;  // null once the backend is destroyed
+
+  void release(void* p, size_t bytes, MemKind kind) noexcept {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (tracker) tracker->on_free(kind, static_cast<int64_t>(bytes));
+    }
+    alloc.release(p, bytes);
+  }
+};
+
+bool env_flag(const char* name, bool dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
+}
+
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  explicit CudaBackendImpl(const BackendOptions& opt);
+  ~CudaBackendImpl() override;
+  CudaBackendImpl(const CudaBackendImpl&) = delete;
+  CudaBackendImpl& operator=(const CudaBackendImpl&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  std::string device_name() const override { return device_name_; }
+
+  // CudaBackend
+  int device() const override { return device_; }
+  cudaStream_t compute_stream() const override { return stream_; }
+  int add_sync_hook(std::function<void()> fn) override {
+    hooks_[next_hook_] = std::move(fn);
+    return next_hook_++;
+  }
+  void remove_sync_hook(int id) override { hooks_.erase(id); }
+  size_t reserved_bytes() const override { return alloc_->alloc.reserved_bytes(); }
+  void empty_cache() override { alloc_->alloc.empty_cache(); }
+
+  // memory
+  Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) override;
+  void upload(const std::vector<float>& host, Tensor& dst) override;
+  std::vector<float> download(const Tensor& src) override;
+  bool device_memory() const override { return true; }
+  void copy_to_host_raw(void* dst, const Tensor& src, size_t bytes) override;
+  void copy_from_host_raw(Tensor& dst, const void* src, size_t bytes) override;
+
+  // streams and timing
+  Event record_event() override;
+  double elapsed_ms(const Event& a, const Event& b) override;
+  void synchronize() override;
+  double compute_busy_ms() const override;
+
+  // layout
+  void fill(Tensor& t, float value) override;
+  void copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch, int64_t rows,
+               int64_t cols) override;
+  void convert(Tensor& dst, const Tensor& src) override;
+
+  // compute
+  void add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
+            int64_t ldc) override;
+  void rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) override;
+  void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                   Tensor& dx, Tensor& dw) override;
+  void rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+            const Positions& pos, double theta, bool inverse) override;
+  void attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) override;
+  void attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                  const Tensor& lse_blk) override;
+  void attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                      Tensor& delta) override;
+  void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                const Tensor& dout, const Tensor& lse, const Tensor& delta, const Positions& qpos,
+                const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv) override;
+
+ private:
+  struct PendingOp {
+    const char* name;
+    int phase;
+    cudaEvent_t e0, e1;
+    bool ended;
+  };
+  // Brackets one compute operation with events (no-op when op events are off).
+  int op_begin(const char* name);
+  void op_end(int idx);
+  cudaEvent_t pooled_event();
+  void resolve_pending();  // pending ops -> compute_log_ (blocks until they are done)
+  void take_reference();   // stream idle: pair an event with a host clock read
+  void* scratch(size_t bytes);
+  cuda::AttnArgs attn_args(const AttnShape& s, DType dt, const Positions& qpos,
+                           const Positions& kpos, const char* op) const;
+
+  int device_ = 0;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_ws_ = nullptr;
+  std::shared_ptr<AllocState> alloc_;
+  bool op_events_ = true;
+  std::vector<cudaEvent_t> event_pool_;
+  std::vector<PendingOp> pending_;
+  cudaEvent_t ref_event_ = nullptr;
+  double ref_host_ms_ = 0;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  std::map<int, std::function<void()>> hooks_;
+  int next_hook_ = 1;
+};
+
+CudaBackendImpl::CudaBackendImpl(const BackendOptions& opt) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
+    throw std::runtime_error(std::string("cuda backend: no CUDA device available (") +
+                             (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ") on " +
+                             error_context());
+  }
+  if (opt.local_rank < 0)
+    throw std::invalid_argument("cuda backend: negative local rank " + std::to_string(opt.local_rank));
+  device_ = opt.local_rank % count;
+  CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  if (prop.major < 8)
+    throw std::runtime_error("cuda backend: device " + std::to_string(device_) + " (" + prop.name +
+                             ") has compute capability " + std::to_string(prop.major) + "." +
+                             std::to_string(prop.minor) + "; the kernels need 8.0 or newer (" +
+                             error_context() + ")");
+  device_name_ = prop.name;
+  threads_ = opt.threads;
+  op_events_ = env_flag("CPBENCH_CUDA_OP_EVENTS", true);
+  alloc_ = std::make_shared<AllocState>(device_);
+  alloc_->tracker = &mem_;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasCreate(&cublas_));
+  CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  CUDA_CHECK(cudaMalloc(&cublas_ws_, kCublasWorkspace));
+  CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_ws_, kCublasWorkspace));
+  CUDA_CHECK(cudaEventCreate(&ref_event_));
+  take_reference();
+}
+
+CudaBackendImpl::~CudaBackendImpl() {
+  // Never throws: errors here (e.g. a context already torn down at exit) are ignored.
+  (void)cudaSetDevice(device_);
+  if (stream_) (void)cudaStreamSynchronize(stream_);
+  {
+    std::lock_guard<std::mutex> lk(alloc_->mu);
+    alloc_->tracker = nullptr;
+  }
+  for (auto& op : pending_) {
+    (void)cudaEventDestroy(op.e0);
+    (void)cudaEventDestroy(op.e1);
+  }
+  for (cudaEvent_t ev : event_pool_) (void)cudaEventDestroy(ev);
+  if (ref_event_) (void)cudaEventDestroy(ref_event_);
+  if (cublas_) (void)cublasDestroy(cublas_);
+  if (cublas_ws_) (void)cudaFree(cublas_ws_);
+  if (scratch_) (void)cudaFree(scratch_);
+  if (stream_) (void)cudaStreamDestroy(stream_);
+  (void)cudaGetLastError();
+}
+
+// ---- timing -------------------------------------------------------------------------------------
+cudaEvent_t CudaBackendImpl::pooled_event() {
+  if (!event_pool_.empty()) {
+    cudaEvent_t e = event_pool_.back();
+    event_pool_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+
+int CudaBackendImpl::op_begin(const char* name) {
+  if (!op_events_) return -1;
+  if (pending_.size() >= kMaxPendingOps) resolve_pending();
+  PendingOp op{name, phase_, pooled_event(), pooled_event(), false};
+  pending_.push_back(op);
+  CUDA_CHECK(cudaEventRecord(op.e0, stream_));
+  return static_cast<int>(pending_.size()) - 1;
+}
+
+void CudaBackendImpl::op_end(int idx) {
+  if (idx < 0) return;
+  CUDA_CHECK(cudaEventRecord(pending_[size_t(idx)].e1, stream_));
+  pending_[size_t(idx)].ended = true;
+}
+
+void CudaBackendImpl::resolve_pending() {
+  std::vector<PendingOp> ops;
+  ops.swap(pending_);
+  for (const PendingOp& op : ops) {
+    if (op.ended) {
+      float a = 0, b = 0;
+      CUDA_CHECK(cudaEventSynchronize(op.e1));
+      CUDA_CHECK(cudaEventElapsedTime(&a, ref_event_, op.e0));
+      CUDA_CHECK(cudaEventElapsedTime(&b, ref_event_, op.e1));
+      compute_log_.push_back(ComputeRecord{op.name, op.phase, ref_host_ms_ + a, ref_host_ms_ + b});
+    }
+    event_pool_.push_back(op.e0);
+    event_pool_.push_back(op.e1);
+  }
+}
+
+void CudaBackendImpl::take_reference() {
+  const double h0 = now_ms();
+  CUDA_CHECK(cudaEventRecord(ref_event_, stream_));
+  CUDA_CHECK(cudaEventSynchronize(ref_event_));
+  const double h1 = now_ms();
+  ref_host_ms_ = 0.5 * (h0 + h1);
+}
+
+Event CudaBackendImpl::record_event() {
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e));
+  Event ev;
+  ev.impl = std::shared_ptr<void>(static_cast<void*>(e), [](void* p) {
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(p));
+  });
+  CUDA_CHECK(cudaEventRecord(e, stream_));
+  ev.host_ms = now_ms();  // when it was recorded (the device time comes from elapsed_ms)
+  return ev;
+}
+
+double CudaBackendImpl::elapsed_ms(const Event& a, const Event& b) {
+  if (!a.impl || !b.impl) throw std::invalid_argument("cuda elapsed_ms: an event was not recorded");
+  auto ea = static_cast<cudaEvent_t>(a.impl.get()), eb = static_cast<cudaEvent_t>(b.impl.get());
+  CUDA_CHECK(cudaEventSynchronize(eb));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, ea, eb));
+  return ms;
+}
+
+void CudaBackendImpl::synchronize() {
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  resolve_pending();
+  take_reference();
+  for (auto& h : hooks_) h.second();
+}
+
+double CudaBackendImpl::compute_busy_ms() const {
+  double t = Backend::compute_busy_ms();
+  for (const PendingOp& op : pending_) {
+    if (!op.ended) continue;
+    float ms = 0;
+    CUDA_CHECK(cudaEventSynchronize(op.e1));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, op.e0, op.e1));
+    t += ms;
+  }
+  return t;
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+Tensor CudaBackendImpl::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) {
+  Tensor t;
+  t.dtype = dtype;
+  t.kind = kind;
+  t.shape = std::move(shape);
+  const int64_t n = t.numel();  // validates the shape
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  void* p = alloc_->alloc.allocate(bytes);
+  {
+    std::lock_guard<std::mutex> lk(alloc_->mu);
+    mem_.on_alloc(kind, static_cast<int64_t>(bytes));
+  }
+  std::shared_ptr<AllocState> st = alloc_;
+  t.holder = std::shared_ptr<void>(p, [st, bytes, kind](void* q) { st->release(q, bytes, kind); });
+  t.data = p;
+  if (poison_ && n > 0)
+    cuda::fill(p, dtype, n, std::numeric_limits<float>::quiet_NaN(), stream_);
+  return t;
+}
+
+void* CudaBackendImpl::scratch(size_t bytes) {
+  if (bytes > scratch_bytes_) {
+    if (scratch_) CUDA_CHECK(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    CUDA_CHECK(cudaMalloc(&scratch_, bytes));
+    scratch_bytes_ = bytes;
+  }
+  return scratch_;
+}
+
+void CudaBackendImpl::upload(const std::vector<float>& host, Tensor& dst) {
+  const int64_t n = dst.numel();
+  if (static_cast<int64_t>(host.size()) != n)
+    throw std::invalid_argument("upload: " + std::to_string(host.size()) +
+                                " host values for a tensor of " + std::to_string(n) +
+                                " elements " + dst.shape_str());
+  if (n == 0) return;
+  CUDA_CHECK(cudaSetDevice(device_));
+  const size_t fbytes = static_cast<size_t>(n) * sizeof(float);
+  if (dst.dtype == DType::f32) {
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, host.data(), fbytes, cudaMemcpyHostToDevice, stream_));
+  } else {
+    void* s = scratch(fbytes);
+    CUDA_CHECK(cudaMemcpyAsync(s, host.data(), fbytes, cudaMemcpyHostToDevice, stream_));
+    cuda::convert(dst.data, dst.dtype, s, DType::f32, n, stream_);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+std::vector<float> CudaBackendImpl::download(const Tensor& src) {
+  const int64_t n = src.numel();
+  std::vector<float> out(static_cast<size_t>(n));
+  if (n == 0) return out;
+  CUDA_CHECK(cudaSetDevice(device_));
+  const size_t fbytes = static_cast<size_t>(n) * sizeof(float);
+  const void* from = src.data;
+  if (src.dtype != DType::f32) {
+    void* s = scratch(fbytes);
+    cuda::convert(s, DType::f32, src.data, src.dtype, n, stream_);
+    from = s;
+  }
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), from, fbytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+// Stream-ordered after the compute issued before the call; returns when the copy is complete.
+void CudaBackendImpl::copy_to_host_raw(void* dst, const Tensor& src, size_t bytes) {
+  if (bytes > src.bytes())
+    throw std::invalid_argument("copy_to_host_raw: " + std::to_string(bytes) +
+                                " bytes from a tensor of " + std::to_string(src.bytes()));
+  if (!bytes) return;
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackendImpl::copy_from_host_raw(Tensor& dst, const void* src, size_t bytes) {
+  if (bytes > dst.bytes())
+    throw std::invalid_argument("copy_from_host_raw: " + std::to_string(bytes) +
+                                " bytes into a tensor of " + std::to_string(dst.bytes()));
+  if (!bytes) return;
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller may reuse `src` on return
+}
+
+// ---- layout (not compute: they run in replay mode too, and are not in the compute log) --------
+void CudaBackendImpl::fill(Tensor& t, float value) {
+  cuda::fill(t.data, t.dtype, t.numel(), value, stream_);
+}
+
+void CudaBackendImpl::copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src,
+                              int64_t src_pitch, int64_t rows, int64_t cols) {
+  check_copy_2d(dst, dst_pitch, src, src_pitch, rows, cols);
+  if (rows == 0 || cols == 0) return;
+  const size_t es = dtype_size(dst.dtype);
+  if (rows == 1 || (dst_pitch == cols && src_pitch == cols)) {
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, size_t(rows) * size_t(cols) * es,
+                               cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  CUDA_CHECK(cudaMemcpy2DAsync(dst.data, size_t(dst_pitch) * es, src.data, size_t(src_pitch) * es,
+                               size_t(cols) * es, size_t(rows), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackendImpl::convert(Tensor& dst, const Tensor& src) {
+  check_same_numel("convert", dst, src);
+  cuda::convert(dst.data, dst.dtype, src.data, src.dtype, dst.numel(), stream_);
+}
+
+// ---- compute ------------------------------------------------------------------------------------
+void CudaBackendImpl::add(Tensor& out, const Tensor& a, const Tensor& b) {
+  check_same_numel("add", out, a);
+  check_same_numel("add", out, b);
+  if (!compute_enabled_) return;
+  const int op = op_begin("add");
+  cuda::add(out.data, out.dtype, a.data, a.dtype, b.data, b.dtype, out.numel(), stream_);
+  op_end(op);
+}
+
+void CudaBackendImpl::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                           float alpha, const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb,
+                           float beta, Tensor& C, int64_t ldc) {
+  check_gemm(trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc);
+  if (!compute_enabled_) return;
+  count_gemm(m, n, k);
+  if (m == 0 || n == 0) return;
+  const int op = op_begin("gemm");
+  if (k == 0) {
+    cuda::scale_2d(C.data, C.dtype, m, n, ldc, beta, stream_);
+  } else {
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. A
+    // row-major matrix with pitch ld is its transpose in column-major with the same ld.
+    CUBLAS_CHECK(cublasGemmEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha,
+                              B.data, cuda_type(B.dtype), int(ldb), A.data, cuda_type(A.dtype),
+                              int(lda), &beta, C.data, cuda_type(C.dtype), int(ldc),
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  op_end(op);
+}
+
+void CudaBackendImpl::rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y,
+                                  Tensor& rstd) {
+  const int64_t rows = check_rmsnorm_fwd(x, w, y, rstd);
+  if (!(eps > 0)) throw std::invalid_argument("rmsnorm_fwd: eps must be > 0");
+  if (!compute_enabled_) return;
+  const int op = op_begin("rmsnorm_fwd");
+  cuda::rmsnorm_fwd(x.data, w.data, x.dtype, eps, rows, w.numel(), y.data, rstd.ptr<float>(),
+                    stream_);
+  op_end(op);
+}
+
+void CudaBackendImpl::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                  const Tensor& dy, Tensor& dx, Tensor& dw) {
+  const int64_t rows = check_rmsnorm_bwd(x, w, rstd, dy, dx, dw);
+  if (!compute_enabled_) return;
+  const int op = op_begin("rmsnorm_bwd");
+  cuda::rmsnorm_bwd(x.data, w.data, x.dtype, rstd.ptr<float>(), dy.data, rows, w.numel(), dx.data,
+                    dw.ptr<float>(), stream_);
+  op_end(op);
+}
+
+void CudaBackendImpl::rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+                           const Positions& pos, double theta, bool inverse) {
+  check_rope(x, B, T, heads, d, pitch, pos, theta);
+  if (!compute_enabled_) return;
+  const int op = op_begin("rope");
+  cuda::rope(x.data, x.dtype, B, T, heads, d, pitch, cuda::to_pos_arg(pos), theta, inverse,
+             stream_);
+  op_end(op);
+}
+
+cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Positions& qpos,
+                                          const Positions& kpos, const char* op) const {
+  if (dt != DType::bf16 && dt != DType::f16)
+    throw std::invalid_argument(std::string(op) + ": the cuda attention kernels take bf16 or fp16, got " +
+                                dtype_name(dt));
+  if (!cuda::attn_head_dim_supported(s.d))
+    throw std::invalid_argument(std::string(op) + ": head dim " + std::to_string(s.d) +
+                                " is not supported by the cuda kernels (built for d = " +
+                                cuda::attn_supported_head_dims() + ")");
+  if (s.B > INT32_MAX || s.nq > INT32_MAX || s.nk > INT32_MAX)
+    throw std::invalid_argument(std::string(op) + ": B, nq and nk must be < 2^31");
+  cuda::AttnArgs a;
+  a.dtype = dt;
+  a.B = int(s.B);
+  a.nq = int(s.nq);
+  a.nk = int(s.nk);
+  a.hq = s.hq;
+  a.hk = s.hk;
+  a.d = s.d;
+  a.causal = s.causal;
+  a.scale = attn_scale(s);
+  a.qpos = cuda::to_pos_arg(qpos);
+  a.kpos = cuda::to_pos_arg(kpos);
+  return a;
+}
+
+void CudaBackendImpl::attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k,
+                               const Tensor& v, const Positions& qpos, const Positions& kpos,
+                               Tensor& o, Tensor& lse) {
+  check_attn_fwd(s, q, k, v, qpos, kpos, o, lse);
+  cuda::AttnArgs a = attn_args(s, q.dtype, qpos, kpos, "attn_fwd");
+  if (!compute_enabled_) return;
+  count_attn(s, qpos, kpos, /*backward=*/false);
+  a.q = q.data;
+  a.k = k.data;
+  a.v = v.data;
+  a.o = o.data;
+  a.lse = lse.ptr<float>();
+  const int op = op_begin("attn_fwd");
+  cuda::attn_fwd(a, stream_);
+  op_end(op);
+}
+
+void CudaBackendImpl::attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc,
+                                 const Tensor& o_blk, const Tensor& lse_blk) {
+  check_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk);
+  if (!compute_enabled_) return;
+  const int op = op_begin("attn_merge");
+  cuda::attn_merge(o_acc.dtype, o_acc.data, lse_acc.ptr<float>(), o_blk.data,
+                   lse_blk.ptr<float>(), s.B, s.nq, s.hq, s.d, stream_);
+  op_end(op);
+}
+
+void CudaBackendImpl::attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                                     Tensor& delta) {
+  check_attn_bwd_delta(s, o, dout, delta);
+  if (!compute_enabled_) return;
+  const int op = op_begin("attn_bwd_delta");
+  cuda::attn_bwd_delta(o.dtype, o.data, dout.data, delta.ptr<float>(), s.B, s.nq, s.hq, s.d,
+                       stream_);
+  op_end(op);
+}
+
+void CudaBackendImpl::attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k,
+                               const Tensor& v, const Tensor& dout, const Tensor& lse,
+                               const Tensor& delta, const Positions& qpos, const Positions& kpos,
+                               Tensor& dq, Tensor& dk, Tensor& dv) {
+  check_attn_bwd(s, q, k, v, dout, lse, delta, qpos, kpos, dq, dk, dv);
+  cuda::AttnArgs a = attn_args(s, q.dtype, qpos, kpos, "attn_bwd");
+  if (!compute_enabled_) return;
+  count_attn(s, qpos, kpos, /*backward=*/true);
+  a.q = q.data;
+  a.k = k.data;
+  a.v = v.data;
+  a.dout = dout.data;
+  a.lse_in = lse.ptr<float>();
+  a.delta = delta.ptr<float>();
+  a.dq = dq.ptr<float>();
+  a.dk = dk.ptr<float>();
+  a.dv = dv.ptr<float>();
+  const int op = op_begin("attn_bwd");
+  cuda::attn_bwd(a, stream_);
+  op_end(op);
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opt) {
+  return std::make_unique<CudaBackendImpl>(opt);
+}
+
+}  // namespace cpbench

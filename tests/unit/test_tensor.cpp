@@ -1,0 +1,167 @@
+// Tensors, dtypes, memory tracking, positions, the exact visible-pair count, the backend factory.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "kernels/backend.h"
+#include "kernels/tensor.h"
+
+using namespace cpbench;
+
+TEST_CASE("dtype helpers", "[tensor]") {
+  CHECK(dtype_size(DType::f32) == 4);
+  CHECK(dtype_size(DType::bf16) == 2);
+  CHECK(dtype_size(DType::f16) == 2);
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) CHECK(parse_dtype(dtype_name(t)) == t);
+  CHECK(parse_dtype("float32") == DType::f32);
+  CHECK_THROWS_WITH(parse_dtype("fp8"), Catch::Contains("fp8") && Catch::Contains("fp32, bf16 or fp16"));
+  CHECK(std::string(mem_kind_name(MemKind::weights)) == "weights");
+  CHECK(std::string(mem_kind_name(MemKind::activations)) == "activations");
+  CHECK(std::string(mem_kind_name(MemKind::comm)) == "comm_buffers");
+}
+
+TEST_CASE("MemTracker keeps live and peak bytes per kind and in total", "[tensor]") {
+  MemTracker m;
+  m.on_alloc(MemKind::weights, 100);
+  m.on_alloc(MemKind::activations, 50);
+  CHECK(m.stats().live_total == 150);
+  CHECK(m.stats().peak_total == 150);
+  m.on_free(MemKind::weights, 100);
+  m.on_alloc(MemKind::comm, 30);
+  CHECK(m.stats().live[0] == 0);
+  CHECK(m.stats().peak[0] == 100);
+  CHECK(m.stats().live[1] == 50);
+  CHECK(m.stats().live[2] == 30);
+  CHECK(m.stats().live_total == 80);
+  CHECK(m.stats().peak_total == 150);  // the peak of the sum, not the sum of peaks (180)
+  m.reset_peaks();
+  CHECK(m.stats().peak_total == 80);
+  CHECK(m.stats().peak[0] == 0);
+  CHECK(m.stats().peak[1] == 50);
+  CHECK_THROWS(m.on_alloc(MemKind::weights, -1));
+}
+
+TEST_CASE("Tensor numel, view, reshape, shape_str", "[tensor]") {
+  auto buf = std::make_shared<std::vector<float>>(24);
+  for (int i = 0; i < 24; ++i) (*buf)[size_t(i)] = float(i);
+  Tensor t;
+  t.holder = std::shared_ptr<void>(buf, buf->data());
+  t.data = buf->data();
+  t.shape = {2, 3, 4};
+  CHECK(t.numel() == 24);
+  CHECK(t.bytes() == 96);
+  CHECK(t.shape_str() == "[2, 3, 4]");
+  CHECK(Tensor{}.numel() == 0);
+  CHECK(Tensor{}.empty());
+
+  Tensor v = t.view(12, {3, 4});
+  CHECK(v.ptr<float>()[0] == 12.0f);
+  CHECK(v.numel() == 12);
+  CHECK(v.holder == t.holder);
+  CHECK_THROWS_AS(t.view(13, {3, 4}), std::out_of_range);
+  CHECK_THROWS_AS(t.view(-1, {2}), std::out_of_range);
+
+  Tensor r = t.reshape({6, -1});
+  CHECK(r.shape == std::vector<int64_t>{6, 4});
+  CHECK(r.data == t.data);
+  CHECK_THROWS_WITH(t.reshape({5, 5}), Catch::Contains("24 elements"));
+  CHECK_THROWS(t.reshape({-1, -1}));
+  CHECK_THROWS(t.reshape({7, -1}));
+}
+
+TEST_CASE("Positions: contiguous, strided, two segments", "[tensor][positions]") {
+  const Positions c = Positions::contiguous(5, 4);
+  CHECK(c.count() == 4);
+  CHECK(c.list() == std::vector<int64_t>{5, 6, 7, 8});
+  CHECK(c.str() == "range(5,9)");
+  const Positions s = Positions::strided(3, 4, 3);
+  CHECK(s.list() == std::vector<int64_t>{3, 7, 11});
+  CHECK(s.str() == "range(3,15,4)");
+  const Positions z = Positions::two(0, 2, 10, 3);
+  CHECK(z.list() == std::vector<int64_t>{0, 1, 10, 11, 12});
+  CHECK(z.at(2) == 10);
+  CHECK(z.str() == "range(0,2)+range(10,13)");
+  CHECK_THROWS_AS(z.at(5), std::out_of_range);
+  const Positions e = Positions::two(4, 0, 9, 2);  // an empty first segment
+  CHECK(e.list() == std::vector<int64_t>{9, 10});
+  CHECK(e.at(0) == 9);
+  CHECK_THROWS_AS(Positions::strided(0, 0, 3), std::invalid_argument);
+  CHECK_THROWS_AS(Positions::contiguous(-1, 3), std::invalid_argument);
+}
+
+namespace {
+int64_t brute_pairs(const Positions& q, const Positions& k, bool causal) {
+  int64_t n = 0;
+  for (int64_t a : q.list())
+    for (int64_t b : k.list()) n += (!causal || b <= a);
+  return n;
+}
+Positions random_positions(std::mt19937_64& g) {
+  std::uniform_int_distribution<int> kind(0, 2), start(0, 300), cnt(0, 90), stride(1, 9);
+  switch (kind(g)) {
+    case 0: return Positions::contiguous(start(g), cnt(g));
+    case 1: return Positions::strided(start(g), stride(g), cnt(g));
+    default: return Positions::two(start(g), cnt(g), start(g), cnt(g));
+  }
+}
+}  // namespace
+
+TEST_CASE("count_visible_pairs is exact", "[positions]") {
+  std::mt19937_64 g(42);
+  for (int t = 0; t < 3000; ++t) {
+    const Positions q = random_positions(g), k = random_positions(g);
+    INFO("q " << q.str() << " k " << k.str());
+    REQUIRE(count_visible_pairs(q, k, true) == brute_pairs(q, k, true));
+    REQUIRE(count_visible_pairs(q, k, false) == q.count() * k.count());
+  }
+  // Layouts of the strategies at N = 4096, P = 4.
+  const int64_t N = 4096, P = 4, c = N / (2 * P);
+  for (int r = 0; r < P; ++r)
+    for (int s = 0; s < P; ++s) {
+      const Positions zq = Positions::two(c * r, c, c * (2 * P - 1 - r), c);
+      const Positions zk = Positions::two(c * s, c, c * (2 * P - 1 - s), c);
+      CHECK(count_visible_pairs(zq, zk, true) == brute_pairs(zq, zk, true));
+      const Positions sq = Positions::strided(r, P, N / P), sk = Positions::strided(s, P, N / P);
+      CHECK(count_visible_pairs(sq, sk, true) == brute_pairs(sq, sk, true));
+    }
+}
+
+TEST_CASE("count_visible_pairs is fast at N = 262144", "[positions]") {
+  const int64_t N = 262144;
+  const Positions all = Positions::contiguous(0, N);
+  CHECK(count_visible_pairs(all, all, true) == N * (N + 1) / 2);
+  // Striped with stride 7 against itself: row i (position s + 7i) sees keys 0..i.
+  const Positions st = Positions::strided(3, 7, N);
+  CHECK(count_visible_pairs(st, st, true) == N * (N + 1) / 2);
+  const Positions a = Positions::strided(1, 8, N / 8), b = Positions::strided(5, 8, N / 8);
+  // Query 1 + 8i sees keys 5 + 8j with j <= i - 1: i pairs per row.
+  CHECK(count_visible_pairs(a, b, true) == (N / 8) * (N / 8 - 1) / 2);
+}
+
+TEST_CASE("now_ms is monotonic from a process-wide origin", "[tensor]") {
+  const double a = now_ms();
+  const double b = now_ms();
+  CHECK(a >= 0);
+  CHECK(b >= a);
+}
+
+TEST_CASE("make_backend: cpu, and clear errors for the rest", "[backend]") {
+  BackendOptions o;
+  o.name = "cpu";
+  o.threads = 2;
+  auto be = make_backend(o);
+  REQUIRE(be);
+  CHECK(be->name() == "cpu");
+  CHECK(be->threads() == 2);
+  CHECK(!be->device_name().empty());
+  const auto names = available_backends();
+  CHECK(names.front() == "cpu");
+  o.name = "tpu";
+  CHECK_THROWS_WITH(make_backend(o), Catch::Contains("'tpu'") && Catch::Contains("cpu"));
+  o.name = "cuda";
+  if (std::find(names.begin(), names.end(), "cuda") == names.end())
+    CHECK_THROWS_WITH(make_backend(o), Catch::Contains("cuda") && Catch::Contains("not compiled"));
+  o.name = "cpu";
+  o.threads = 0;
+  CHECK_THROWS_AS(make_backend(o), std::invalid_argument);
+}
