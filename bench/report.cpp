@@ -125,7 +125,7 @@ void print_run_table(const std::vector<json>& results) {
       continue;
     }
     const bool model_ok = r["comm"]["fwd"]["matches_model"].get<bool>() && r["comm"]["bwd"]["matches_model"].get<bool>();
-    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.3f %6.1f%% %11s %11s %5s %7.0f%% %10s %6.2f\n",
+    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %6.1f%% %11s %11s %5s %7.0f%% %10s %6.2f\n",
                 r["label"].get<std::string>().c_str(), static_cast<long long>(r["seq"].get<int64_t>()), "ok",
                 r["timing"]["step_ms"]["median"].get<double>(), r["timing"]["fwd_ms"]["median"].get<double>(),
                 r["timing"]["bwd_ms"]["median"].get<double>(), r["tflops"].get<double>(),

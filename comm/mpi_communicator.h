@@ -14,7 +14,9 @@
 // issue order (so MPI's non-overtaking order is the issue order) and drives progress with
 // MPI_Testsome. While nobody waits it sleeps between polls (CPBENCH_COMM_POLL_US, default 50 us)
 // so compute keeps the cores; while a caller is blocked in wait() it polls continuously
-// (yielding), as a blocking MPI call would.
+// (yielding), as a blocking MPI call would. wait() itself spins (yielding) for
+// CPBENCH_COMM_SPIN_US before sleeping on a condition variable: default 200 us when the node has
+// at least two cores per local rank, else 0 (spinning would take the comm thread's core).
 #pragma once
 #include <mpi.h>
 

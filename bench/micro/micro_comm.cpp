@@ -13,16 +13,23 @@
 // take the maximum over ranks (MPI_Allreduce MAX) and report it with SetIterationTime, so all
 // ranks report the same time and make the same iteration-count decisions (manual time is the only
 // input to them). Counters (nccl-tests conventions, GB = 1e9 bytes): algbw_GBps = bytes per rank /
-// time; busbw_GBps = algbw * (P-1)/P for all-to-all, = algbw for the ring shift.
-// scripts/comm_ratios.py turns the JSON output into comm-layer / raw ratios.
+// mean time; busbw_GBps = algbw * (P-1)/P for all-to-all, = algbw for the ring shift; p50_ms.
+//
+// Paired baseline: the comm-layer cases also time their raw-MPI counterpart in every iteration
+// (same buffers, alternating which goes first; not part of the reported time) and report
+// raw_p50_ms and ratio_vs_raw = raw_p50 / p50 (1.0 = no overhead). Interleaved pairs cancel the
+// drift of a shared machine that separate benchmark cases, minutes apart, would see.
+// scripts/comm_ratios.py prints these ratios.
 //
 // NOTE: needs World::init before the benchmarks run (micro_main.cpp does it); all ranks must run
 // the same benchmark filter.
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -74,30 +81,57 @@ Tensor filled(Backend& be, int64_t n, float base) {
 
 int64_t mib_bytes(const benchmark::State& st) { return st.range(0) << 20; }
 
-// Runs `op` once untimed, then once per iteration between a barrier and the max-over-ranks
-// reduction of its time; sets the bandwidth counters.
+// Seconds `op` takes on the slowest rank, all ranks starting together.
 template <class Op>
-void timed_loop(benchmark::State& st, int64_t bytes, double bus_factor, Op&& op) {
+double time_max_over_ranks(MPI_Comm comm, Op& op) {
+  MPI_Barrier(comm);
+  const double t0 = MPI_Wtime();
+  op();
+  double dt = MPI_Wtime() - t0;
+  MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return dt;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct NoBaseline {
+  void operator()() const {}
+};
+
+// Runs `op` (and `baseline`, when given) once untimed, then once per iteration, reporting the
+// max-over-ranks time of `op`; sets the bandwidth counters and, with a baseline, the paired ratio.
+template <class Op, class Base = NoBaseline>
+void timed_loop(benchmark::State& st, int64_t bytes, double bus_factor, Op&& op, Base&& baseline = Base{}) {
+  constexpr bool paired = !std::is_same<std::decay_t<Base>, NoBaseline>::value;
   CommEnv& e = env();
-  op();  // warm-up: first-touch of MPI's internal buffers, connection set-up
-  double total = 0;
+  op();  // warm-up: first touch of MPI's internal buffers, connection set-up
+  if (paired) baseline();
+  std::vector<double> t_op, t_base;
+  bool base_first = false;
   for (auto _ : st) {
-    MPI_Barrier(e.raw);
-    const double t0 = MPI_Wtime();
-    op();
-    double dt = MPI_Wtime() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, e.raw);
+    if (paired && base_first) t_base.push_back(time_max_over_ranks(e.raw, baseline));
+    const double dt = time_max_over_ranks(e.raw, op);
+    if (paired && !base_first) t_base.push_back(time_max_over_ranks(e.raw, baseline));
+    base_first = !base_first;
     st.SetIterationTime(dt);
-    total += dt;
+    t_op.push_back(dt);
   }
   e.log.clear();
-  if (st.iterations() == 0 || total <= 0) return;
-  const double mean = total / static_cast<double>(st.iterations());
+  if (t_op.empty()) return;
+  const double mean = std::accumulate(t_op.begin(), t_op.end(), 0.0) / static_cast<double>(t_op.size());
   const double algbw = static_cast<double>(bytes) / mean / 1e9;
   st.counters["algbw_GBps"] = algbw;
   st.counters["busbw_GBps"] = algbw * bus_factor;
+  st.counters["p50_ms"] = median(t_op) * 1e3;
   st.counters["bytes_per_rank"] = static_cast<double>(bytes);
   st.counters["ranks"] = e.P;
+  if (paired) {
+    st.counters["raw_p50_ms"] = median(t_base) * 1e3;
+    st.counters["ratio_vs_raw"] = median(t_base) / median(t_op);
+  }
 }
 
 // Tokens per rank for a send volume of `bytes`; 0 (and the state skipped) when H % P != 0.
@@ -130,7 +164,10 @@ void BM_CommAlltoallLayer(benchmark::State& st) {
   if (T == 0) return;
   const int64_t n = T * kHeads * kHeadDim;
   Tensor send = filled(*e.be, n, float(e.rank)), recv = filled(*e.be, n, -1.f);
-  timed_loop(st, bytes, double(e.P - 1) / e.P, [&] { e.comm->all_to_all(send, recv); });
+  const int chunk = static_cast<int>(bytes / e.P);
+  timed_loop(
+      st, bytes, double(e.P - 1) / e.P, [&] { e.comm->all_to_all(send, recv); },
+      [&] { MPI_Alltoall(send.data, chunk, MPI_BYTE, recv.data, chunk, MPI_BYTE, e.raw); });
 }
 
 void BM_CommAlltoallUlysses(benchmark::State& st) {
@@ -146,16 +183,28 @@ void BM_CommAlltoallUlysses(benchmark::State& st) {
   Tensor send = filled(be, T * hd, 0.f);          // [P][T, H/P, d]
   Tensor recv = filled(be, T * hd, 0.f);          // [P][T, H/P, d] = [P*T, H/P, d] by source
   Tensor out = filled(be, T * hd, 0.f);           // [P*T, H/P, d]: the sequence for my heads
-  timed_loop(st, bytes, double(P - 1) / P, [&] {
-    for (int j = 0; j < P; ++j) {  // pack: head block j of every token -> chunk j
-      Tensor dst = send.view(j * T * w, {T * w});
-      be.copy_2d(dst, w, x.view(j * w, {x.numel() - j * w}), hd, T, w);
-    }
-    e.comm->all_to_all(send, recv);
-    // unpack: chunk j holds tokens [j*T, (j+1)*T) of the sequence, so the rows land in order
-    // (a strategy unpacks into its own q/k/v tensors, as here into `out`).
-    be.copy_2d(out, w, recv, w, int64_t(P) * T, w);
-  });
+  const int chunk = static_cast<int>(bytes / P);
+  std::vector<double> t_pack, t_unpack;  // this rank's layout copies, for the breakdown
+  timed_loop(
+      st, bytes, double(P - 1) / P,
+      [&] {
+        const double t0 = MPI_Wtime();
+        for (int j = 0; j < P; ++j) {  // pack: head block j of every token -> chunk j
+          Tensor dst = send.view(j * T * w, {T * w});
+          be.copy_2d(dst, w, x.view(j * w, {x.numel() - j * w}), hd, T, w);
+        }
+        const double t1 = MPI_Wtime();
+        e.comm->all_to_all(send, recv);
+        const double t2 = MPI_Wtime();
+        // unpack: chunk j holds tokens [j*T, (j+1)*T) of the sequence, so the rows land in order
+        // (a strategy unpacks into its own q/k/v tensors, as here into `out`).
+        be.copy_2d(out, w, recv, w, int64_t(P) * T, w);
+        t_pack.push_back(t1 - t0);
+        t_unpack.push_back(MPI_Wtime() - t2);
+      },
+      [&] { MPI_Alltoall(send.data, chunk, MPI_BYTE, recv.data, chunk, MPI_BYTE, e.raw); });
+  st.counters["pack_p50_ms"] = median(t_pack) * 1e3;
+  st.counters["unpack_p50_ms"] = median(t_unpack) * 1e3;
 }
 
 void BM_CommRingShiftRaw(benchmark::State& st) {
@@ -176,12 +225,18 @@ void BM_CommRingShiftLayer(benchmark::State& st) {
   const int64_t n = bytes / 4;
   Tensor send = filled(*e.be, n, float(e.rank)), recv = filled(*e.be, n, -1.f);
   const int next = (e.rank + 1) % e.P, prev = (e.rank + e.P - 1) % e.P;
-  timed_loop(st, bytes, 1.0, [&] {
-    Request r = e.comm->irecv(recv, prev, 7);
-    Request s = e.comm->isend(send, next, 7);
-    e.comm->wait(r);
-    e.comm->wait(s);
-  });
+  timed_loop(
+      st, bytes, 1.0,
+      [&] {
+        Request r = e.comm->irecv(recv, prev, 7);
+        Request s = e.comm->isend(send, next, 7);
+        e.comm->wait(r);
+        e.comm->wait(s);
+      },
+      [&] {
+        MPI_Sendrecv(send.data, static_cast<int>(bytes), MPI_BYTE, next, 7, recv.data, static_cast<int>(bytes),
+                     MPI_BYTE, prev, 7, e.raw, MPI_STATUS_IGNORE);
+      });
 }
 
 #define CPBENCH_COMM_SIZES ->Arg(1)->Arg(4)->Arg(16)->Arg(64)->ArgName("MiB")->UseManualTime()->Unit(benchmark::kMillisecond)

@@ -125,11 +125,12 @@ class AllgatherKV final : public SeqShardedLayer {
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec&) const override {
     // Kept: lse, delta (float32) and the k|v send buffer. Transient, the largest of three
     // moments: gathered k|v + natural-order K,V (reordering); K,V + float32 dK,dV of the whole
-    // sequence (attention backward); dK,dV + the reduce_scatter's send and receive buffers.
+    // sequence (attention backward); dK,dV + the reduce_scatter's send buffer (reordering; dK,dV
+    // are dropped before the small receive buffer is allocated).
     const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P;
     const int64_t e = s.B * T * s.G * s.d, full = 2 * s.B * s.N * s.G * s.d;
     const int64_t kept = 2 * s.B * s.H * T * 4 + 2 * e * es;
-    const int64_t reorder = 2 * full * es, attn = full * es + full * 4, rs = 2 * full * 4 + 2 * e * 4;
+    const int64_t reorder = 2 * full * es, attn = full * es + full * 4, rs = 2 * full * 4;
     return kept + std::max({reorder, attn, rs});
   }
 

@@ -43,8 +43,9 @@ class MegatronSP final : public Strategy {
     if (s.H % P != 0)
       e << "megatron-sp: P=" << P << " does not divide heads=" << s.H;
     else if (s.G % P != 0)
-      e << "megatron-sp: P=" << P << " does not divide kv_heads=" << s.G << "; use usp with ulysses<="
-        << max_divisor(P, s.H, s.G);
+      e << "megatron-sp: P=" << P << " does not divide kv_heads=" << s.G << "; "
+        << (max_divisor(P, s.H, s.G) == 1 ? std::string("use a ring strategy (or usp with ulysses=1)")
+                                          : "use usp with ulysses<=" + std::to_string(max_divisor(P, s.H, s.G)));
     else if (s.N % P != 0)
       e << "megatron-sp: seq=" << s.N << " is not divisible by P=" << P;
     if (!e.str().empty()) throw ConstraintError(e.str());

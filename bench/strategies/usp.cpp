@@ -19,6 +19,8 @@
 // Ulysses terms when U = 1.
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #include "bench/strategies/layout.h"
 #include "bench/strategies/ring_core.h"
@@ -29,14 +31,18 @@ namespace cpbench {
 namespace {
 
 // The requested ring layout reaches setup() only through StrategyEnv::spec (the job's resolved
-// MeshSpec). While StrategyEnv has no such member, only the automatic choice is possible.
-template <class Env>
-auto requested_layout(const Env& e, int) -> decltype(e.spec.ring_layout) {
-  return e.spec.ring_layout;
-}
-template <class Env>
-RingLayout requested_layout(const Env&, long) {
-  return RingLayout::auto_;
+// MeshSpec). While StrategyEnv has no such member, only the automatic choice is possible, and
+// check() rejects any other request rather than run a layout nobody asked for.
+template <class E, class = void>
+struct env_has_spec : std::false_type {};
+template <class E>
+struct env_has_spec<E, std::void_t<decltype(std::declval<E>().spec)>> : std::true_type {};
+constexpr bool kEnvCarriesSpec = env_has_spec<StrategyEnv>::value;
+
+template <class E>
+RingLayout requested_layout(const E& e) {
+  if constexpr (env_has_spec<E>::value) return e.spec.ring_layout;
+  else return RingLayout::auto_;
 }
 
 bool zigzag_layout(RingLayout requested, bool causal) {
@@ -48,6 +54,11 @@ int max_ulysses(int P, int H, int G) {
   for (int u = P; u > 1; --u)
     if (P % u == 0 && H % u == 0 && G % u == 0) return u;
   return 1;
+}
+
+std::string ulysses_hint(int P, const LayerShape& s) {
+  const int u = max_ulysses(P, s.H, s.G);
+  return u == 1 ? "use ulysses=1 (a pure ring)" : "use ulysses<=" + std::to_string(u);
 }
 
 class Usp final : public SeqShardedLayer {
@@ -94,11 +105,12 @@ class Usp final : public SeqShardedLayer {
     if (m.U < 1 || m.R < 1 || int64_t(m.U) * m.R != P)
       e << "usp: ulysses=" << m.U << " x ring=" << m.R << " must equal P=" << P;
     else if (s.H % m.U != 0)
-      e << "usp: ulysses=" << m.U << " does not divide heads=" << s.H << "; use ulysses<="
-        << max_ulysses(P, s.H, s.G);
+      e << "usp: ulysses=" << m.U << " does not divide heads=" << s.H << "; " << ulysses_hint(P, s);
     else if (s.G % m.U != 0)
-      e << "usp: ulysses=" << m.U << " does not divide kv_heads=" << s.G << "; use ulysses<="
-        << max_ulysses(P, s.H, s.G);
+      e << "usp: ulysses=" << m.U << " does not divide kv_heads=" << s.G << "; " << ulysses_hint(P, s);
+    else if (!kEnvCarriesSpec && zz != zigzag_layout(RingLayout::auto_, s.causal))
+      e << "usp: the " << (zz ? "zigzag" : "contiguous") << " ring layout was requested, but this "
+        << "build cannot pass it to the strategy (StrategyEnv has no spec); use --usp-layout auto";
     else if (zz && s.N % (2 * int64_t(P)) != 0)
       e << "usp: seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
         << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
@@ -117,7 +129,7 @@ class Usp final : public SeqShardedLayer {
   }
 
  protected:
-  bool zigzag() const { return zigzag_layout(requested_layout(env_, 0), shape().causal); }
+  bool zigzag() const { return zigzag_layout(requested_layout(env_), shape().causal); }
   int nseg() const { return zigzag() ? 2 : 1; }
 
   // The U*T tokens (per batch row) of ring index j, in position order.

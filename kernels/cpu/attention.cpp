@@ -57,6 +57,9 @@ void validate(const AttnTiles& t, const std::string& from) {
   const int v[4] = {t.fwd_q, t.fwd_k, t.bwd_q, t.bwd_k};
   if (*std::min_element(v, v + 4) < 16 || *std::max_element(v, v + 4) > 4096)
     throw std::invalid_argument(from + ": attention tile sizes must lie in [16, 4096]");
+  if (t.band < 8 || t.band > 4096)
+    throw std::invalid_argument(from + ": attention band must lie in [8, 4096]");
+  if (t.bwd_dq_floats < 1) throw std::invalid_argument(from + ": bwd_dq_floats must be >= 1");
 }
 AttnTiles read_tiles() {
   AttnTiles t;
@@ -151,6 +154,35 @@ PairPlan plan_pair(const TileInfo& qt, const TileInfo& kt, const int32_t* kp, bo
   return p;
 }
 
+// Rows [r0, r0 + rows) of a query tile against the first `cols` columns of a key tile.
+struct Band {
+  int r0, rows, cols;
+  bool masked;
+};
+
+// Calls f(Band) for the work of one (query tile, key tile) pair: the whole tile when no mask is
+// needed, else bands of `band` rows, each trimmed to the columns visible to some row of the band
+// (keys sorted) and masked only when some key of the band's columns follows some of its queries.
+template <class F>
+void for_each_band(const TileInfo& qt, const TileInfo& kt, const PairPlan& pp, const int32_t* qp,
+                   const int32_t* kp, int band, F&& f) {
+  if (!pp.masked) {
+    f(Band{0, qt.size, pp.cols, false});
+    return;
+  }
+  const int32_t* kb = kp + kt.start;
+  for (int r0 = 0; r0 < qt.size; r0 += band) {
+    const int rows = std::min(band, qt.size - r0);
+    const int32_t* qb = qp + qt.start + r0;
+    const int32_t lo = *std::min_element(qb, qb + rows), hi = *std::max_element(qb, qb + rows);
+    int cols = pp.cols;
+    if (kt.sorted) cols = static_cast<int>(std::upper_bound(kb, kb + pp.cols, hi) - kb);
+    if (cols == 0) continue;
+    const int32_t kmax = kt.sorted ? kb[cols - 1] : *std::max_element(kb, kb + cols);
+    f(Band{r0, rows, cols, kmax > lo});
+  }
+}
+
 inline void sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int64_t lda,
                   const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
@@ -160,6 +192,40 @@ inline void sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const floa
 
 }  // namespace
 
+// ---- GEMM -------------------------------------------------------------------------------------
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // C = beta C (what BLAS leaves implicit when there is nothing to sum)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) C[r * ldc + c] = beta == 0.0f ? 0.0f : beta * C[r * ldc + c];
+    return;
+  }
+  BlasSingleThreaded single;
+  // Blocks of at least 64 rows (columns) and ~4 MFLOP, so small products stay on one thread.
+  const bool split_m = m >= n;
+  const int64_t len = split_m ? m : n, other = split_m ? n : m;
+  const int64_t min_len = std::max<int64_t>(64, (int64_t(4) << 20) / std::max<int64_t>(1, 2 * other * k));
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, len / min_len));
+  if (parts == 1) {
+    sgemm(trans_a, trans_b, int(m), int(n), int(k), alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const int64_t blk = round_up((len + parts - 1) / parts, 16);
+#pragma omp parallel for schedule(static, 1) num_threads(int(parts))
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t i0 = p * blk;
+    if (i0 >= len) continue;
+    const int cnt = static_cast<int>(std::min(blk, len - i0));
+    if (split_m)  // rows i0.. of C and of op(A)
+      sgemm(trans_a, trans_b, cnt, int(n), int(k), alpha, trans_a ? A + i0 : A + i0 * lda, lda, B,
+            ldb, beta, C + i0 * ldc, ldc);
+    else  // columns i0.. of C and of op(B)
+      sgemm(trans_a, trans_b, int(m), cnt, int(k), alpha, A, lda, trans_b ? B + i0 * ldb : B + i0,
+            ldb, beta, C + i0, ldc);
+  }
+}
+
 // ---- forward ----------------------------------------------------------------------------------
 void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v,
               const Positions& qpos, const Positions& kpos, float* o, float* lse, int threads) {
@@ -168,7 +234,7 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
   if (nq == 0) return;
   const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
   const AttnTiles& tl = attn_tiles();
-  const int bq = tl.fwd_q, bk = tl.fwd_k;
+  const int bq = tl.fwd_q, bk = tl.fwd_k, band = tl.band;
   const std::vector<TileInfo> qtiles = tile_infos(qp, bq);
   const std::vector<TileInfo> ktiles = nk > 0 ? tile_infos(kp, bk) : std::vector<TileInfo>{};
   const int nqt = static_cast<int>(qtiles.size()), nkt = static_cast<int>(ktiles.size());
@@ -217,13 +283,17 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
     const float* Qt = q + ((b * nq + qt.start) * hq + h) * d;
     for (const Visit& vis : plan[qi]) {
       const TileInfo& kt = ktiles[vis.kt];
-      const int cols = vis.p.cols;
       const float* Kt = k + ((b * nk + kt.start) * hk + g) * d;
       const float* Vt = v + ((b * nk + kt.start) * hk + g) * d;
-      sgemm(false, true, rows, cols, d, alpha, Qt, ldq, Kt, ldk, 0.0f, S, ldS);
-      if (vis.p.masked) ops.mask_tile(S, ldS, rows, cols, qp.data() + qt.start, kp.data() + kt.start);
-      ops.softmax_tile(S, ldS, rows, cols, m, l, O, d, d);
-      sgemm(false, false, rows, d, cols, 1.0f, S, ldS, Vt, ldk, 1.0f, O, d);
+      for_each_band(qt, kt, vis.p, qp.data(), kp.data(), band, [&](const Band& bd) {
+        const float* Qb = Qt + int64_t(bd.r0) * ldq;
+        float* Ob = O + int64_t(bd.r0) * d;
+        sgemm(false, true, bd.rows, bd.cols, d, alpha, Qb, ldq, Kt, ldk, 0.0f, S, ldS);
+        if (bd.masked)
+          ops.mask_tile(S, ldS, bd.rows, bd.cols, qp.data() + qt.start + bd.r0, kp.data() + kt.start);
+        ops.softmax_tile(S, ldS, bd.rows, bd.cols, m + bd.r0, l + bd.r0, Ob, d, d);
+        sgemm(false, false, bd.rows, d, bd.cols, 1.0f, S, ldS, Vt, ldk, 1.0f, Ob, d);
+      });
     }
     // o = O / l, lse = ln 2 * (m + log2 l); rows without a visible key: o = 0, lse = -inf.
     float* lrow = lse + (b * hq + h) * nq + qt.start;
@@ -251,7 +321,7 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
   if (nq == 0 || nk == 0) return;
   const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
   const AttnTiles& tl = attn_tiles();
-  const int bq = tl.bwd_q, bk = tl.bwd_k;
+  const int bq = tl.bwd_q, bk = tl.bwd_k, band = tl.band;
   const std::vector<TileInfo> qtiles = tile_infos(qp, bq), ktiles = tile_infos(kp, bk);
   const int nqt = static_cast<int>(qtiles.size()), nkt = static_cast<int>(ktiles.size());
 
@@ -267,10 +337,9 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
   const VecOps& ops = vec_ops();
   const int T = std::max(1, threads);
 
-  // Query rows per chunk: the private dQ buffers ([chunk, hq, d] per thread) stay near 4 MiB.
-  const int64_t budget = int64_t(1) << 20;  // floats
-  const int tiles_per_chunk =
-      static_cast<int>(std::max<int64_t>(1, budget / (int64_t(bq) * hq * d)));
+  // Query rows per chunk: the private dQ buffers ([chunk, hq, d] per thread) stay within budget.
+  const int tiles_per_chunk = static_cast<int>(
+      std::min<int64_t>(nqt, std::max<int64_t>(1, tl.bwd_dq_floats / (int64_t(bq) * hq * d))));
   const int64_t chunk_rows_max = int64_t(tiles_per_chunk) * bq;
   std::vector<float*> dqbuf(T, nullptr);
   std::vector<char> dq_used(T, 0);
@@ -335,27 +404,31 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
               const PairPlan& pp = plan[j][i];
               if (pp.cols == 0) continue;
               const TileInfo& qt = qtiles[i];
-              const int rows = qt.size, cols = pp.cols;
               const int64_t qoff = ((b * nq + qt.start) * hq + h) * d;
               const float *Qt = q + qoff, *dOt = dout + qoff;
               float* dQt = dQ + ((qt.start - row0) * hq + h) * d;
               const float* lrow = lse + (b * hq + h) * nq + qt.start;
               const float* drow = delta + (b * hq + h) * nq + qt.start;
-              for (int r = 0; r < rows; ++r) {
+              for (int r = 0; r < qt.size; ++r) {
                 lse2[r] = lrow[r] == kNegInf ? kNegInf : static_cast<float>(lrow[r] * kLog2e);
                 dl[r] = drow[r];
               }
-              // P = exp2(alpha Q K^T - lse2), masked entries 0.
-              sgemm(false, true, rows, cols, d, alpha, Qt, ldq, Kt, ldk, 0.0f, S, ldS);
-              if (pp.masked) ops.mask_tile(S, ldS, rows, cols, qp.data() + qt.start, kp.data() + kt.start);
-              ops.prob_tile(S, ldS, rows, cols, lse2);
-              // dV += P^T dO;  dP = dO V^T;  dS = P (dP - delta)
-              sgemm(true, false, cols, d, rows, 1.0f, S, ldS, dOt, ldq, 1.0f, dVt, ldk);
-              sgemm(false, true, rows, cols, d, 1.0f, dOt, ldq, Vt, ldk, 0.0f, dP, ldS);
-              ops.dsoftmax_tile(S, dP, ldS, rows, cols, dl);
-              // dK += scale dS^T Q;  dQ += scale dS K
-              sgemm(true, false, cols, d, rows, scale, dP, ldS, Qt, ldq, 1.0f, dKt, ldk);
-              sgemm(false, false, rows, d, cols, scale, dP, ldS, Kt, ldk, 1.0f, dQt, ldq);
+              for_each_band(qt, kt, pp, qp.data(), kp.data(), band, [&](const Band& bd) {
+                const int rows = bd.rows, cols = bd.cols;
+                const int64_t ro = int64_t(bd.r0) * ldq;
+                // P = exp2(alpha Q K^T - lse2), masked entries 0.
+                sgemm(false, true, rows, cols, d, alpha, Qt + ro, ldq, Kt, ldk, 0.0f, S, ldS);
+                if (bd.masked)
+                  ops.mask_tile(S, ldS, rows, cols, qp.data() + qt.start + bd.r0, kp.data() + kt.start);
+                ops.prob_tile(S, ldS, rows, cols, lse2 + bd.r0);
+                // dV += P^T dO;  dP = dO V^T;  dS = P (dP - delta)
+                sgemm(true, false, cols, d, rows, 1.0f, S, ldS, dOt + ro, ldq, 1.0f, dVt, ldk);
+                sgemm(false, true, rows, cols, d, 1.0f, dOt + ro, ldq, Vt, ldk, 0.0f, dP, ldS);
+                ops.dsoftmax_tile(S, dP, ldS, rows, cols, dl + bd.r0);
+                // dK += scale dS^T Q;  dQ += scale dS K
+                sgemm(true, false, cols, d, rows, scale, dP, ldS, Qt + ro, ldq, 1.0f, dKt, ldk);
+                sgemm(false, false, rows, d, cols, scale, dP, ldS, Kt, ldk, 1.0f, dQt + ro, ldq);
+              });
             }
           }
         }
@@ -420,9 +493,13 @@ void attn_bwd_delta(const AttnShape& s, const float* o, const float* dout, float
     for (int h = 0; h < hq; ++h) {
       const float* a = o + (bi * hq + h) * d;
       const float* c = dout + (bi * hq + h) * d;
-      double acc = 0;
-      for (int e = 0; e < d; ++e) acc += double(a[e]) * double(c[e]);
-      delta[(b * hq + h) * nq + i] = static_cast<float>(acc);
+      double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // independent lanes: vectorisable, fixed order
+      int e = 0;
+      for (; e + 8 <= d; e += 8)
+        for (int u = 0; u < 8; ++u) acc[u] += double(a[e + u]) * double(c[e + u]);
+      double t = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+      for (; e < d; ++e) t += double(a[e]) * double(c[e]);
+      delta[(b * hq + h) * nq + i] = static_cast<float>(t);
     }
   }
 }

@@ -1,7 +1,6 @@
 // CpuBackend: boundary checks, memory, timing and the compute log around the fp32 kernels.
 #include "kernels/cpu/cpu_backend.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <cstdlib>
@@ -157,18 +156,7 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   if (!compute_enabled_) return;
   count_gemm(m, n, k);
   compute("gemm", [&] {
-    if (m == 0 || n == 0) return;
-    if (k == 0) {  // C = beta C (BLAS leaves the k = 0 case to the caller's reading)
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = 0; c < n; ++c) {
-          float& x = f(C)[r * ldc + c];
-          x = beta == 0.0f ? 0.0f : beta * x;
-        }
-      return;
-    }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, f(A), int(lda),
-                f(B), int(ldb), beta, f(C), int(ldc));
+    cpu::gemm(trans_a, trans_b, m, n, k, alpha, f(A), lda, f(B), ldb, beta, f(C), ldc, threads_);
   });
 }
 

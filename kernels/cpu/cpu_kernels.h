@@ -12,11 +12,18 @@ namespace cpbench::cpu {
 // Tuned on AVX-512 / AVX2 machines (docs in attention.cpp); CPBENCH_ATTN_TILES="fq,fk,bq,bk"
 // overrides them for tuning experiments.
 struct AttnTiles {
-  int fwd_q = 128, fwd_k = 128;
-  int bwd_q = 128, bwd_k = 128;
+  int fwd_q = 384, fwd_k = 256;
+  int bwd_q = 256, bwd_k = 256;
+  // Partially masked tiles are computed in bands of this many query rows, each band trimmed to
+  // its own last visible key, so the causal diagonal wastes at most ~band/2 columns per row.
+  int band = 64;
+  // Backward: query rows are processed in chunks whose per-thread dQ buffer [rows, hq, d] holds
+  // at most this many floats (at least one query tile).
+  int64_t bwd_dq_floats = int64_t(1) << 20;
 };
 const AttnTiles& attn_tiles();
-// Replaces the tile sizes (each in [16, 4096]); for tests and tuning, not thread-safe.
+// Replaces the tile sizes (tiles in [16, 4096], band in [8, 4096]); for tests and tuning, not
+// thread-safe.
 void set_attn_tiles(const AttnTiles& t);
 
 // While alive, OpenBLAS runs single-threaded (each OpenMP thread calls sgemm on its own tiles);
@@ -34,6 +41,15 @@ class BlasSingleThreaded {
 void blas_set_threads(int n);
 int blas_threads();
 const char* blas_core_name();
+
+// ---- GEMM (attention.cpp) -----------------------------------------------------------------------
+// Row-major C = alpha op(A) op(B) + beta C on `threads` OpenMP threads, each running a
+// single-threaded OpenBLAS sgemm on its block of rows (or columns, when n > m) of C. The backend
+// never uses OpenBLAS's own thread pool: its idle workers spin for ~0.1 s after each call and
+// would compete with the OpenMP threads of the next kernel. Each element of C comes from one
+// sgemm over the full k, so the result does not depend on the thread count.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads);
 
 // ---- attention (attention.cpp) ------------------------------------------------------------------
 void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v,

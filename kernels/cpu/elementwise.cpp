@@ -9,14 +9,27 @@
 
 namespace cpbench::cpu {
 
+namespace {
+// sum_i a[i] * b[i] in double, in 8 independent lanes (vectorisable without -ffast-math; the
+// summation order is fixed, so results are deterministic).
+double dot(const float* a, const float* b, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += double(a[i + l]) * double(b[i + l]);
+  double t = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) t += double(a[i]) * double(b[i]);
+  return t;
+}
+}  // namespace
+
 void rmsnorm_fwd(const float* x, const float* w, float eps, int64_t rows, int64_t D, float* y,
                  float* rstd, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * D;
     float* yr = y + r * D;
-    double ss = 0;
-    for (int64_t c = 0; c < D; ++c) ss += double(xr[c]) * double(xr[c]);
+    const double ss = dot(xr, xr, D);
     const float rs = static_cast<float>(1.0 / std::sqrt(ss / double(D) + double(eps)));
     rstd[r] = rs;
     for (int64_t c = 0; c < D; ++c) yr[c] = xr[c] * rs * w[c];
@@ -35,15 +48,16 @@ void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float*
 #pragma omp parallel for schedule(static, 1) num_threads(T)
   for (int t = 0; t < T; ++t) {
     double* pw = part.data() + size_t(t) * D;
+    std::vector<float> gx(static_cast<size_t>(D));
     const int64_t r0 = std::min(rows, per * t), r1 = std::min(rows, r0 + per);
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * D;
       const float* gr = dy + r * D;
       float* dxr = dx + r * D;
       const double rs = rstd[r];
-      double dot = 0;
-      for (int64_t c = 0; c < D; ++c) dot += double(gr[c]) * double(w[c]) * double(xr[c]);
-      const double coef = rs * rs * rs * dot / double(D);
+      for (int64_t c = 0; c < D; ++c) gx[size_t(c)] = gr[c] * w[c];
+      const double gw_x = dot(gx.data(), xr, D);  // sum_k dy_k w_k x_k
+      const double coef = rs * rs * rs * gw_x / double(D);
       for (int64_t c = 0; c < D; ++c) {
         dxr[c] = static_cast<float>(rs * double(w[c]) * double(gr[c]) - double(xr[c]) * coef);
         pw[c] += double(gr[c]) * double(xr[c]) * rs;

@@ -1,66 +1,14 @@
-// The small attention kernels: the online-softmax merge of a block's partial result and the
-// FlashAttention-2 preprocessing delta = rowsum(dO o O). One warp per (b, i, h) row of d elements.
+// Launchers of the merge and delta kernels (attention_misc_kernel.cuh).
+#include <climits>
+#include <stdexcept>
+
+#include "kernels/cuda/attention_misc_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_common.cuh"
 
 namespace cpbench::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = 8;
-
-// Row r of o ([B, nq, hq, d] contiguous) is (b, i, h) with r = (b*nq + i)*hq + h; its lse/delta
-// element ([B, hq, nq]) is (b*hq + h)*nq + i.
-__device__ __forceinline__ int64_t lse_index(int64_t r, int64_t nq, int hq) {
-  const int h = int(r % hq);
-  const int64_t bi = r / hq;
-  const int64_t i = bi % nq, b = bi / nq;
-  return (b * hq + h) * nq + i;
-}
-
-// lse = log(e^a + e^b); o = (o_acc e^(a-lse) + o_blk e^(b-lse)). A side with lse = -inf adds
-// nothing and its o is never read (it may be anything, e.g. poisoned); both -inf: o = 0.
-__global__ void merge_kernel(void* o_acc, int t, float* lse_acc, const void* o_blk,
-                             const float* lse_blk, int64_t rows, int64_t nq, int hq, int d) {
-  const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (r >= rows) return;
-  const int64_t li = lse_index(r, nq, hq);
-  const float a = lse_acc[li], b = lse_blk[li];
-  const int64_t base = r * d;
-  if (b == -kInf) {  // the block adds nothing
-    if (a == -kInf)
-      for (int c = lane; c < d; c += 32) st_any(o_acc, t, base + c, 0.0f);
-    return;
-  }
-  float wa = 0.0f, wb = 1.0f, lse = b;
-  if (a != -kInf) {
-    const float m = fmaxf(a, b);
-    wa = expf(a - m);
-    wb = expf(b - m);
-    const float s = wa + wb;
-    lse = m + logf(s);
-    wa /= s;
-    wb /= s;
-  }
-  for (int c = lane; c < d; c += 32) {
-    const float y = ld_any(o_blk, t, base + c) * wb;
-    st_any(o_acc, t, base + c, a == -kInf ? y : ld_any(o_acc, t, base + c) * wa + y);
-  }
-  __syncwarp();  // every lane has read lse_acc[li] before lane 0 overwrites it
-  if (lane == 0) lse_acc[li] = lse;
-}
-
-__global__ void delta_kernel(const void* o, const void* dout, int t, float* delta, int64_t rows,
-                             int64_t nq, int hq, int d) {
-  const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (r >= rows) return;
-  const int64_t base = r * d;
-  float s = 0.0f;
-  for (int c = lane; c < d; c += 32) s += ld_any(o, t, base + c) * ld_any(dout, t, base + c);
-  s = warp_sum(s);
-  if (lane == 0) delta[lse_index(r, nq, hq)] = s;
-}
+using namespace kern;
 
 unsigned blocks_for_rows(int64_t rows) {
   const int64_t b = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;

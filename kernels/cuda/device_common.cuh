@@ -15,7 +15,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -89,6 +91,13 @@ __host__ __device__ __forceinline__ void pos_range(const PosArg& p, int lo, int 
 }
 
 // ---- tensor-core primitives (sm_80+) ---------------------------------------------------------
+// Under CPB_CUDA_EMULATION (the host emulator of tests/unit/cuda_emu.h, which runs these kernels
+// on the CPU to check their index math) the emulator defines the primitives below instead.
+#ifdef CPB_CUDA_EMULATION
+#define CPB_DYNAMIC_SMEM(name) unsigned char* name = ::cpb_emu::dynamic_smem()
+#else
+#define CPB_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
 template <typename T>
 struct MmaOp;
 template <>
@@ -155,18 +164,34 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+#endif  // CPB_CUDA_EMULATION
+
 // Two floats -> two 16-bit values in one register (lo in the low half).
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 template <>
 __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  uint32_t r;
+  memcpy(&r, &v, sizeof(r));  // a register move
+  return r;
 }
 template <>
 __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
+  const __half2 v = __floats2half2_rn(lo, hi);
+  uint32_t r;
+  memcpy(&r, &v, sizeof(r));
+  return r;
+}
+
+// Stores two packed 16-bit values at p (4-byte aligned).
+template <typename T>
+__device__ __forceinline__ void st_u32(T* p, uint32_t v) {
+#ifdef CPB_CUDA_EMULATION
+  memcpy(static_cast<void*>(p), &v, sizeof(v));
+#else
+  *reinterpret_cast<uint32_t*>(p) = v;  // one 32-bit store (the CUDA idiom)
+#endif
 }
 
 // Grid size for a grid-stride loop over n elements with 256-thread blocks.

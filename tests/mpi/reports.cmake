@@ -5,6 +5,7 @@ set(_chk ${PROJECT_SOURCE_DIR}/tests/python/check_report.py)
 set(_val ${PROJECT_SOURCE_DIR}/scripts/validate_report.py)
 set(_run "${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np")
 set(_fast --warmup 0 --iters 2 --no-progress)
+set(_fast_s "--warmup 0 --iters 2 --no-progress")  # the same, for sh -c strings
 
 # cpbench_report_test(NAME NP "CPBENCH ARGS" "CHECK COMMANDS (REPORT is the report path)")
 function(cpbench_report_test name np args checks)
@@ -25,7 +26,7 @@ cpbench_report_test(model_p6 6 "--model;tiny;--seq;144;--heads;6;--kv-heads;6;--
 cpbench_report_test(model_p8 8 "--model;tiny;--seq;128;--heads;8;--kv-heads;2;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 6")
 
 # Memory: sequence-sharded activations scale as 1/P; megatron-sp shards its weights.
-set(_mem "--model;tiny;--seq;4096;--heads;4;--kv-heads;4;--strategies;ulysses,ring,ring-zigzag,megatron-sp;--warmup;0;--iters;1;--no-progress")
+set(_mem "--model tiny --seq 4096 --heads 4 --kv-heads 4 --strategies ulysses,ring,ring-zigzag,megatron-sp --warmup 0 --iters 1 --no-progress")
 add_test(NAME report_memory_scaling
          COMMAND sh -c "${_run} 1 ${CPBENCH_BIN} run ${_mem} --out ${CPBENCH_TEST_OUT}/mem_p1.json && ${_run} 4 ${CPBENCH_BIN} run ${_mem} --out ${CPBENCH_TEST_OUT}/mem_p4.json && ${_py} ${_chk} memory ${CPBENCH_TEST_OUT}/mem_p1.json ${CPBENCH_TEST_OUT}/mem_p4.json ulysses ring ring-zigzag && ${_py} ${_chk} weights ${CPBENCH_TEST_OUT}/mem_p1.json ${CPBENCH_TEST_OUT}/mem_p4.json megatron-sp")
 set_tests_properties(report_memory_scaling PROPERTIES LABELS "mpi;report" TIMEOUT 600)
@@ -36,5 +37,5 @@ cpbench_report_test(balance_causal 4 "--model;tiny;--seq;2048;--heads;4;--kv-hea
 
 # Trace, plots and the regression gate on a real report.
 add_test(NAME report_trace_plots_gate
-         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/plots && ${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 256,512 ${_fast} --out ${CPBENCH_TEST_OUT}/tpg.json --trace ${CPBENCH_TEST_OUT}/tpg_trace.json && ${_py} ${_val} ${CPBENCH_TEST_OUT}/tpg.json && ${_py} ${_chk} trace ${CPBENCH_TEST_OUT}/tpg_trace.json --ranks 2 && ${_py} ${PROJECT_SOURCE_DIR}/scripts/plot_report.py ${CPBENCH_TEST_OUT}/tpg.json -o ${CPBENCH_TEST_OUT}/plots && test -s ${CPBENCH_TEST_OUT}/plots/step_time.png && ${_py} ${PROJECT_SOURCE_DIR}/scripts/compare_reports.py ${CPBENCH_TEST_OUT}/tpg.json ${CPBENCH_TEST_OUT}/tpg.json")
+         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/plots && ${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 256,512 ${_fast_s} --out ${CPBENCH_TEST_OUT}/tpg.json --trace ${CPBENCH_TEST_OUT}/tpg_trace.json && ${_py} ${_val} ${CPBENCH_TEST_OUT}/tpg.json && ${_py} ${_chk} trace ${CPBENCH_TEST_OUT}/tpg_trace.json --ranks 2 && ${_py} ${PROJECT_SOURCE_DIR}/scripts/plot_report.py ${CPBENCH_TEST_OUT}/tpg.json -o ${CPBENCH_TEST_OUT}/plots && test -s ${CPBENCH_TEST_OUT}/plots/step_time.png && ${_py} ${PROJECT_SOURCE_DIR}/scripts/compare_reports.py ${CPBENCH_TEST_OUT}/tpg.json ${CPBENCH_TEST_OUT}/tpg.json")
 set_tests_properties(report_trace_plots_gate PROPERTIES LABELS "mpi;report" TIMEOUT 600)

@@ -7,4 +7,4 @@ cpbench_unit_test(test_kernels
     ${CMAKE_CURRENT_LIST_DIR}/test_cpu_attention.cpp
   LIBS cpbench_backends cpbench_cpu BLAS::BLAS OpenMP::OpenMP_CXX)
 # The OpenBLAS concurrency test calls cblas directly.
-target_include_directories(test_kernels PRIVATE ${CPBENCH_CBLAS_INCLUDE})
+target_include_directories(test_kernels SYSTEM PRIVATE ${CPBENCH_CBLAS_INCLUDE})

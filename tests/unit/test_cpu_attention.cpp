@@ -186,7 +186,8 @@ TEST_CASE("attention fwd/bwd match the float64 reference", "[attention]") {
   TileGuard guard;
   // Default tiles, and small tiles so every case crosses many tile boundaries (diagonal, skipped,
   // trimmed and mask-free tiles, several online-softmax rescales per row).
-  const cpu::AttnTiles small{16, 32, 32, 16};
+  // Small dQ chunks too: the backward runs several query chunks per batch row.
+  const cpu::AttnTiles small{16, 32, 32, 16, 8, 4096};
   const auto all = cases();
   for (int tiles = 0; tiles < 2; ++tiles) {
     cpu::set_attn_tiles(tiles == 0 ? guard.saved : small);
@@ -242,7 +243,7 @@ TEST_CASE("the float64 reference gradient matches finite differences", "[attenti
 
 TEST_CASE("attention over two key blocks: merge and accumulated backward equal the whole", "[attention][merge]") {
   TileGuard guard;
-  cpu::set_attn_tiles({16, 32, 32, 16});
+  cpu::set_attn_tiles({16, 32, 32, 16, 8, 4096});
   // Queries 0..99 (causal). Key block 1 = positions 10..59, block 2 = 60..109: query rows 0..9
   // see no key at all, rows 10..59 only block 1, later rows both.
   AttnShape s;
@@ -368,7 +369,7 @@ TEST_CASE("attention results do not depend on the schedule", "[attention]") {
   CHECK(compare(a[2], to_double(one[2])).ok(1e-6));  // dq: per-thread partial sums
 }
 
-TEST_CASE("attention counts FLOPs and logs compute; replay mode skips it", "[attention]") {
+TEST_CASE("attention counts FLOPs and logs compute and replay mode skips it", "[attention]") {
   AttnShape s;
   s.B = 1; s.nq = 64; s.nk = 64; s.hq = 2; s.hk = 2; s.d = 16; s.causal = true;
   CpuBackend be(2);

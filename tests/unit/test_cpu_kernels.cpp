@@ -170,6 +170,40 @@ TEST_CASE("cpu gemm: all transposes, pitches, alpha and beta", "[cpu][gemm]") {
   }
 }
 
+TEST_CASE("cpu gemm split across threads equals one thread and the reference", "[cpu][gemm]") {
+  // Large enough that the product is split by rows (m >= n) or by columns (n > m).
+  for (const auto& dims : {std::vector<int64_t>{256, 96, 200}, std::vector<int64_t>{96, 300, 200}}) {
+    const int64_t m = dims[0], n = dims[1], k = dims[2];
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        const int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
+        const auto A = randn(size_t((ta ? k : m) * lda), 50), B = randn(size_t((tb ? n : k) * ldb), 51),
+                   C0 = randn(size_t(m * ldc), 52);
+        std::vector<std::vector<float>> got;
+        for (int threads : {1, 2, 3}) {
+          CpuBackend be(threads);
+          Tensor tA = upload(be, A, {int64_t(A.size())}), tB = upload(be, B, {int64_t(B.size())});
+          Tensor tC = upload(be, C0, {m, ldc});
+          be.gemm(ta, tb, m, n, k, 0.5f, tA, lda, tB, ldb, 2.0f, tC, ldc);
+          got.push_back(be.download(tC));
+        }
+        INFO("m " << m << " n " << n << " k " << k << " ta " << ta << " tb " << tb);
+        CHECK(got[0] == got[1]);
+        CHECK(got[0] == got[2]);
+        std::vector<double> want(C0.begin(), C0.end());
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t p = 0; p < k; ++p)
+              acc += double(ta ? A[size_t(p * lda + i)] : A[size_t(i * lda + p)]) *
+                     double(tb ? B[size_t(j * ldb + p)] : B[size_t(p * ldb + j)]);
+            want[size_t(i * ldc + j)] = 0.5 * acc + 2.0 * C0[size_t(i * ldc + j)];
+          }
+        CHECK(compare(got[1], want).ok(kTol));
+      }
+  }
+}
+
 TEST_CASE("cpu rmsnorm forward and backward vs float64 Jacobian", "[cpu][rmsnorm]") {
   CpuBackend be(2);
   be.set_poison(true);

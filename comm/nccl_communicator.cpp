@@ -1,0 +1,515 @@
+// NCCL communicator (see nccl_communicator.h for the stream, point-to-point and timing rules).
+#include "comm/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace cpbench {
+namespace {
+
+std::string nccl_message(ncclResult_t r) {
+  std::string m = ncclGetErrorString(r);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
+  if (const char* last = ncclGetLastError(nullptr); last && *last) m += " (" + std::string(last) + ")";
+#endif
+  return m;
+}
+
+}  // namespace
+}  // namespace cpbench
+
+#define NCCL_CHECK(expr)                                                                       \
+  do {                                                                                         \
+    const ncclResult_t nccl_check_r_ = (expr);                                                 \
+    if (nccl_check_r_ != ncclSuccess)                                                          \
+      ::cpbench::throw_gpu_error("NCCL", #expr, __FILE__, __LINE__,                            \
+                                 ::cpbench::nccl_message(nccl_check_r_));                      \
+  } while (0)
+
+namespace cpbench {
+namespace {
+
+constexpr size_t kMaxPendingTimings = 4096;  // resolve early past this many
+
+void mpi_ok(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw std::runtime_error(std::string("MPI error in ") + call + " (" + error_context() + "): " + msg);
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
+  }
+  throw std::invalid_argument("nccl: unknown dtype");
+}
+
+bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
+  if (na == 0 || nb == 0) return false;
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + nb && pb < pa + na;
+}
+
+// Start and end events of one operation (or one group of p2p operations) on the comm stream.
+struct Span {
+  cudaEvent_t start = nullptr, end = nullptr;
+  Span() {
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&end));
+  }
+  ~Span() {
+    if (start) (void)cudaEventDestroy(start);
+    if (end) (void)cudaEventDestroy(end);
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+};
+
+struct P2POp {
+  const void* owner = nullptr;
+  OpKind kind = OpKind::send;
+  Tensor buf;  // keeps the buffer alive until the operation is done
+  int peer = 0;
+  size_t bytes = 0;
+  Phase phase = Phase::other;
+  double t_issue = 0;
+  cudaEvent_t ready = nullptr;  // on the compute stream at issue; until posted
+  bool posted = false;
+  std::shared_ptr<Span> span;  // of the group it was posted in
+};
+
+// A log record whose interval is patched from its events at the next synchronize.
+struct TimingFix {
+  size_t index;
+  OpKind op;
+  int64_t buffer_bytes;
+  int peer;
+  double t_issue;
+  std::shared_ptr<Span> span;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm comm, const std::string& name, CommLog& log, CudaBackend& be);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_to_all(const Tensor& send, Tensor& recv) override;
+  void all_gather(const Tensor& send, Tensor& recv) override;
+  void reduce_scatter(const Tensor& send, Tensor& recv) override;
+  Request isend(const Tensor& buf, int peer, int tag) override;
+  Request irecv(Tensor& buf, int peer, int tag) override;
+  void wait(Request& r) override;
+  void barrier() override;
+
+ private:
+  void set_device() { CUDA_CHECK(cudaSetDevice(be_.device())); }
+  // compute stream -> comm stream dependency, then the start event.
+  std::shared_ptr<Span> begin_op();
+  // end event; the compute stream waits on it.
+  void end_op(Span& sp);
+  void flush();  // post the queued isend/irecv as one group
+  Request queue_p2p(OpKind kind, const Tensor& buf, int peer);
+  void log_record(OpKind op, Phase ph, int64_t buffer_bytes, int peer, double t_issue,
+                  const std::shared_ptr<Span>& sp);
+  void on_sync();
+  void resolve_timings();
+  void take_reference();
+  void check_pair(const char* op, const Tensor& send, const Tensor& recv, int64_t want_recv,
+                  const char* rule) const;
+  void check_divisible(const char* op, const Tensor& send) const;
+
+  CudaBackend& be_;
+  CommLog& log_;
+  int rank_ = 0, size_ = 1;
+  ncclComm_t nc_ = nullptr;  // null for a group of one rank
+  cudaStream_t cs_ = nullptr;
+  int hook_ = 0;
+  cudaEvent_t ref_ = nullptr;
+  double ref_host_ = 0;
+  int* barrier_buf_ = nullptr;
+  std::vector<std::shared_ptr<P2POp>> queue_;     // issued, not yet posted
+  std::vector<std::shared_ptr<P2POp>> inflight_;  // posted; kept alive until the next sync
+  std::unordered_set<const void*> live_;          // requests not yet waited
+  std::vector<TimingFix> fixes_;
+};
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, const std::string& name, CommLog& log,
+                                   CudaBackend& be)
+    : be_(be), log_(log) {
+  name_ = name;
+  // We own `comm`: freed (collectively) when the bootstrap is done or has failed.
+  struct CommGuard {
+    MPI_Comm c;
+    ~CommGuard() {
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    }
+  } guard{comm};
+  int world_rank = -1;
+  if (MPI_Comm_rank(MPI_COMM_WORLD, &world_rank) == MPI_SUCCESS) set_error_rank(world_rank);
+  mpi_ok(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
+  mpi_ok(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
+  set_device();
+
+  // NCCL needs one GPU per rank: say so clearly (and on every rank) instead of NCCL's error.
+  constexpr int kLen = 256;
+  char mine[kLen] = {0};
+  {
+    char host[128] = "?", bus[64] = "?";
+    if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "?");
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), be_.device()));
+    std::snprintf(mine, kLen, "%s GPU %s", host, bus);
+  }
+  std::vector<char> all(size_t(kLen) * size_t(size_));
+  mpi_ok(MPI_Allgather(mine, kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm), "MPI_Allgather");
+  for (int i = 0; i < size_; ++i)
+    for (int j = i + 1; j < size_; ++j)
+      if (std::strncmp(&all[size_t(i) * kLen], &all[size_t(j) * kLen], kLen) == 0)
+        throw std::runtime_error("comm nccl, group '" + name + "': group ranks " + std::to_string(i) +
+                                 " and " + std::to_string(j) + " use the same device (" +
+                                 std::string(&all[size_t(i) * kLen]) +
+                                 "); NCCL needs one GPU per rank. Start one rank per GPU, or use "
+                                 "--comm mpi to share a GPU between ranks.");
+
+  int prio_lo = 0, prio_hi = 0;
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
+  CUDA_CHECK(cudaStreamCreateWithPriority(&cs_, cudaStreamNonBlocking, prio_hi));
+  if (size_ > 1) {
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    mpi_ok(MPI_Bcast(&id, int(sizeof(id)), MPI_BYTE, 0, comm), "MPI_Bcast");
+    NCCL_CHECK(ncclCommInitRank(&nc_, size_, id, rank_));
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_buf_), sizeof(int)));
+    CUDA_CHECK(cudaMemset(barrier_buf_, 0, sizeof(int)));
+  }
+  CUDA_CHECK(cudaEventCreate(&ref_));
+  take_reference();
+  hook_ = be_.add_sync_hook([this] { on_sync(); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  be_.remove_sync_hook(hook_);
+  if (!queue_.empty())
+    std::fprintf(stderr,
+                 "cpbench: NCCL communicator '%s' destroyed with %zu isend/irecv never waited; "
+                 "dropped\n",
+                 name_.c_str(), queue_.size());
+  for (auto& op : queue_)
+    if (op->ready) (void)cudaEventDestroy(op->ready);
+  (void)cudaSetDevice(be_.device());
+  if (cs_) (void)cudaStreamSynchronize(cs_);
+  inflight_.clear();
+  fixes_.clear();
+  if (nc_) (void)ncclCommDestroy(nc_);
+  if (barrier_buf_) (void)cudaFree(barrier_buf_);
+  if (ref_) (void)cudaEventDestroy(ref_);
+  if (cs_) (void)cudaStreamDestroy(cs_);
+  (void)cudaGetLastError();
+}
+
+// ---- stream plumbing and timing ---------------------------------------------------------------
+std::shared_ptr<Span> NcclCommunicator::begin_op() {
+  set_device();
+  cudaEvent_t ready = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(ready, be_.compute_stream()));
+  CUDA_CHECK(cudaStreamWaitEvent(cs_, ready, 0));
+  CUDA_CHECK(cudaEventDestroy(ready));  // the wait is enqueued; the event may go
+  auto sp = std::make_shared<Span>();
+  CUDA_CHECK(cudaEventRecord(sp->start, cs_));
+  return sp;
+}
+
+void NcclCommunicator::end_op(Span& sp) {
+  CUDA_CHECK(cudaEventRecord(sp.end, cs_));
+  CUDA_CHECK(cudaStreamWaitEvent(be_.compute_stream(), sp.end, 0));
+}
+
+void NcclCommunicator::log_record(OpKind op, Phase ph, int64_t buffer_bytes, int peer,
+                                  double t_issue, const std::shared_ptr<Span>& sp) {
+  auto& recs = log_.records();
+  recs.push_back(CommRecord{op, name_, size_, ph, logical_bytes_sent(op, buffer_bytes, size_),
+                            buffer_bytes, peer, t_issue, t_issue});
+  if (sp) fixes_.push_back(TimingFix{recs.size() - 1, op, buffer_bytes, peer, t_issue, sp});
+  if (fixes_.size() > kMaxPendingTimings) resolve_timings();
+}
+
+void NcclCommunicator::take_reference() {
+  const double h0 = log_.now_ms();
+  CUDA_CHECK(cudaEventRecord(ref_, cs_));
+  CUDA_CHECK(cudaEventSynchronize(ref_));
+  const double h1 = log_.now_ms();
+  ref_host_ = 0.5 * (h0 + h1);
+}
+
+// Patches the logged intervals from the events (blocks until they have completed). A record
+// that is no longer where it was logged (the harness cleared the log) is left alone.
+void NcclCommunicator::resolve_timings() {
+  auto& recs = log_.records();
+  for (const TimingFix& f : fixes_) {
+    float a = 0, b = 0;
+    CUDA_CHECK(cudaEventSynchronize(f.span->end));
+    CUDA_CHECK(cudaEventElapsedTime(&a, ref_, f.span->start));
+    CUDA_CHECK(cudaEventElapsedTime(&b, ref_, f.span->end));
+    if (f.index >= recs.size()) continue;
+    CommRecord& r = recs[f.index];
+    if (r.op != f.op || r.buffer_bytes != f.buffer_bytes || r.peer != f.peer || r.t0_ms != f.t_issue ||
+        r.group != name_)
+      continue;
+    const double t0 = std::max(f.t_issue, ref_host_ + double(a));
+    r.t0_ms = t0;
+    r.t1_ms = std::max(t0, ref_host_ + double(b));
+  }
+  fixes_.clear();
+}
+
+void NcclCommunicator::on_sync() {
+  set_device();
+  CUDA_CHECK(cudaStreamSynchronize(cs_));
+  resolve_timings();
+  inflight_.clear();
+  take_reference();
+}
+
+// ---- checks -------------------------------------------------------------------------------------
+void NcclCommunicator::check_pair(const char* op, const Tensor& send, const Tensor& recv,
+                                  int64_t want_recv, const char* rule) const {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(std::string(op) + " on '" + name_ + "' (group size " +
+                                std::to_string(size_) + ", nccl): " + why + "; send " +
+                                send.shape_str() + " " + dtype_name(send.dtype) + ", recv " +
+                                recv.shape_str() + " " + dtype_name(recv.dtype));
+  };
+  if (send.dtype != recv.dtype) fail("send and recv dtypes differ");
+  if (recv.numel() != want_recv) fail(std::string("need ") + rule);
+  if ((send.data == nullptr && send.numel() > 0) || (recv.data == nullptr && recv.numel() > 0))
+    fail("a buffer has no memory");
+  if (overlaps(send.data, send.bytes(), recv.data, recv.bytes()))
+    fail("send and recv overlap (in-place is not supported)");
+}
+
+void NcclCommunicator::check_divisible(const char* op, const Tensor& send) const {
+  if (send.numel() % size_ != 0)
+    throw std::invalid_argument(std::string(op) + " on '" + name_ + "': send has " +
+                                std::to_string(send.numel()) +
+                                " elements, not a multiple of the group size " +
+                                std::to_string(size_));
+}
+
+// ---- collectives ----------------------------------------------------------------------------------
+void NcclCommunicator::all_to_all(const Tensor& send, Tensor& recv) {
+  const double t0 = log_.now_ms();
+  const Phase ph = log_.phase();
+  check_divisible("all_to_all", send);
+  check_pair("all_to_all", send, recv, send.numel(), "recv.numel() == send.numel()");
+  flush();
+  auto sp = begin_op();
+  const size_t bytes = send.bytes(), cb = bytes / size_t(size_);
+  const char* sb = static_cast<const char*>(send.data);
+  char* rb = static_cast<char*>(recv.data);
+  if (cb > 0) {
+    CUDA_CHECK(cudaMemcpyAsync(rb + size_t(rank_) * cb, sb + size_t(rank_) * cb, cb,
+                               cudaMemcpyDeviceToDevice, cs_));
+    if (size_ > 1) {
+      NCCL_CHECK(ncclGroupStart());
+      for (int j = 0; j < size_; ++j) {
+        if (j == rank_) continue;
+        NCCL_CHECK(ncclSend(sb + size_t(j) * cb, cb, ncclUint8, j, nc_, cs_));
+        NCCL_CHECK(ncclRecv(rb + size_t(j) * cb, cb, ncclUint8, j, nc_, cs_));
+      }
+      NCCL_CHECK(ncclGroupEnd());
+    }
+  }
+  end_op(*sp);
+  log_record(OpKind::all_to_all, ph, int64_t(bytes), -1, t0, sp);
+}
+
+void NcclCommunicator::all_gather(const Tensor& send, Tensor& recv) {
+  const double t0 = log_.now_ms();
+  const Phase ph = log_.phase();
+  check_pair("all_gather", send, recv, send.numel() * size_,
+             "recv.numel() == group size * send.numel()");
+  flush();
+  auto sp = begin_op();
+  const size_t bytes = send.bytes();
+  if (bytes > 0) {
+    if (size_ == 1)
+      CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, bytes, cudaMemcpyDeviceToDevice, cs_));
+    else
+      NCCL_CHECK(ncclAllGather(send.data, recv.data, bytes, ncclUint8, nc_, cs_));
+  }
+  end_op(*sp);
+  log_record(OpKind::all_gather, ph, int64_t(bytes), -1, t0, sp);
+}
+
+void NcclCommunicator::reduce_scatter(const Tensor& send, Tensor& recv) {
+  const double t0 = log_.now_ms();
+  const Phase ph = log_.phase();
+  check_divisible("reduce_scatter", send);
+  check_pair("reduce_scatter", send, recv, send.numel() / size_,
+             "send.numel() == group size * recv.numel()");
+  flush();
+  auto sp = begin_op();
+  if (recv.numel() > 0) {
+    if (size_ == 1)
+      CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, recv.bytes(), cudaMemcpyDeviceToDevice, cs_));
+    else
+      NCCL_CHECK(ncclReduceScatter(send.data, recv.data, size_t(recv.numel()), nccl_type(send.dtype),
+                                   ncclSum, nc_, cs_));
+  }
+  end_op(*sp);
+  log_record(OpKind::reduce_scatter, ph, int64_t(send.bytes()), -1, t0, sp);
+}
+
+void NcclCommunicator::barrier() {
+  const double t0 = log_.now_ms();
+  const Phase ph = log_.phase();
+  flush();
+  if (size_ > 1) {
+    set_device();
+    NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, nc_, cs_));
+    CUDA_CHECK(cudaStreamSynchronize(cs_));
+  }
+  log_.records().push_back(CommRecord{OpKind::barrier, name_, size_, ph, 0, 0, -1, t0, log_.now_ms()});
+}
+
+// ---- point-to-point ----------------------------------------------------------------------------
+Request NcclCommunicator::queue_p2p(OpKind kind, const Tensor& buf, int peer) {
+  const char* what = kind == OpKind::send ? "isend" : "irecv";
+  if (peer < 0 || peer >= size_)
+    throw std::invalid_argument(std::string(what) + " on '" + name_ + "': peer " +
+                                std::to_string(peer) + " outside the group [0, " +
+                                std::to_string(size_) + ")");
+  if (buf.data == nullptr && buf.numel() > 0)
+    throw std::invalid_argument(std::string(what) + " on '" + name_ + "': buffer has no memory");
+  auto op = std::make_shared<P2POp>();
+  op->owner = this;
+  op->kind = kind;
+  op->buf = buf;
+  op->peer = peer;
+  op->bytes = buf.bytes();
+  op->phase = log_.phase();
+  op->t_issue = log_.now_ms();
+  set_device();
+  CUDA_CHECK(cudaEventCreateWithFlags(&op->ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(op->ready, be_.compute_stream()));
+  queue_.push_back(op);
+  live_.insert(op.get());
+  return Request{op};
+}
+
+Request NcclCommunicator::isend(const Tensor& buf, int peer, int /*tag: see header*/) {
+  return queue_p2p(OpKind::send, buf, peer);
+}
+
+Request NcclCommunicator::irecv(Tensor& buf, int peer, int /*tag: see header*/) {
+  return queue_p2p(OpKind::recv, buf, peer);
+}
+
+void NcclCommunicator::flush() {
+  if (queue_.empty()) return;
+  set_device();
+  std::vector<std::shared_ptr<P2POp>> ops;
+  ops.swap(queue_);
+  for (auto& op : ops) {
+    CUDA_CHECK(cudaStreamWaitEvent(cs_, op->ready, 0));
+    CUDA_CHECK(cudaEventDestroy(op->ready));
+    op->ready = nullptr;
+  }
+  auto sp = std::make_shared<Span>();
+  CUDA_CHECK(cudaEventRecord(sp->start, cs_));
+  // Messages to self: matched locally, in issue order.
+  std::deque<P2POp*> self_send, self_recv;
+  bool remote = false;
+  for (auto& op : ops) {
+    if (op->peer == rank_)
+      (op->kind == OpKind::send ? self_send : self_recv).push_back(op.get());
+    else if (op->bytes > 0)
+      remote = true;
+  }
+  if (self_send.size() != self_recv.size())
+    throw std::invalid_argument("nccl communicator '" + name_ + "': " +
+                                std::to_string(self_send.size()) + " isend and " +
+                                std::to_string(self_recv.size()) +
+                                " irecv to/from this rank itself were issued before a wait; they "
+                                "must pair up");
+  for (size_t i = 0; i < self_send.size(); ++i) {
+    if (self_send[i]->bytes != self_recv[i]->bytes)
+      throw std::invalid_argument("nccl communicator '" + name_ + "': self send of " +
+                                  std::to_string(self_send[i]->bytes) + " bytes matched with a receive of " +
+                                  std::to_string(self_recv[i]->bytes) + " bytes");
+    if (self_send[i]->bytes)
+      CUDA_CHECK(cudaMemcpyAsync(self_recv[i]->buf.data, self_send[i]->buf.data, self_send[i]->bytes,
+                                 cudaMemcpyDeviceToDevice, cs_));
+  }
+  if (remote) {
+    NCCL_CHECK(ncclGroupStart());
+    for (auto& op : ops) {
+      if (op->peer == rank_ || op->bytes == 0) continue;
+      if (op->kind == OpKind::send)
+        NCCL_CHECK(ncclSend(op->buf.data, op->bytes, ncclUint8, op->peer, nc_, cs_));
+      else
+        NCCL_CHECK(ncclRecv(op->buf.data, op->bytes, ncclUint8, op->peer, nc_, cs_));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+  }
+  CUDA_CHECK(cudaEventRecord(sp->end, cs_));
+  for (auto& op : ops) {
+    op->posted = true;
+    op->span = sp;
+    inflight_.push_back(op);
+  }
+}
+
+void NcclCommunicator::wait(Request& r) {
+  if (!r.active()) return;
+  if (!live_.count(r.impl.get()))
+    throw std::invalid_argument("wait on '" + name_ +
+                                "': the request was not issued by this NCCL communicator, or was "
+                                "already waited");
+  auto op = std::static_pointer_cast<P2POp>(r.impl);
+  if (!op->posted) flush();
+  set_device();
+  CUDA_CHECK(cudaStreamWaitEvent(be_.compute_stream(), op->span->end, 0));
+  live_.erase(op.get());
+  r.impl.reset();
+  log_record(op->kind, op->phase, int64_t(op->bytes), op->peer, op->t_issue, op->span);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, const std::string& name,
+                                                     CommLog& log, Backend& be) {
+  auto* cb = dynamic_cast<CudaBackend*>(&be);
+  if (!cb) {
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    throw std::invalid_argument("comm 'nccl' needs the cuda backend (this run uses backend '" +
+                                be.name() + "')");
+  }
+  return std::make_unique<NcclCommunicator>(comm, name, log, *cb);
+}
+
+}  // namespace cpbench

@@ -1,0 +1,499 @@
+// The CUDA kernels (the same source as the GPU build: kernels/cuda/*_kernel(s).cuh) run on
+// the host emulator of cuda_emu.h, against a naive float64 reference. Needs no GPU: this is what
+// checks the kernels' fragment layouts, index math, masks and tile skipping on machines without
+// one (CI). The GPU test (test_cuda_kernels) checks the real thing where a device exists.
+//
+// Every output buffer has guard zones before and after it, and starts as NaN: an element written
+// out of bounds, or not written, fails the test.
+#define CPB_CUDA_EMULATION 1
+// (#pragma unroll in the kernels: -Wno-unknown-pragmas in tests/unit/cuda.cmake)
+
+#include "tests/unit/cuda_emu.h"
+// (the emulator must come first)
+#include "kernels/cuda/attention_bwd_kernel.cuh"
+#include "kernels/cuda/attention_fwd_kernel.cuh"
+#include "kernels/cuda/attention_misc_kernel.cuh"
+#include "kernels/cuda/elementwise_kernels.cuh"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace cpbench;
+using namespace cpbench::cuda;
+
+namespace {
+
+constexpr size_t kGuard = 64;  // elements of guard zone on each side (keeps 16-byte alignment)
+
+// A host buffer with guard zones; data() is what the kernel gets.
+template <typename E>
+struct Guarded {
+  std::vector<E> buf;
+  size_t n;
+  E fill;
+  Guarded(size_t count, E guard_fill) : buf(count + 2 * kGuard, guard_fill), n(count), fill(guard_fill) {}
+  E* data() { return buf.data() + kGuard; }
+  bool guards_intact() const {
+    for (size_t i = 0; i < kGuard; ++i)
+      if (std::memcmp(&buf[i], &fill, sizeof(E)) != 0 || std::memcmp(&buf[kGuard + n + i], &fill, sizeof(E)) != 0)
+        return false;
+    return true;
+  }
+};
+
+template <typename T>
+T to_t(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(x);
+  else
+    return __float2half_rn(x);
+}
+template <typename T>
+float from_t(T x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(x);
+  else
+    return __half2float(x);
+}
+
+struct Case {
+  const char* name;
+  int B, hq, hk, d;
+  bool causal;
+  Positions qpos, kpos;
+};
+
+struct Ref {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+// Naive float64 attention and its gradients (direct softmax over the visible keys).
+Ref reference(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+              const std::vector<float>& v, const std::vector<float>& dout) {
+  const int64_t nq = c.qpos.count(), nk = c.kpos.count();
+  const int d = c.d, hq = c.hq, hk = c.hk;
+  const double scale = 1.0 / std::sqrt(double(d));
+  const std::vector<int64_t> qp = c.qpos.list(), kp = c.kpos.list();
+  Ref r;
+  r.o.assign(q.size(), 0.0);
+  r.lse.assign(size_t(c.B * hq * nq), -INFINITY);
+  r.dq.assign(q.size(), 0.0);
+  r.dk.assign(k.size(), 0.0);
+  r.dv.assign(v.size(), 0.0);
+  std::vector<double> p(static_cast<size_t>(nk));
+  for (int b = 0; b < c.B; ++b)
+    for (int h = 0; h < hq; ++h) {
+      const int g = h / (hq / hk);
+      for (int64_t i = 0; i < nq; ++i) {
+        auto qi = [&](int x) { return double(q[size_t(((b * nq + i) * hq + h) * d + x)]); };
+        auto kj = [&](int64_t j, int x) { return double(k[size_t(((b * nk + j) * hk + g) * d + x)]); };
+        auto vj = [&](int64_t j, int x) { return double(v[size_t(((b * nk + j) * hk + g) * d + x)]); };
+        auto doi = [&](int x) { return double(dout[size_t(((b * nq + i) * hq + h) * d + x)]); };
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < nk; ++j) {
+          if (c.causal && kp[size_t(j)] > qp[size_t(i)]) {
+            p[size_t(j)] = -INFINITY;
+            continue;
+          }
+          double s = 0;
+          for (int x = 0; x < d; ++x) s += qi(x) * kj(j, x);
+          p[size_t(j)] = s * scale;
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        if (mx == -INFINITY) continue;
+        double sum = 0;
+        for (int64_t j = 0; j < nk; ++j) sum += p[size_t(j)] == -INFINITY ? 0.0 : std::exp(p[size_t(j)] - mx);
+        r.lse[size_t((b * hq + h) * nq + i)] = mx + std::log(sum);
+        for (int64_t j = 0; j < nk; ++j) p[size_t(j)] = p[size_t(j)] == -INFINITY ? 0.0 : std::exp(p[size_t(j)] - mx) / sum;
+        double* oi = &r.o[size_t(((b * nq + i) * hq + h) * d)];
+        for (int x = 0; x < d; ++x)
+          for (int64_t j = 0; j < nk; ++j) oi[x] += p[size_t(j)] * vj(j, x);
+        double delta = 0;
+        for (int x = 0; x < d; ++x) delta += doi(x) * oi[x];
+        for (int64_t j = 0; j < nk; ++j) {
+          if (p[size_t(j)] == 0.0) continue;
+          double dp = 0;
+          for (int x = 0; x < d; ++x) dp += doi(x) * vj(j, x);
+          const double ds = p[size_t(j)] * (dp - delta);
+          for (int x = 0; x < d; ++x) {
+            r.dq[size_t(((b * nq + i) * hq + h) * d + x)] += scale * ds * kj(j, x);
+            r.dk[size_t(((b * nk + j) * hk + g) * d + x)] += scale * ds * qi(x);
+            r.dv[size_t(((b * nk + j) * hk + g) * d + x)] += p[size_t(j)] * doi(x);
+          }
+        }
+      }
+    }
+  return r;
+}
+
+struct Cmp {
+  double rel = 0;
+  int64_t bad_nonfinite = 0, first_bad = -1;
+  std::string str() const {
+    std::ostringstream os;
+    os << "rel_l2=" << rel << " nonfinite_mismatch=" << bad_nonfinite << " first=" << first_bad;
+    return os.str();
+  }
+};
+template <class A>
+Cmp compare(const A& got, const std::vector<double>& want, size_t n) {
+  Cmp c;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = double(got[i]), y = want[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      if (!(std::isinf(x) && std::isinf(y) && (x > 0) == (y > 0))) {
+        ++c.bad_nonfinite;
+        if (c.first_bad < 0) c.first_bad = int64_t(i);
+      }
+      continue;
+    }
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  c.rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return c;
+}
+
+#define CHECK_REF(name, got, want, n)                                  \
+  do {                                                                 \
+    const Cmp cmp_ = compare(got, want, n);                            \
+    INFO(name << ": " << cmp_.str());                                  \
+    CHECK(cmp_.bad_nonfinite == 0);                                    \
+    CHECK(cmp_.rel <= 2e-2);                                           \
+  } while (0)
+
+template <typename T, int D>
+void run_case(const Case& c) {
+  const int64_t nq = c.qpos.count(), nk = c.kpos.count();
+  const size_t nqe = size_t(c.B * nq * c.hq * D), nke = size_t(c.B * nk * c.hk * D), nl = size_t(c.B * c.hq * nq);
+  std::mt19937_64 rng(1234);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto rnd = [&](size_t n, float scale) {
+    std::vector<float> x(n);
+    for (float& e : x) e = from_t<T>(to_t<T>(nd(rng) * scale));
+    return x;
+  };
+  const std::vector<float> q = rnd(nqe, 1.0f), k = rnd(nke, 1.0f), v = rnd(nke, 1.0f), dout = rnd(nqe, 1.0f);
+  const Ref ref = reference(c, q, k, v, dout);
+  const T nan_t = to_t<T>(std::numeric_limits<float>::quiet_NaN());
+  const float nan_f = std::numeric_limits<float>::quiet_NaN();
+
+  Guarded<T> tq(nqe, nan_t), tk(nke, nan_t), tv(nke, nan_t), tdo(nqe, nan_t), to(nqe, nan_t);
+  Guarded<float> lse(nl, nan_f);
+  for (size_t i = 0; i < nqe; ++i) tq.data()[i] = to_t<T>(q[i]), tdo.data()[i] = to_t<T>(dout[i]);
+  for (size_t i = 0; i < nke; ++i) tk.data()[i] = to_t<T>(k[i]), tv.data()[i] = to_t<T>(v[i]);
+
+  const float scale = 1.0f / std::sqrt(float(D));
+  auto& emu = cpb_emu::Emu::get();
+  emu.clear_globals();
+  emu.allow_global(tq.data(), nqe * sizeof(T));
+  emu.allow_global(tk.data(), nke * sizeof(T));
+  emu.allow_global(tv.data(), nke * sizeof(T));
+  emu.allow_global(tdo.data(), nqe * sizeof(T));
+
+  // ---- forward
+  kern::FwdParams fp;
+  fp.q = tq.data();
+  fp.k = tk.data();
+  fp.v = tv.data();
+  fp.o = to.data();
+  fp.lse = lse.data();
+  fp.nq = int(nq);
+  fp.nk = int(nk);
+  fp.hq = c.hq;
+  fp.hk = c.hk;
+  fp.causal = c.causal;
+  fp.scale_log2 = scale * kLog2e;
+  fp.qpos = to_pos_arg(c.qpos);
+  fp.kpos = to_pos_arg(c.kpos);
+  cpb_emu::launch(&kern::attn_fwd_kernel<T, D>,
+                  cpb_emu::Idx3{unsigned((nq + kern::kFwdBM - 1) / kern::kFwdBM), unsigned(c.hq), unsigned(c.B)},
+                  kern::kFwdThreads, size_t(kern::fwd_smem_bytes<D>()), fp);
+  CHECK(to.guards_intact());
+  CHECK(lse.guards_intact());
+  std::vector<float> o(nqe);
+  for (size_t i = 0; i < nqe; ++i) o[i] = from_t<T>(to.data()[i]);
+  CHECK_REF("o", o, ref.o, nqe);
+  CHECK_REF("lse", lse.data(), ref.lse, nl);
+
+  // ---- backward: delta from the kernel's own o (as attn_bwd_delta would), accumulating into
+  // non-zero gradients.
+  Guarded<float> delta(nl, nan_f), dq(nqe, nan_f), dk(nke, nan_f), dv(nke, nan_f);
+  for (int b = 0; b < c.B; ++b)
+    for (int64_t i = 0; i < nq; ++i)
+      for (int h = 0; h < c.hq; ++h) {
+        double s = 0;
+        for (int x = 0; x < D; ++x) {
+          const size_t e = size_t(((b * nq + i) * c.hq + h) * D + x);
+          s += double(o[e]) * double(dout[e]);
+        }
+        delta.data()[size_t((b * c.hq + h) * nq + i)] = float(s);
+      }
+  std::vector<double> dq_want(ref.dq), dk_want(ref.dk), dv_want(ref.dv);
+  std::uniform_real_distribution<float> ud(-0.1f, 0.1f);
+  for (size_t i = 0; i < nqe; ++i) dq_want[i] += (dq.data()[i] = ud(rng));
+  for (size_t i = 0; i < nke; ++i) dk_want[i] += (dk.data()[i] = ud(rng));
+  for (size_t i = 0; i < nke; ++i) dv_want[i] += (dv.data()[i] = ud(rng));
+  emu.allow_global(dq.data(), nqe * sizeof(float));
+  emu.allow_global(dk.data(), nke * sizeof(float));
+  emu.allow_global(dv.data(), nke * sizeof(float));
+
+  kern::BwdParams bp;
+  bp.q = tq.data();
+  bp.k = tk.data();
+  bp.v = tv.data();
+  bp.dout = tdo.data();
+  bp.lse = lse.data();
+  bp.delta = delta.data();
+  bp.dq = dq.data();
+  bp.dk = dk.data();
+  bp.dv = dv.data();
+  bp.nq = int(nq);
+  bp.nk = int(nk);
+  bp.hq = c.hq;
+  bp.hk = c.hk;
+  bp.causal = c.causal;
+  bp.scale = scale;
+  bp.scale_log2 = scale * kLog2e;
+  bp.qpos = to_pos_arg(c.qpos);
+  bp.kpos = to_pos_arg(c.kpos);
+  cpb_emu::launch(&kern::attn_bwd_kernel<T, D>,
+                  cpb_emu::Idx3{unsigned((nk + kern::kBwdBN - 1) / kern::kBwdBN), unsigned(c.hq), unsigned(c.B)},
+                  kern::kBwdThreads, size_t(kern::bwd_smem_bytes<D>()), bp);
+  CHECK(dq.guards_intact());
+  CHECK(dk.guards_intact());
+  CHECK(dv.guards_intact());
+  CHECK_REF("dq", dq.data(), dq_want, nqe);
+  CHECK_REF("dk", dk.data(), dk_want, nke);
+  CHECK_REF("dv", dv.data(), dv_want, nke);
+  emu.clear_globals();
+}
+
+}  // namespace
+
+TEST_CASE("cuda emulated: causal self-attention, GQA, bf16 d64", "[cuda][emu]") {
+  run_case<__nv_bfloat16, 64>({"self", 1, 2, 1, 64, true, Positions::contiguous(0, 100), Positions::contiguous(0, 100)});
+}
+
+TEST_CASE("cuda emulated: non-causal, partial tiles, fp16 d128", "[cuda][emu]") {
+  run_case<__half, 128>({"nc", 1, 2, 2, 128, false, Positions::contiguous(0, 70), Positions::contiguous(0, 130)});
+}
+
+TEST_CASE("cuda emulated: zigzag queries, skipped tiles, bf16 d128", "[cuda][emu]") {
+  run_case<__nv_bfloat16, 128>({"zigzag", 1, 1, 1, 128, true, Positions::two(0, 40, 216, 40), Positions::contiguous(0, 256)});
+}
+
+TEST_CASE("cuda emulated: rows that see no key (lse -inf), bf16 d64", "[cuda][emu]") {
+  run_case<__nv_bfloat16, 64>({"late keys", 1, 2, 2, 64, true, Positions::contiguous(0, 70), Positions::contiguous(30, 90)});
+}
+
+TEST_CASE("cuda emulated: striped positions, B=2, GQA, fp16 d64", "[cuda][emu]") {
+  run_case<__half, 64>({"striped", 2, 4, 2, 64, true, Positions::strided(1, 3, 50), Positions::strided(0, 3, 50)});
+}
+
+// A key block whose first key sits exactly at a query tile's last position: exactly one visible
+// pair decides whether the tile may be skipped (kmin > qmax, not >=).
+TEST_CASE("cuda emulated: tile boundary touches (kmin == qmax), bf16 d64", "[cuda][emu]") {
+  run_case<__nv_bfloat16, 64>({"touch", 1, 2, 1, 64, true, Positions::contiguous(0, 128), Positions::contiguous(63, 130)});
+}
+
+// Segments in decreasing position order (a later chunk first), on both sides.
+TEST_CASE("cuda emulated: reversed segments, fp16 d128", "[cuda][emu]") {
+  run_case<__half, 128>({"reversed", 1, 2, 2, 128, true, Positions::two(200, 30, 0, 50), Positions::two(100, 64, 0, 70)});
+}
+
+// ---- the SIMT kernels: element-wise, rmsnorm, rope, merge, delta --------------------------------
+namespace {
+
+std::vector<float> bf16_values(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = __bfloat162float(__float2bfloat16_rn(nd(rng)));
+  return v;
+}
+std::vector<__nv_bfloat16> to_bf16(const std::vector<float>& v) {
+  std::vector<__nv_bfloat16> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = __float2bfloat16_rn(v[i]);
+  return o;
+}
+std::vector<float> from_bf16(const __nv_bfloat16* p, size_t n) {
+  std::vector<float> o(n);
+  for (size_t i = 0; i < n; ++i) o[i] = __bfloat162float(p[i]);
+  return o;
+}
+constexpr int kBf16 = 1, kF32 = 0;
+
+}  // namespace
+
+TEST_CASE("cuda emulated: fill, convert, add, scale_2d", "[cuda][emu]") {
+  const int64_t n = 1000;  // 3 blocks of 256 threads: the grid-stride loops wrap around
+  const std::vector<float> a = bf16_values(size_t(n), 1), b = bf16_values(size_t(n), 2);
+  const std::vector<__nv_bfloat16> ab = to_bf16(a), bb = to_bf16(b);
+  const cpb_emu::Idx3 grid{3, 1, 1};
+  Guarded<float> out(size_t(n), -7.0f);
+  cpb_emu::launch(&kern::add_kernel, grid, 256, 0, static_cast<void*>(out.data()), kF32,
+                  static_cast<const void*>(ab.data()), kBf16, static_cast<const void*>(bb.data()), kBf16, n);
+  CHECK(out.guards_intact());
+  for (int64_t i = 0; i < n; ++i) CHECK(out.data()[i] == a[size_t(i)] + b[size_t(i)]);
+
+  Guarded<__nv_bfloat16> cv(size_t(n), __float2bfloat16_rn(-7.0f));
+  cpb_emu::launch(&kern::convert_kernel, grid, 256, 0, static_cast<void*>(cv.data()), kBf16,
+                  static_cast<const void*>(out.data()), kF32, n);
+  CHECK(cv.guards_intact());
+  for (int64_t i = 0; i < n; ++i)
+    CHECK(__bfloat162float(cv.data()[i]) == __bfloat162float(__float2bfloat16_rn(a[size_t(i)] + b[size_t(i)])));
+
+  cpb_emu::launch(&kern::fill_kernel, grid, 256, 0, static_cast<void*>(out.data()), kF32, n, 2.5f);
+  CHECK(out.guards_intact());
+  for (int64_t i = 0; i < n; ++i) CHECK(out.data()[i] == 2.5f);
+
+  // scale_2d over a 7 x 9 block of a pitch-13 matrix: the rest is untouched.
+  const int64_t m = 7, cols = 9, ld = 13;
+  Guarded<float> C(size_t(m * ld), -7.0f);
+  for (int64_t i = 0; i < m * ld; ++i) C.data()[i] = float(i);
+  cpb_emu::launch(&kern::scale_2d_kernel, cpb_emu::Idx3{1, 1, 1}, 32, 0, static_cast<void*>(C.data()), kF32, m,
+                  cols, ld, 0.5f);
+  CHECK(C.guards_intact());
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < ld; ++c) CHECK(C.data()[r * ld + c] == (c < cols ? 0.5f : 1.0f) * float(r * ld + c));
+}
+
+TEST_CASE("cuda emulated: rmsnorm forward and backward", "[cuda][emu]") {
+  const int64_t rows = 5, D = 300;  // D > blockDim: the per-row loops wrap
+  const float eps = 1e-5f;
+  const std::vector<float> x = bf16_values(size_t(rows * D), 3), w = bf16_values(size_t(D), 4, 0.5f),
+                           dy = bf16_values(size_t(rows * D), 5);
+  const std::vector<__nv_bfloat16> xb = to_bf16(x), wb = to_bf16(w), dyb = to_bf16(dy);
+  Guarded<__nv_bfloat16> y(size_t(rows * D), __float2bfloat16_rn(-7.0f)), dx(size_t(rows * D), __float2bfloat16_rn(-7.0f));
+  Guarded<float> rstd(size_t(rows), -7.0f), dw(size_t(D), -7.0f);
+  for (int64_t c = 0; c < D; ++c) dw.data()[c] = 0.25f;  // accumulated into
+  cpb_emu::Emu::get().clear_globals();
+  cpb_emu::Emu::get().allow_global(dw.data(), size_t(D) * sizeof(float));
+  cpb_emu::launch(&kern::rmsnorm_fwd_kernel, cpb_emu::Idx3{unsigned(rows), 1, 1}, 256, 0,
+                  static_cast<const void*>(xb.data()), static_cast<const void*>(wb.data()), kBf16, eps, D,
+                  static_cast<void*>(y.data()), rstd.data());
+  // dw in chunks of 2 rows (3 chunks), then dx.
+  cpb_emu::launch(&kern::rmsnorm_dw_kernel, cpb_emu::Idx3{unsigned((D + 255) / 256), 3, 1}, 256, 0,
+                  static_cast<const void*>(xb.data()), static_cast<const float*>(rstd.data()),
+                  static_cast<const void*>(dyb.data()), kBf16, rows, D, int64_t(2), dw.data());
+  cpb_emu::launch(&kern::rmsnorm_dx_kernel, cpb_emu::Idx3{unsigned(rows), 1, 1}, 256, 0,
+                  static_cast<const void*>(xb.data()), static_cast<const void*>(wb.data()), kBf16,
+                  static_cast<const float*>(rstd.data()), static_cast<const void*>(dyb.data()), D,
+                  static_cast<void*>(dx.data()));
+  CHECK(y.guards_intact());
+  CHECK(rstd.guards_intact());
+  CHECK(dw.guards_intact());
+  CHECK(dx.guards_intact());
+  std::vector<double> y_ref(static_cast<size_t>(rows * D)), r_ref(static_cast<size_t>(rows)),
+      dx_ref(static_cast<size_t>(rows * D)), dw_ref(static_cast<size_t>(D), 0.25);
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0, s = 0;
+    for (int64_t c = 0; c < D; ++c) ss += double(x[size_t(r * D + c)]) * x[size_t(r * D + c)];
+    const double rs = 1.0 / std::sqrt(ss / double(D) + eps);
+    r_ref[size_t(r)] = rs;
+    for (int64_t c = 0; c < D; ++c) {
+      const size_t e = size_t(r * D + c);
+      y_ref[e] = x[e] * rs * w[size_t(c)];
+      s += double(dy[e]) * w[size_t(c)] * x[e];
+      dw_ref[size_t(c)] += double(dy[e]) * x[e] * rs;
+    }
+    for (int64_t c = 0; c < D; ++c) {
+      const size_t e = size_t(r * D + c);
+      dx_ref[e] = rs * (w[size_t(c)] * double(dy[e]) - x[e] * rs * rs / double(D) * s);
+    }
+  }
+  CHECK_REF("y", from_bf16(y.data(), size_t(rows * D)), y_ref, size_t(rows * D));
+  CHECK_REF("rstd", rstd.data(), r_ref, size_t(rows));
+  CHECK_REF("dx", from_bf16(dx.data(), size_t(rows * D)), dx_ref, size_t(rows * D));
+  CHECK_REF("dw", dw.data(), dw_ref, size_t(D));
+  cpb_emu::Emu::get().clear_globals();
+}
+
+TEST_CASE("cuda emulated: rope forward and inverse in a packed buffer", "[cuda][emu]") {
+  const int64_t B = 2, T = 9, pitch = 5 * 64;
+  const int heads = 3, d = 64;
+  const Positions pos = Positions::two(7, 4, 70000, 5);
+  const std::vector<float> x = bf16_values(size_t(B * T * pitch), 6);
+  kern::InvFreq f{};
+  for (int i = 0; i < d / 2; ++i) f.v[i] = std::pow(10000.0, -2.0 * i / d);
+  for (int inverse = 0; inverse < 2; ++inverse) {
+    Guarded<float> xf(size_t(B * T * pitch), -7.0f);
+    std::copy(x.begin(), x.end(), xf.data());
+    cpb_emu::launch(&kern::rope_kernel, cpb_emu::Idx3{4, 1, 1}, 256, 0, static_cast<void*>(xf.data()), kF32, B * T,
+                    T, heads, d, pitch, to_pos_arg(pos), f, inverse);
+    CHECK(xf.guards_intact());
+    std::vector<double> want(x.begin(), x.end());
+    const std::vector<int64_t> p = pos.list();
+    for (int64_t row = 0; row < B * T; ++row)
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < d / 2; ++i) {
+          const double a = double(p[size_t(row % T)]) * f.v[i];
+          const double cs = std::cos(a), sn = (inverse ? -1 : 1) * std::sin(a);
+          const size_t e = size_t(row * pitch + h * d + i);
+          want[e] = double(x[e]) * cs - double(x[e + size_t(d / 2)]) * sn;
+          want[e + size_t(d / 2)] = double(x[e + size_t(d / 2)]) * cs + double(x[e]) * sn;
+        }
+    INFO("inverse " << inverse);
+    CHECK_REF("x", xf.data(), want, x.size());
+  }
+}
+
+TEST_CASE("cuda emulated: attention merge and delta", "[cuda][emu]") {
+  const int64_t B = 2, nq = 5;
+  const int hq = 3, d = 64;
+  const size_t no = size_t(B * nq * hq * d), nl = size_t(B * hq * nq);
+  const std::vector<float> oa = bf16_values(no, 7), ob = bf16_values(no, 8), dout = bf16_values(no, 9);
+  std::vector<float> la = bf16_values(nl, 10), lb = bf16_values(nl, 11);
+  for (size_t i = 0; i < nl; i += 3) la[i] = -INFINITY;  // nothing so far: take the block
+  for (size_t i = 0; i < nl; i += 4) lb[i] = -INFINITY;  // the block adds nothing (i % 12 == 0: both)
+  Guarded<float> o(no, -7.0f), l(nl, -7.0f), delta(nl, -7.0f);
+  std::copy(oa.begin(), oa.end(), o.data());
+  std::copy(la.begin(), la.end(), l.data());
+  cpb_emu::launch(&kern::merge_kernel, cpb_emu::Idx3{unsigned((B * nq * hq + 7) / 8), 1, 1}, 256, 0,
+                  static_cast<void*>(o.data()), kF32, l.data(), static_cast<const void*>(ob.data()),
+                  static_cast<const float*>(lb.data()), B * nq * hq, nq, hq, d);
+  cpb_emu::launch(&kern::delta_kernel, cpb_emu::Idx3{unsigned((B * nq * hq + 7) / 8), 1, 1}, 256, 0,
+                  static_cast<const void*>(ob.data()), static_cast<const void*>(dout.data()), kF32,
+                  delta.data(), B * nq * hq, nq, hq, d);
+  CHECK(o.guards_intact());
+  CHECK(l.guards_intact());
+  CHECK(delta.guards_intact());
+  std::vector<double> o_ref(no), l_ref(nl), d_ref(nl);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < nq; ++i)
+      for (int h = 0; h < hq; ++h) {
+        const size_t li = size_t((b * hq + h) * nq + i), base = size_t(((b * nq + i) * hq + h) * d);
+        const double a = la[li], c = lb[li];
+        double wa = 0, wc = 0, lse = -INFINITY;
+        if (c == -INFINITY) {
+          wa = a == -INFINITY ? 0 : 1;
+          lse = a;
+        } else if (a == -INFINITY) {
+          wc = 1;
+          lse = c;
+        } else {
+          const double m = std::max(a, c);
+          wa = std::exp(a - m), wc = std::exp(c - m);
+          lse = m + std::log(wa + wc);
+          const double s = wa + wc;
+          wa /= s, wc /= s;
+        }
+        l_ref[li] = lse;
+        double dl = 0;
+        for (int x = 0; x < d; ++x) {
+          o_ref[base + size_t(x)] = wa * oa[base + size_t(x)] + wc * ob[base + size_t(x)];
+          dl += double(ob[base + size_t(x)]) * dout[base + size_t(x)];
+        }
+        d_ref[li] = dl;
+      }
+  CHECK_REF("merged o", o.data(), o_ref, no);
+  CHECK_REF("merged lse", l.data(), l_ref, nl);
+  CHECK_REF("delta", delta.data(), d_ref, nl);
+}

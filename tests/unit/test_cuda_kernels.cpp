@@ -1,0 +1,420 @@
+// Every CUDA backend operation against the CPU backend (fp32, the ground truth) on random inputs,
+// in bf16 and fp16 (and fp32 where the op takes it). Inputs are rounded to the run dtype on the
+// host first, so both backends see the same values and the error measured is the kernels' own.
+// Tolerance: rel-L2 <= 2e-2 for bf16/fp16 (DESIGN's bound), 1e-5 for fp32; NaN/Inf positions
+// must match exactly (lse = -inf rows). Outputs are poisoned (NaN) before each kernel runs, so an
+// element a kernel forgets to write fails the comparison.
+//
+// Without a CUDA device every test prints "SKIPPED: no CUDA device" and passes.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+using namespace cpbench;
+
+namespace {
+
+bool have_cuda() {
+  static const bool ok = [] {
+    int n = 0;
+    const bool r = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    (void)cudaGetLastError();
+    return r;
+  }();
+  return ok;
+}
+
+#define SKIP_WITHOUT_CUDA()                  \
+  do {                                       \
+    if (!have_cuda()) {                      \
+      WARN("SKIPPED: no CUDA device");       \
+      return;                                \
+    }                                        \
+  } while (0)
+
+struct Pair {
+  std::unique_ptr<Backend> cpu, gpu;
+};
+
+Pair& backends() {
+  static Pair p = [] {
+    Pair q;
+    BackendOptions o;
+    o.name = "cpu";
+    o.threads = 2;
+    q.cpu = make_backend(o);
+    o.name = "cuda";
+    q.gpu = make_backend(o);
+    q.cpu->set_poison(true);
+    q.gpu->set_poison(true);
+    return q;
+  }();
+  return p;
+}
+
+// The value a bf16/fp16 tensor holds for x (CUDA's host conversions, round to nearest even).
+float round_to(DType t, float x) {
+  if (t == DType::bf16) return __bfloat162float(__float2bfloat16_rn(x));
+  if (t == DType::f16) return __half2float(__float2half_rn(x));
+  return x;
+}
+
+std::vector<float> rnd(size_t n, uint64_t seed, DType t, float scale = 1.0f) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = round_to(t, d(g));
+  return v;
+}
+
+Tensor up(Backend& be, const std::vector<float>& h, std::vector<int64_t> shape, DType t) {
+  Tensor x = be.alloc(std::move(shape), t, MemKind::activations);
+  be.upload(h, x);
+  return x;
+}
+
+struct Cmp {
+  double rel = 0;
+  int64_t nonfinite_mismatch = 0, first_bad = -1;
+  std::string str() const {
+    std::ostringstream os;
+    os << "rel_l2=" << rel << " nonfinite_mismatch=" << nonfinite_mismatch << " first_bad=" << first_bad;
+    return os.str();
+  }
+};
+
+Cmp compare(const std::vector<float>& a, const std::vector<float>& b) {
+  Cmp c;
+  if (a.size() != b.size()) {
+    c.nonfinite_mismatch = -1;
+    c.rel = INFINITY;
+    return c;
+  }
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], y = b[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      const bool same = (std::isnan(x) && std::isnan(y)) || (std::isinf(x) && std::isinf(y) && (x > 0) == (y > 0));
+      if (!same) {
+        ++c.nonfinite_mismatch;
+        if (c.first_bad < 0) c.first_bad = int64_t(i);
+      }
+      continue;
+    }
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  c.rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return c;
+}
+
+double tol(DType t) { return t == DType::f32 ? 1e-5 : 2e-2; }
+
+#define CHECK_CLOSE(name, got, want, t)                         \
+  do {                                                          \
+    const Cmp c_ = compare(got, want);                          \
+    INFO(name << ": " << c_.str() << " (tolerance " << (t) << ")"); \
+    CHECK(c_.nonfinite_mismatch == 0);                          \
+    CHECK(c_.rel <= (t));                                       \
+  } while (0)
+
+const DType kHalfTypes[] = {DType::bf16, DType::f16};
+const DType kAllTypes[] = {DType::f32, DType::bf16, DType::f16};
+
+}  // namespace
+
+TEST_CASE("cuda: upload/download round trip, poison, memory tracking", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& g = *backends().gpu;
+  REQUIRE(g.name() == "cuda");
+  REQUIRE(g.device_memory());
+  for (DType t : kAllTypes) {
+    INFO("dtype " << dtype_name(t));
+    const std::vector<float> h = rnd(1000, 1, t);
+    const int64_t live0 = g.mem().stats().live[int(MemKind::comm)];
+    {
+      Tensor x = up(g, h, {10, 100}, t);
+      CHECK(g.mem().stats().live[int(MemKind::activations)] >= int64_t(x.bytes()));
+      CHECK(g.download(x) == h);  // exactly representable values round-trip exactly
+      Tensor p = g.alloc({7, 3}, t, MemKind::comm);
+      CHECK(g.mem().stats().live[int(MemKind::comm)] == live0 + int64_t(p.bytes()));
+      for (float v : g.download(p)) CHECK(std::isnan(v));  // poisoned
+      // Raw byte copies (MPI host staging).
+      std::vector<unsigned char> raw(x.bytes());
+      g.copy_to_host_raw(raw.data(), x, raw.size());
+      Tensor y = g.alloc({10, 100}, t, MemKind::activations);
+      g.copy_from_host_raw(y, raw.data(), raw.size());
+      CHECK(g.download(y) == h);
+    }
+    CHECK(g.mem().stats().live[int(MemKind::comm)] == live0);
+  }
+}
+
+TEST_CASE("cuda: fill, convert, add, copy_2d", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& c = *backends().cpu;
+  Backend& g = *backends().gpu;
+  for (DType t : kAllTypes) {
+    INFO("dtype " << dtype_name(t));
+    const std::vector<float> a = rnd(37 * 29, 2, t), b = rnd(37 * 29, 3, t);
+    Tensor ga = up(g, a, {37, 29}, t), gb = up(g, b, {37, 29}, t);
+    Tensor ca = up(c, a, {37, 29}, DType::f32), cb = up(c, b, {37, 29}, DType::f32);
+    // add, out aliasing a
+    g.add(ga, ga, gb);
+    c.add(ca, ca, cb);
+    CHECK_CLOSE("add", g.download(ga), c.download(ca), tol(t));
+    // fill
+    Tensor gf = g.alloc({5, 7}, t, MemKind::activations);
+    g.fill(gf, -1.5f);
+    for (float v : g.download(gf)) CHECK(v == -1.5f);
+    g.fill(gf, 0.0f);
+    for (float v : g.download(gf)) CHECK(v == 0.0f);
+    // convert to fp32 and back
+    Tensor g32 = g.alloc({37, 29}, DType::f32, MemKind::activations);
+    g.convert(g32, gb);
+    CHECK(g.download(g32) == b);
+    Tensor gback = g.alloc({37, 29}, t, MemKind::activations);
+    g.convert(gback, g32);
+    CHECK(g.download(gback) == b);
+    // copy_2d: a 20 x 11 block from pitch 29 into pitch 13 at offset 2
+    Tensor gd = g.alloc({25, 13}, t, MemKind::activations);
+    Tensor cd = c.alloc({25, 13}, DType::f32, MemKind::activations);
+    g.fill(gd, 7.0f);
+    c.fill(cd, 7.0f);
+    Tensor gdv = gd.view(2, {25 * 13 - 2}), cdv = cd.view(2, {25 * 13 - 2});
+    g.copy_2d(gdv, 13, gb, 29, 20, 11);
+    c.copy_2d(cdv, 13, cb, 29, 20, 11);
+    CHECK(g.download(gd) == c.download(cd));
+  }
+}
+
+TEST_CASE("cuda: gemm against the cpu backend", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& c = *backends().cpu;
+  Backend& g = *backends().gpu;
+  const int64_t m = 67, n = 45, k = 129;
+  for (DType t : kAllTypes) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (int cf32 = 0; cf32 < 2; ++cf32) {
+          INFO("dtype " << dtype_name(t) << " trans_a " << ta << " trans_b " << tb << " C fp32 " << cf32);
+          const DType tc = cf32 ? DType::f32 : t;
+          const int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+          const int64_t lda = ac + 3, ldb = bc + 5, ldc = n + 2;
+          const std::vector<float> A = rnd(size_t(ar * lda), 10, t), B = rnd(size_t(br * ldb), 11, t);
+          const std::vector<float> C0 = rnd(size_t(m * ldc), 12, tc);
+          Tensor gA = up(g, A, {ar, lda}, t), gB = up(g, B, {br, ldb}, t), gC = up(g, C0, {m, ldc}, tc);
+          Tensor cA = up(c, A, {ar, lda}, DType::f32), cB = up(c, B, {br, ldb}, DType::f32),
+                 cC = up(c, C0, {m, ldc}, DType::f32);
+          const float beta = cf32 ? 1.0f : 0.0f;  // fp32 C: accumulate (weight gradients)
+          g.gemm(ta, tb, m, n, k, 0.5f, gA, lda, gB, ldb, beta, gC, ldc);
+          c.gemm(ta, tb, m, n, k, 0.5f, cA, lda, cB, ldb, beta, cC, ldc);
+          CHECK_CLOSE("C", g.download(gC), c.download(cC), tol(tc == DType::f32 && t == DType::f32 ? DType::f32 : DType::bf16));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: rmsnorm forward and backward against the cpu backend", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& c = *backends().cpu;
+  Backend& g = *backends().gpu;
+  const int64_t rows = 37, D = 300;
+  for (DType t : kAllTypes) {
+    INFO("dtype " << dtype_name(t));
+    const std::vector<float> x = rnd(size_t(rows * D), 20, t), w = rnd(size_t(D), 21, t, 0.5f),
+                             dy = rnd(size_t(rows * D), 22, t), dw0 = rnd(size_t(D), 23, DType::f32);
+    Tensor gx = up(g, x, {rows, D}, t), gw = up(g, w, {D}, t), gdy = up(g, dy, {rows, D}, t);
+    Tensor cx = up(c, x, {rows, D}, DType::f32), cw = up(c, w, {D}, DType::f32),
+           cdy = up(c, dy, {rows, D}, DType::f32);
+    Tensor gy = g.alloc({rows, D}, t, MemKind::activations), cy = c.alloc({rows, D}, DType::f32, MemKind::activations);
+    Tensor gr = g.alloc({rows}, DType::f32, MemKind::activations), cr = c.alloc({rows}, DType::f32, MemKind::activations);
+    g.rmsnorm_fwd(gx, gw, 1e-5f, gy, gr);
+    c.rmsnorm_fwd(cx, cw, 1e-5f, cy, cr);
+    CHECK_CLOSE("y", g.download(gy), c.download(cy), tol(t));
+    CHECK_CLOSE("rstd", g.download(gr), c.download(cr), tol(t));
+    Tensor gdx = g.alloc({rows, D}, t, MemKind::activations), cdx = c.alloc({rows, D}, DType::f32, MemKind::activations);
+    Tensor gdw = up(g, dw0, {D}, DType::f32), cdw = up(c, dw0, {D}, DType::f32);
+    g.rmsnorm_bwd(gx, gw, gr, gdy, gdx, gdw);
+    c.rmsnorm_bwd(cx, cw, cr, cdy, cdx, cdw);
+    CHECK_CLOSE("dx", g.download(gdx), c.download(cdx), tol(t));
+    CHECK_CLOSE("dw (accumulated)", g.download(gdw), c.download(cdw), t == DType::f32 ? 1e-4 : 2e-2);
+  }
+}
+
+TEST_CASE("cuda: rope forward and inverse against the cpu backend", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& c = *backends().cpu;
+  Backend& g = *backends().gpu;
+  // q heads inside a packed qkv buffer: B=2, T=33 tokens, 3 q heads of d=64, pitch (3+2*1)*64.
+  const int64_t B = 2, T = 33, pitch = 5 * 64;
+  const int heads = 3, d = 64;
+  const Positions pos = Positions::two(5, 17, 100000, 16);  // zigzag-like, large angles
+  for (DType t : kAllTypes) {
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      INFO("dtype " << dtype_name(t) << " inverse " << inverse);
+      const std::vector<float> x = rnd(size_t(B * T * pitch), 30, t);
+      Tensor gx = up(g, x, {B * T, pitch}, t), cx = up(c, x, {B * T, pitch}, DType::f32);
+      g.rope(gx, B, T, heads, d, pitch, pos, 10000.0, inverse);
+      c.rope(cx, B, T, heads, d, pitch, pos, 10000.0, inverse);
+      CHECK_CLOSE("x", g.download(gx), c.download(cx), tol(t));
+    }
+  }
+}
+
+namespace {
+
+struct AttnCase {
+  const char* name;
+  int64_t B;
+  int hq, hk, d;
+  bool causal;
+  Positions qpos, kpos;
+};
+
+std::vector<AttnCase> attn_cases() {
+  return {
+      {"contiguous self causal, GQA 4/2, d64, B2", 2, 4, 2, 64, true, Positions::contiguous(0, 150), Positions::contiguous(0, 150)},
+      {"contiguous self non-causal, d128", 1, 2, 2, 128, false, Positions::contiguous(0, 150), Positions::contiguous(0, 150)},
+      {"zigzag queries vs middle keys (skipped tiles, -inf rows), d128", 1, 2, 2, 128, true,
+       Positions::two(0, 64, 448, 64), Positions::contiguous(128, 256)},
+      {"queries vs zigzag keys, d64", 1, 4, 4, 64, true, Positions::contiguous(200, 130), Positions::two(0, 70, 300, 70)},
+      {"striped, MQA 4/1, d128", 1, 4, 1, 128, true, Positions::strided(1, 4, 97), Positions::strided(0, 4, 97)},
+      {"keys after the first queries (-inf rows), d64", 1, 2, 1, 64, true, Positions::contiguous(0, 100), Positions::contiguous(50, 120)},
+      {"larger causal, several tiles both ways, d128", 1, 2, 2, 128, true, Positions::contiguous(217, 300), Positions::contiguous(0, 517)},
+      {"one key, one query row block, d64", 1, 2, 2, 64, false, Positions::contiguous(0, 33), Positions::contiguous(0, 1)},
+      {"single query, causal, d128", 1, 2, 2, 128, true, Positions::contiguous(70, 1), Positions::contiguous(0, 129)},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("cuda: attention forward, merge, delta and backward against the cpu backend", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& c = *backends().cpu;
+  Backend& g = *backends().gpu;
+  for (const AttnCase& ac : attn_cases()) {
+    for (DType t : kHalfTypes) {
+      INFO("case: " << ac.name << ", dtype " << dtype_name(t));
+      AttnShape s;
+      s.B = ac.B;
+      s.nq = ac.qpos.count();
+      s.nk = ac.kpos.count();
+      s.hq = ac.hq;
+      s.hk = ac.hk;
+      s.d = ac.d;
+      s.causal = ac.causal;
+      const std::vector<int64_t> qs = {s.B, s.nq, s.hq, s.d}, ks = {s.B, s.nk, s.hk, s.d}, ls = {s.B, s.hq, s.nq};
+      const size_t nqe = size_t(s.B * s.nq * s.hq * s.d), nke = size_t(s.B * s.nk * s.hk * s.d);
+      const std::vector<float> q = rnd(nqe, 40, t), k = rnd(nke, 41, t), v = rnd(nke, 42, t),
+                               dout = rnd(nqe, 43, t);
+      Tensor gq = up(g, q, qs, t), gk = up(g, k, ks, t), gv = up(g, v, ks, t), gdo = up(g, dout, qs, t);
+      Tensor cq = up(c, q, qs, DType::f32), ck = up(c, k, ks, DType::f32), cv = up(c, v, ks, DType::f32),
+             cdo = up(c, dout, qs, DType::f32);
+      Tensor go = g.alloc(qs, t, MemKind::activations), gl = g.alloc(ls, DType::f32, MemKind::activations);
+      Tensor co = c.alloc(qs, DType::f32, MemKind::activations), cl = c.alloc(ls, DType::f32, MemKind::activations);
+      g.attn_fwd(s, gq, gk, gv, ac.qpos, ac.kpos, go, gl);
+      c.attn_fwd(s, cq, ck, cv, ac.qpos, ac.kpos, co, cl);
+      const std::vector<float> o_c = c.download(co), l_c = c.download(cl);
+      CHECK_CLOSE("o", g.download(go), o_c, tol(t));
+      CHECK_CLOSE("lse", g.download(gl), l_c, tol(t));
+
+      // delta = rowsum(dO o O), each backend from its own O (as in a real backward).
+      Tensor gdl = g.alloc(ls, DType::f32, MemKind::activations), cdl = c.alloc(ls, DType::f32, MemKind::activations);
+      g.attn_bwd_delta(s, go, gdo, gdl);
+      c.attn_bwd_delta(s, co, cdo, cdl);
+      CHECK_CLOSE("delta", g.download(gdl), c.download(cdl), tol(t));
+
+      // Backward accumulates into non-zero gradients.
+      const std::vector<float> dq0 = rnd(nqe, 44, DType::f32, 0.1f), dk0 = rnd(nke, 45, DType::f32, 0.1f),
+                               dv0 = rnd(nke, 46, DType::f32, 0.1f);
+      Tensor gdq = up(g, dq0, qs, DType::f32), gdk = up(g, dk0, ks, DType::f32), gdv = up(g, dv0, ks, DType::f32);
+      Tensor cdq = up(c, dq0, qs, DType::f32), cdk = up(c, dk0, ks, DType::f32), cdv = up(c, dv0, ks, DType::f32);
+      g.attn_bwd(s, gq, gk, gv, gdo, gl, gdl, ac.qpos, ac.kpos, gdq, gdk, gdv);
+      c.attn_bwd(s, cq, ck, cv, cdo, cl, cdl, ac.qpos, ac.kpos, cdq, cdk, cdv);
+      CHECK_CLOSE("dq", g.download(gdq), c.download(cdq), tol(t));
+      CHECK_CLOSE("dk", g.download(gdk), c.download(cdk), tol(t));
+      CHECK_CLOSE("dv", g.download(gdv), c.download(cdv), tol(t));
+
+      // Merge this block's result into a running one with lse = -inf in some rows.
+      std::vector<float> oacc = rnd(nqe, 47, t), lacc = rnd(size_t(s.B * s.hq * s.nq), 48, DType::f32);
+      for (size_t i = 0; i < lacc.size(); i += 5) lacc[i] = -INFINITY;
+      Tensor goa = up(g, oacc, qs, t), gla = up(g, lacc, ls, DType::f32);
+      Tensor coa = up(c, oacc, qs, DType::f32), cla = up(c, lacc, ls, DType::f32);
+      Tensor go_c = up(g, o_c, qs, t);  // the same block result on both sides
+      Tensor gl_c = up(g, l_c, ls, DType::f32);
+      g.attn_merge(s, goa, gla, go_c, gl_c);
+      c.attn_merge(s, coa, cla, co, cl);
+      CHECK_CLOSE("merged o", g.download(goa), c.download(coa), tol(t));
+      CHECK_CLOSE("merged lse", g.download(gla), c.download(cla), tol(t));
+    }
+  }
+}
+
+TEST_CASE("cuda: unsupported attention shapes are errors", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& g = *backends().gpu;
+  AttnShape s;
+  s.nq = s.nk = 16;
+  s.hq = s.hk = 1;
+  s.d = 96;  // not built
+  const Positions p = Positions::contiguous(0, 16);
+  Tensor q = g.alloc({1, 16, 1, 96}, DType::bf16, MemKind::activations);
+  Tensor l = g.alloc({1, 1, 16}, DType::f32, MemKind::activations);
+  CHECK_THROWS_AS(g.attn_fwd(s, q, q, q, p, p, q, l), std::invalid_argument);
+  s.d = 64;
+  Tensor q32 = g.alloc({1, 16, 1, 64}, DType::f32, MemKind::activations);
+  CHECK_THROWS_AS(g.attn_fwd(s, q32, q32, q32, p, p, q32, l), std::invalid_argument);
+}
+
+TEST_CASE("cuda: replay mode, compute log and events", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& g = *backends().gpu;
+  const DType t = DType::bf16;
+  Tensor A = up(g, rnd(64 * 64, 50, t), {64, 64}, t);
+  Tensor C = up(g, std::vector<float>(64 * 64, 3.0f), {64, 64}, t);
+  g.synchronize();
+  g.compute_log().clear();
+  g.set_compute_enabled(false);
+  g.gemm(false, false, 64, 64, 64, 1.0f, A, 64, A, 64, 0.0f, C, 64);  // skipped
+  Tensor D = g.alloc({64, 64}, t, MemKind::activations);
+  g.copy_2d(D, 64, C, 64, 64, 64);  // layout still runs
+  g.set_compute_enabled(true);
+  g.synchronize();
+  for (float v : g.download(D)) CHECK(v == 3.0f);
+  CHECK(g.compute_log().empty());
+
+  g.set_phase(1);
+  Event e0 = g.record_event();
+  g.gemm(false, false, 64, 64, 64, 1.0f, A, 64, A, 64, 0.0f, C, 64);
+  g.add(C, C, A);
+  Event e1 = g.record_event();
+  g.synchronize();
+  g.set_phase(2);
+  CHECK(g.elapsed_ms(e0, e1) >= 0.0);
+  REQUIRE(g.compute_log().size() == 2);
+  CHECK(g.compute_log()[0].name == "gemm");
+  CHECK(g.compute_log()[1].name == "add");
+  for (const ComputeRecord& r : g.compute_log()) {
+    CHECK(r.phase == 1);
+    CHECK(r.t1_ms >= r.t0_ms);
+    CHECK(r.t0_ms <= now_ms());
+  }
+  CHECK(g.compute_log()[1].t0_ms >= g.compute_log()[0].t0_ms);
+  CHECK(g.compute_busy_ms() > 0.0);
+  g.compute_log().clear();
+}
