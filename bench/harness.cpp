@@ -164,7 +164,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P) {
       for (const MeshSpec& req : requests) {
         Job job{info, seq, req, strat->name(), ""};
         try {
-          job.mesh = strat->resolve_mesh(req, P);
+          job.mesh = strat->resolve_mesh(req, shape, P);
           job.label = strat->label(job.mesh);
           strat->check(shape, P, job.mesh);
         } catch (const ConstraintError& e) {
@@ -241,7 +241,7 @@ json Harness::run_one(const Job& job, const Peak& peak) {
   Mesh mesh = Mesh::build(w_, job.mesh.U, job.mesh.R, job.mesh.placement, log_, be_, cfg_.comm);
   be_.mem().reset_peaks();
   be_.set_poison(false);
-  StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed};
+  StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, job.mesh};
   strat->setup(env);
   be_.synchronize();
 
@@ -434,7 +434,7 @@ std::vector<json> Harness::verify(const std::vector<Job>& jobs) {
   auto run_and_export = [&](const StrategyInfo& info, const MeshSpec& ms, const LayerShape& shape) {
     auto strat = info.make();
     Mesh mesh = Mesh::build(w_, ms.U, ms.R, ms.placement, log_, be_, cfg_.comm);
-    StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed};
+    StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, ms};
     strat->setup(env);
     log_.set_phase(Phase::fwd);
     strat->forward();
@@ -475,7 +475,7 @@ std::vector<json> Harness::verify(const std::vector<Job>& jobs) {
   for (int64_t seq : cfg_.seqs) {
     const LayerShape shape = cfg_.shape(seq);
     const StrategyInfo* single = find_strategy("single");
-    const MeshSpec single_mesh = single->make()->resolve_mesh({}, P);
+    const MeshSpec single_mesh = single->make()->resolve_mesh({}, shape, P);
     const auto ref = run_and_export(*single, single_mesh, shape);
     dump("single", single_mesh, shape, ref);
     for (const Job& job : jobs) {

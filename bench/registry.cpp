@@ -50,7 +50,7 @@ const StrategyInfo* find_strategy(const std::string& name) {
   return nullptr;
 }
 
-MeshSpec Strategy::resolve_mesh(const MeshSpec& requested, int P) const {
+MeshSpec Strategy::resolve_mesh(const MeshSpec& requested, const LayerShape&, int P) const {
   MeshSpec m;
   m.U = 1;
   m.R = P;

@@ -51,6 +51,7 @@ struct StrategyEnv {
   Mesh* mesh = nullptr;
   LayerShape shape;
   uint64_t seed = 0;
+  MeshSpec spec;  // the job's resolved mesh (U, R, placement, usp ring layout)
 };
 
 class Strategy {
@@ -61,7 +62,7 @@ class Strategy {
   virtual std::string label(const MeshSpec& m) const { (void)m; return name(); }
   // The mesh this strategy runs on, from the request and world size P. Throws ConstraintError
   // when the request is impossible (U*R != P ...). Non-USP strategies: U=1, R=P.
-  virtual MeshSpec resolve_mesh(const MeshSpec& requested, int P) const;
+  virtual MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const;
   // True when --ulysses/--ring/--placement/--mesh apply to this strategy (usp).
   virtual bool uses_mesh() const { return false; }
   // Throws ConstraintError naming the constraint and values when it cannot run this shape on

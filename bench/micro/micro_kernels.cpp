@@ -1,5 +1,6 @@
 // Micro-benchmarks of the CPU kernels at the thread count of the run (--threads / CPBENCH_THREADS):
 //   BM_sgemm      OpenBLAS sgemm at attention's shapes (the baseline of the performance targets)
+//   BM_backend_gemm  the backend's gemm op (OpenMP blocks of single-threaded sgemm), same shapes
 //   BM_attn_fwd   attention forward, H = 8 (MHA), B = 1, contiguous positions
 //   BM_attn_bwd   attention backward (same shapes)
 //   BM_rmsnorm_fwd/bwd, BM_rope, BM_attn_merge   memory-bound kernels (GB/s)
@@ -70,6 +71,29 @@ BENCHMARK(BM_sgemm)
     ->Args({4096, 4096, 64, 1})
     ->Args({4096, 64, 4096, 0})
     ->Args({2048, 2048, 2048, 0})  // square, for reference
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The backend's gemm op at the same shapes: OpenMP threads over row/column blocks, each with a
+// single-threaded OpenBLAS sgemm (see cpu_kernels.h for why not OpenBLAS's own pool).
+void BM_backend_gemm(benchmark::State& st) {
+  const int64_t M = st.range(0), N = st.range(1), K = st.range(2);
+  const bool tb = st.range(3) != 0;
+  auto be = backend();
+  Tensor A = random_tensor(*be, {M, K}, 1), B = random_tensor(*be, {tb ? N : K, tb ? K : N}, 2);
+  Tensor C = random_tensor(*be, {M, N}, 3);
+  for (auto _ : st) {
+    be->gemm(false, tb, M, N, K, 1.0f, A, K, B, tb ? K : N, 0.0f, C, N);
+    benchmark::ClobberMemory();
+  }
+  set_rate(st, "GFLOP/s", 2.0 * M * N * K * 1e-9);
+  add_context(st);
+}
+BENCHMARK(BM_backend_gemm)
+    ->ArgNames({"M", "N", "K", "tb"})
+    ->Args({4096, 4096, 128, 1})
+    ->Args({4096, 128, 4096, 0})
+    ->Args({2048, 2048, 2048, 0})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -30,21 +30,6 @@ namespace cpbench {
 
 namespace {
 
-// The requested ring layout reaches setup() only through StrategyEnv::spec (the job's resolved
-// MeshSpec). While StrategyEnv has no such member, only the automatic choice is possible, and
-// check() rejects any other request rather than run a layout nobody asked for.
-template <class E, class = void>
-struct env_has_spec : std::false_type {};
-template <class E>
-struct env_has_spec<E, std::void_t<decltype(std::declval<E>().spec)>> : std::true_type {};
-constexpr bool kEnvCarriesSpec = env_has_spec<StrategyEnv>::value;
-
-template <class E>
-RingLayout requested_layout(const E& e) {
-  if constexpr (env_has_spec<E>::value) return e.spec.ring_layout;
-  else return RingLayout::auto_;
-}
-
 bool zigzag_layout(RingLayout requested, bool causal) {
   return requested == RingLayout::zigzag || (requested == RingLayout::auto_ && causal);
 }
@@ -70,8 +55,9 @@ class Usp final : public SeqShardedLayer {
   }
 
   // Both degrees given: they must multiply to P. One given: the other is P divided by it.
-  // Neither: see default_ulysses.
-  MeshSpec resolve_mesh(const MeshSpec& req, int P) const override {
+  // Neither: U is the largest degree dividing P, H and G (the all-to-all as wide as the heads
+  // allow, the rest ring).
+  MeshSpec resolve_mesh(const MeshSpec& req, const LayerShape& s, int P) const override {
     MeshSpec m = req;
     std::ostringstream e;
     if (req.U < 0 || req.R < 0) {
@@ -87,17 +73,12 @@ class Usp final : public SeqShardedLayer {
       if (P % req.R != 0) e << "usp: ring=" << req.R << " does not divide P=" << P;
       else m.U = P / req.R;
     } else {
-      m.U = default_ulysses(P);
+      m.U = max_ulysses(P, s.H, s.G);
       m.R = P / m.U;
     }
     if (!e.str().empty()) throw ConstraintError(e.str());
     return m;
   }
-
-  // The default mesh should be U = max_ulysses(P, H, G) (all-to-all as wide as the heads allow,
-  // the rest ring), but resolve_mesh is not given the shape. Until it is, the default is U = 1
-  // (a ring of P over zigzag chunks), which every head count allows.
-  static int default_ulysses(int) { return 1; }
 
   void check(const LayerShape& s, int P, const MeshSpec& m) const override {
     std::ostringstream e;
@@ -108,9 +89,6 @@ class Usp final : public SeqShardedLayer {
       e << "usp: ulysses=" << m.U << " does not divide heads=" << s.H << "; " << ulysses_hint(P, s);
     else if (s.G % m.U != 0)
       e << "usp: ulysses=" << m.U << " does not divide kv_heads=" << s.G << "; " << ulysses_hint(P, s);
-    else if (!kEnvCarriesSpec && zz != zigzag_layout(RingLayout::auto_, s.causal))
-      e << "usp: the " << (zz ? "zigzag" : "contiguous") << " ring layout was requested, but this "
-        << "build cannot pass it to the strategy (StrategyEnv has no spec); use --usp-layout auto";
     else if (zz && s.N % (2 * int64_t(P)) != 0)
       e << "usp: seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
         << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
@@ -129,7 +107,7 @@ class Usp final : public SeqShardedLayer {
   }
 
  protected:
-  bool zigzag() const { return zigzag_layout(requested_layout(env_), shape().causal); }
+  bool zigzag() const { return zigzag_layout(env_.spec.ring_layout, shape().causal); }
   int nseg() const { return zigzag() ? 2 : 1; }
 
   // The U*T tokens (per batch row) of ring index j, in position order.

@@ -476,13 +476,12 @@ void CudaBackendImpl::rope(Tensor& x, int64_t B, int64_t T, int heads, int d, in
 
 cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Positions& qpos,
                                           const Positions& kpos, const char* op) const {
-  if (dt != DType::bf16 && dt != DType::f16)
-    throw std::invalid_argument(std::string(op) + ": the cuda attention kernels take bf16 or fp16, got " +
-                                dtype_name(dt));
-  if (!cuda::attn_head_dim_supported(s.d))
+  // bf16/fp16: tensor-core kernels (d = 64, 128); fp32: SIMT kernels (any d <= 256).
+  if (dt != DType::f32 && !cuda::attn_head_dim_supported(s.d))
     throw std::invalid_argument(std::string(op) + ": head dim " + std::to_string(s.d) +
-                                " is not supported by the cuda kernels (built for d = " +
-                                cuda::attn_supported_head_dims() + ")");
+                                " is not supported by the cuda " + dtype_name(dt) +
+                                " kernels (built for d = " + cuda::attn_supported_head_dims() +
+                                "; fp32 takes any d <= 256)");
   if (s.B > INT32_MAX || s.nq > INT32_MAX || s.nk > INT32_MAX)
     throw std::invalid_argument(std::string(op) + ": B, nq and nk must be < 2^31");
   cuda::AttnArgs a;
@@ -513,7 +512,10 @@ void CudaBackendImpl::attn_fwd(const AttnShape& s, const Tensor& q, const Tensor
   a.o = o.data;
   a.lse = lse.ptr<float>();
   const int op = op_begin("attn_fwd");
-  cuda::attn_fwd(a, stream_);
+  if (a.dtype == DType::f32)
+    cuda::attn_fwd_f32(a, stream_);
+  else
+    cuda::attn_fwd(a, stream_);
   op_end(op);
 }
 
@@ -555,7 +557,10 @@ void CudaBackendImpl::attn_bwd(const AttnShape& s, const Tensor& q, const Tensor
   a.dk = dk.ptr<float>();
   a.dv = dv.ptr<float>();
   const int op = op_begin("attn_bwd");
-  cuda::attn_bwd(a, stream_);
+  if (a.dtype == DType::f32)
+    cuda::attn_bwd_f32(a, stream_);
+  else
+    cuda::attn_bwd(a, stream_);
   op_end(op);
 }
 

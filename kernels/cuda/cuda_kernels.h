@@ -57,11 +57,14 @@ struct AttnArgs {
   float* dk = nullptr;         // bwd += [B, nk, hk, d]
   float* dv = nullptr;         // bwd += [B, nk, hk, d]
 };
-// Head dims the tensor-core kernels are built for.
+// bf16/fp16: the tensor-core kernels, built for these head dims.
 bool attn_head_dim_supported(int d);
 const char* attn_supported_head_dims();  // "64, 128"
 void attn_fwd(const AttnArgs& a, cudaStream_t s);
 void attn_bwd(const AttnArgs& a, cudaStream_t s);
+// fp32: SIMT kernels (attention_f32.cu), any head dim <= 256; for verification, not speed.
+void attn_fwd_f32(const AttnArgs& a, cudaStream_t s);
+void attn_bwd_f32(const AttnArgs& a, cudaStream_t s);
 // o_acc/o_blk in dtype t (any), lse fp32; rows = B*nq*hq of d elements.
 void attn_merge(DType t, void* o_acc, float* lse_acc, const void* o_blk, const float* lse_blk,
                 int64_t B, int64_t nq, int hq, int d, cudaStream_t s);

@@ -142,7 +142,7 @@ TEST_CASE("comm model: each strategy states DESIGN's bytes per rank") {
     const int64_t T = s.B * s.N / P;
     auto pred = [&](const std::string& name, MeshSpec m = {}) {
       const auto st = find_strategy(name)->make();
-      return st->predicted_bytes(s, P, st->resolve_mesh(m, P), e, acc);
+      return st->predicted_bytes(s, P, st->resolve_mesh(m, s, P), e, acc);
     };
     CAPTURE(P);
     CHECK(pred("single").fwd == 0);

@@ -11,6 +11,7 @@
 #include "tests/unit/cuda_emu.h"
 // (the emulator must come first)
 #include "kernels/cuda/attention_bwd_kernel.cuh"
+#include "kernels/cuda/attention_f32_kernel.cuh"
 #include "kernels/cuda/attention_fwd_kernel.cuh"
 #include "kernels/cuda/attention_misc_kernel.cuh"
 #include "kernels/cuda/elementwise_kernels.cuh"
@@ -496,4 +497,91 @@ TEST_CASE("cuda emulated: attention merge and delta", "[cuda][emu]") {
   CHECK_REF("merged o", o.data(), o_ref, no);
   CHECK_REF("merged lse", l.data(), l_ref, nl);
   CHECK_REF("delta", delta.data(), d_ref, nl);
+}
+
+// ---- the fp32 SIMT attention kernels ---------------------------------------------------------------
+namespace {
+
+void run_case_f32(const Case& c) {
+  const int64_t nq = c.qpos.count(), nk = c.kpos.count();
+  const int d = c.d;
+  const size_t nqe = size_t(c.B * nq * c.hq * d), nke = size_t(c.B * nk * c.hk * d), nl = size_t(c.B * c.hq * nq);
+  std::mt19937_64 rng(99);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto rnd = [&](size_t n) {
+    std::vector<float> x(n);
+    for (float& e : x) e = nd(rng);
+    return x;
+  };
+  const std::vector<float> q = rnd(nqe), k = rnd(nke), v = rnd(nke), dout = rnd(nqe);
+  const Ref ref = reference(c, q, k, v, dout);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Guarded<float> o(nqe, nan), lse(nl, nan), delta(nl, nan), dq(nqe, nan), dk(nke, nan), dv(nke, nan);
+  kern::F32Params p{};
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.o = o.data();
+  p.lse = lse.data();
+  p.B = c.B;
+  p.nq = int(nq);
+  p.nk = int(nk);
+  p.hq = c.hq;
+  p.hk = c.hk;
+  p.d = d;
+  p.causal = c.causal;
+  p.scale = 1.0f / std::sqrt(float(d));
+  p.qpos = to_pos_arg(c.qpos);
+  p.kpos = to_pos_arg(c.kpos);
+  const int threads = 32 * kern::kF32Warps;
+  cpb_emu::launch(&kern::attn_fwd_f32_kernel, cpb_emu::Idx3{unsigned((c.B * nq * c.hq + 3) / 4), 1, 1}, threads, 0, p);
+  CHECK(o.guards_intact());
+  CHECK(lse.guards_intact());
+  CHECK_REF("o", o.data(), ref.o, nqe);
+  CHECK_REF("lse", lse.data(), ref.lse, nl);
+  CHECK(compare(o.data(), ref.o, nqe).rel <= 1e-5);  // fp32 against float64
+  CHECK(compare(lse.data(), ref.lse, nl).rel <= 1e-5);
+  // delta from the kernel's o; gradients accumulate into non-zero values.
+  for (int b = 0; b < c.B; ++b)
+    for (int64_t i = 0; i < nq; ++i)
+      for (int h = 0; h < c.hq; ++h) {
+        double s = 0;
+        for (int x = 0; x < d; ++x) {
+          const size_t e = size_t(((b * nq + i) * c.hq + h) * d + x);
+          s += double(o.data()[e]) * double(dout[e]);
+        }
+        delta.data()[size_t((b * c.hq + h) * nq + i)] = float(s);
+      }
+  std::vector<double> dq_want(ref.dq), dk_want(ref.dk), dv_want(ref.dv);
+  for (size_t i = 0; i < nqe; ++i) dq_want[i] += (dq.data()[i] = 0.01f * float(i % 7));
+  for (size_t i = 0; i < nke; ++i) dk_want[i] += (dk.data()[i] = 0.02f * float(i % 5));
+  for (size_t i = 0; i < nke; ++i) dv_want[i] += (dv.data()[i] = -0.01f * float(i % 3));
+  p.dout = dout.data();
+  p.lse_in = lse.data();
+  p.delta = delta.data();
+  p.dq = dq.data();
+  p.dk = dk.data();
+  p.dv = dv.data();
+  cpb_emu::launch(&kern::attn_bwd_dq_f32_kernel, cpb_emu::Idx3{unsigned((c.B * nq * c.hq + 3) / 4), 1, 1}, threads, 0, p);
+  cpb_emu::launch(&kern::attn_bwd_dkdv_f32_kernel, cpb_emu::Idx3{unsigned((c.B * nk * c.hk + 3) / 4), 1, 1}, threads, 0, p);
+  CHECK(dq.guards_intact());
+  CHECK(dk.guards_intact());
+  CHECK(dv.guards_intact());
+  const Cmp cq = compare(dq.data(), dq_want, nqe), ck = compare(dk.data(), dk_want, nke), cv = compare(dv.data(), dv_want, nke);
+  INFO("dq " << cq.str() << "; dk " << ck.str() << "; dv " << cv.str());
+  CHECK(cq.rel <= 1e-4);  // fp32 against float64
+  CHECK(ck.rel <= 1e-4);
+  CHECK(cv.rel <= 1e-4);
+  CHECK(cq.bad_nonfinite + ck.bad_nonfinite + cv.bad_nonfinite == 0);
+}
+
+}  // namespace
+
+TEST_CASE("cuda emulated: fp32 attention, GQA, zigzag, d96", "[cuda][emu]") {
+  run_case_f32({"f32 zigzag", 2, 4, 2, 96, true, Positions::two(0, 20, 100, 20), Positions::contiguous(0, 120)});
+}
+
+TEST_CASE("cuda emulated: fp32 attention, non-causal, rows past the keys, d256", "[cuda][emu]") {
+  run_case_f32({"f32 nc", 1, 1, 1, 256, false, Positions::contiguous(0, 9), Positions::contiguous(0, 13)});
+  run_case_f32({"f32 late keys", 1, 2, 1, 64, true, Positions::contiguous(0, 30), Positions::contiguous(10, 25)});
 }

@@ -1,0 +1,66 @@
+// Launchers of the fp32 SIMT attention kernels (attention_f32_kernel.cuh).
+#include <climits>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/attention_f32_kernel.cuh"
+#include "kernels/cuda/cuda_check.h"
+
+namespace cpbench::cuda {
+namespace {
+
+using namespace kern;
+
+F32Params f32_params(const AttnArgs& a) {
+  if (a.d > 32 * kF32PerLane)
+    throw std::invalid_argument("cuda fp32 attention: head dim " + std::to_string(a.d) + " > 256");
+  F32Params p{};
+  p.q = static_cast<const float*>(a.q);
+  p.k = static_cast<const float*>(a.k);
+  p.v = static_cast<const float*>(a.v);
+  p.o = static_cast<float*>(a.o);
+  p.lse = a.lse;
+  p.dout = static_cast<const float*>(a.dout);
+  p.lse_in = a.lse_in;
+  p.delta = a.delta;
+  p.dq = a.dq;
+  p.dk = a.dk;
+  p.dv = a.dv;
+  p.B = a.B;
+  p.nq = a.nq;
+  p.nk = a.nk;
+  p.hq = a.hq;
+  p.hk = a.hk;
+  p.d = a.d;
+  p.causal = a.causal ? 1 : 0;
+  p.scale = a.scale;
+  p.qpos = a.qpos;
+  p.kpos = a.kpos;
+  return p;
+}
+
+unsigned blocks_for(int64_t rows) {
+  const int64_t b = (rows + kF32Warps - 1) / kF32Warps;
+  if (b > INT32_MAX) throw std::invalid_argument("cuda fp32 attention: too many rows");
+  return unsigned(b);
+}
+
+}  // namespace
+
+void attn_fwd_f32(const AttnArgs& a, cudaStream_t s) {
+  const int64_t rows = int64_t(a.B) * a.nq * a.hq;
+  if (rows == 0) return;
+  attn_fwd_f32_kernel<<<blocks_for(rows), 32 * kF32Warps, 0, s>>>(f32_params(a));
+  CUDA_CHECK_LAUNCH();
+}
+
+void attn_bwd_f32(const AttnArgs& a, cudaStream_t s) {
+  if (a.nq == 0 || a.nk == 0) return;
+  const F32Params p = f32_params(a);
+  attn_bwd_dq_f32_kernel<<<blocks_for(int64_t(a.B) * a.nq * a.hq), 32 * kF32Warps, 0, s>>>(p);
+  CUDA_CHECK_LAUNCH();
+  attn_bwd_dkdv_f32_kernel<<<blocks_for(int64_t(a.B) * a.nk * a.hk), 32 * kF32Warps, 0, s>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace cpbench::cuda
