@@ -392,7 +392,12 @@ json Harness::run_one(const Job& job, const Peak& peak) {
                  {"activation_estimate_bytes", strat_model->activation_bytes_estimate(shape, P, job.mesh)}};
   const std::vector<double> busy_rank = col(1);
   const double mean_busy = vmean(busy_rank);
-  r["balance"] = {{"compute_ms_per_rank", busy_rank}, {"imbalance", mean_busy > 0 ? vmax(busy_rank) / mean_busy : 1.0}};
+  const std::vector<double> flops_rank = col(10);
+  const double mean_flops = vmean(flops_rank);
+  r["balance"] = {{"compute_ms_per_rank", busy_rank},
+                  {"imbalance", mean_busy > 0 ? vmax(busy_rank) / mean_busy : 1.0},
+                  {"model_flops_per_rank", flops_rank},
+                  {"flops_imbalance", mean_flops > 0 ? vmax(flops_rank) / mean_flops : 1.0}};
   return r;
 }
 

@@ -313,6 +313,14 @@ def _check_balance(b, path, P, err):
     want = max(per) / mean if mean > 0 else 1.0
     if not _close(b["imbalance"], want, FORMULA_RTOL):
         err(path + ["imbalance"], f"{b['imbalance']:g}, expected max/mean of compute_ms_per_rank = {want:g}")
+    fl = b["model_flops_per_rank"]
+    if len(fl) != P:
+        err(path + ["model_flops_per_rank"], f"{len(fl)} entries, expected world_size {P}")
+    if fl:
+        fmean = sum(fl) / len(fl)
+        fwant = max(fl) / fmean if fmean > 0 else 1.0
+        if not _close(b["flops_imbalance"], fwant, FORMULA_RTOL):
+            err(path + ["flops_imbalance"], f"{b['flops_imbalance']:g}, expected max/mean of model_flops_per_rank = {fwant:g}")
 
 
 def _check_rates(r, path, err):

@@ -71,10 +71,16 @@ def cmd_balance(a):
         check(name in rep, f"{name}: missing")
         if name not in rep:
             continue
-        imb = rep[name]["balance"]["imbalance"]
-        print(f"{name}: imbalance {imb:.3f} (compute ms per rank {['%.1f' % x for x in rep[name]['balance']['compute_ms_per_rank']]})")
+        b = rep[name]["balance"]
+        imb = b["imbalance"]
+        print(f"{name}: imbalance {imb:.3f} (compute ms per rank {['%.1f' % x for x in b['compute_ms_per_rank']]}), "
+              f"flops imbalance {b['flops_imbalance']:.3f}")
         check(imb > float(thr) if above else imb < float(thr),
               f"{name}: imbalance {imb:.3f} should be {'above' if above else 'below'} {thr}")
+        if a.flops_above is not None:
+            fi = b["flops_imbalance"]
+            check(fi > a.flops_above if above else fi < a.flops_below,
+                  f"{name}: flops imbalance {fi:.3f} should be {'above ' + str(a.flops_above) if above else 'below ' + str(a.flops_below)}")
 
 
 def cmd_trace(a):
@@ -98,6 +104,8 @@ def main():
         p = sub.add_parser(name); p.add_argument("p1"); p.add_argument("p4"); p.add_argument("strategies", nargs="+")
     b = sub.add_parser("balance"); b.add_argument("report")
     b.add_argument("--above", nargs="*", default=[]); b.add_argument("--below", nargs="*", default=[])
+    b.add_argument("--flops-above", type=float, help="also: flops_imbalance of the --above ones must exceed this")
+    b.add_argument("--flops-below", type=float, help="also: flops_imbalance of the --below ones must stay under this")
     t = sub.add_parser("trace"); t.add_argument("trace"); t.add_argument("--ranks", type=int, required=True)
     a = ap.parse_args()
     if a.cmd == "model":

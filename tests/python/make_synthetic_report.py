@@ -186,7 +186,8 @@ def _ok_result(name, label, seq, U, R, P, cfg, step, spread, comm_scale):
         "peak": {"tflops": peak, "source": "calibrated-gemm"},
         "memory": {"peak_bytes": max(per_mem), "per_rank": per_mem, "weights": weights, "activations": act,
                    "comm_buffers": comm_buf, "activation_estimate_bytes": act},
-        "balance": {"compute_ms_per_rank": compute, "imbalance": max(compute) / mean if mean > 0 else 1.0},
+        "balance": {"compute_ms_per_rank": compute, "imbalance": max(compute) / mean if mean > 0 else 1.0,
+                    "model_flops_per_rank": [model] * P, "flops_imbalance": 1.0},
     }
 
 
