@@ -76,6 +76,9 @@ json report_context(World& w, Backend& be, int argc, char** argv) {
 #ifdef CPBENCH_CUDA_VERSION
   c["versions"]["cuda"] = CPBENCH_CUDA_VERSION;
 #endif
+#ifdef CPBENCH_NCCL_VERSION
+  c["versions"]["nccl"] = CPBENCH_NCCL_VERSION;
+#endif
   c["git_sha"] = CPBENCH_GIT_SHA;
   json args = json::array();
   for (int i = 0; i < argc; ++i) args.push_back(argv[i]);

@@ -1,5 +1,6 @@
 // The CUDA backend: bf16/fp16 (and fp32) storage, fp32 accumulation, cuBLAS GEMMs, own
-// tensor-core attention kernels, one compute stream per process, a caching allocator.
+// tensor-core attention kernels for bf16/fp16 (head dims 64, 128; simple SIMT kernels for fp32,
+// any head dim <= 256), one compute stream per process, a caching allocator.
 //
 // Device: local_rank % device count (several ranks may share a GPU with --comm mpi; NCCL needs
 // one GPU per rank). Needs compute capability 8.0 or newer.

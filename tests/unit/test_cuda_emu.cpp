@@ -578,7 +578,7 @@ void run_case_f32(const Case& c) {
 }  // namespace
 
 TEST_CASE("cuda emulated: fp32 attention, GQA, zigzag, d96", "[cuda][emu]") {
-  run_case_f32({"f32 zigzag", 2, 4, 2, 96, true, Positions::two(0, 20, 100, 20), Positions::contiguous(0, 120)});
+  run_case_f32({"f32 zigzag", 2, 4, 2, 96, true, Positions::two(0, 12, 60, 12), Positions::contiguous(0, 72)});
 }
 
 TEST_CASE("cuda emulated: fp32 attention, non-causal, rows past the keys, d256", "[cuda][emu]") {
