@@ -12,8 +12,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -178,6 +180,9 @@ void BM_attn_vs_sgemm(benchmark::State& st) {
   Tensor A = random_tensor(*be, {N, d}, 1), B = random_tensor(*be, {N, d}, 2), C = random_tensor(*be, {N, N}, 3);
   Tensor P = random_tensor(*be, {N, N}, 4), O = random_tensor(*be, {N, d}, 5);
   auto seconds = [](auto&& fn) {
+    // Let the idle workers of the previous case go to sleep first (OpenBLAS's spin ~0.1 s after a
+    // call, OpenMP's a few ms), so no case pays for its predecessor's thread pool.
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
     const double t0 = now_ms();
     fn();
     return (now_ms() - t0) * 1e-3;

@@ -71,6 +71,13 @@ void CpuBackend::compute(const char* op, F&& fn) {
   compute_log_.push_back(ComputeRecord{op, phase_, t0, now_ms()});
 }
 
+template <class F>
+void CpuBackend::layout(const char* op, F&& fn) {
+  const double t0 = now_ms();
+  fn();
+  compute_log_.push_back(ComputeRecord{op, phase_, t0, now_ms()});
+}
+
 // ---- memory -------------------------------------------------------------------------------------
 Tensor CpuBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) {
   if (dtype != DType::f32)
@@ -121,23 +128,24 @@ Event CpuBackend::record_event() {
 
 double CpuBackend::elapsed_ms(const Event& a, const Event& b) { return b.host_ms - a.host_ms; }
 
-// ---- layout (not compute: they run in replay mode too) -----------------------------------------
+// ---- layout: they run in replay mode too; logged as busy time (the rank is working, not waiting)
 void CpuBackend::fill(Tensor& t, float value) {
   need_f32("fill", t, "t");
-  cpu::fill(f(t), t.numel(), value, threads_);
+  layout("fill", [&] { cpu::fill(f(t), t.numel(), value, threads_); });
 }
 
 void CpuBackend::copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
                          int64_t rows, int64_t cols) {
   check_copy_2d(dst, dst_pitch, src, src_pitch, rows, cols);
   need_f32("copy_2d", dst, "dst");
-  cpu::copy_2d(f(dst), dst_pitch, f(src), src_pitch, rows, cols, threads_);
+  layout("copy_2d", [&] { cpu::copy_2d(f(dst), dst_pitch, f(src), src_pitch, rows, cols, threads_); });
 }
 
 void CpuBackend::convert(Tensor& dst, const Tensor& src) {
   check_same_numel("convert", dst, src);
   need_f32_all("convert", nm(dst, "dst"), nm(src, "src"));
-  if (dst.data != src.data) cpu::copy_2d(f(dst), dst.numel(), f(src), src.numel(), 1, src.numel(), threads_);
+  if (dst.data != src.data)
+    layout("convert", [&] { cpu::copy_2d(f(dst), dst.numel(), f(src), src.numel(), 1, src.numel(), threads_); });
 }
 
 // ---- compute ------------------------------------------------------------------------------------

@@ -57,6 +57,9 @@ class CpuBackend final : public Backend {
   // Runs f and appends a ComputeRecord, or does nothing in replay mode (compute disabled).
   template <class F>
   void compute(const char* op, F&& f);
+  // Layout copies: run even in replay mode, and are logged as busy time of the compute stream.
+  template <class F>
+  void layout(const char* op, F&& f);
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt);

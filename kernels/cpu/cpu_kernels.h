@@ -9,10 +9,12 @@
 namespace cpbench::cpu {
 
 // Tile sizes of the attention kernels (rows of queries x columns of keys per GEMM tile).
-// Tuned on AVX-512 / AVX2 machines (docs in attention.cpp); CPBENCH_ATTN_TILES="fq,fk,bq,bk"
-// overrides them for tuning experiments.
+// Large query tiles amortise OpenBLAS's packing of each K/V tile over more rows. Tuned at d=128,
+// N=1k-16k on a 2-core AVX-512 (Zen 4) VM with OpenBLAS 0.3.21 (the Cooperlake kernels); 384-512
+// forward rows were within noise of each other, 128x128 tiles ~10% slower.
+// CPBENCH_ATTN_TILES="fq,fk,bq,bk" overrides them for tuning experiments.
 struct AttnTiles {
-  int fwd_q = 384, fwd_k = 256;
+  int fwd_q = 512, fwd_k = 256;
   int bwd_q = 256, bwd_k = 256;
   // Partially masked tiles are computed in bands of this many query rows, each band trimmed to
   // its own last visible key, so the causal diagonal wastes at most ~band/2 columns per row.

@@ -1,6 +1,6 @@
 // ISA variants of the attention inner loops. Each body is written once with GCC/Clang vector
-// extensions (16 floats) and instantiated in wrappers carrying target attributes, so the
-// compiler emits AVX-512, AVX2+FMA or baseline SSE2 code for the same source. Only the wrappers
+// extensions, templated on the vector width, and instantiated in wrappers carrying target
+// attributes, so the compiler emits AVX-512, AVX2+FMA or baseline SSE2 code for the same source. Only the wrappers
 // get the target attribute: no inline function shared with other files is compiled for a wider
 // ISA (which would break the one-definition rule on older CPUs).
 #include "kernels/cpu/vec_ops.h"
@@ -25,34 +25,63 @@ namespace {
 
 #define CPB_INLINE static inline __attribute__((always_inline))
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
-constexpr int W = 16;
+// Vectors of W floats: W = 16 (zmm) for AVX-512, 8 (ymm) for AVX2, 4 (xmm) for baseline SSE2.
+// Wider types than the ISA's registers would be split through the stack, so each level uses its
+// own width.
+template <int W>
+struct Vec;
+template <>
+struct Vec<16> {
+  typedef float F __attribute__((vector_size(64)));
+  typedef int32_t I __attribute__((vector_size(64)));
+};
+template <>
+struct Vec<8> {
+  typedef float F __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+};
+template <>
+struct Vec<4> {
+  typedef float F __attribute__((vector_size(16)));
+  typedef int32_t I __attribute__((vector_size(16)));
+};
+
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-CPB_INLINE v16f load(const float* p) {
-  v16f x;
+template <int W>
+CPB_INLINE typename Vec<W>::F load(const float* p) {
+  typename Vec<W>::F x;
   __builtin_memcpy(&x, p, sizeof(x));
   return x;
 }
-CPB_INLINE v16i loadi(const int32_t* p) {
-  v16i x;
+template <int W>
+CPB_INLINE typename Vec<W>::I loadi(const int32_t* p) {
+  typename Vec<W>::I x;
   __builtin_memcpy(&x, p, sizeof(x));
   return x;
 }
-CPB_INLINE void store(float* p, v16f x) { __builtin_memcpy(p, &x, sizeof(x)); }
-CPB_INLINE v16f splat(float a) { return v16f{} + a; }
+template <int W>
+CPB_INLINE void store(float* p, typename Vec<W>::F x) {
+  __builtin_memcpy(p, &x, sizeof(x));
+}
+template <int W>
+CPB_INLINE typename Vec<W>::F splat(float a) {
+  return typename Vec<W>::F{} + a;
+}
 
 // 2^x for x <= 0 (and -inf -> 0): round to nearest integer n, 2^(x-n) by its Taylor polynomial
 // of degree 7 on [-1/2, 1/2] (truncation error < 1e-8, below fp32 rounding), times 2^n built
 // in the exponent field. Inputs below -127 give 0; NaN stays NaN.
-CPB_INLINE v16f exp2v(v16f x) {
-  const v16f lo = splat(-127.0f);
+template <int W>
+CPB_INLINE typename Vec<W>::F exp2v(typename Vec<W>::F x) {
+  using F = typename Vec<W>::F;
+  using I = typename Vec<W>::I;
+  const F lo = splat<W>(-127.0f);
   x = x < lo ? lo : x;
-  const v16f magic = splat(12582912.0f);  // 1.5 * 2^23: (x + magic) - magic rounds to integer
-  const v16f n = (x + magic) - magic;
-  const v16f f = x - n;
-  v16f p = splat(1.5252734e-5f);
+  const F magic = splat<W>(12582912.0f);  // 1.5 * 2^23: (x + magic) - magic rounds to integer
+  const F n = (x + magic) - magic;
+  const F f = x - n;
+  F p = splat<W>(1.5252734e-5f);
   p = p * f + 1.5403530e-4f;
   p = p * f + 1.3333558e-3f;
   p = p * f + 9.6181291e-3f;
@@ -60,8 +89,8 @@ CPB_INLINE v16f exp2v(v16f x) {
   p = p * f + 2.4022651e-1f;
   p = p * f + 6.9314718e-1f;
   p = p * f + 1.0f;
-  const v16i e = (__builtin_convertvector(n, v16i) + 127) << 23;
-  return p * (v16f)e;  // GCC vector cast: reinterprets the bits
+  const I e = (__builtin_convertvector(n, I) + 127) << 23;
+  return p * (F)e;  // GCC vector cast: reinterprets the bits
 }
 
 CPB_INLINE float exp2s(float x) {  // the scalar twin, for row tails
@@ -83,12 +112,14 @@ CPB_INLINE float exp2s(float x) {  // the scalar twin, for row tails
   return p * s;
 }
 
-CPB_INLINE float hmax(v16f v) {
+template <int W>
+CPB_INLINE float hmax(typename Vec<W>::F v) {
   float m = v[0];
   for (int i = 1; i < W; ++i) m = v[i] > m ? v[i] : m;
   return m;
 }
-CPB_INLINE float hsum(v16f v) {
+template <int W>
+CPB_INLINE float hsum(typename Vec<W>::F v) {
   // Pairwise, fixed order.
   float a[W];
   __builtin_memcpy(a, &v, sizeof(a));
@@ -97,32 +128,37 @@ CPB_INLINE float hsum(v16f v) {
   return a[0];
 }
 
+template <int W>
 CPB_INLINE void mask_body(float* S, int64_t ld, int rows, int cols, const int32_t* qp,
                           const int32_t* kp) {
-  const v16f ninf = splat(kNegInf);
+  using F = typename Vec<W>::F;
+  using I = typename Vec<W>::I;
+  const F ninf = splat<W>(kNegInf);
   for (int i = 0; i < rows; ++i) {
     float* s = S + i * ld;
     const int32_t q = qp[i];
-    const v16i qv = v16i{} + q;
+    const I qv = I{} + q;
     int j = 0;
-    for (; j + W <= cols; j += W) store(s + j, loadi(kp + j) > qv ? ninf : load(s + j));
+    for (; j + W <= cols; j += W) store<W>(s + j, loadi<W>(kp + j) > qv ? ninf : load<W>(s + j));
     for (; j < cols; ++j)
       if (kp[j] > q) s[j] = kNegInf;
   }
 }
 
+template <int W>
 CPB_INLINE void softmax_body(float* S, int64_t ld, int rows, int cols, float* m, float* l,
                              float* O, int64_t ldo, int d) {
+  using F = typename Vec<W>::F;
   for (int i = 0; i < rows; ++i) {
     float* s = S + i * ld;
     // Row maximum.
-    v16f mv = splat(kNegInf);
+    F mv = splat<W>(kNegInf);
     int j = 0;
     for (; j + W <= cols; j += W) {
-      const v16f x = load(s + j);
+      const F x = load<W>(s + j);
       mv = x > mv ? x : mv;
     }
-    float mx = hmax(mv);
+    float mx = hmax<W>(mv);
     for (; j < cols; ++j) mx = s[j] > mx ? s[j] : mx;
     const float m_old = m[i];
     const float m_new = mx > m_old ? mx : m_old;
@@ -131,15 +167,15 @@ CPB_INLINE void softmax_body(float* S, int64_t ld, int rows, int cols, float* m,
       continue;
     }
     // P = exp2(S - m_new) and its row sum.
-    const v16f mnv = splat(m_new);
-    v16f acc = splat(0.0f);
+    const F mnv = splat<W>(m_new);
+    F acc = splat<W>(0.0f);
     j = 0;
     for (; j + W <= cols; j += W) {
-      const v16f p = exp2v(load(s + j) - mnv);
-      store(s + j, p);
+      const F p = exp2v<W>(load<W>(s + j) - mnv);
+      store<W>(s + j, p);
       acc += p;
     }
-    float sum = hsum(acc);
+    float sum = hsum<W>(acc);
     for (; j < cols; ++j) {
       s[j] = exp2s(s[j] - m_new);
       sum += s[j];
@@ -149,15 +185,17 @@ CPB_INLINE void softmax_body(float* S, int64_t ld, int rows, int cols, float* m,
     m[i] = m_new;
     if (alpha != 1.0f) {
       float* o = O + i * ldo;
-      const v16f av = splat(alpha);
+      const F av = splat<W>(alpha);
       int c = 0;
-      for (; c + W <= d; c += W) store(o + c, load(o + c) * av);
+      for (; c + W <= d; c += W) store<W>(o + c, load<W>(o + c) * av);
       for (; c < d; ++c) o[c] *= alpha;
     }
   }
 }
 
+template <int W>
 CPB_INLINE void prob_body(float* S, int64_t ld, int rows, int cols, const float* lse2) {
+  using F = typename Vec<W>::F;
   for (int i = 0; i < rows; ++i) {
     float* s = S + i * ld;
     const float L = lse2[i];
@@ -165,50 +203,52 @@ CPB_INLINE void prob_body(float* S, int64_t ld, int rows, int cols, const float*
       for (int j = 0; j < cols; ++j) s[j] = 0.0f;
       continue;
     }
-    const v16f lv = splat(L);
+    const F lv = splat<W>(L);
     int j = 0;
-    for (; j + W <= cols; j += W) store(s + j, exp2v(load(s + j) - lv));
+    for (; j + W <= cols; j += W) store<W>(s + j, exp2v<W>(load<W>(s + j) - lv));
     for (; j < cols; ++j) s[j] = exp2s(s[j] - L);
   }
 }
 
+template <int W>
 CPB_INLINE void dsoftmax_body(const float* P, float* dP, int64_t ld, int rows, int cols,
                               const float* delta) {
+  using F = typename Vec<W>::F;
   for (int i = 0; i < rows; ++i) {
     const float* p = P + i * ld;
     float* dp = dP + i * ld;
     const float dl = delta[i];
-    const v16f dv = splat(dl);
+    const F dv = splat<W>(dl);
     int j = 0;
-    for (; j + W <= cols; j += W) store(dp + j, load(p + j) * (load(dp + j) - dv));
+    for (; j + W <= cols; j += W) store<W>(dp + j, load<W>(p + j) * (load<W>(dp + j) - dv));
     for (; j < cols; ++j) dp[j] = p[j] * (dp[j] - dl);
   }
 }
 
 // One set of wrappers per ISA level.
-#define CPB_DEFINE_VARIANT(SUFFIX, ATTR)                                                          \
+#define CPB_DEFINE_VARIANT(SUFFIX, W, ATTR)                                                       \
   ATTR void mask_##SUFFIX(float* S, int64_t ld, int rows, int cols, const int32_t* qp,            \
                           const int32_t* kp) {                                                    \
-    mask_body(S, ld, rows, cols, qp, kp);                                                         \
+    mask_body<W>(S, ld, rows, cols, qp, kp);                                                      \
   }                                                                                               \
   ATTR void softmax_##SUFFIX(float* S, int64_t ld, int rows, int cols, float* m, float* l,        \
                              float* O, int64_t ldo, int d) {                                      \
-    softmax_body(S, ld, rows, cols, m, l, O, ldo, d);                                             \
+    softmax_body<W>(S, ld, rows, cols, m, l, O, ldo, d);                                          \
   }                                                                                               \
   ATTR void prob_##SUFFIX(float* S, int64_t ld, int rows, int cols, const float* lse2) {          \
-    prob_body(S, ld, rows, cols, lse2);                                                           \
+    prob_body<W>(S, ld, rows, cols, lse2);                                                        \
   }                                                                                               \
   ATTR void dsoftmax_##SUFFIX(const float* P, float* dP, int64_t ld, int rows, int cols,          \
                               const float* delta) {                                               \
-    dsoftmax_body(P, dP, ld, rows, cols, delta);                                                  \
+    dsoftmax_body<W>(P, dP, ld, rows, cols, delta);                                               \
   }                                                                                               \
   const VecOps ops_##SUFFIX = {#SUFFIX, mask_##SUFFIX, softmax_##SUFFIX, prob_##SUFFIX,           \
                                dsoftmax_##SUFFIX};
 
-CPB_DEFINE_VARIANT(generic, )
+CPB_DEFINE_VARIANT(generic, 4, )
 #if CPB_X86
-CPB_DEFINE_VARIANT(avx2, __attribute__((target("avx2,fma"))))
-CPB_DEFINE_VARIANT(avx512, __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))))
+CPB_DEFINE_VARIANT(avx2, 8, __attribute__((target("avx2,fma"))))
+CPB_DEFINE_VARIANT(avx512, 16, __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))))
 #endif
 
 int supported(const VecOps** out, int max) {

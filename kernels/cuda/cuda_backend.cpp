@@ -387,9 +387,12 @@ void CudaBackendImpl::copy_from_host_raw(Tensor& dst, const void* src, size_t by
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller may reuse `src` on return
 }
 
-// ---- layout (not compute: they run in replay mode too, and are not in the compute log) --------
+// ---- layout: they run in replay mode too, and are logged (the compute stream is busy with them:
+// busy time covers them, so exposed communication is time the stream waits on transfers) -----
 void CudaBackendImpl::fill(Tensor& t, float value) {
+  const int op = op_begin("fill");
   cuda::fill(t.data, t.dtype, t.numel(), value, stream_);
+  op_end(op);
 }
 
 void CudaBackendImpl::copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src,
@@ -397,18 +400,22 @@ void CudaBackendImpl::copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src,
   check_copy_2d(dst, dst_pitch, src, src_pitch, rows, cols);
   if (rows == 0 || cols == 0) return;
   const size_t es = dtype_size(dst.dtype);
+  const int op = op_begin("copy_2d");
   if (rows == 1 || (dst_pitch == cols && src_pitch == cols)) {
     CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, size_t(rows) * size_t(cols) * es,
                                cudaMemcpyDeviceToDevice, stream_));
-    return;
+  } else {
+    CUDA_CHECK(cudaMemcpy2DAsync(dst.data, size_t(dst_pitch) * es, src.data, size_t(src_pitch) * es,
+                                 size_t(cols) * es, size_t(rows), cudaMemcpyDeviceToDevice, stream_));
   }
-  CUDA_CHECK(cudaMemcpy2DAsync(dst.data, size_t(dst_pitch) * es, src.data, size_t(src_pitch) * es,
-                               size_t(cols) * es, size_t(rows), cudaMemcpyDeviceToDevice, stream_));
+  op_end(op);
 }
 
 void CudaBackendImpl::convert(Tensor& dst, const Tensor& src) {
   check_same_numel("convert", dst, src);
+  const int op = op_begin("convert");
   cuda::convert(dst.data, dst.dtype, src.data, src.dtype, dst.numel(), stream_);
+  op_end(op);
 }
 
 // ---- compute ------------------------------------------------------------------------------------
