@@ -27,10 +27,8 @@ const char* op_name(OpKind k) {
   return "?";
 }
 
-CommLog::CommLog() : origin_(std::chrono::steady_clock::now()) {}
-
 // The process-wide clock of kernels/ (cpbench::now_ms), so compute records and comm records lie
-// on one timeline. origin_ is kept for layout compatibility and is not used.
+// on one timeline.
 double CommLog::now_ms() const { return cpbench::now_ms(); }
 
 int64_t logical_bytes_sent(OpKind op, int64_t buffer_bytes, int group_size) {

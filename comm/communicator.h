@@ -7,7 +7,6 @@
 //   reduce_scatter (g-1)/g of its input            send         its buffer;   recv sends 0
 // A group of one rank sends nothing (and the call is recorded with 0 bytes).
 #pragma once
-#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +35,6 @@ struct CommRecord {
 // Every communicator of a rank appends to one log. The harness sets the phase and clears it.
 class CommLog {
  public:
-  CommLog();
   Phase phase() const { return phase_; }
   void set_phase(Phase p) { phase_ = p; }
   double now_ms() const;  // cpbench::now_ms(): the process-wide steady clock compute records use
@@ -45,7 +43,6 @@ class CommLog {
 
  private:
   Phase phase_ = Phase::other;
-  std::chrono::steady_clock::time_point origin_;
   std::vector<CommRecord> records_;
 };
 
