@@ -17,6 +17,8 @@ does not bias. Without that counter (older JSON) it falls back to the separate r
 Pairs:
   alltoall layer     Communicator::all_to_all          vs MPI_Alltoall   (same packed buffers)
   alltoall ulysses   pack + all_to_all + unpack        vs MPI_Alltoall   (pre-packed buffers)
+  ulysses vs alltoallw  the same                      vs MPI_Alltoallw doing the same layout change
+                                                         with strided datatypes (no hand copies)
   ring shift layer   isend/irecv/wait (comm thread)    vs MPI_Sendrecv
 
 Times are medians over repetitions when the JSON has aggregates, else the single run.
@@ -38,6 +40,7 @@ from pathlib import Path
 PAIRS = [
     ("alltoall layer", "AlltoallLayer", "AlltoallRaw"),
     ("alltoall ulysses", "AlltoallUlysses", "AlltoallRaw"),
+    ("ulysses vs alltoallw", "AlltoallUlyssesW", "AlltoallRaw"),
     ("ring shift layer", "RingShiftLayer", "RingShiftRaw"),
 ]
 NAME_RE = re.compile(r"^BM_Comm(?P<case>[A-Za-z]+)/MiB:(?P<mib>\d+)")

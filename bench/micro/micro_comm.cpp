@@ -6,6 +6,10 @@
 //   BM_CommAlltoallUlysses/<MiB>   the Ulysses tokens->heads step through the comm layer, layout
 //                                  change included: pack x [T, H, d] into per-destination chunks
 //                                  [P][T, H/P, d], all_to_all, unpack into [P*T, H/P, d]
+//   BM_CommAlltoallUlyssesW/<MiB>  the same Ulysses step, paired with raw MPI doing the same layout
+//                                  change itself: MPI_Alltoallw with a strided vector datatype per
+//                                  destination reading x in place and writing `out` in place (the
+//                                  best raw MPI can do without hand-written copies)
 //   BM_CommRingShiftRaw/<MiB>      MPI_Sendrecv: send to rank+1, receive from rank-1
 //   BM_CommRingShiftLayer/<MiB>    isend / irecv / wait through the comm layer (comm thread)
 //
@@ -207,6 +211,51 @@ void BM_CommAlltoallUlysses(benchmark::State& st) {
   st.counters["unpack_p50_ms"] = median(t_unpack) * 1e3;
 }
 
+void BM_CommAlltoallUlyssesW(benchmark::State& st) {
+  CommEnv& e = env();
+  Backend& be = *e.be;
+  const int64_t bytes = mib_bytes(st);
+  const int64_t T = tokens_for(st, bytes);
+  if (T == 0) return;
+  const int P = e.P;
+  const int64_t hd = int64_t(kHeads) * kHeadDim, w = hd / P;
+  Tensor x = filled(be, T * hd, float(e.rank));  // [T, H, d]
+  Tensor send = filled(be, T * hd, 0.f), recv = filled(be, T * hd, 0.f);
+  Tensor out = filled(be, T * hd, 0.f), out_raw = filled(be, T * hd, 0.f);  // [P*T, H/P, d]
+  // Raw MPI: destination j gets T rows of w floats at stride hd, starting at column j*w of x;
+  // source j's chunk lands contiguously at rows [j*T, (j+1)*T) of out_raw.
+  MPI_Datatype rows;
+  MPI_Type_vector(int(T), int(w), int(hd), MPI_FLOAT, &rows);
+  MPI_Type_commit(&rows);
+  MPI_Datatype chunk;
+  MPI_Type_contiguous(int(T * w), MPI_FLOAT, &chunk);
+  MPI_Type_commit(&chunk);
+  std::vector<int> counts(P, 1), sdispl(P), rdispl(P);
+  std::vector<MPI_Datatype> stypes(P, rows), rtypes(P, chunk);
+  for (int j = 0; j < P; ++j) {
+    sdispl[j] = int(j * w * 4);
+    rdispl[j] = int(j * T * w * 4);
+  }
+  timed_loop(
+      st, bytes, double(P - 1) / P,
+      [&] {
+        for (int j = 0; j < P; ++j) {
+          Tensor dst = send.view(j * T * w, {T * w});
+          be.copy_2d(dst, w, x.view(j * w, {x.numel() - j * w}), hd, T, w);
+        }
+        e.comm->all_to_all(send, recv);
+        be.copy_2d(out, w, recv, w, int64_t(P) * T, w);
+      },
+      [&] {
+        MPI_Alltoallw(x.data, counts.data(), sdispl.data(), stypes.data(), out_raw.data, counts.data(),
+                      rdispl.data(), rtypes.data(), e.raw);
+      });
+  // Both paths must produce the same sequence for my heads.
+  if (be.download(out) != be.download(out_raw)) st.SkipWithError("Alltoallw and the comm layer disagree");
+  MPI_Type_free(&rows);
+  MPI_Type_free(&chunk);
+}
+
 void BM_CommRingShiftRaw(benchmark::State& st) {
   CommEnv& e = env();
   const int64_t bytes = mib_bytes(st);
@@ -243,6 +292,7 @@ void BM_CommRingShiftLayer(benchmark::State& st) {
 BENCHMARK(BM_CommAlltoallRaw) CPBENCH_COMM_SIZES;
 BENCHMARK(BM_CommAlltoallLayer) CPBENCH_COMM_SIZES;
 BENCHMARK(BM_CommAlltoallUlysses) CPBENCH_COMM_SIZES;
+BENCHMARK(BM_CommAlltoallUlyssesW) CPBENCH_COMM_SIZES;
 BENCHMARK(BM_CommRingShiftRaw) CPBENCH_COMM_SIZES;
 BENCHMARK(BM_CommRingShiftLayer) CPBENCH_COMM_SIZES;
 #undef CPBENCH_COMM_SIZES
