@@ -76,6 +76,13 @@ std::string get_str(const nlohmann::json& v, const std::string& origin, const st
 
 void apply_settings(RunConfig& c, const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw std::invalid_argument(origin + ": expected a JSON object");
+  // A layer that names the mesh replaces the mesh of the layers below it: --ulysses/--ring on
+  // the command line override a preset's "mesh": "all" and the reverse. Both in one layer stay a
+  // conflict (finalize_config reports it).
+  const bool sets_degrees = j.contains("ulysses") || j.contains("ring");
+  const bool sets_all = j.contains("mesh");
+  if (sets_degrees && !sets_all) c.mesh_all = false;
+  if (sets_all && !sets_degrees) c.ulysses = c.ring = 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const nlohmann::json& v = it.value();

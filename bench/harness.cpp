@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -100,10 +101,15 @@ double phase_time(const std::vector<CommRecord>& recs, Phase ph) {
   return t;
 }
 
-// Known dense bf16 peaks (DESIGN), by a substring of the device name.
-double device_table_peak(const std::string& device) {
-  if (device.find("H100") != std::string::npos || device.find("H200") != std::string::npos) return 989.0;
-  if (device.find("A100") != std::string::npos) return 312.0;
+// Known dense bf16/fp16 tensor-core peaks (DESIGN) by device name; 0 when unknown or when the run
+// is fp32 (then the GEMM rate is calibrated). Only the SXM parts have these peaks: H100 SXM reports
+// "H100 80GB HBM3" (PCIe and NVL are slower), H200 SXM "H200" (not NVL).
+double device_table_peak(const std::string& device, const std::string& dtype) {
+  if (dtype == "fp32") return 0;
+  auto has = [&](const char* s) { return device.find(s) != std::string::npos; };
+  if (has("H200") && !has("NVL")) return 989.0;
+  if (has("H100") && (has("HBM3") || has("SXM"))) return 989.0;
+  if (has("A100")) return 312.0;
   return 0;
 }
 
@@ -181,7 +187,11 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P) {
 
 Peak resolve_peak(const RunConfig& cfg, Backend& be, World& w) {
   if (cfg.peak_tflops > 0) return {cfg.peak_tflops, "flag"};
-  if (double p = device_table_peak(be.device_name()); p > 0) return {p, "device-table"};
+  // The table applies only if every rank's device is in it (decided together: no rank may skip
+  // the calibration's collectives alone).
+  std::vector<double> table = {device_table_peak(be.device_name(), cfg.dtype)};
+  w.allreduce_min(table);
+  if (table[0] > 0) return {table[0], "device-table"};
   // Calibrate: every rank runs the same GEMM at once (so shared cores are accounted for);
   // the peak is the median per-rank rate. fp32 on CPU.
   const int64_t n = 1024;
@@ -472,14 +482,17 @@ std::vector<json> Harness::verify(const std::vector<Job>& jobs) {
     if (cfg_.dump.empty() || w_.rank() != 0) return;
     std::string dir = cfg_.dump + "/" + label;
     if (cfg_.seqs.size() > 1) dir += "/seq" + std::to_string(shape.N);
-    std::string cmd = "mkdir -p '" + dir + "'";
-    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("cannot create " + dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
     for (const auto& n : names) write_npy(dir + "/" + n + ".npy", t.at(n), global_tensor_shape(n, shape));
     json meta = {{"strategy", label}, {"B", shape.B}, {"N", shape.N}, {"H", shape.H}, {"G", shape.G},
                  {"d", shape.d}, {"D", shape.D}, {"causal", shape.causal}, {"rope", shape.rope},
                  {"P", P}, {"mesh", {{"ulysses", ms.U}, {"ring", ms.R}, {"placement", placement_name(ms.placement)}}},
                  {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg_.seed}, {"dtype", cfg_.dtype}};
-    std::ofstream(dir + "/meta.json") << meta.dump(2) << "\n";
+    std::ofstream mf(dir + "/meta.json");
+    mf << meta.dump(2) << "\n";
+    if (!mf) throw std::runtime_error("error writing " + dir + "/meta.json");
   };
 
   for (int64_t seq : cfg_.seqs) {

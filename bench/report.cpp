@@ -103,12 +103,19 @@ json make_report(const json& context, const RunConfig& cfg, int world_size, cons
 }
 
 void write_json_file(const std::string& path, const json& j) {
+  // Serialise first (invalid UTF-8 in argv/env/host names is replaced, never fatal), then write a
+  // temporary file and rename it, removing it on any error.
+  const std::string text = j.dump(1, ' ', false, json::error_handler_t::replace);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream f(tmp);
     if (!f) throw std::runtime_error("cannot write " + path);
-    f << j.dump(1) << "\n";
-    if (!f) throw std::runtime_error("error writing " + path);
+    f << text << "\n";
+    f.close();
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("error writing " + path);
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

@@ -170,3 +170,21 @@ TEST_CASE("comm model: each strategy states DESIGN's bytes per rank") {
     }
   }
 }
+
+TEST_CASE("config: a layer naming the mesh replaces the lower layer's mesh") {
+  RunConfig c = tiny(64);
+  apply_settings(c, {{"mesh", "all"}}, "preset");
+  apply_settings(c, {{"ulysses", 2}, {"ring", 2}}, "command line");
+  CHECK_FALSE(c.mesh_all);
+  CHECK(c.ulysses == 2);
+  finalize_config(c, 4);
+  RunConfig d = tiny(64);
+  apply_settings(d, {{"ulysses", 2}}, "preset");
+  apply_settings(d, {{"mesh", "all"}}, "command line");
+  CHECK(d.mesh_all);
+  CHECK(d.ulysses == 0);
+  finalize_config(d, 4);
+  RunConfig e = tiny(64);  // both in one layer: a conflict
+  apply_settings(e, {{"mesh", "all"}, {"ulysses", 2}}, "command line");
+  CHECK(error_of([&] { finalize_config(e, 4); }).find("--mesh all enumerates every U x R") == 0);
+}
