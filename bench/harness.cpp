@@ -317,7 +317,6 @@ json Harness::run_one(const Job& job, const Peak& peak) {
 
   const MemStats mem = be_.mem().stats();
   strat->teardown();
-  strat.reset();
 
   // ---- reduce over ranks ----
   const double step_med = median(step), busy_med = median(busy), exposed_med = median(exposed);
@@ -353,9 +352,8 @@ json Harness::run_one(const Job& job, const Peak& peak) {
     return s / double(v.size());
   };
 
-  auto strat_model = job.info->make();
   const int64_t elem = int64_t(dtype_size(shape.dtype));
-  const CommPrediction pred = strat_model->predicted_bytes(shape, P, job.mesh, elem, 4);
+  const CommPrediction pred = strat->predicted_bytes(shape, P, job.mesh, elem, 4);
   json r;
   r["strategy"] = job.info->name;
   r["label"] = job.label;
@@ -378,11 +376,11 @@ json Harness::run_one(const Job& job, const Peak& peak) {
 
   json per_rank_overlap = json::array();
   double min_ratio = 1.0;
-  const std::vector<double> ex = col(2), sa = col(3);
+  const std::vector<double> ex = col(2), sa = col(3), sent_fwd = col(4), sent_bwd = col(5);
   for (int q = 0; q < P; ++q) {
     // A rank that sends nothing has no communication to hide: ratio 1 (DESIGN's formula would
     // otherwise charge the layout copies of the replay as "communication").
-    const bool silent = col(4)[q] + col(5)[q] == 0;
+    const bool silent = sent_fwd[q] + sent_bwd[q] == 0;
     const double ratio = silent || sa[q] <= 0 ? 1.0 : std::clamp(1.0 - ex[q] / sa[q], 0.0, 1.0);
     min_ratio = std::min(min_ratio, ratio);
     per_rank_overlap.push_back({{"comm_standalone_ms", sa[q]}, {"exposed_comm_ms", ex[q]}, {"ratio", ratio}});
@@ -404,7 +402,7 @@ json Harness::run_one(const Job& job, const Peak& peak) {
                  {"weights", int64_t(vmax(col(7)))},
                  {"activations", int64_t(vmax(col(8)))},
                  {"comm_buffers", int64_t(vmax(col(9)))},
-                 {"activation_estimate_bytes", strat_model->activation_bytes_estimate(shape, P, job.mesh)}};
+                 {"activation_estimate_bytes", strat->activation_bytes_estimate(shape, P, job.mesh)}};
   const std::vector<double> busy_rank = col(1);
   const double mean_busy = vmean(busy_rank);
   const std::vector<double> flops_rank = col(10);

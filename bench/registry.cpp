@@ -58,6 +58,12 @@ MeshSpec Strategy::resolve_mesh(const MeshSpec& requested, const LayerShape&, in
   return m;
 }
 
+int max_ulysses_degree(int P, const LayerShape& s) {
+  for (int u = P; u > 1; --u)
+    if (P % u == 0 && s.H % u == 0 && s.G % u == 0) return u;
+  return 1;
+}
+
 std::vector<std::string> dump_tensor_names() {
   return {"x", "norm_w", "w_qkv", "w_o", "dy", "y", "dx", "dnorm_w", "dw_qkv", "dw_o",
           "q", "k",      "v",     "o",   "do", "dq", "dk", "dv",     "lse"};

@@ -100,6 +100,10 @@ struct StrategyInfo {
 const std::vector<StrategyInfo>& strategy_registry();
 const StrategyInfo* find_strategy(const std::string& name);  // null if unknown
 
+// Largest u dividing P, H and G: the widest Ulysses all-to-all the heads allow (usp's default
+// mesh, and the hint of the head-constrained strategies' errors).
+int max_ulysses_degree(int P, const LayerShape& s);
+
 // Names and global shapes of the tensors of the dump (DESIGN order).
 std::vector<std::string> dump_tensor_names();
 std::vector<int64_t> global_tensor_shape(const std::string& name, const LayerShape& s);

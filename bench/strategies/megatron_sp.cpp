@@ -28,12 +28,6 @@ namespace cpbench {
 namespace {
 
 // Largest u dividing P, H and G (the widest head split these heads allow).
-int max_divisor(int P, int H, int G) {
-  for (int u = P; u > 1; --u)
-    if (P % u == 0 && H % u == 0 && G % u == 0) return u;
-  return 1;
-}
-
 class MegatronSP final : public Strategy {
  public:
   std::string name() const override { return "megatron-sp"; }
@@ -44,8 +38,8 @@ class MegatronSP final : public Strategy {
       e << "megatron-sp: P=" << P << " does not divide heads=" << s.H;
     else if (s.G % P != 0)
       e << "megatron-sp: P=" << P << " does not divide kv_heads=" << s.G << "; "
-        << (max_divisor(P, s.H, s.G) == 1 ? std::string("use a ring strategy (or usp with ulysses=1)")
-                                          : "use usp with ulysses<=" + std::to_string(max_divisor(P, s.H, s.G)));
+        << (max_ulysses_degree(P, s) == 1 ? std::string("use a ring strategy (or usp with ulysses=1)")
+                                          : "use usp with ulysses<=" + std::to_string(max_ulysses_degree(P, s)));
     else if (s.N % P != 0)
       e << "megatron-sp: seq=" << s.N << " is not divisible by P=" << P;
     if (!e.str().empty()) throw ConstraintError(e.str());

@@ -24,7 +24,7 @@ class Ulysses final : public SeqShardedLayer {
       e << "ulysses: P=" << P << " does not divide heads=" << s.H;
     else if (s.G % P != 0)
       e << "ulysses: P=" << P << " does not divide kv_heads=" << s.G << "; use usp with ulysses<="
-        << largest_divisor(s.G, P);
+        << max_ulysses_degree(P, s);
     else if (s.N % P != 0)
       e << "ulysses: P=" << P << " does not divide seq=" << s.N;
     if (!e.str().empty()) throw ConstraintError(e.str());
@@ -38,12 +38,6 @@ class Ulysses final : public SeqShardedLayer {
   }
 
  protected:
-  static int largest_divisor(int g, int p) {  // largest u dividing both g and p
-    for (int u = p; u > 1; --u)
-      if (g % u == 0 && p % u == 0) return u;
-    return 1;
-  }
-
   Positions token_positions(const LayerShape& s, const Mesh& m) const override {
     const int64_t T = s.N / m.P;
     return Positions::contiguous(m.cp->rank() * T, T);

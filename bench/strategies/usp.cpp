@@ -34,15 +34,8 @@ bool zigzag_layout(RingLayout requested, bool causal) {
   return requested == RingLayout::zigzag || (requested == RingLayout::auto_ && causal);
 }
 
-// Largest u dividing P, H and G: the biggest Ulysses degree the heads allow.
-int max_ulysses(int P, int H, int G) {
-  for (int u = P; u > 1; --u)
-    if (P % u == 0 && H % u == 0 && G % u == 0) return u;
-  return 1;
-}
-
 std::string ulysses_hint(int P, const LayerShape& s) {
-  const int u = max_ulysses(P, s.H, s.G);
+  const int u = max_ulysses_degree(P, s);
   return u == 1 ? "use ulysses=1 (a pure ring)" : "use ulysses<=" + std::to_string(u);
 }
 
@@ -73,7 +66,7 @@ class Usp final : public SeqShardedLayer {
       if (P % req.R != 0) e << "usp: ring=" << req.R << " does not divide P=" << P;
       else m.U = P / req.R;
     } else {
-      m.U = max_ulysses(P, s.H, s.G);
+      m.U = max_ulysses_degree(P, s);
       m.R = P / m.U;
     }
     if (!e.str().empty()) throw ConstraintError(e.str());
