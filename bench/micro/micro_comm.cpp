@@ -174,6 +174,25 @@ void BM_CommAlltoallLayer(benchmark::State& st) {
       [&] { MPI_Alltoall(send.data, chunk, MPI_BYTE, recv.data, chunk, MPI_BYTE, e.raw); });
 }
 
+// The Ulysses tokens->heads step through the comm layer: pack head block j of every token of
+// x [T, H, d] (row pitch hd) into chunk j of send, all_to_all, and place the chunks, which hold
+// tokens [j*T, (j+1)*T) of the sequence, in order into out [P*T, H/P, d] (a strategy unpacks into
+// its own q/k/v tensors). Returns the pack and unpack times of this rank.
+std::pair<double, double> ulysses_layer_step(Backend& be, Communicator& comm, const Tensor& x, Tensor& send,
+                                             Tensor& recv, Tensor& out, int64_t T, int64_t hd, int P) {
+  const int64_t w = hd / P;
+  const double t0 = MPI_Wtime();
+  for (int j = 0; j < P; ++j) {
+    Tensor dst = send.view(j * T * w, {T * w});
+    be.copy_2d(dst, w, x.view(j * w, {x.numel() - j * w}), hd, T, w);
+  }
+  const double t1 = MPI_Wtime();
+  comm.all_to_all(send, recv);
+  const double t2 = MPI_Wtime();
+  be.copy_2d(out, w, recv, w, int64_t(P) * T, w);
+  return {t1 - t0, MPI_Wtime() - t2};
+}
+
 void BM_CommAlltoallUlysses(benchmark::State& st) {
   CommEnv& e = env();
   Backend& be = *e.be;
@@ -182,7 +201,6 @@ void BM_CommAlltoallUlysses(benchmark::State& st) {
   if (T == 0) return;
   const int P = e.P;
   const int64_t hd = int64_t(kHeads) * kHeadDim;  // row pitch of x
-  const int64_t w = hd / P;                       // columns per destination: H/P heads * d
   Tensor x = filled(be, T * hd, float(e.rank));   // [T, H, d]
   Tensor send = filled(be, T * hd, 0.f);          // [P][T, H/P, d]
   Tensor recv = filled(be, T * hd, 0.f);          // [P][T, H/P, d] = [P*T, H/P, d] by source
@@ -192,19 +210,9 @@ void BM_CommAlltoallUlysses(benchmark::State& st) {
   timed_loop(
       st, bytes, double(P - 1) / P,
       [&] {
-        const double t0 = MPI_Wtime();
-        for (int j = 0; j < P; ++j) {  // pack: head block j of every token -> chunk j
-          Tensor dst = send.view(j * T * w, {T * w});
-          be.copy_2d(dst, w, x.view(j * w, {x.numel() - j * w}), hd, T, w);
-        }
-        const double t1 = MPI_Wtime();
-        e.comm->all_to_all(send, recv);
-        const double t2 = MPI_Wtime();
-        // unpack: chunk j holds tokens [j*T, (j+1)*T) of the sequence, so the rows land in order
-        // (a strategy unpacks into its own q/k/v tensors, as here into `out`).
-        be.copy_2d(out, w, recv, w, int64_t(P) * T, w);
-        t_pack.push_back(t1 - t0);
-        t_unpack.push_back(MPI_Wtime() - t2);
+        const auto [pack, unpack] = ulysses_layer_step(be, *e.comm, x, send, recv, out, T, hd, P);
+        t_pack.push_back(pack);
+        t_unpack.push_back(unpack);
       },
       [&] { MPI_Alltoall(send.data, chunk, MPI_BYTE, recv.data, chunk, MPI_BYTE, e.raw); });
   st.counters["pack_p50_ms"] = median(t_pack) * 1e3;
@@ -238,14 +246,7 @@ void BM_CommAlltoallUlyssesW(benchmark::State& st) {
   }
   timed_loop(
       st, bytes, double(P - 1) / P,
-      [&] {
-        for (int j = 0; j < P; ++j) {
-          Tensor dst = send.view(j * T * w, {T * w});
-          be.copy_2d(dst, w, x.view(j * w, {x.numel() - j * w}), hd, T, w);
-        }
-        e.comm->all_to_all(send, recv);
-        be.copy_2d(out, w, recv, w, int64_t(P) * T, w);
-      },
+      [&] { ulysses_layer_step(be, *e.comm, x, send, recv, out, T, hd, P); },
       [&] {
         MPI_Alltoallw(x.data, counts.data(), sdispl.data(), stypes.data(), out_raw.data, counts.data(),
                       rdispl.data(), rtypes.data(), e.raw);
