@@ -1,65 +1,65 @@
-// The harness: runs each (strategy, mesh, seq) with warm-up and timed iterations, measures
-// communication, overlap, FLOPs, memory and balance, verifies against `single`, dumps tensors.
-// Results are JSON objects in the report's schema (results_schema/report.schema.json), built on
-// rank 0; the console table and the report file are both written from them.
+// The harness: runs the planned jobs one after another. Each job is set up, measured (or
+// verified) and reduced over ranks into one typed JobResult. A job that fails on any rank is
+// recorded as failed, with every failing rank's reason, and the sweep goes on; all ranks agree on
+// the failure before the next collective. After every job the results so far go to a sink
+// (main writes the report there), so a sweep killed late keeps what it measured.
+//
+// Pieces, one job each: plan.h (jobs), peak.h (MFU peak), measure.h (timed and replay loops),
+// metrics.h (pure figures), result.h (the typed result), dump.h, trace.h.
 #pragma once
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "bench/config.h"
+#include "bench/peak.h"
+#include "bench/plan.h"
+#include "bench/result.h"
+#include "bench/trace.h"
 #include "comm/communicator.h"
 
 namespace cpbench {
 
-// One planned result: a strategy at one sequence length and mesh.
-struct Job {
-  const StrategyInfo* info;
-  int64_t seq;
-  MeshSpec mesh;       // resolved
-  std::string label;   // "usp[u2xr2]"
-  std::string skip;    // non-empty: skipped, with this reason
-};
+// Set from a SIGINT/SIGTERM handler: the sweep stops at the next job boundary (all ranks agree).
+extern std::atomic<int> g_stop_signal;
 
-// Expands the config into jobs. Constraint violations of explicitly requested strategies or
-// meshes throw ConstraintError (the caller exits before any work); those chosen by default are
-// returned as skipped.
-std::vector<Job> plan_jobs(const RunConfig& cfg, int P);
-
-struct Peak {
-  double tflops = 0;
-  std::string source;  // flag | device-table | calibrated-gemm
-};
-// --peak-tflops, else the device table, else a GEMM rate calibrated now (collective).
-Peak resolve_peak(const RunConfig& cfg, Backend& be, World& w);
+// Collective: each rank passes its error ("" = none). Returns "" when no rank failed, else the
+// failing ranks' messages ("rank 1: ...; rank 3: ..."), the same string on every rank.
+std::string agree_on_errors(World& w, const std::string& my_error);
 
 class Harness {
  public:
+  // Called on rank 0 after every job with every result so far.
+  using Sink = std::function<void(const std::vector<JobResult>&)>;
+
   Harness(const RunConfig& cfg, Backend& be, World& w);
-  // `cpbench run`: every job timed; returns results (complete on rank 0).
-  std::vector<nlohmann::json> run(const std::vector<Job>& jobs, const Peak& peak);
-  // `cpbench verify`: every job against single; returns results with "verify" blocks.
-  std::vector<nlohmann::json> verify(const std::vector<Job>& jobs);
+  ~Harness();
+  // `cpbench run`: every job timed.
+  std::vector<JobResult> run(const std::vector<Job>& jobs, const Peak& peak, const Sink& sink);
+  // `cpbench verify`: every job against single.
+  std::vector<JobResult> verify(const std::vector<Job>& jobs, const Sink& sink);
+  // True when the sweep stopped early on a signal (the signal number), else 0.
+  int interrupted() const { return interrupted_; }
   // Chrome trace events gathered so far (rank 0), for --trace.
-  nlohmann::json trace() const { return trace_; }
+  const nlohmann::json& trace() const { return trace_.events(); }
+  // Communicator groups built so far (each (mesh, placement) once, reused by later jobs).
+  size_t meshes_built() const { return meshes_.size(); }
 
  private:
-  nlohmann::json run_one(const Job& job, const Peak& peak);
-  void add_trace(const std::string& label, int64_t seq);
+  JobResult run_one(const Job& job, const Peak& peak);
+  Mesh& mesh_for(const MeshSpec& m);
+  bool stop_requested();  // collective
 
   const RunConfig& cfg_;
   Backend& be_;
   World& w_;
   CommLog log_;
-  double clock_offset_ms_ = 0;  // this rank's clock reading at a common barrier
-  nlohmann::json trace_ = nlohmann::json::array();
+  TraceCollector trace_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Mesh>> meshes_;  // (U, R, placement)
+  int interrupted_ = 0;
 };
-
-// Writes a float32 .npy file (C order).
-void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape);
-
-// relative L2 error ||a-b|| / ||b|| in double; +inf if a has NaN/Inf where b has none.
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b);
 
 }  // namespace cpbench

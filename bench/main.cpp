@@ -4,6 +4,7 @@
 //   cpbench list               strategies, presets and their constraints
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -137,6 +138,20 @@ json read_config_file(const std::string& path) {
   }
 }
 
+// SIGINT/SIGTERM: the sweep stops at the next job boundary (ranks agree there), the report is
+// written with complete = false, and the exit code is 128 + the signal. A second signal ends the
+// process at once (the report on disk still holds every finished job).
+void on_stop_signal(int sig) {
+  g_stop_signal.store(sig);
+  std::signal(sig, SIG_DFL);
+}
+void install_stop_handlers() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+int64_t cfg_mem_limit(const RunConfig&) { return 0; }  // --mem-limit arrives with the options table
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,37 +220,60 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // ---- the work: any failure past this point on one rank aborts the whole job ----
+  // ---- the work: a job that fails is recorded and the sweep goes on; a failure outside the jobs
+  // (or on one rank while the others wait in a collective, ended by the watchdog) aborts the run.
   try {
-    Harness harness(cfg, *backend, world);
-    std::vector<json> results;
-    if (verifying) {
-      results = harness.verify(jobs);
-    } else {
-      const Peak peak = resolve_peak(cfg, *backend, world);
-      results = harness.run(jobs, peak);
-    }
     const json context = report_context(world, *backend, argc, argv);
+    std::string write_error;
+    // Rank 0 rewrites the report after every job (atomically): a sweep killed late keeps its results.
+    auto write_report = [&](const std::vector<JobResult>& results, bool complete, int interrupted) {
+      if (cfg.out.empty()) return;
+      try {
+        write_json_file(cfg.out, make_report(context, cfg, P, results, complete, interrupted));
+      } catch (const std::exception& e) {
+        write_error = e.what();
+      }
+    };
+    if (rank == 0) write_report({}, false, 0);
+    std::vector<JobResult> results;
+    int interrupted = 0;
+    {
+      Harness harness(cfg, *backend, world);
+      install_stop_handlers();
+      auto sink = [&](const std::vector<JobResult>& so_far) { write_report(so_far, false, 0); };
+      if (verifying) {
+        results = harness.verify(jobs, sink);
+      } else {
+        const Peak peak = resolve_peak(cfg, *backend, world);
+        backend->mem().set_limit(cfg_mem_limit(cfg));
+        results = harness.run(jobs, peak, sink);
+      }
+      interrupted = harness.interrupted();
+      if (rank == 0) {
+        write_report(results, interrupted == 0, interrupted);
+        if (!cfg.trace.empty()) {
+          write_json_file(cfg.trace, json{{"traceEvents", harness.trace()}, {"displayTimeUnit", "ms"}});
+          std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", cfg.trace.c_str());
+        }
+      }
+    }
     int failed = 0;
+    for (const auto& r : results) failed += r.status == "failed";
     if (rank == 0) {
       if (verifying) print_verify_table(results);
       else print_run_table(results);
-      for (const auto& r : results) failed += r.value("status", "") == "failed";
-      if (!cfg.out.empty()) {
-        write_json_file(cfg.out, make_report(context, cfg, P, results));
-        std::printf("report: %s\n", cfg.out.c_str());
-      }
-      if (!cfg.trace.empty()) {
-        write_json_file(cfg.trace, json{{"traceEvents", harness.trace()}, {"displayTimeUnit", "ms"}});
-        std::printf("trace: %s (open in ui.perfetto.dev or chrome://tracing)\n", cfg.trace.c_str());
-      }
+      if (!cfg.out.empty() && write_error.empty()) std::printf("report: %s\n", cfg.out.c_str());
+      if (!write_error.empty()) std::fprintf(stderr, "cpbench: error: %s\n", write_error.c_str());
+      if (interrupted) std::fprintf(stderr, "cpbench: stopped by signal %d; the report holds the jobs finished before it\n", interrupted);
+      if (failed) std::fprintf(stderr, "cpbench: %d job(s) failed (see the table and the report's reasons)\n", failed);
       if (verifying) std::printf("%s\n", failed ? "VERIFY FAILED" : "VERIFY PASSED");
       std::fflush(stdout);
     }
-    std::vector<double> f = {double(failed)};
-    world.allreduce_max(f);
+    // Rank 0 alone knows whether its report writes failed: everyone exits with the same code.
+    std::vector<double> code = {interrupted ? 128.0 + interrupted : failed || !write_error.empty() ? 1.0 : 0.0};
+    world.allreduce_max(code);
     world.finalize();
-    return f[0] > 0 ? 1 : 0;
+    return int(code[0]);
   } catch (const std::exception& e) {
     fail(e.what());
     std::fflush(stderr);

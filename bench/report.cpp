@@ -15,6 +15,9 @@
 #ifndef CPBENCH_GIT_SHA
 #define CPBENCH_GIT_SHA "unknown"
 #endif
+#ifndef CPBENCH_VERSION
+#define CPBENCH_VERSION "0.0.0"
+#endif
 
 namespace cpbench {
 
@@ -92,13 +95,18 @@ json report_context(World& w, Backend& be, int argc, char** argv) {
   return c;
 }
 
-json make_report(const json& context, const RunConfig& cfg, int world_size, const std::vector<json>& results) {
+json make_report(const json& context, const RunConfig& cfg, int world_size, const std::vector<JobResult>& results,
+                 bool complete, int interrupted) {
   json r;
-  r["schema_version"] = 1;
-  r["tool"] = {{"name", "cpbench"}, {"version", "0.1.0"}};
+  r["schema_version"] = 2;
+  r["tool"] = {{"name", "cpbench"}, {"version", CPBENCH_VERSION}};
+  r["complete"] = complete;
+  if (interrupted) r["interrupted_by_signal"] = interrupted;
   r["context"] = context;
   r["config"] = cfg.to_json(world_size);
-  r["results"] = results;
+  json list = json::array();
+  for (const auto& res : results) list.push_back(res.to_json());
+  r["results"] = list;
   return r;
 }
 
@@ -123,57 +131,43 @@ void write_json_file(const std::string& path, const json& j) {
   }
 }
 
-void print_run_table(const std::vector<json>& results) {
-  std::printf("\n%-22s %8s %6s %10s %9s %9s %8s %7s %11s %11s %5s %8s %10s %6s\n", "strategy", "seq", "status",
-              "step_ms", "fwd_ms", "bwd_ms", "TFLOP/s", "MFU", "comm_fwd", "comm_bwd", "model", "overlap",
+void print_run_table(const std::vector<JobResult>& results) {
+  std::printf("\n%-22s %8s %6s %10s %9s %9s %8s %7s %11s %11s %5s %8s %5s %10s %6s\n", "strategy", "seq", "status",
+              "step_ms", "fwd_ms", "bwd_ms", "TFLOP/s", "MFU", "comm_fwd", "comm_bwd", "model", "overlap", "hta",
               "peak_mem", "imbal");
   for (const auto& r : results) {
-    if (r.value("status", "") != "ok") {
-      std::printf("%-22s %8lld %6s  %s\n", r["label"].get<std::string>().c_str(),
-                  static_cast<long long>(r["seq"].get<int64_t>()), r["status"].get<std::string>().c_str(),
-                  r.value("reason", "").c_str());
+    if (r.status != "ok" || !r.timed) {
+      std::printf("%-22s %8lld %6s  %s\n", r.label.c_str(), static_cast<long long>(r.seq), r.status.c_str(),
+                  r.reason.c_str());
       continue;
     }
-    const bool model_ok = r["comm"]["fwd"]["matches_model"].get<bool>() && r["comm"]["bwd"]["matches_model"].get<bool>();
-    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %6.1f%% %11s %11s %5s %7.0f%% %10s %6.2f\n",
-                r["label"].get<std::string>().c_str(), static_cast<long long>(r["seq"].get<int64_t>()), "ok",
-                r["timing"]["step_ms"]["median"].get<double>(), r["timing"]["fwd_ms"]["median"].get<double>(),
-                r["timing"]["bwd_ms"]["median"].get<double>(), r["tflops"].get<double>(),
-                100 * r["mfu"].get<double>(), human_bytes(r["comm"]["fwd"]["bytes_sent"].get<double>()).c_str(),
-                human_bytes(r["comm"]["bwd"]["bytes_sent"].get<double>()).c_str(), model_ok ? "=" : "DIFF",
-                100 * r["overlap"]["ratio"].get<double>(),
-                human_bytes(r["memory"]["peak_bytes"].get<double>()).c_str(),
-                r["balance"]["imbalance"].get<double>());
+    const TimedResult& t = *r.timed;
+    const bool model_ok = t.comm_fwd.matches_model && t.comm_bwd.matches_model;
+    char mfu[16] = "    n/a";
+    if (t.mfu) std::snprintf(mfu, sizeof mfu, "%6.1f%%", 100 * *t.mfu);
+    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %7s %11s %11s %5s %7.0f%% %4.0f%% %10s %6.2f\n",
+                r.label.c_str(), static_cast<long long>(r.seq), "ok", t.step_ms.median, t.fwd_ms.median,
+                t.bwd_ms.median, t.tflops, mfu, human_bytes(double(t.comm_fwd.bytes_sent)).c_str(),
+                human_bytes(double(t.comm_bwd.bytes_sent)).c_str(), model_ok ? "=" : "DIFF",
+                100 * t.overlap_ratio(), 100 * t.hta_overlap_ratio(),
+                human_bytes(double(max_of(t.mem_per_rank))).c_str(), t.imbalance());
   }
   std::printf("(times: median over iterations of the max over ranks; comm: bytes sent per rank per layer; "
-              "model: '=' when equal to the analytic model)\n");
+              "model: '=' when equal to the analytic model; overlap: 1 - exposed/standalone; hta: comm time "
+              "covered by own compute)\n");
 }
 
-void print_verify_table(const std::vector<json>& results) {
+void print_verify_table(const std::vector<JobResult>& results) {
   std::printf("\n%-22s %8s %7s %12s %10s  %s\n", "strategy", "seq", "result", "max_rel_l2", "tolerance", "worst tensor");
   for (const auto& r : results) {
-    const std::string st = r["status"].get<std::string>();
-    if (st == "skipped") {
-      std::printf("%-22s %8lld %7s  %s\n", r["label"].get<std::string>().c_str(),
-                  static_cast<long long>(r["seq"].get<int64_t>()), "SKIP", r["reason"].get<std::string>().c_str());
+    if (r.status == "skipped" || !r.verify) {
+      std::printf("%-22s %8lld %7s  %s\n", r.label.c_str(), static_cast<long long>(r.seq),
+                  r.status == "skipped" ? "SKIP" : "FAIL", r.reason.c_str());
       continue;
     }
-    if (!r.contains("verify")) {
-      std::printf("%-22s %8lld %7s  %s\n", r["label"].get<std::string>().c_str(),
-                  static_cast<long long>(r["seq"].get<int64_t>()), "FAIL", r.value("reason", "").c_str());
-      continue;
-    }
-    const json& v = r["verify"];
-    std::string worst;
-    double w = -1;
-    for (auto it = v["tensors"].begin(); it != v["tensors"].end(); ++it)
-      if (it.value().get<double>() > w) {
-        w = it.value().get<double>();
-        worst = it.key();
-      }
-    std::printf("%-22s %8lld %7s %12.3e %10.1e  %s\n", r["label"].get<std::string>().c_str(),
-                static_cast<long long>(r["seq"].get<int64_t>()), v["passed"].get<bool>() ? "PASS" : "FAIL",
-                v["max_rel_l2"].get<double>(), v["tolerance"].get<double>(), w > 0 ? worst.c_str() : "-");
+    const VerifyResult& v = *r.verify;
+    std::printf("%-22s %8lld %7s %12.3e %10.1e  %s\n", r.label.c_str(), static_cast<long long>(r.seq),
+                v.passed ? "PASS" : "FAIL", v.max_rel_l2, v.tolerance, v.worst_tensor().c_str());
   }
 }
 

@@ -7,19 +7,22 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/config.h"
+#include "bench/result.h"
 
 namespace cpbench {
 
 // Context block: hosts, devices, versions, git sha, argv, allow-listed environment.
 nlohmann::json report_context(World& w, Backend& be, int argc, char** argv);
 
+// `complete` is false while the sweep runs (the report is rewritten after every job) and when it
+// stopped early; `interrupted` names the signal that stopped it (0: none).
 nlohmann::json make_report(const nlohmann::json& context, const RunConfig& cfg, int world_size,
-                           const std::vector<nlohmann::json>& results);
+                           const std::vector<JobResult>& results, bool complete, int interrupted = 0);
 
 // Writes atomically (temp file + rename) so no half-written report is ever left.
 void write_json_file(const std::string& path, const nlohmann::json& j);
 
-void print_run_table(const std::vector<nlohmann::json>& results);
-void print_verify_table(const std::vector<nlohmann::json>& results);
+void print_run_table(const std::vector<JobResult>& results);
+void print_verify_table(const std::vector<JobResult>& results);
 
 }  // namespace cpbench

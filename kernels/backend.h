@@ -47,6 +47,8 @@ class Backend {
   // Uninitialised; poisoned with NaN in debug/verify mode (set_poison) so unwritten data shows.
   virtual Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) = 0;
   MemTracker& mem() { return mem_; }
+  // Returns the backend's cached free blocks to the system (between jobs of a sweep).
+  virtual void release_cached_memory() {}
   void set_poison(bool on) { poison_ = on; }
 
   // Host <-> backend copies of float32 host data (converted to/from the tensor's dtype).

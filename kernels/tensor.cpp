@@ -63,6 +63,11 @@ void MemTracker::on_alloc(MemKind k, int64_t bytes) {
   const int i = static_cast<int>(k);
   if (i < 0 || i >= kNumMemKinds) throw std::invalid_argument("MemTracker: bad memory kind");
   if (bytes < 0) throw std::invalid_argument("MemTracker: negative allocation size");
+  ++alloc_calls_;
+  if (limit_ > 0 && stats_.live_total + bytes > limit_)
+    throw MemLimitError("--mem-limit exceeded: allocating " + std::to_string(bytes) + " bytes of " +
+                        mem_kind_name(k) + " would need " + std::to_string(stats_.live_total + bytes) +
+                        " bytes live, limit " + std::to_string(limit_) + " bytes");
   stats_.live[i] += bytes;
   if (stats_.live[i] > stats_.peak[i]) stats_.peak[i] = stats_.live[i];
   stats_.live_total += bytes;

@@ -31,17 +31,33 @@ struct MemStats {
   int64_t peak_total = 0;  // peak of the sum (not the sum of the peaks)
 };
 
-// Tracks live/peak bytes. Backends call on_alloc/on_free around their real allocations.
+// An allocation that would take a rank's tracked bytes over --mem-limit. The message names the
+// request, the bytes it would need and the limit.
+struct MemLimitError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Tracks live/peak bytes and counts allocator calls. Backends call on_alloc BEFORE their real
+// allocation (so a request over the limit allocates nothing) and on_free around their frees.
 class MemTracker {
  public:
+  // Throws MemLimitError when live + bytes would exceed the limit (0 = no limit).
   void on_alloc(MemKind k, int64_t bytes);
   void on_free(MemKind k, int64_t bytes);
   const MemStats& stats() const { return stats_; }
   // Restart peaks from the current live bytes (e.g. after setup, before timing).
   void reset_peaks();
+  // Per-rank cap on live bytes (all kinds together); 0 = none.
+  void set_limit(int64_t bytes) { limit_ = bytes; }
+  int64_t limit() const { return limit_; }
+  // Allocator calls since construction (the harness reads it around timed iterations, which must
+  // allocate nothing).
+  int64_t alloc_calls() const { return alloc_calls_; }
 
  private:
   MemStats stats_;
+  int64_t limit_ = 0;
+  int64_t alloc_calls_ = 0;
 };
 
 // A typed view of backend memory (host memory on CPU, device memory on CUDA). Copies share the

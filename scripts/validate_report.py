@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "results_schema" / "report.schema.json"
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+SUPPORTED_SCHEMA_VERSIONS = (2,)  # docs/REPORT.md: migration from 1
 
 # Relative tolerance for values the writer derives from other reported values (bandwidths,
 # TFLOP/s, MFU, HFU, imbalance, overlap ratio): loose enough for float32 intermediates, tight
@@ -286,7 +286,8 @@ def _check_overlap(o, comm, path, P, err):
         if abs(pr["ratio"] - want) > 1e-6:
             rule = "1 (rank sent no bytes)" if silent else "clamp(1 - exposed/standalone, 0, 1)"
             err(path + ["per_rank", j, "ratio"], f"{pr['ratio']:g}, expected {rule} = {want:g}")
-    for key, agg, name in (("comm_standalone_ms", max, "max"), ("exposed_comm_ms", max, "max"), ("ratio", min, "min")):
+    for key, agg, name in (("comm_standalone_ms", max, "max"), ("exposed_comm_ms", max, "max"), ("ratio", min, "min"),
+                           ("hta_ratio", min, "min")):
         want = agg(pr[key] for pr in per)
         if not _close(o[key], want, EXACT_RTOL):
             err(path + [key], f"{o[key]:g} != {name} over per_rank {want:g}")
@@ -331,6 +332,17 @@ def _check_rates(r, path, err):
     if step_s <= 0:
         return
     peak = r["peak"]["tflops"]
+    unavailable = r["peak"]["source"] == "unavailable"
+    if unavailable != (peak is None):
+        err(path + ["peak", "tflops"], f"{peak!r} with source {r['peak']['source']!r}: null exactly when unavailable")
+        return
+    if peak is None:
+        for k in ("mfu", "hfu"):
+            if r[k] is not None:
+                err(path + [k], f"{r[k]:g}, expected null (peak unavailable)")
+        if not _close(r["tflops"], fl["model"] / step_s / 1e12, FORMULA_RTOL, 1e-12):
+            err(path + ["tflops"], f"{r['tflops']:g}, expected flops.model / (step_ms.median*1e-3) / 1e12")
+        return
     want = {
         "tflops": fl["model"] / step_s / 1e12,
         "mfu": fl["model"] / step_s / (peak * 1e12),

@@ -89,14 +89,19 @@ Tensor CpuBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) 
   t.shape = std::move(shape);
   const int64_t n = t.numel();  // validates the shape
   const int64_t bytes = n * static_cast<int64_t>(dtype_size(dtype));
-  const size_t alloc_bytes = (static_cast<size_t>(bytes) + 63) / 64 * 64 + 64 * (bytes == 0);
-  void* p = std::aligned_alloc(64, alloc_bytes);
-  if (!p) throw std::bad_alloc();
-  mem_.on_alloc(kind, bytes);
+  mem_.on_alloc(kind, bytes);  // before allocating: over --mem-limit it throws, nothing held
+  // Size-bucketed cache (as on CUDA): a buffer freed and re-allocated between iterations gets
+  // the same warm pages back instead of page-faulting fresh ones.
+  void* p = cache_->allocate(static_cast<size_t>(bytes));
+  if (!p) {
+    mem_.on_free(kind, bytes);
+    throw std::bad_alloc();
+  }
   MemTracker* tracker = &mem_;  // the backend outlives its tensors (contract)
-  t.holder = std::shared_ptr<void>(p, [tracker, kind, bytes](void* ptr) {
+  std::shared_ptr<BlockCache> cache = cache_;
+  t.holder = std::shared_ptr<void>(p, [tracker, cache, kind, bytes](void* ptr) {
     tracker->on_free(kind, bytes);
-    std::free(ptr);
+    cache->release(ptr, static_cast<size_t>(bytes));
   });
   t.data = p;
   if (poison_) cpu::fill(f(t), n, std::numeric_limits<float>::quiet_NaN(), threads_);

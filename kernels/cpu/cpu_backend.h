@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/block_cache.h"
 
 namespace cpbench {
 
@@ -18,6 +19,7 @@ class CpuBackend final : public Backend {
 
   // 64-byte aligned host memory; fp32 only (other dtypes: std::invalid_argument).
   Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) override;
+  void release_cached_memory() override { cache_->empty_cache(); }
   void upload(const std::vector<float>& host, Tensor& dst) override;
   std::vector<float> download(const Tensor& src) override;
 
@@ -54,6 +56,9 @@ class CpuBackend final : public Backend {
   static const char* kernel_isa();
 
  private:
+  // 64-byte aligned host blocks (BlockCache sizes are multiples of 512 bytes).
+  std::shared_ptr<BlockCache> cache_ = std::make_shared<BlockCache>(
+      [](size_t n) { return std::aligned_alloc(64, n); }, [](void* p) { std::free(p); });
   // Runs f and appends a ComputeRecord, or does nothing in replay mode (compute disabled).
   template <class F>
   void compute(const char* op, F&& f);

@@ -76,6 +76,7 @@ class CudaBackendImpl final : public CudaBackend {
   void remove_sync_hook(int id) override { hooks_.erase(id); }
   size_t reserved_bytes() const override { return alloc_->alloc.reserved_bytes(); }
   void empty_cache() override { alloc_->alloc.empty_cache(); }
+  void release_cached_memory() override { empty_cache(); }
 
   // memory
   Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) override;
@@ -306,10 +307,17 @@ Tensor CudaBackendImpl::alloc(std::vector<int64_t> shape, DType dtype, MemKind k
   t.shape = std::move(shape);
   const int64_t n = t.numel();  // validates the shape
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
-  void* p = alloc_->alloc.allocate(bytes);
-  {
+  {  // before allocating: over --mem-limit it throws with nothing held
     std::lock_guard<std::mutex> lk(alloc_->mu);
     mem_.on_alloc(kind, static_cast<int64_t>(bytes));
+  }
+  void* p = nullptr;
+  try {
+    p = alloc_->alloc.allocate(bytes);
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(alloc_->mu);
+    mem_.on_free(kind, static_cast<int64_t>(bytes));
+    throw;
   }
   std::shared_ptr<AllocState> st = alloc_;
   t.holder = std::shared_ptr<void>(p, [st, bytes, kind](void* q) { st->release(q, bytes, kind); });

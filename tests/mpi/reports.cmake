@@ -31,14 +31,21 @@ add_test(NAME report_memory_scaling
          COMMAND sh -c "${_run} 1 ${CPBENCH_BIN} run ${_mem} --out ${CPBENCH_TEST_OUT}/mem_p1.json && ${_run} 4 ${CPBENCH_BIN} run ${_mem} --out ${CPBENCH_TEST_OUT}/mem_p4.json && ${_py} ${_chk} memory ${CPBENCH_TEST_OUT}/mem_p1.json ${CPBENCH_TEST_OUT}/mem_p4.json ulysses ring ring-zigzag && ${_py} ${_chk} weights ${CPBENCH_TEST_OUT}/mem_p1.json ${CPBENCH_TEST_OUT}/mem_p4.json megatron-sp")
 set_tests_properties(report_memory_scaling PROPERTIES LABELS "mpi;report" TIMEOUT 600)
 
-# Balance: causal contiguous ring is imbalanced, zigzag and striped are not. Two ranks with one
-# thread each, so each rank has a core of its own and compute time reflects the work
-# (oversubscribed ranks speed up once their neighbours go idle, which hides imbalance).
-# Thresholds from measurements (4 runs): ring 1.405-1.409 (flops 1.470), zigzag/striped 1.000-1.008.
-cpbench_report_test(balance_causal 2 "--model;tiny;--seq;4096;--heads;8;--kv-heads;8;--threads;1;--strategies;ring,ring-zigzag,ring-striped;--warmup;1;--iters;5;--no-progress"
-  "${_py} ${_chk} balance REPORT --above ring=1.25 --below ring-zigzag=1.15 ring-striped=1.15 --flops-above 1.4 --flops-below 1.02")
+# Balance: causal contiguous ring is imbalanced, zigzag and striped are not. Gated on the
+# deterministic flops_imbalance (exact pair counts; ring at P=2, N=4096: 1.470); the time-based
+# imbalance is printed beside it but not gated (it depends on the machine's load).
+cpbench_report_test(balance_causal 2 "--model;tiny;--seq;4096;--heads;8;--kv-heads;8;--threads;1;--strategies;ring,ring-zigzag,ring-striped;--warmup;0;--iters;2;--no-progress"
+  "${_py} ${_chk} balance REPORT --above ring=1.4 --below ring-zigzag=1.02 ring-striped=1.02")
 
 # Trace, plots and the regression gate on a real report.
 add_test(NAME report_trace_plots_gate
          COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/plots && ${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 256,512 ${_fast_s} --out ${CPBENCH_TEST_OUT}/tpg.json --trace ${CPBENCH_TEST_OUT}/tpg_trace.json && ${_py} ${_val} ${CPBENCH_TEST_OUT}/tpg.json && ${_py} ${_chk} trace ${CPBENCH_TEST_OUT}/tpg_trace.json --ranks 2 && ${_py} ${PROJECT_SOURCE_DIR}/scripts/plot_report.py ${CPBENCH_TEST_OUT}/tpg.json -o ${CPBENCH_TEST_OUT}/plots && test -s ${CPBENCH_TEST_OUT}/plots/step_time.png && ${_py} ${PROJECT_SOURCE_DIR}/scripts/compare_reports.py ${CPBENCH_TEST_OUT}/tpg.json ${CPBENCH_TEST_OUT}/tpg.json")
 set_tests_properties(report_trace_plots_gate PROPERTIES LABELS "mpi;report" TIMEOUT 600)
+
+# A sweep stopped by SIGTERM exits non-zero and keeps the jobs finished before it (the report is
+# rewritten after every job). The sweep is long (24 jobs) so that the signal lands mid-sweep.
+add_test(NAME report_sigterm_keeps_results
+         COMMAND ${_py} ${PROJECT_SOURCE_DIR}/tests/python/check_interrupt.py ${CPBENCH_TEST_OUT}/sigterm.json --
+                 ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 2 ${CPBENCH_BIN} run --model tiny
+                 --seq 1024,2048,4096 --iters 5 --no-progress)
+set_tests_properties(report_sigterm_keeps_results PROPERTIES LABELS "mpi;report" TIMEOUT 600)

@@ -5,7 +5,7 @@
                                                      measured bytes == the analytic model, fwd and bwd
   check_report.py memory P1.json P4.json STRAT...    peak activation bytes at P=4 within 20% of 1/4 of P=1
   check_report.py weights P1.json P4.json STRAT      peak weight bytes at P=4 within 20% of 1/4 of P=1
-  check_report.py balance REPORT --above ring=1.3 --below ring-zigzag=1.15 ...
+  check_report.py balance REPORT --above ring=1.4 --below ring-zigzag=1.02 ...   on flops_imbalance
   check_report.py trace TRACE --ranks P              Chrome trace: one process per rank, compute and comm tracks
 Prints 'N passed, M failed' and exits 1 on any failure.
 """
@@ -52,6 +52,8 @@ def cmd_model(a):
         check(r["flops"]["model"] > 0 and r["flops"]["hardware"] >= r["flops"]["model"], f"{r['label']}: flops {r['flops']}")
         check(0 <= r["overlap"]["ratio"] <= 1, f"{r['label']}: overlap ratio {r['overlap']['ratio']}")
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
+        check(r["memory"]["timed_allocations"] == 0,
+              f"{r['label']} seq={r['seq']}: {r['memory']['timed_allocations']} allocator calls in timed iterations")
 
 
 def ratio_check(a, key):
@@ -65,22 +67,20 @@ def ratio_check(a, key):
 
 
 def cmd_balance(a):
+    """Gates on the deterministic flops_imbalance; the time-based imbalance is printed only (it
+    depends on how busy the machine is)."""
     rep = by_label(json.load(open(a.report)))
     for spec, above in [(s, True) for s in a.above] + [(s, False) for s in a.below]:
         name, thr = spec.split("=")
-        check(name in rep, f"{name}: missing")
+        check(name in rep, f"{name}: missing from the report")
         if name not in rep:
             continue
         b = rep[name]["balance"]
-        imb = b["imbalance"]
-        print(f"{name}: imbalance {imb:.3f} (compute ms per rank {['%.1f' % x for x in b['compute_ms_per_rank']]}), "
-              f"flops imbalance {b['flops_imbalance']:.3f}")
-        check(imb > float(thr) if above else imb < float(thr),
-              f"{name}: imbalance {imb:.3f} should be {'above' if above else 'below'} {thr}")
-        if a.flops_above is not None:
-            fi = b["flops_imbalance"]
-            check(fi > a.flops_above if above else fi < a.flops_below,
-                  f"{name}: flops imbalance {fi:.3f} should be {'above ' + str(a.flops_above) if above else 'below ' + str(a.flops_below)}")
+        fi = b["flops_imbalance"]
+        print(f"{name}: flops imbalance {fi:.3f}; time imbalance {b['imbalance']:.3f} (compute ms per rank "
+              f"{['%.1f' % x for x in b['compute_ms_per_rank']]}, not gated)")
+        check(fi > float(thr) if above else fi < float(thr),
+              f"{name}: flops imbalance {fi:.3f} should be {'above' if above else 'below'} {thr}")
 
 
 def cmd_trace(a):
@@ -104,8 +104,6 @@ def main():
         p = sub.add_parser(name); p.add_argument("p1"); p.add_argument("p4"); p.add_argument("strategies", nargs="+")
     b = sub.add_parser("balance"); b.add_argument("report")
     b.add_argument("--above", nargs="*", default=[]); b.add_argument("--below", nargs="*", default=[])
-    b.add_argument("--flops-above", type=float, help="also: flops_imbalance of the --above ones must exceed this")
-    b.add_argument("--flops-below", type=float, help="also: flops_imbalance of the --below ones must stay under this")
     t = sub.add_parser("trace"); t.add_argument("trace"); t.add_argument("--ranks", type=int, required=True)
     a = ap.parse_args()
     if a.cmd == "model":

@@ -69,7 +69,7 @@ class SchemaTest(unittest.TestCase):
         jsonschema.Draft202012Validator.check_schema(schema)
         self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertIn("$id", schema)
-        self.assertEqual(schema["properties"]["schema_version"]["const"], 1)
+        self.assertEqual(schema["properties"]["schema_version"]["const"], 2)
 
     def test_every_field_has_a_description(self):
         schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
@@ -144,10 +144,30 @@ class SchemaTest(unittest.TestCase):
         self.assertInvalid(rep, "$.config.causal", "boolean")
 
     def test_rejects_bad_schema_version(self):
-        for bad in (2, 0, "1"):
+        for bad in (1, 3, 0, "2"):
             rep = synth.make_report()
             rep["schema_version"] = bad
             self.assertInvalid(rep, "$.schema_version")
+
+    def test_peak_unavailable_means_null_mfu(self):
+        rep = synth.make_report()
+        ok = [r for r in rep["results"] if r["status"] == "ok"][0]
+        ok["peak"] = {"tflops": None, "source": "unavailable", "reason": "GEMM calibration failed"}
+        ok["mfu"] = ok["hfu"] = None
+        self.assertValid(rep)
+        ok["mfu"] = 0.5
+        self.assertInvalid(rep, ".mfu", "null")
+        ok["mfu"] = None
+        ok["peak"]["source"] = "flag"
+        self.assertInvalid(rep, ".peak.tflops", "unavailable")
+
+    def test_hta_ratio_is_min_over_ranks(self):
+        rep = synth.make_report()
+        ok = [r for r in rep["results"] if r["status"] == "ok" and r["comm"]["fwd"]["bytes_sent"] > 0][0]
+        ok["overlap"]["per_rank"][1]["hta_ratio"] = 0.25
+        self.assertInvalid(rep, ".overlap.hta_ratio", "min over per_rank")
+        ok["overlap"]["hta_ratio"] = 0.25
+        self.assertValid(rep)
 
     def test_rejects_unknown_keys(self):
         rep = synth.make_report()
@@ -262,7 +282,7 @@ class ValidateCliTest(TempDirCase):
         self.assertIn("1 of 2 report(s) invalid", res.stderr)
 
     def test_unreadable_exit_1(self):
-        (self.tmp / "broken.json").write_text("{\"schema_version\": 1,")
+        (self.tmp / "broken.json").write_text("{\"schema_version\": 2,")
         res = run_script("validate_report.py", self.tmp / "broken.json", self.tmp / "absent.json")
         self.assertEqual(res.returncode, 1)
         self.assertIn("not valid JSON", res.stderr)
@@ -422,7 +442,7 @@ class PlotTest(TempDirCase):
 
     def test_invalid_input_exit_2(self):
         rep = synth.make_report()
-        rep["schema_version"] = 2
+        rep["schema_version"] = 3
         res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
         self.assertEqual(res.returncode, 2)
         self.assertIn("not supported", res.stderr)

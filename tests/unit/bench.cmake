@@ -1,2 +1,4 @@
 # Harness pieces that need no MPI run: config parsing, job planning, inputs, npy, comm model.
 cpbench_unit_test(test_bench SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_bench.cpp LIBS cpbench_lib)
+# Metrics, typed results, block cache and memory limit (pure functions, no MPI).
+cpbench_unit_test(test_metrics SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_metrics.cpp LIBS cpbench_lib)

@@ -11,7 +11,8 @@
 #include <iterator>
 
 #include "bench/config.h"
-#include "bench/harness.h"
+#include "bench/dump.h"
+#include "bench/plan.h"
 #include "bench/inputs.h"
 
 using namespace cpbench;

@@ -1,0 +1,77 @@
+#include "bench/dump.h"
+
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace cpbench {
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
+    if (fa != fb) return INFINITY;  // NaN/Inf positions must match
+    if (!fa) continue;
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  if (den == 0) return num == 0 ? 0.0 : INFINITY;
+  return std::sqrt(num / den);
+}
+
+void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape) {
+  std::string dims;
+  for (int64_t s : shape) dims += std::to_string(s) + ", ";
+  if (shape.size() > 1) dims.erase(dims.size() - 2);  // "(a, b)" ; 1-D keeps "(a, )" -> "(a,)"
+  else dims = std::to_string(shape[0]) + ",";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  const size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header.push_back('\n');
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot write " + path);
+  const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  f.write(reinterpret_cast<const char*>(magic), 8);
+  const uint16_t hl = uint16_t(header.size());
+  const unsigned char len[2] = {static_cast<unsigned char>(hl & 0xff), static_cast<unsigned char>(hl >> 8)};
+  f.write(reinterpret_cast<const char*>(len), 2);
+  f.write(header.data(), std::streamsize(header.size()));
+  f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size() * sizeof(float)));
+  if (!f) throw std::runtime_error("error writing " + path);
+}
+
+std::string dump_dir_name(const std::string& label) {
+  std::string out;
+  for (char c : label) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    out.push_back(keep ? c : '_');
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.empty() ? "_" : out;
+}
+
+void write_dump(const RunConfig& cfg, int world_size, const std::string& label, const MeshSpec& mesh,
+                const LayerShape& shape, const std::map<std::string, std::vector<float>>& tensors) {
+  std::string dir = cfg.dump + "/" + dump_dir_name(label);
+  if (cfg.seqs.size() > 1) dir += "/seq" + std::to_string(shape.N);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
+  for (const auto& [name, data] : tensors) write_npy(dir + "/" + name + ".npy", data, global_tensor_shape(name, shape));
+  const nlohmann::json meta = {
+      {"strategy", label}, {"B", shape.B}, {"N", shape.N}, {"H", shape.H}, {"G", shape.G}, {"d", shape.d},
+      {"D", shape.D}, {"causal", shape.causal}, {"rope", shape.rope}, {"P", world_size},
+      {"mesh", {{"ulysses", mesh.U}, {"ring", mesh.R}, {"placement", placement_name(mesh.placement)}}},
+      {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg.seed}, {"dtype", cfg.dtype}};
+  std::ofstream mf(dir + "/meta.json");
+  mf << meta.dump(2) << "\n";
+  if (!mf) throw std::runtime_error("error writing " + dir + "/meta.json");
+}
+
+}  // namespace cpbench

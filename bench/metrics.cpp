@@ -1,0 +1,139 @@
+#include "bench/metrics.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace cpbench {
+
+Stats summarize(const std::vector<double>& samples) {
+  if (samples.empty()) throw std::invalid_argument("summarize: no samples");
+  Stats s;
+  s.samples = samples;
+  std::vector<double> v = samples;
+  std::sort(v.begin(), v.end());
+  auto q = [&](double p) {
+    const double x = p * double(v.size() - 1);
+    const size_t i = size_t(x);
+    const double f = x - double(i);
+    return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+  };
+  s.median = q(0.5);
+  s.p10 = q(0.1);
+  s.p90 = q(0.9);
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+double median(std::vector<double> v) { return summarize(v).median; }
+
+double max_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); }
+int64_t max_of(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / double(v.size());
+}
+
+namespace {
+// Algorithm bytes of one call (nccl-tests): what the op moves from the user's point of view.
+double algo_bytes(const CommRecord& r) {
+  return r.op == OpKind::all_gather ? double(r.buffer_bytes) * r.group_size : double(r.buffer_bytes);
+}
+}  // namespace
+
+std::vector<OpSummary> summarize_ops(const std::vector<CommRecord>& recs, Phase ph) {
+  std::map<std::pair<std::string, std::string>, std::pair<OpSummary, double>> by;  // -> (line, algo bytes)
+  for (const auto& r : recs) {
+    if (r.phase != ph) continue;
+    auto& [a, algo] = by[{op_name(r.op), r.group}];
+    a.op = op_name(r.op);
+    a.group = r.group;
+    a.group_size = r.group_size;
+    a.count += 1;
+    a.bytes_sent += r.bytes_sent;
+    a.time_ms += r.t1_ms - r.t0_ms;
+    algo += algo_bytes(r);
+  }
+  std::vector<OpSummary> out;
+  for (auto& kv : by) {
+    OpSummary a = kv.second.first;
+    // A group of one rank moves nothing: no bandwidth to speak of.
+    a.algbw_gbps = a.time_ms > 0 && a.group_size > 1 ? kv.second.second / a.time_ms / 1e6 : 0.0;
+    const bool p2p = a.op == "send" || a.op == "recv";
+    a.busbw_gbps = p2p || a.group_size <= 1 ? a.algbw_gbps : a.algbw_gbps * (a.group_size - 1) / a.group_size;
+    out.push_back(a);
+  }
+  return out;
+}
+
+int64_t phase_bytes(const std::vector<CommRecord>& recs, Phase ph) {
+  int64_t b = 0;
+  for (const auto& r : recs)
+    if (r.phase == ph) b += r.bytes_sent;
+  return b;
+}
+
+double phase_time_ms(const std::vector<CommRecord>& recs, Phase ph) {
+  double t = 0;
+  for (const auto& r : recs)
+    if (r.phase == ph) t += r.t1_ms - r.t0_ms;
+  return t;
+}
+
+namespace {
+// Sorted, disjoint cover of the intervals (empty ones dropped).
+std::vector<Interval> merged(std::vector<Interval> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](const Interval& i) { return !(i.t1 > i.t0); }), v.end());
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.t0 < b.t0; });
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (!out.empty() && i.t0 <= out.back().t1) out.back().t1 = std::max(out.back().t1, i.t1);
+    else out.push_back(i);
+  }
+  return out;
+}
+}  // namespace
+
+double union_length(std::vector<Interval> v) {
+  double s = 0;
+  for (const Interval& i : merged(std::move(v))) s += i.t1 - i.t0;
+  return s;
+}
+
+double intersection_length(std::vector<Interval> a, std::vector<Interval> b) {
+  const std::vector<Interval> ma = merged(std::move(a)), mb = merged(std::move(b));
+  double s = 0;
+  size_t i = 0, j = 0;
+  while (i < ma.size() && j < mb.size()) {  // sweep two sorted disjoint lists
+    const double lo = std::max(ma[i].t0, mb[j].t0), hi = std::min(ma[i].t1, mb[j].t1);
+    if (hi > lo) s += hi - lo;
+    if (ma[i].t1 < mb[j].t1) ++i;
+    else ++j;
+  }
+  return s;
+}
+
+double hta_overlap(const std::vector<CommRecord>& comm, const std::vector<ComputeRecord>& compute) {
+  std::vector<Interval> c, k;
+  for (const auto& r : comm)
+    if (r.op != OpKind::barrier) c.push_back({r.t0_ms, r.t1_ms});
+  for (const auto& r : compute) k.push_back({r.t0_ms, r.t1_ms});
+  const double total = union_length(c);
+  if (total <= 0) return 1.0;
+  return std::clamp(intersection_length(c, k) / total, 0.0, 1.0);
+}
+
+double exposed_overlap_ratio(double exposed_ms, double standalone_ms, bool sends_nothing) {
+  if (sends_nothing || standalone_ms <= 0) return 1.0;
+  return std::clamp(1.0 - exposed_ms / standalone_ms, 0.0, 1.0);
+}
+
+double imbalance(const std::vector<double>& per_rank) {
+  const double m = mean_of(per_rank);
+  return m > 0 ? max_of(per_rank) / m : 1.0;
+}
+
+}  // namespace cpbench

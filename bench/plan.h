@@ -1,0 +1,28 @@
+// Planning: the config expanded into jobs (strategy, mesh, seq), each runnable or skipped with
+// the constraint that stops it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "bench/config.h"
+
+namespace cpbench {
+
+// One planned result: a strategy at one sequence length and mesh.
+struct Job {
+  const StrategyInfo* info;
+  int64_t seq;
+  MeshSpec mesh;       // resolved
+  std::string label;   // the strategy's label for this mesh: "usp[u2xr2]"
+  std::string skip;    // non-empty: skipped, with this reason
+};
+
+// Expands the config into jobs. Constraint violations of explicitly requested strategies or
+// meshes throw ConstraintError (the caller exits before any work); those chosen by default are
+// returned as skipped.
+std::vector<Job> plan_jobs(const RunConfig& cfg, int P);
+
+// Divisors of p in increasing order.
+std::vector<int> divisors(int p);
+
+}  // namespace cpbench

@@ -1,0 +1,164 @@
+#include "bench/result.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cpbench {
+
+using nlohmann::json;
+
+std::vector<double> RankSummary::pack() const {
+  return {step_ms, busy_ms, exposed_ms, standalone_ms, bytes_fwd, bytes_bwd, mem_peak, mem_weights,
+          mem_activations, mem_comm, model_flops, hardware_flops, hta_overlap, timed_allocations};
+}
+
+RankSummary RankSummary::unpack(const double* v) {
+  RankSummary s;
+  s.step_ms = v[0], s.busy_ms = v[1], s.exposed_ms = v[2], s.standalone_ms = v[3];
+  s.bytes_fwd = v[4], s.bytes_bwd = v[5], s.mem_peak = v[6], s.mem_weights = v[7];
+  s.mem_activations = v[8], s.mem_comm = v[9], s.model_flops = v[10], s.hardware_flops = v[11];
+  s.hta_overlap = v[12], s.timed_allocations = v[13];
+  return s;
+}
+
+std::string VerifyResult::worst_tensor() const {
+  std::string worst = "-";
+  double w = 0;
+  for (const auto& [name, e] : tensors)
+    if (e > w) w = e, worst = name;
+  return worst;
+}
+
+double TimedResult::overlap_ratio() const {
+  double m = 1;
+  for (const auto& o : overlap) m = std::min(m, o.ratio);
+  return m;
+}
+
+double TimedResult::hta_overlap_ratio() const {
+  double m = 1;
+  for (const auto& o : overlap) m = std::min(m, o.hta_ratio);
+  return m;
+}
+
+JobResult JobResult::of(const Job& job) {
+  JobResult r;
+  r.strategy = job.info->name;
+  r.label = job.label;
+  r.seq = job.seq;
+  r.mesh = job.mesh;
+  return r;
+}
+
+TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
+                              const Stats& step, const std::vector<CommRecord>& rank0_records,
+                              const CommPrediction& predicted, const Peak& peak, int64_t activation_estimate) {
+  TimedResult t;
+  t.fwd_ms = fwd;
+  t.bwd_ms = bwd;
+  t.step_ms = step;
+  auto comm_phase = [&](Phase ph, double RankSummary::*field, int64_t pred) {
+    CommPhaseResult c;
+    for (const auto& r : ranks) c.per_rank.push_back(int64_t(std::llround(r.*field)));
+    c.bytes_sent = max_of(c.per_rank);
+    c.predicted_bytes = pred;
+    c.matches_model = std::all_of(c.per_rank.begin(), c.per_rank.end(), [&](int64_t b) { return b == pred; });
+    c.time_ms = phase_time_ms(rank0_records, ph);
+    c.ops = summarize_ops(rank0_records, ph);
+    return c;
+  };
+  t.comm_fwd = comm_phase(Phase::fwd, &RankSummary::bytes_fwd, predicted.fwd);
+  t.comm_bwd = comm_phase(Phase::bwd, &RankSummary::bytes_bwd, predicted.bwd);
+  std::vector<double> model, hw;
+  for (const auto& r : ranks) {
+    const bool silent = r.bytes_fwd + r.bytes_bwd == 0;
+    t.overlap.push_back({r.standalone_ms, r.exposed_ms, exposed_overlap_ratio(r.exposed_ms, r.standalone_ms, silent),
+                         r.hta_overlap});
+    model.push_back(r.model_flops);
+    hw.push_back(r.hardware_flops);
+    t.mem_per_rank.push_back(int64_t(r.mem_peak));
+    t.mem_weights = std::max(t.mem_weights, int64_t(r.mem_weights));
+    t.mem_activations = std::max(t.mem_activations, int64_t(r.mem_activations));
+    t.mem_comm = std::max(t.mem_comm, int64_t(r.mem_comm));
+    t.timed_allocations += int64_t(r.timed_allocations);
+    t.compute_ms_per_rank.push_back(r.busy_ms);
+  }
+  t.model_flops_per_rank = model;
+  t.model_flops = mean_of(model);
+  t.hardware_flops = mean_of(hw);
+  const double step_s = step.median * 1e-3;
+  t.tflops = step_s > 0 ? t.model_flops / step_s / 1e12 : 0;
+  t.peak = peak;
+  if (peak.tflops > 0 && step_s > 0) {
+    t.mfu = t.model_flops / (step_s * peak.tflops * 1e12);
+    t.hfu = t.hardware_flops / (step_s * peak.tflops * 1e12);
+  }
+  t.activation_estimate = activation_estimate;
+  return t;
+}
+
+namespace {
+
+json stats_json(const Stats& s) {
+  return {{"samples", s.samples}, {"median", s.median}, {"p10", s.p10}, {"p90", s.p90}, {"min", s.min}, {"max", s.max}};
+}
+
+json comm_phase_json(const CommPhaseResult& c) {
+  json ops = json::array();
+  for (const auto& o : c.ops)
+    ops.push_back({{"op", o.op}, {"group", o.group}, {"group_size", o.group_size}, {"count", o.count},
+                   {"bytes_sent", o.bytes_sent}, {"time_ms", o.time_ms}, {"algbw_gbps", o.algbw_gbps},
+                   {"busbw_gbps", o.busbw_gbps}});
+  return {{"bytes_sent", c.bytes_sent}, {"per_rank", c.per_rank}, {"predicted_bytes", c.predicted_bytes},
+          {"matches_model", c.matches_model}, {"time_ms", c.time_ms}, {"ops", ops}};
+}
+
+json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+}  // namespace
+
+json JobResult::to_json() const {
+  json r;
+  r["strategy"] = strategy;
+  r["label"] = label;
+  r["seq"] = seq;
+  r["mesh"] = {{"ulysses", mesh.U}, {"ring", mesh.R}, {"placement", placement_name(mesh.placement)}};
+  r["status"] = status;
+  if (status != "ok") r["reason"] = reason;
+  if (timed) {
+    const TimedResult& t = *timed;
+    r["timing"] = {{"fwd_ms", stats_json(t.fwd_ms)}, {"bwd_ms", stats_json(t.bwd_ms)}, {"step_ms", stats_json(t.step_ms)}};
+    r["comm"] = {{"fwd", comm_phase_json(t.comm_fwd)}, {"bwd", comm_phase_json(t.comm_bwd)}};
+    json per_rank = json::array();
+    double sa = 0, ex = 0;
+    for (const auto& o : t.overlap) {
+      per_rank.push_back({{"comm_standalone_ms", o.comm_standalone_ms}, {"exposed_comm_ms", o.exposed_comm_ms},
+                          {"ratio", o.ratio}, {"hta_ratio", o.hta_ratio}});
+      sa = std::max(sa, o.comm_standalone_ms);
+      ex = std::max(ex, o.exposed_comm_ms);
+    }
+    r["overlap"] = {{"comm_standalone_ms", sa}, {"exposed_comm_ms", ex}, {"ratio", t.overlap_ratio()},
+                    {"hta_ratio", t.hta_overlap_ratio()}, {"per_rank", per_rank}};
+    r["flops"] = {{"model", t.model_flops}, {"hardware", t.hardware_flops}};
+    r["tflops"] = t.tflops;
+    r["mfu"] = optional_json(t.mfu);
+    r["hfu"] = optional_json(t.hfu);
+    r["peak"] = {{"tflops", t.peak.tflops > 0 ? json(t.peak.tflops) : json(nullptr)}, {"source", t.peak.source}};
+    if (!t.peak.reason.empty()) r["peak"]["reason"] = t.peak.reason;
+    r["memory"] = {{"peak_bytes", max_of(t.mem_per_rank)}, {"per_rank", t.mem_per_rank},
+                   {"weights", t.mem_weights}, {"activations", t.mem_activations},
+                   {"comm_buffers", t.mem_comm}, {"activation_estimate_bytes", t.activation_estimate},
+                   {"timed_allocations", t.timed_allocations}};
+    r["balance"] = {{"compute_ms_per_rank", t.compute_ms_per_rank}, {"imbalance", t.imbalance()},
+                    {"model_flops_per_rank", t.model_flops_per_rank}, {"flops_imbalance", t.flops_imbalance()}};
+  }
+  if (verify) {
+    json tensors = json::object();
+    for (const auto& [name, e] : verify->tensors) tensors[name] = e;
+    r["verify"] = {{"passed", verify->passed}, {"max_rel_l2", verify->max_rel_l2},
+                   {"tolerance", verify->tolerance}, {"tensors", tensors}};
+  }
+  return r;
+}
+
+}  // namespace cpbench

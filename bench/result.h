@@ -1,0 +1,87 @@
+// One typed result per job (strategy, mesh, seq). Built on rank 0 from every rank's summary;
+// the report (to_json) and the console tables read this struct, never JSON columns.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/metrics.h"
+#include "bench/peak.h"
+#include "bench/plan.h"
+
+namespace cpbench {
+
+// What one rank measured in one job (gathered to rank 0 as a fixed-length vector of doubles).
+struct RankSummary {
+  double step_ms = 0, busy_ms = 0, exposed_ms = 0, standalone_ms = 0;
+  double bytes_fwd = 0, bytes_bwd = 0;
+  double mem_peak = 0, mem_weights = 0, mem_activations = 0, mem_comm = 0;
+  double model_flops = 0, hardware_flops = 0;
+  double hta_overlap = 1;       // communication time covered by own compute (last timed iteration)
+  double timed_allocations = 0;  // allocator calls during the timed iterations
+  static constexpr size_t kFields = 14;
+  std::vector<double> pack() const;
+  static RankSummary unpack(const double* v);
+};
+
+struct CommPhaseResult {
+  int64_t bytes_sent = 0;  // max over ranks
+  std::vector<int64_t> per_rank;
+  int64_t predicted_bytes = 0;
+  bool matches_model = false;
+  double time_ms = 0;  // rank 0's summed call time
+  std::vector<OpSummary> ops;
+};
+
+struct RankOverlap {
+  double comm_standalone_ms = 0, exposed_comm_ms = 0, ratio = 1, hta_ratio = 1;
+};
+
+struct VerifyResult {
+  bool passed = false;
+  double max_rel_l2 = 0, tolerance = 0;
+  std::vector<std::pair<std::string, double>> tensors;  // DESIGN's dump order
+  std::string worst_tensor() const;
+};
+
+struct TimedResult {  // present when status is ok in a run
+  Stats fwd_ms, bwd_ms, step_ms;
+  CommPhaseResult comm_fwd, comm_bwd;
+  std::vector<RankOverlap> overlap;  // per rank
+  double model_flops = 0, hardware_flops = 0;  // mean over ranks
+  double tflops = 0;
+  std::optional<double> mfu, hfu;  // null when the peak is unavailable
+  Peak peak;
+  std::vector<int64_t> mem_per_rank;
+  int64_t mem_weights = 0, mem_activations = 0, mem_comm = 0, activation_estimate = 0;
+  int64_t timed_allocations = 0;  // summed over ranks; 0 by contract
+  std::vector<double> compute_ms_per_rank, model_flops_per_rank;
+
+  double overlap_ratio() const;      // min over ranks
+  double hta_overlap_ratio() const;  // min over ranks
+  double imbalance() const { return cpbench::imbalance(compute_ms_per_rank); }
+  double flops_imbalance() const { return cpbench::imbalance(model_flops_per_rank); }
+};
+
+struct JobResult {
+  std::string strategy, label;
+  int64_t seq = 0;
+  MeshSpec mesh;
+  std::string status = "ok";  // ok | skipped | failed
+  std::string reason;         // when not ok
+  std::optional<TimedResult> timed;
+  std::optional<VerifyResult> verify;
+
+  static JobResult of(const Job& job);  // identity fields; status ok
+  nlohmann::json to_json() const;
+};
+
+// Assembles the timed result from every rank's summary (rank order) and this rank's records.
+TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
+                              const Stats& step, const std::vector<CommRecord>& rank0_records,
+                              const CommPrediction& predicted, const Peak& peak, int64_t activation_estimate);
+
+}  // namespace cpbench

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""A sweep stopped by SIGTERM keeps what it measured.
+
+usage: check_interrupt.py REPORT -- LAUNCH... (the cpbench run command, without --out)
+
+Starts the sweep with --out REPORT, waits until the report on disk holds a finished job (it is
+rewritten after every job), sends SIGTERM to the launcher, and asserts: a non-zero exit within
+120 s, a report that passes validate_report.py with complete == false, interrupted_by_signal 15
+(when the ranks got to write it) and at least the job seen before the signal.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import validate_report  # noqa: E402
+
+
+def main():
+    argv = sys.argv[1:]
+    if "--" not in argv or argv.index("--") != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    report = Path(argv[0])
+    cmd = argv[2:] + ["--out", str(report)]
+    report.unlink(missing_ok=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = 0
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            seen = len(json.loads(report.read_text())["results"])
+        except (OSError, ValueError, KeyError):
+            seen = 0
+        if seen >= 1:
+            break
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        print(f"FAIL: the sweep ended (rc {proc.returncode}) before a job was seen; make it longer", file=sys.stderr)
+        return 1
+    if seen < 1:
+        proc.kill()
+        print("FAIL: no finished job appeared in the report within 300 s", file=sys.stderr)
+        return 1
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        print("FAIL: no exit within 120 s of SIGTERM", file=sys.stderr)
+        return 1
+    problems = []
+    if proc.returncode == 0:
+        problems.append("exit code 0 after SIGTERM")
+    try:
+        rep = validate_report.load_report(str(report))
+    except validate_report.ReportError as e:
+        problems.append(f"report invalid: {e}")
+        rep = None
+    if rep is not None:
+        if rep["complete"]:
+            problems.append("complete is true after SIGTERM")
+        if len(rep["results"]) < seen:
+            problems.append(f"{len(rep['results'])} results on disk, {seen} were there before the signal")
+        if not any(r["status"] == "ok" for r in rep["results"]):
+            problems.append("no ok result kept")
+        if "interrupted_by_signal" in rep and rep["interrupted_by_signal"] != signal.SIGTERM:
+            problems.append(f"interrupted_by_signal {rep['interrupted_by_signal']}")
+    print(f"rc {proc.returncode}; results before the signal {seen}, on disk "
+          f"{len(rep['results']) if rep else '?'}; stderr tail: {err.strip().splitlines()[-1:]}")
+    for p in problems:
+        print("FAIL:", p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

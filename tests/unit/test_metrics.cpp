@@ -1,0 +1,161 @@
+// The harness's pure pieces without mpirun: statistics, communication aggregation, the two
+// overlap figures, imbalance, the typed result and its JSON, the block cache, the memory
+// tracker's limit and allocation counter, and dump directory names.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <set>
+
+#include "bench/dump.h"
+#include "bench/metrics.h"
+#include "bench/result.h"
+#include "kernels/block_cache.h"
+
+using namespace cpbench;
+
+namespace {
+CommRecord rec(OpKind op, Phase ph, int64_t bytes, double t0, double t1, int g = 4) {
+  return CommRecord{op, "ring", g, ph, bytes, bytes, -1, t0, t1};
+}
+ComputeRecord busy(double t0, double t1) { return ComputeRecord{"attn_fwd", 0, t0, t1}; }
+}  // namespace
+
+TEST_CASE("metrics: order statistics interpolate between closest ranks") {
+  const Stats s = summarize({5, 1, 4, 2, 3});
+  CHECK(s.median == 3);
+  CHECK(s.min == 1);
+  CHECK(s.max == 5);
+  CHECK(s.p10 == Approx(1.4));
+  CHECK(s.p90 == Approx(4.6));
+  CHECK(s.samples == std::vector<double>{5, 1, 4, 2, 3});  // measurement order kept
+  CHECK(median({1, 2, 3, 10}) == 2.5);
+  CHECK_THROWS_AS(summarize({}), std::invalid_argument);
+}
+
+TEST_CASE("metrics: union and intersection of intervals") {
+  CHECK(union_length({{0, 2}, {1, 3}, {5, 6}, {4, 4}}) == 4);  // [0,3) + [5,6); empty dropped
+  CHECK(intersection_length({{0, 10}}, {{2, 3}, {5, 7}, {9, 12}}) == 4);
+  CHECK(intersection_length({{0, 1}, {2, 3}}, {{1, 2}}) == 0);
+  CHECK(intersection_length({{0, 4}, {1, 5}}, {{3, 8}}) == 2);  // overlapping inputs merged first
+}
+
+TEST_CASE("metrics: HTA overlap is the comm time covered by own compute") {
+  // Comm [0,10) and [20,30): 20 ms; compute covers [5,25): 5 + 5 = 10 ms -> 0.5.
+  const std::vector<CommRecord> comm = {rec(OpKind::send, Phase::fwd, 8, 0, 10), rec(OpKind::recv, Phase::fwd, 0, 20, 30)};
+  CHECK(hta_overlap(comm, {busy(5, 25)}) == Approx(0.5));
+  CHECK(hta_overlap(comm, {}) == 0);
+  CHECK(hta_overlap(comm, {busy(-1, 40)}) == 1);
+  CHECK(hta_overlap({}, {busy(0, 1)}) == 1);  // no communication: nothing to hide
+  // Barriers are harness synchronisation, not communication of the layer.
+  CHECK(hta_overlap({rec(OpKind::barrier, Phase::fwd, 0, 0, 10)}, {}) == 1);
+}
+
+TEST_CASE("metrics: exposed-time overlap ratio and imbalance") {
+  CHECK(exposed_overlap_ratio(2, 8, false) == Approx(0.75));
+  CHECK(exposed_overlap_ratio(10, 8, false) == 0);
+  CHECK(exposed_overlap_ratio(10, 8, true) == 1);
+  CHECK(exposed_overlap_ratio(1, 0, false) == 1);
+  CHECK(imbalance({1, 1, 1, 3}) == Approx(2.0));
+  CHECK(imbalance({0, 0}) == 1);
+}
+
+TEST_CASE("metrics: ops are summed per (op, group) with nccl-tests bandwidths") {
+  const std::vector<CommRecord> recs = {rec(OpKind::all_gather, Phase::fwd, 300, 0, 1),
+                                        rec(OpKind::all_gather, Phase::fwd, 300, 1, 2),
+                                        rec(OpKind::send, Phase::bwd, 50, 0, 1)};
+  const auto ops = summarize_ops(recs, Phase::fwd);
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0].count == 2);
+  CHECK(ops[0].bytes_sent == 600);
+  CHECK(ops[0].time_ms == 2);
+  // all_gather algorithm bytes = buffer * g = 300 * 4 per call; 2400 B / 2 ms = 1.2e-3 GB/s.
+  CHECK(ops[0].algbw_gbps == Approx(2400.0 / 2 / 1e6));
+  CHECK(ops[0].busbw_gbps == Approx(ops[0].algbw_gbps * 3 / 4));
+  CHECK(phase_bytes(recs, Phase::bwd) == 50);
+  CHECK(phase_time_ms(recs, Phase::fwd) == 2);
+}
+
+TEST_CASE("result: rank summaries round-trip and reduce into the timed result") {
+  RankSummary a;
+  a.step_ms = 10, a.busy_ms = 8, a.exposed_ms = 2, a.standalone_ms = 4, a.bytes_fwd = 100, a.bytes_bwd = 200;
+  a.mem_peak = 1000, a.model_flops = 1e9, a.hardware_flops = 1.2e9, a.hta_overlap = 0.5, a.timed_allocations = 0;
+  RankSummary b = a;
+  b.busy_ms = 4, b.mem_peak = 3000, b.model_flops = 3e9, b.hta_overlap = 0.25, b.bytes_bwd = 100, b.timed_allocations = 2;
+  const std::vector<double> packed = b.pack();
+  REQUIRE(packed.size() == RankSummary::kFields);
+  const RankSummary back = RankSummary::unpack(packed.data());
+  CHECK(back.pack() == packed);
+
+  const Stats st = summarize({10, 12});
+  const TimedResult t = make_timed_result({a, b}, st, st, st, {}, CommPrediction{100, 200}, Peak{2.0, "flag", ""}, 42);
+  CHECK(t.comm_fwd.matches_model);
+  CHECK_FALSE(t.comm_bwd.matches_model);  // rank 1 sent 100, not 200
+  CHECK(t.comm_bwd.bytes_sent == 200);
+  CHECK(t.hta_overlap_ratio() == 0.25);
+  CHECK(t.overlap_ratio() == Approx(0.5));  // 1 - 2/4
+  CHECK(t.timed_allocations == 2);
+  CHECK(t.flops_imbalance() == Approx(1.5));
+  CHECK(t.model_flops == Approx(2e9));
+  REQUIRE(t.mfu);
+  CHECK(*t.mfu == Approx(2e9 / (11e-3 * 2e12)));
+
+  const TimedResult u = make_timed_result({a}, st, st, st, {}, CommPrediction{100, 200}, Peak{0, "unavailable", "x"}, 0);
+  CHECK_FALSE(u.mfu);
+  JobResult r;
+  r.strategy = r.label = "ring";
+  r.seq = 8;
+  r.timed = u;
+  const nlohmann::json j = r.to_json();
+  CHECK(j["mfu"].is_null());
+  CHECK(j["peak"]["tflops"].is_null());
+  CHECK(j["peak"]["source"] == "unavailable");
+  CHECK(j["memory"]["timed_allocations"] == 0);
+  CHECK_FALSE(j.contains("reason"));
+}
+
+TEST_CASE("block cache: freed blocks are reused by size bucket") {
+  int raw_allocs = 0, raw_frees = 0;
+  {
+    BlockCache c([&](size_t n) { ++raw_allocs; return std::malloc(n); }, [&](void* p) { ++raw_frees; std::free(p); });
+    void* p = c.allocate(1000);
+    c.release(p, 1000);
+    void* q = c.allocate(900);  // same 1024-byte bucket
+    CHECK(q == p);
+    CHECK(raw_allocs == 1);
+    void* r = c.allocate(5000);
+    CHECK(raw_allocs == 2);
+    c.release(q, 900);
+    c.release(r, 5000);
+    CHECK(c.cached_bytes() == BlockCache::round_size(1000) + BlockCache::round_size(5000));
+    c.empty_cache();
+    CHECK(raw_frees == 2);
+    CHECK(c.reserved_bytes() == 0);
+  }
+  CHECK(BlockCache::round_size(0) == 512);
+  CHECK(BlockCache::round_size((1 << 20) + 1) == (1 << 20) + (1 << 17));  // 1/8 steps above 1 MiB
+}
+
+TEST_CASE("memory tracker: --mem-limit refuses an allocation before it happens, naming the sizes") {
+  MemTracker m;
+  m.set_limit(1000);
+  m.on_alloc(MemKind::activations, 600);
+  try {
+    m.on_alloc(MemKind::comm, 500);
+    FAIL("no MemLimitError");
+  } catch (const MemLimitError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("500") != std::string::npos);
+    CHECK(msg.find("1100") != std::string::npos);
+    CHECK(msg.find("limit 1000") != std::string::npos);
+  }
+  CHECK(m.stats().live_total == 600);  // nothing was added
+  CHECK(m.alloc_calls() == 2);
+  m.on_alloc(MemKind::comm, 400);  // exactly at the limit is allowed
+  CHECK(m.stats().peak_total == 1000);
+}
+
+TEST_CASE("dump directory names are no shell globs") {
+  CHECK(dump_dir_name("usp[u2xr2]") == "usp_u2xr2");
+  CHECK(dump_dir_name("ring-zigzag") == "ring-zigzag");
+  CHECK(dump_dir_name("a b*c") == "a_b_c");
+}
