@@ -24,11 +24,34 @@ std::string agree_on_errors(World& w, const std::string& my_error) {
   return joined;
 }
 
-Harness::Harness(const RunConfig& cfg, Backend& be, World& w)
-    : cfg_(cfg), be_(be), w_(w), trace_((w.barrier(), log_.now_ms())) {}
+Harness::Harness(const RunConfig& cfg, Backend& be, World& w, double timeout_s, Watchdog::OnFire on_timeout)
+    : cfg_(cfg), be_(be), w_(w), trace_((w.barrier(), log_.now_ms())) {
+  if (timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(w, log_, timeout_s, std::move(on_timeout));
+}
 
-// Communicators hold the log and the backend: they go first.
-Harness::~Harness() { meshes_.clear(); }
+// The watchdog stops first; communicators hold the log and the backend: they go next.
+Harness::~Harness() {
+  watchdog_.reset();
+  meshes_.clear();
+}
+
+void Harness::set_current(const Job* job) {
+  {
+    std::lock_guard<std::mutex> lk(current_mu_);
+    if (job) current_ = *job;
+    else current_.reset();
+  }
+  if (watchdog_) watchdog_->set_job(job ? job->label + " seq=" + std::to_string(job->seq) : "");
+}
+
+bool Harness::current_job_failed(const std::string& reason, JobResult* out) const {
+  std::lock_guard<std::mutex> lk(current_mu_);
+  if (!current_) return false;
+  *out = JobResult::of(*current_);
+  out->status = "failed";
+  out->reason = reason;
+  return true;
+}
 
 Mesh& Harness::mesh_for(const MeshSpec& m) {
   const auto key = std::make_tuple(m.U, m.R, int(m.placement));
@@ -60,7 +83,9 @@ std::vector<JobResult> Harness::run(const std::vector<Job>& jobs, const Peak& pe
       r.reason = job.skip;
       results.push_back(r);
     } else {
+      set_current(&job);
       results.push_back(run_one(job, peak));
+      set_current(nullptr);
     }
     if (w_.rank() == 0 && sink) sink(results);
   }
@@ -213,7 +238,9 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
         if (w_.rank() == 0 && cfg_.progress)
           std::fprintf(stderr, "verify %s seq=%lld\n", job.label.c_str(), static_cast<long long>(seq));
         Tensors got;
+        set_current(&job);
         const std::string reasons = run_and_export(*job.info, job.mesh, shape, got);
+        set_current(nullptr);
         if (!reasons.empty()) {
           r.status = "failed";
           r.reason = reasons;

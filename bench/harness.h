@@ -10,6 +10,8 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "bench/result.h"
 #include "bench/trace.h"
 #include "comm/communicator.h"
+#include "comm/watchdog.h"
 
 namespace cpbench {
 
@@ -35,7 +38,10 @@ class Harness {
   // Called on rank 0 after every job with every result so far.
   using Sink = std::function<void(const std::vector<JobResult>&)>;
 
-  Harness(const RunConfig& cfg, Backend& be, World& w);
+  // timeout_s > 0 starts the watchdog (comm/watchdog.h); on_timeout runs on its thread with the
+  // message before the job is aborted (rank 0 records the current job as failed there).
+  Harness(const RunConfig& cfg, Backend& be, World& w, double timeout_s = 0,
+          Watchdog::OnFire on_timeout = nullptr);
   ~Harness();
   // `cpbench run`: every job timed.
   std::vector<JobResult> run(const std::vector<Job>& jobs, const Peak& peak, const Sink& sink);
@@ -45,11 +51,15 @@ class Harness {
   int interrupted() const { return interrupted_; }
   // Chrome trace events gathered so far (rank 0), for --trace.
   const nlohmann::json& trace() const { return trace_.events(); }
+  // The job running now, as a failed result with `reason` (for the watchdog; thread-safe).
+  // False between jobs.
+  bool current_job_failed(const std::string& reason, JobResult* out) const;
   // Communicator groups built so far (each (mesh, placement) once, reused by later jobs).
   size_t meshes_built() const { return meshes_.size(); }
 
  private:
   JobResult run_one(const Job& job, const Peak& peak);
+  void set_current(const Job* job);
   Mesh& mesh_for(const MeshSpec& m);
   bool stop_requested();  // collective
 
@@ -60,6 +70,9 @@ class Harness {
   TraceCollector trace_;
   std::map<std::tuple<int, int, int>, std::unique_ptr<Mesh>> meshes_;  // (U, R, placement)
   int interrupted_ = 0;
+  mutable std::mutex current_mu_;
+  std::optional<Job> current_;
+  std::unique_ptr<Watchdog> watchdog_;  // last member: its thread reads log_ and current_
 };
 
 }  // namespace cpbench

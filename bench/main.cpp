@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include <csignal>
+#include <cstdlib>
+#include <mutex>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -151,6 +153,10 @@ void install_stop_handlers() {
 }
 
 int64_t cfg_mem_limit(const RunConfig&) { return 0; }  // --mem-limit arrives with the options table
+double cfg_timeout(const RunConfig&) {  // --timeout arrives with the options table
+  const char* t = std::getenv("CPBENCH_TIMEOUT");
+  return t ? std::atof(t) : 600.0;
+}
 
 }  // namespace
 
@@ -238,9 +244,26 @@ int main(int argc, char** argv) {
     std::vector<JobResult> results;
     int interrupted = 0;
     {
-      Harness harness(cfg, *backend, world);
+      // The results written so far, for the watchdog's last report (it runs on its own thread).
+      std::mutex written_mu;
+      std::vector<JobResult> written;
+      Harness* current = nullptr;
+      auto on_timeout = [&](const std::string& message) {
+        if (rank != 0) return;
+        std::lock_guard<std::mutex> lk(written_mu);
+        std::vector<JobResult> last = written;
+        JobResult failed_job;
+        if (current && current->current_job_failed(message, &failed_job)) last.push_back(failed_job);
+        write_report(last, false, 0);
+      };
+      Harness harness(cfg, *backend, world, cfg_timeout(cfg), on_timeout);
+      current = &harness;
       install_stop_handlers();
-      auto sink = [&](const std::vector<JobResult>& so_far) { write_report(so_far, false, 0); };
+      auto sink = [&](const std::vector<JobResult>& so_far) {
+        write_report(so_far, false, 0);
+        std::lock_guard<std::mutex> lk(written_mu);
+        written = so_far;
+      };
       if (verifying) {
         results = harness.verify(jobs, sink);
       } else {

@@ -31,6 +31,23 @@ const char* op_name(OpKind k) {
 // on one timeline.
 double CommLog::now_ms() const { return cpbench::now_ms(); }
 
+void CommLog::enter(OpKind op, const std::string& group, std::vector<int> peers) {
+  std::lock_guard<std::mutex> lk(call_mu_);
+  call_ = InFlightCall{op, group, std::move(peers), phase_, now_ms()};
+  in_call_ = true;
+}
+
+void CommLog::leave() {
+  std::lock_guard<std::mutex> lk(call_mu_);
+  in_call_ = false;
+}
+
+bool CommLog::in_flight(InFlightCall* out) const {
+  std::lock_guard<std::mutex> lk(call_mu_);
+  if (in_call_ && out) *out = call_;
+  return in_call_;
+}
+
 int64_t logical_bytes_sent(OpKind op, int64_t buffer_bytes, int group_size) {
   if (buffer_bytes < 0 || group_size < 1)
     throw std::invalid_argument("logical_bytes_sent: buffer_bytes=" + std::to_string(buffer_bytes) +

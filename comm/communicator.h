@@ -8,6 +8,7 @@
 // A group of one rank sends nothing (and the call is recorded with 0 bytes).
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,23 @@ struct CommRecord {
   double t0_ms, t1_ms;   // issue and completion, on the rank's clock (CommLog::now_ms)
 };
 
+// The blocking call a rank is in now (what the watchdog reports when it lasts too long).
+struct InFlightCall {
+  OpKind op = OpKind::barrier;
+  std::string group;       // "ring", ...
+  std::vector<int> peers;  // world ranks it waits for (the other members; the peer of a wait)
+  Phase phase = Phase::other;
+  double since_ms = 0;     // now_ms() at entry
+};
+
 // Every communicator of a rank appends to one log. The harness sets the phase and clears it.
 class CommLog {
  public:
+  // Communicators bracket every blocking call (collectives, wait, barrier) with enter/leave.
+  // Thread-safe: the watchdog thread reads it.
+  void enter(OpKind op, const std::string& group, std::vector<int> peers);
+  void leave();
+  bool in_flight(InFlightCall* out) const;  // false when in no call
   Phase phase() const { return phase_; }
   void set_phase(Phase p) { phase_ = p; }
   double now_ms() const;  // cpbench::now_ms(): the process-wide steady clock compute records use
@@ -44,6 +59,9 @@ class CommLog {
  private:
   Phase phase_ = Phase::other;
   std::vector<CommRecord> records_;
+  mutable std::mutex call_mu_;
+  bool in_call_ = false;
+  InFlightCall call_;
 };
 
 // Logical bytes sent by one call, per DESIGN's convention.

@@ -458,6 +458,16 @@ class MpiCommunicator final : public Communicator {
     int flag = 0;
     MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag));
     if (flag && attr) tag_ub_ = *static_cast<int*>(attr);
+    // World ranks of the members (group-rank order): the peers a blocked call waits for.
+    MPI_Group world_group, group;
+    MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+    MPI_CHECK(MPI_Comm_group(comm, &group));
+    std::vector<int> mine(static_cast<size_t>(size_));
+    for (int i = 0; i < size_; ++i) mine[static_cast<size_t>(i)] = i;
+    world_ranks_.resize(static_cast<size_t>(size_));
+    MPI_CHECK(MPI_Group_translate_ranks(group, size_, mine.data(), world_group, world_ranks_.data()));
+    MPI_CHECK(MPI_Group_free(&group));
+    MPI_CHECK(MPI_Group_free(&world_group));
   }
 
   int rank() const override { return rank_; }
@@ -466,6 +476,7 @@ class MpiCommunicator final : public Communicator {
   void all_to_all(const Tensor& send, Tensor& recv) override {
     const double t0 = log_.now_ms();
     const Phase ph = log_.phase();
+    InCall in_call(log_, OpKind::all_to_all, name_, others());
     check_divisible("all_to_all", send);
     check_pair("all_to_all", send, recv, send.numel(), "recv.numel() == send.numel()");
     const size_t bytes = send.bytes();
@@ -486,6 +497,7 @@ class MpiCommunicator final : public Communicator {
   void all_gather(const Tensor& send, Tensor& recv) override {
     const double t0 = log_.now_ms();
     const Phase ph = log_.phase();
+    InCall in_call(log_, OpKind::all_gather, name_, others());
     check_pair("all_gather", send, recv, send.numel() * size_, "recv.numel() == group size * send.numel()");
     const size_t bytes = send.bytes();
     ByteSpan chunk(bytes);
@@ -505,6 +517,7 @@ class MpiCommunicator final : public Communicator {
   void reduce_scatter(const Tensor& send, Tensor& recv) override {
     const double t0 = log_.now_ms();
     const Phase ph = log_.phase();
+    InCall in_call(log_, OpKind::reduce_scatter, name_, others());
     check_divisible("reduce_scatter", send);
     check_pair("reduce_scatter", send, recv, send.numel() / size_, "send.numel() == group size * recv.numel()");
     const int64_t c = recv.numel();
@@ -560,7 +573,10 @@ class MpiCommunicator final : public Communicator {
     auto op = std::static_pointer_cast<P2POp>(r.impl);
     if (op->owner != this)
       throw std::invalid_argument("wait on '" + name_ + "': the request was issued by another communicator");
-    P2PEngine::get().wait(*op);
+    {
+      InCall in_call(log_, op->kind, name_, {world_ranks_[static_cast<size_t>(op->peer)]});
+      P2PEngine::get().wait(*op);
+    }
     r.impl.reset();
     if (!op->error.empty()) throw std::runtime_error("comm '" + name_ + "': " + op->error);
     double t1 = op->t_done;
@@ -574,6 +590,7 @@ class MpiCommunicator final : public Communicator {
   void barrier() override {
     const double t0 = log_.now_ms();
     const Phase ph = log_.phase();
+    InCall in_call(log_, OpKind::barrier, name_, others());
     MPI_CHECK(MPI_Barrier(comm_->comm));
     record(OpKind::barrier, ph, 0, -1, t0, log_.now_ms());
   }
@@ -634,6 +651,22 @@ class MpiCommunicator final : public Communicator {
                                         buffer_bytes, peer, t0, t1});
   }
 
+  // Marks the rank as blocked in a call for the watchdog while it lives.
+  struct InCall {
+    InCall(CommLog& log, OpKind op, const std::string& group, std::vector<int> peers) : log_(log) {
+      log_.enter(op, group, std::move(peers));
+    }
+    ~InCall() { log_.leave(); }
+    CommLog& log_;
+  };
+  std::vector<int> others() const {
+    std::vector<int> v;
+    for (int i = 0; i < size_; ++i)
+      if (i != rank_) v.push_back(world_ranks_[static_cast<size_t>(i)]);
+    return v;
+  }
+
+  std::vector<int> world_ranks_;  // of the members, in group-rank order
   std::shared_ptr<CommHandle> comm_;
   CommLog& log_;
   Backend& be_;

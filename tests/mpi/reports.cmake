@@ -49,3 +49,14 @@ add_test(NAME report_sigterm_keeps_results
                  ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 2 ${CPBENCH_BIN} run --model tiny
                  --seq 1024,2048,4096 --iters 5 --no-progress)
 set_tests_properties(report_sigterm_keeps_results PROPERTIES LABELS "mpi;report" TIMEOUT 600)
+
+# Faults (docs/RELIABILITY.md): a rank killed mid-sweep ends the job within 30 s; a rank stopped
+# mid-sweep is named by the others' watchdog after --timeout; both keep the finished jobs.
+set(_faults ${PROJECT_SOURCE_DIR}/tests/python/check_faults.py)
+set(_fault_run ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 2 ${CPBENCH_BIN} run --model tiny
+    --seq 2048,4096 --strategies ring,ring-zigzag,ring-striped --iters 20 --no-progress)
+add_test(NAME fault_rank_killed COMMAND ${_py} ${_faults} kill ${CPBENCH_TEST_OUT}/fault_kill.json -- ${_fault_run})
+add_test(NAME fault_rank_stopped COMMAND ${_py} ${_faults} stop ${CPBENCH_TEST_OUT}/fault_stop.json --timeout 5 --
+         ${MPIEXEC_EXECUTABLE} -x CPBENCH_TIMEOUT=5 --oversubscribe --allow-run-as-root -np 2 ${CPBENCH_BIN} run --model tiny
+         --seq 2048,4096 --strategies ring,ring-zigzag,ring-striped --iters 20 --no-progress)
+set_tests_properties(fault_rank_killed fault_rank_stopped PROPERTIES LABELS "mpi;faults" TIMEOUT 300)
