@@ -26,6 +26,7 @@ std::string agree_on_errors(World& w, const std::string& my_error) {
 
 Harness::Harness(const RunConfig& cfg, Backend& be, World& w, double timeout_s, Watchdog::OnFire on_timeout)
     : cfg_(cfg), be_(be), w_(w), trace_((w.barrier(), log_.now_ms())) {
+  log_.set_node_map(w.node_map(0));
   if (timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(w, log_, timeout_s, std::move(on_timeout));
 }
 

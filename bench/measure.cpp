@@ -76,6 +76,9 @@ RankMeasurement measure(Strategy& strat, Backend& be, World& w, CommLog& log, co
   s.standalone_ms = median(standalone);
   s.bytes_fwd = double(phase_bytes(m.records, Phase::fwd));
   s.bytes_bwd = double(phase_bytes(m.records, Phase::bwd));
+  const TierBytes tf = phase_tier_bytes(m.records, Phase::fwd), tb = phase_tier_bytes(m.records, Phase::bwd);
+  s.intra_fwd = double(tf.intra), s.inter_fwd = double(tf.inter);
+  s.intra_bwd = double(tb.intra), s.inter_bwd = double(tb.inter);
   s.mem_peak = double(mem.peak_total);
   s.mem_weights = double(mem.peak[int(MemKind::weights)]);
   s.mem_activations = double(mem.peak[int(MemKind::activations)]);

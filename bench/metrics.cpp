@@ -76,6 +76,13 @@ int64_t phase_bytes(const std::vector<CommRecord>& recs, Phase ph) {
   return b;
 }
 
+TierBytes phase_tier_bytes(const std::vector<CommRecord>& recs, Phase ph) {
+  TierBytes t;
+  for (const auto& r : recs)
+    if (r.phase == ph) t.intra += r.intra_node_bytes, t.inter += r.inter_node_bytes;
+  return t;
+}
+
 double phase_time_ms(const std::vector<CommRecord>& recs, Phase ph) {
   double t = 0;
   for (const auto& r : recs)

@@ -32,6 +32,7 @@ struct OpSummary {
 };
 std::vector<OpSummary> summarize_ops(const std::vector<CommRecord>& recs, Phase ph);
 int64_t phase_bytes(const std::vector<CommRecord>& recs, Phase ph);
+TierBytes phase_tier_bytes(const std::vector<CommRecord>& recs, Phase ph);
 double phase_time_ms(const std::vector<CommRecord>& recs, Phase ph);
 
 // A closed-open interval [t0, t1) in ms.

@@ -70,6 +70,7 @@ json report_context(World& w, Backend& be, int argc, char** argv) {
   c["hosts"] = w.all_hosts();
   c["world_size"] = w.size();
   c["ranks_per_node"] = w.local_size();
+  c["nodes"] = {{"source", "host"}, {"node_of_rank", w.node_map(0)}};
   c["cpu"] = {{"model", cpu_model()}, {"cores", std::max(1, int(std::thread::hardware_concurrency()))}};
   json gpus = json::array();
   if (be.name() != "cpu") gpus.push_back(be.device_name());

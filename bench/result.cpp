@@ -9,7 +9,8 @@ using nlohmann::json;
 
 std::vector<double> RankSummary::pack() const {
   return {step_ms, busy_ms, exposed_ms, standalone_ms, bytes_fwd, bytes_bwd, mem_peak, mem_weights,
-          mem_activations, mem_comm, model_flops, hardware_flops, hta_overlap, timed_allocations};
+          mem_activations, mem_comm, model_flops, hardware_flops, hta_overlap, timed_allocations,
+          intra_fwd, inter_fwd, intra_bwd, inter_bwd};
 }
 
 RankSummary RankSummary::unpack(const double* v) {
@@ -18,6 +19,7 @@ RankSummary RankSummary::unpack(const double* v) {
   s.bytes_fwd = v[4], s.bytes_bwd = v[5], s.mem_peak = v[6], s.mem_weights = v[7];
   s.mem_activations = v[8], s.mem_comm = v[9], s.model_flops = v[10], s.hardware_flops = v[11];
   s.hta_overlap = v[12], s.timed_allocations = v[13];
+  s.intra_fwd = v[14], s.inter_fwd = v[15], s.intra_bwd = v[16], s.inter_bwd = v[17];
   return s;
 }
 
@@ -57,9 +59,14 @@ TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats
   t.fwd_ms = fwd;
   t.bwd_ms = bwd;
   t.step_ms = step;
-  auto comm_phase = [&](Phase ph, double RankSummary::*field, int64_t pred) {
+  using Field = double RankSummary::*;
+  auto comm_phase = [&](Phase ph, Field field, Field intra, Field inter, int64_t pred) {
     CommPhaseResult c;
-    for (const auto& r : ranks) c.per_rank.push_back(int64_t(std::llround(r.*field)));
+    for (const auto& r : ranks) {
+      c.per_rank.push_back(int64_t(std::llround(r.*field)));
+      c.intra_per_rank.push_back(int64_t(std::llround(r.*intra)));
+      c.inter_per_rank.push_back(int64_t(std::llround(r.*inter)));
+    }
     c.bytes_sent = max_of(c.per_rank);
     c.predicted_bytes = pred;
     c.matches_model = std::all_of(c.per_rank.begin(), c.per_rank.end(), [&](int64_t b) { return b == pred; });
@@ -67,8 +74,10 @@ TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats
     c.ops = summarize_ops(rank0_records, ph);
     return c;
   };
-  t.comm_fwd = comm_phase(Phase::fwd, &RankSummary::bytes_fwd, predicted.fwd);
-  t.comm_bwd = comm_phase(Phase::bwd, &RankSummary::bytes_bwd, predicted.bwd);
+  t.comm_fwd = comm_phase(Phase::fwd, &RankSummary::bytes_fwd, &RankSummary::intra_fwd, &RankSummary::inter_fwd,
+                          predicted.fwd);
+  t.comm_bwd = comm_phase(Phase::bwd, &RankSummary::bytes_bwd, &RankSummary::intra_bwd, &RankSummary::inter_bwd,
+                          predicted.bwd);
   std::vector<double> model, hw;
   for (const auto& r : ranks) {
     const bool silent = r.bytes_fwd + r.bytes_bwd == 0;
@@ -109,8 +118,13 @@ json comm_phase_json(const CommPhaseResult& c) {
     ops.push_back({{"op", o.op}, {"group", o.group}, {"group_size", o.group_size}, {"count", o.count},
                    {"bytes_sent", o.bytes_sent}, {"time_ms", o.time_ms}, {"algbw_gbps", o.algbw_gbps},
                    {"busbw_gbps", o.busbw_gbps}});
+  json tier_ranks = json::array();
+  for (size_t i = 0; i < c.intra_per_rank.size(); ++i)
+    tier_ranks.push_back({{"intra_node_bytes", c.intra_per_rank[i]}, {"inter_node_bytes", c.inter_per_rank[i]}});
+  const json tiers = {{"intra_node_bytes", max_of(c.intra_per_rank)}, {"inter_node_bytes", max_of(c.inter_per_rank)},
+                      {"per_rank", tier_ranks}};
   return {{"bytes_sent", c.bytes_sent}, {"per_rank", c.per_rank}, {"predicted_bytes", c.predicted_bytes},
-          {"matches_model", c.matches_model}, {"time_ms", c.time_ms}, {"ops", ops}};
+          {"matches_model", c.matches_model}, {"time_ms", c.time_ms}, {"ops", ops}, {"tiers", tiers}};
 }
 
 json optional_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }

@@ -22,7 +22,8 @@ struct RankSummary {
   double model_flops = 0, hardware_flops = 0;
   double hta_overlap = 1;       // communication time covered by own compute (last timed iteration)
   double timed_allocations = 0;  // allocator calls during the timed iterations
-  static constexpr size_t kFields = 14;
+  double intra_fwd = 0, inter_fwd = 0, intra_bwd = 0, inter_bwd = 0;  // bytes_sent by tier
+  static constexpr size_t kFields = 18;
   std::vector<double> pack() const;
   static RankSummary unpack(const double* v);
 };
@@ -34,6 +35,7 @@ struct CommPhaseResult {
   bool matches_model = false;
   double time_ms = 0;  // rank 0's summed call time
   std::vector<OpSummary> ops;
+  std::vector<int64_t> intra_per_rank, inter_per_rank;  // bytes_sent split by tier
 };
 
 struct RankOverlap {

@@ -31,7 +31,20 @@ struct CommRecord {
   int64_t buffer_bytes;  // the op's buffer size (send buffer; recv for recv)
   int peer;              // send/recv: peer rank within the group; -1 otherwise
   double t0_ms, t1_ms;   // issue and completion, on the rank's clock (CommLog::now_ms)
+  // bytes_sent split by destination (DESIGN "Nodes and tiers"): to ranks on this rank's node,
+  // and to ranks on other nodes. intra + inter == bytes_sent.
+  int64_t intra_node_bytes = 0, inter_node_bytes = 0;
 };
+
+// DESIGN's per-destination split of one call's logical bytes: all_to_all and reduce_scatter send
+// buffer/g to each other member, all_gather its shard to each other member, send its buffer to
+// the peer. `members` are the group's world ranks in group order, `me` and `peer` group ranks,
+// `node_of` the node of every world rank (empty: one node).
+struct TierBytes {
+  int64_t intra = 0, inter = 0;
+};
+TierBytes split_by_tier(OpKind op, int64_t buffer_bytes, const std::vector<int>& members, int me, int peer,
+                        const std::vector<int>& node_of);
 
 // The blocking call a rank is in now (what the watchdog reports when it lasts too long).
 struct InFlightCall {
@@ -54,11 +67,20 @@ class CommLog {
   void set_phase(Phase p) { phase_ = p; }
   double now_ms() const;  // cpbench::now_ms(): the process-wide steady clock compute records use
   std::vector<CommRecord>& records() { return records_; }
+  // Appends the record of one completed call of a group (members: world ranks in group order;
+  // me, peer: group ranks, peer -1 for collectives): its logical bytes and their split by tier.
+  // Every communicator counts its bytes here, so there is one place where a byte is counted.
+  void add(OpKind op, const std::string& group, const std::vector<int>& members, int me, Phase ph,
+           int64_t buffer_bytes, int peer, double t0, double t1);
+  // The node of every world rank (World::node_map); empty (the default) means one node.
+  void set_node_map(std::vector<int> node_of) { node_of_ = std::move(node_of); }
+  const std::vector<int>& node_map() const { return node_of_; }
   void clear() { records_.clear(); }
 
  private:
   Phase phase_ = Phase::other;
   std::vector<CommRecord> records_;
+  std::vector<int> node_of_;
   mutable std::mutex call_mu_;
   bool in_call_ = false;
   InFlightCall call_;

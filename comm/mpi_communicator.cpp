@@ -647,8 +647,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void record(OpKind k, Phase ph, int64_t buffer_bytes, int peer, double t0, double t1) {
-    log_.records().push_back(CommRecord{k, name_, size_, ph, logical_bytes_sent(k, buffer_bytes, size_),
-                                        buffer_bytes, peer, t0, t1});
+    log_.add(k, name_, world_ranks_, rank_, ph, buffer_bytes, peer, t0, t1);
   }
 
   // Marks the rank as blocked in a call for the watchdog while it lives.

@@ -29,6 +29,11 @@ class World {
   int local_size() const { return local_size_; }
   const std::string& host() const { return host_; }
   std::vector<std::string> all_hosts() const;  // distinct host names, in rank order
+  // The node of every world rank (DESIGN "Nodes and tiers"). ranks_per_node K > 0 emulates nodes:
+  // rank r is on node r / K (the caller checks that K divides P). 0: ranks sharing a host
+  // (MPI_Comm_split_type, shared memory) form a node; nodes are numbered in order of their lowest
+  // rank. Collective.
+  std::vector<int> node_map(int ranks_per_node);
   std::string mpi_version() const;
 
   // Harness collectives (not counted as layer communication).
@@ -53,6 +58,7 @@ class World {
  private:
   World() = default;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int node_leader_ = 0;  // lowest world rank on this rank's host
   std::string host_;
 };
 

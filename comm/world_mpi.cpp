@@ -72,6 +72,7 @@ World& World::init(int* argc, char*** argv) {
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w->rank_, MPI_INFO_NULL, &node));
   MPI_CHECK(MPI_Comm_rank(node, &w->local_rank_));
   MPI_CHECK(MPI_Comm_size(node, &w->local_size_));
+  MPI_CHECK(MPI_Allreduce(&w->rank_, &w->node_leader_, 1, MPI_INT, MPI_MIN, node));
   MPI_CHECK(MPI_Comm_free(&node));
   char name[MPI_MAX_PROCESSOR_NAME];
   int len = 0;
@@ -106,6 +107,24 @@ std::vector<std::string> World::all_hosts() const {
     if (seen.insert(h).second) hosts.push_back(h);
   }
   return hosts;
+}
+
+std::vector<int> World::node_map(int ranks_per_node) {
+  std::vector<int> node(static_cast<size_t>(size_));
+  if (ranks_per_node > 0) {
+    for (int r = 0; r < size_; ++r) node[static_cast<size_t>(r)] = r / ranks_per_node;
+    return node;
+  }
+  std::vector<int> leader(static_cast<size_t>(size_));
+  MPI_CHECK(MPI_Allgather(&node_leader_, 1, MPI_INT, leader.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  std::vector<int> number_of_leader(static_cast<size_t>(size_), -1);
+  int next = 0;
+  for (int r = 0; r < size_; ++r) {
+    int& n = number_of_leader[static_cast<size_t>(leader[static_cast<size_t>(r)])];
+    if (n < 0) n = next++;
+    node[static_cast<size_t>(r)] = n;
+  }
+  return node;
 }
 
 std::string World::mpi_version() const {

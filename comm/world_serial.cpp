@@ -151,8 +151,7 @@ class SerialCommunicator final : public Communicator {
   }
 
   void record(OpKind k, Phase ph, int64_t buffer_bytes, int peer, double t0, double t1) {
-    log_.records().push_back(
-        CommRecord{k, name_, 1, ph, logical_bytes_sent(k, buffer_bytes, 1), buffer_bytes, peer, t0, t1});
+    log_.add(k, name_, {0}, 0, ph, buffer_bytes, peer, t0, t1);
   }
 
   CommLog& log_;
@@ -180,6 +179,8 @@ World& World::get() {
 }
 
 void World::finalize() {}
+std::vector<int> World::node_map(int) { return {0}; }
+
 std::vector<std::string> World::all_hosts() const { return {host_}; }
 std::string World::mpi_version() const { return "none (built without MPI)"; }
 void World::barrier() {}

@@ -194,6 +194,7 @@ def semantic_errors(report):
         if "comm" in r:
             for phase, c in r["comm"].items():
                 _check_comm(c, base + ["comm", phase], P, err)
+                _check_tiers(c, base + ["comm", phase, "tiers"], P, err)
         if "overlap" in r:
             _check_overlap(r["overlap"], r.get("comm"), base + ["overlap"], P, err)
         if "memory" in r:
@@ -291,6 +292,22 @@ def _check_overlap(o, comm, path, P, err):
         want = agg(pr[key] for pr in per)
         if not _close(o[key], want, EXACT_RTOL):
             err(path + [key], f"{o[key]:g} != {name} over per_rank {want:g}")
+
+
+def _check_tiers(c, path, P, err):
+    t = c["tiers"]
+    per = t["per_rank"]
+    if len(per) != P:
+        err(path + ["per_rank"], f"{len(per)} entries, expected world_size {P}")
+    for j, pr in enumerate(per):
+        if j < len(c["per_rank"]) and pr["intra_node_bytes"] + pr["inter_node_bytes"] != c["per_rank"][j]:
+            err(path + ["per_rank", j], f"intra {pr['intra_node_bytes']} + inter {pr['inter_node_bytes']} "
+                f"!= bytes sent {c['per_rank'][j]}")
+    for key in ("intra_node_bytes", "inter_node_bytes"):
+        if per and t[key] != max(pr[key] for pr in per):
+            err(path + [key], f"{t[key]} != max over per_rank {max(pr[key] for pr in per)}")
+    if "predicted" in t and len(t["predicted"]) != P:
+        err(path + ["predicted"], f"{len(t['predicted'])} entries, expected world_size {P}")
 
 
 def _check_memory(m, path, P, err):

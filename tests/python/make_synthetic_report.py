@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate valid synthetic cpbench reports (schema v1) for testing the report tools.
+"""Generate valid synthetic cpbench reports (schema v2) for testing the report tools.
 
 The numbers are made up but consistent: communication bytes follow DESIGN's analytic model and
 the ops add up to them, percentiles come from the samples, TFLOP/s/MFU/HFU, overlap ratios and
@@ -142,8 +142,12 @@ def _ok_result(name, label, seq, U, R, P, cfg, step, spread, comm_scale):
         per_rank = [measured] * P
         phase_ms = sum(o["time_ms"] for o in op_list)
         comm_total_ms += phase_ms
+        # One node: every byte stays on it.
+        tiers = {"intra_node_bytes": measured, "inter_node_bytes": 0,
+                 "per_rank": [{"intra_node_bytes": b, "inter_node_bytes": 0} for b in per_rank]}
         comm[phase] = {"bytes_sent": measured, "per_rank": per_rank, "predicted_bytes": predicted,
-                       "matches_model": measured == predicted, "time_ms": phase_ms, "ops": op_list}
+                       "matches_model": measured == predicted, "time_ms": phase_ms, "ops": op_list,
+                       "tiers": tiers}
 
     per_overlap = []
     compute = []
@@ -268,6 +272,7 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
         "complete": True,
         "context": {
             "date": "2025-01-31T12:00:00Z", "hosts": ["node0"], "world_size": P, "ranks_per_node": P,
+            "nodes": {"source": "host", "node_of_rank": [0] * P},
             "cpu": {"model": "Synthetic CPU", "cores": 2},
             "gpus": [] if cfg["backend"] == "cpu" else ["NVIDIA H200"],
             "versions": {"mpi": "Open MPI v4.1.4", "nccl": None if cfg["backend"] == "cpu" else "2.21.5",

@@ -169,6 +169,17 @@ class SchemaTest(unittest.TestCase):
         ok["overlap"]["hta_ratio"] = 0.25
         self.assertValid(rep)
 
+    def test_tiers_add_up_to_bytes_sent(self):
+        rep = synth.make_report()
+        ok = [r for r in rep["results"] if r["status"] == "ok" and r["comm"]["fwd"]["bytes_sent"] > 0][0]
+        t = ok["comm"]["fwd"]["tiers"]
+        t["per_rank"][1]["inter_node_bytes"] = 8
+        self.assertInvalid(rep, ".comm.fwd.tiers.per_rank[1]", "!= bytes sent")
+        t["per_rank"][1]["intra_node_bytes"] -= 8
+        self.assertInvalid(rep, ".comm.fwd.tiers.inter_node_bytes", "max over per_rank")
+        t["inter_node_bytes"] = 8
+        self.assertValid(rep)
+
     def test_rejects_unknown_keys(self):
         rep = synth.make_report()
         rep["extra"] = 1
