@@ -257,8 +257,14 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, const std::string& name, CommL
   hook_ = be_.add_sync_hook([this] { on_sync(); });
 }
 
+std::string nccl_call_summary_impl();
+
 NcclCommunicator::~NcclCommunicator() {
   be_.remove_sync_hook(hook_);
+  // One-rank NCCL mode exists to show that NCCL ran: say what went through it (process totals).
+  if (one_rank_nccl_)
+    std::fprintf(stderr, "cpbench: one-rank NCCL group '%s' closed; %s\n", name_.c_str(),
+                 nccl_call_summary_impl().c_str());
   if (!queue_.empty())
     std::fprintf(stderr,
                  "cpbench: NCCL communicator '%s' destroyed with %zu isend/irecv never waited; "
@@ -635,13 +641,17 @@ NcclCallCounts nccl_call_counts() {
                         c.barrier.load()};
 }
 
-std::string nccl_call_summary() {
+namespace {
+std::string nccl_call_summary_impl() {
   const NcclCallCounts c = nccl_call_counts();
   return std::string("NCCL calls") + (c.one_rank_mode ? " (one-rank NCCL mode)" : "") +
          ": all_to_all " + std::to_string(c.all_to_all) + ", all_gather " + std::to_string(c.all_gather) +
          ", reduce_scatter " + std::to_string(c.reduce_scatter) + ", send " + std::to_string(c.send) +
          ", recv " + std::to_string(c.recv) + ", barrier " + std::to_string(c.barrier);
 }
+}  // namespace
+
+std::string nccl_call_summary() { return nccl_call_summary_impl(); }
 
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, const std::string& name,
                                                      CommLog& log, Backend& be) {

@@ -52,6 +52,25 @@ class GpuCheckNoDevice(unittest.TestCase):
                 self.assertIn("logs", t.getnames())
 
 
+    def test_deadline_skips_what_does_not_fit(self):
+        # GPU_CHECK_ASSUME_DEVICE=1 walks the GPU steps' flow; a 25 s deadline fits none of them.
+        with tempfile.TemporaryDirectory() as tmp:
+            out, work = os.path.join(tmp, "out"), os.path.join(tmp, "work")
+            r = run(["bash", os.path.join(SCRIPTS, "gpu_check.sh")],
+                    env={"OUT": out, "GPU_CHECK_WORK": work, "GPU_CHECK_ASSUME_DEVICE": "1",
+                         "GPU_CHECK_DEADLINE_S": "25"})
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(out, "gpu_check.json")) as f:
+                s = json.load(f)
+            self.assertEqual(s["state"], "done")
+            self.assertEqual(s["deadline_s"], 25)
+            steps = {st["name"]: st for st in s["steps"]}
+            self.assertEqual(steps["nvcc_build"]["status"], "skipped")
+            self.assertIn("does not fit", steps["nvcc_build"]["detail"])
+            self.assertIn("does not fit", steps["torch_sdpa"]["detail"])
+            self.assertEqual({st["status"] for name, st in steps.items() if name != "facts"}, {"skipped"})
+
+
 class CompareDumps(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
