@@ -86,15 +86,6 @@ void mpi_ok(int rc, const char* call) {
   throw std::runtime_error(std::string("MPI error in ") + call + " (" + error_context() + "): " + msg);
 }
 
-ncclDataType_t nccl_type(DType t) {
-  switch (t) {
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::f16: return ncclFloat16;
-  }
-  throw std::invalid_argument("nccl: unknown dtype");
-}
-
 bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
   if (na == 0 || nb == 0) return false;
   const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
@@ -173,6 +164,7 @@ class NcclCommunicator final : public Communicator {
   void wait_comm_stream(const char* what);
   [[noreturn]] void abort_and_throw(const std::string& why);
   bool use_nccl() const { return nc_ != nullptr; }
+  void check_alive(const char* op) const;  // throws once the communicator was aborted
   Tensor& staging(Tensor& t, int64_t numel);  // an fp32 comm buffer of at least numel elements
   void resolve_timings();
   void take_reference();
@@ -291,6 +283,7 @@ NcclCommunicator::~NcclCommunicator() {
 
 // ---- stream plumbing and timing ---------------------------------------------------------------
 std::shared_ptr<Span> NcclCommunicator::begin_op() {
+  check_alive("a collective");
   set_device();
   cudaEvent_t ready = nullptr;
   CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
@@ -364,6 +357,12 @@ void NcclCommunicator::abort_and_throw(const std::string& why) {
   throw std::runtime_error("NCCL communicator '" + name_ + "' (group size " + std::to_string(size_) +
                            ", " + error_context() + "): " + why +
                            "; the communicator was aborted (ncclCommAbort)");
+}
+
+void NcclCommunicator::check_alive(const char* op) const {
+  if (aborted_)
+    throw std::runtime_error(std::string(op) + " on NCCL communicator '" + name_ +
+                             "': the communicator was aborted after an earlier error");
 }
 
 void NcclCommunicator::wait_comm_stream(const char* what) {
@@ -517,6 +516,7 @@ void NcclCommunicator::reduce_scatter(const Tensor& send, Tensor& recv) {
 void NcclCommunicator::barrier() {
   const double t0 = log_.now_ms();
   const Phase ph = log_.phase();
+  check_alive("barrier");
   flush();
   if (use_nccl()) {
     set_device();
@@ -530,6 +530,7 @@ void NcclCommunicator::barrier() {
 // ---- point-to-point ----------------------------------------------------------------------------
 Request NcclCommunicator::queue_p2p(OpKind kind, const Tensor& buf, int peer) {
   const char* what = kind == OpKind::send ? "isend" : "irecv";
+  check_alive(what);
   if (peer < 0 || peer >= size_)
     throw std::invalid_argument(std::string(what) + " on '" + name_ + "': peer " +
                                 std::to_string(peer) + " outside the group [0, " +
@@ -562,6 +563,7 @@ Request NcclCommunicator::irecv(Tensor& buf, int peer, int /*tag: see header*/) 
 
 void NcclCommunicator::flush() {
   if (queue_.empty()) return;
+  check_alive("posting isend/irecv");
   set_device();
   std::vector<std::shared_ptr<P2POp>> ops;
   ops.swap(queue_);
