@@ -12,7 +12,7 @@
 // every head dim in --check-dims, MHA and GQA, causal and not (the compute-sanitizer target of
 // scripts/gpu_check.sh). After timing each sequence length, the last query row of the first and
 // last head (o, dq) and, when causal, the last key row (dk, dv, seen by that row alone) are
-// compared with a float64 host reference: at N = 262144, H = 64, d = 128 those elements lie past
+// compared with a float64 host reference: at N = 266240, H = 64, d = 128 those elements lie past
 // 2^31, so 32-bit offset arithmetic fails there. --gemm 0 skips the GEMM rate.
 // Exit status: 0 ok, 1 check failed or error, 2 no CUDA device.
 //

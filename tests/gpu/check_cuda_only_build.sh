@@ -15,4 +15,9 @@ rc=$?
 cat "$OUTDIR/run.log"
 [[ $rc == 2 ]] || { echo "FAIL: expected exit 2 without a device, got $rc"; exit 1; }
 grep -q "no CUDA device" "$OUTDIR/run.log" || { echo "FAIL: no 'no CUDA device' message"; exit 1; }
+# Bad options are refused before any device call, with the constraint named.
+out=$("$OUTDIR/cpbench_cuda_bench" --check-only --no-check 2>&1)
+[[ $? == 1 && $out == *"--check-only and --no-check exclude each other"* ]] || { echo "FAIL: option conflict: $out"; exit 1; }
+out=$("$OUTDIR/cpbench_cuda_bench" --gemm -1 2>&1)
+[[ $? == 1 && $out == *"--gemm >= 0"* ]] || { echo "FAIL: --gemm -1: $out"; exit 1; }
 echo "cuda_only_build: ok"
