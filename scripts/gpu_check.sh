@@ -26,6 +26,7 @@
 #                   elements), last rows checked against a float64 reference
 #   layer_check     cpbench verify --dump: CPU fp32 against CUDA fp32 (1e-5), bf16, fp16 (2e-2),
 #                   every tensor (scripts/compare_dumps.py)
+#   nccl_ops        tests/gpu/nccl_one_rank_check: every NCCL operation on one GPU, values checked
 #   nccl_1rank      cpbench verify --comm nccl on one rank with CPBENCH_NCCL_ONE_RANK=1 (NCCL runs)
 #   verify_2ranks, verify_4ranks   every strategy, ranks sharing the GPU, --comm mpi
 #   cuda_unit_tests test_cuda_kernels (a "no CUDA device" skip counts as a failure)
@@ -189,7 +190,7 @@ collect_facts
 record facts ok $((SECONDS - t)) ""
 NO_DEVICE_WHY=""
 STEPS_AFTER=(nvcc_build kernel_check kernel_check_fp16 memcheck racecheck synccheck cmake_build kernel_bench torch_sdpa large_n
-             layer_check nccl_1rank verify_2ranks verify_4ranks cuda_unit_tests)
+             layer_check nccl_ops nccl_1rank verify_2ranks verify_4ranks cuda_unit_tests)
 if ! device_present; then
   STATE=no_device
   fact device "none: $NO_DEVICE_WHY"
@@ -284,6 +285,13 @@ ONE_RANK=()
 if [[ -x $CPB ]]; then
   run layer_check 40 120 "$ROOT/scripts/gpu_layer_check.sh" "$CPB" "$WORK/dumps" "$OUT/layer_check.json" "${ONE_RANK[@]}"
   if ((${#MPIRUN[@]})); then
+    NOPS=$CM/build/tests/gpu/nccl_one_rank_check
+    if [[ -x $NOPS ]]; then
+      run nccl_ops 15 90 "${MPIRUN[@]}" 1 "$NOPS" &&
+        grep -q "SKIPPED: no CUDA device" "$LOGS/nccl_ops.log" && amend FAIL "the check saw no CUDA device"
+    else
+      skip nccl_ops "nccl_one_rank_check not built (no NCCL found at configure)"
+    fi
     export CPBENCH_NCCL_ONE_RANK=1  # every strategy at one rank, through a real one-rank NCCL communicator
     run nccl_1rank 20 120 "${MPIRUN[@]}" 1 -x CPBENCH_NCCL_ONE_RANK "$CPB" verify --backend cuda --comm nccl \
       --dtype bf16 "${LSHAPE[@]}"
@@ -294,7 +302,7 @@ if [[ -x $CPB ]]; then
       run verify_${np}ranks 40 150 "${MPIRUN[@]}" $np "$CPB" verify --backend cuda --comm mpi --dtype bf16 "${LSHAPE[@]}"
     done
   else
-    for s in nccl_1rank verify_2ranks verify_4ranks; do skip $s "no MPI (neither system nor carried)"; done
+    for s in nccl_ops nccl_1rank verify_2ranks verify_4ranks; do skip $s "no MPI (neither system nor carried)"; done
   fi
   UNIT=$CM/build/tests/unit/test_cuda_kernels
   if [[ -x $UNIT ]] && run cuda_unit_tests 30 150 "$UNIT"; then
@@ -303,7 +311,7 @@ if [[ -x $CPB ]]; then
     skip cuda_unit_tests "not built"
   fi
 else
-  for s in layer_check nccl_1rank verify_2ranks verify_4ranks cuda_unit_tests; do skip $s "no cpbench binary (cmake_build)"; done
+  for s in layer_check nccl_ops nccl_1rank verify_2ranks verify_4ranks cuda_unit_tests; do skip $s "no cpbench binary (cmake_build)"; done
 fi
 
 STATE=done

@@ -15,7 +15,8 @@
 # test_cuda_kernels, -DCPBENCH_WERROR=OFF (a compiler the project has not met may warn).
 # Environment: GPU_FULL_BUILD_DEPS=auto|system|debs (auto: the system's when it has MPI and
 #   nlohmann-json, else the carried packages), GPU_FULL_BUILD_CMAKE_ARGS (appended to the
-#   configure), GPU_FULL_BUILD_TARGETS (default "cpbench test_cuda_kernels").
+#   configure), GPU_FULL_BUILD_TARGETS (default "cpbench test_cuda_kernels", and
+#   nccl_one_rank_check when NCCL was found).
 # Exit status: 0 built, 1 otherwise.
 set -uo pipefail
 
@@ -101,3 +102,7 @@ cmake -S "$ROOT" -B "$WD/build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCPBENCH
   ${GPU_FULL_BUILD_CMAKE_ARGS:-} || exit 1
 # shellcheck disable=SC2086
 cmake --build "$WD/build" -j "$JOBS" --target ${GPU_FULL_BUILD_TARGETS:-cpbench test_cuda_kernels} || exit 1
+# The one-GPU NCCL check exists only when configure found NCCL (and MPI).
+if [[ -z ${GPU_FULL_BUILD_TARGETS:-} ]] && grep -q "^CPBENCH_NCCL_LIBRARY:.*nccl" "$WD/build/CMakeCache.txt"; then
+  cmake --build "$WD/build" -j "$JOBS" --target nccl_one_rank_check || exit 1
+fi

@@ -44,7 +44,7 @@ class GpuCheckNoDevice(unittest.TestCase):
             steps = {st["name"]: st for st in s["steps"]}
             self.assertEqual(steps["facts"]["status"], "ok")
             for name in ("nvcc_build", "kernel_check", "memcheck", "racecheck", "synccheck", "kernel_bench",
-                         "torch_sdpa", "large_n", "cmake_build", "layer_check", "nccl_1rank",
+                         "torch_sdpa", "large_n", "cmake_build", "layer_check", "nccl_ops", "nccl_1rank",
                          "verify_2ranks", "verify_4ranks"):
                 self.assertEqual(steps[name]["status"], "skipped", name)
                 self.assertEqual(steps[name]["detail"], "no device", name)
