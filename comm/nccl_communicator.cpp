@@ -6,17 +6,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace cpbench {
 namespace {
@@ -45,21 +50,40 @@ namespace {
 
 constexpr size_t kMaxPendingTimings = 4096;  // resolve early past this many
 
+// Process-wide counts of the calls that went through NCCL itself (not a local copy).
+struct Counters {
+  std::atomic<int64_t> all_to_all{0}, all_gather{0}, reduce_scatter{0}, send{0}, recv{0}, barrier{0};
+  std::atomic<bool> one_rank{false};
+};
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+// CPBENCH_NCCL_TIMEOUT_S: how long a host wait on the comm stream may last (default 600, as
+// DESIGN's --timeout; 0 = no bound).
+double timeout_s() {
+  const char* v = std::getenv("CPBENCH_NCCL_TIMEOUT_S");
+  if (!v || !*v) return 600.0;
+  char* end = nullptr;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(t >= 0))
+    throw std::invalid_argument(std::string("CPBENCH_NCCL_TIMEOUT_S must be a number of seconds >= 0, got '") +
+                                v + "'");
+  return t;
+}
+
+bool one_rank_requested() {
+  const char* v = std::getenv("CPBENCH_NCCL_ONE_RANK");
+  return v && *v && std::string(v) != "0";
+}
+
 void mpi_ok(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
   MPI_Error_string(rc, msg, &len);
   throw std::runtime_error(std::string("MPI error in ") + call + " (" + error_context() + "): " + msg);
-}
-
-ncclDataType_t nccl_type(DType t) {
-  switch (t) {
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::f16: return ncclFloat16;
-  }
-  throw std::invalid_argument("nccl: unknown dtype");
 }
 
 bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
@@ -135,6 +159,13 @@ class NcclCommunicator final : public Communicator {
   void log_record(OpKind op, Phase ph, int64_t buffer_bytes, int peer, double t_issue,
                   const std::shared_ptr<Span>& sp);
   void on_sync();
+  // Blocks until the comm stream is idle, polling ncclCommGetAsyncError; on an NCCL error or
+  // past the deadline the communicator is aborted and this throws (naming `what`).
+  void wait_comm_stream(const char* what);
+  [[noreturn]] void abort_and_throw(const std::string& why);
+  bool use_nccl() const { return nc_ != nullptr; }
+  void check_alive(const char* op) const;  // throws once the communicator was aborted
+  Tensor& staging(Tensor& t, int64_t numel);  // an fp32 comm buffer of at least numel elements
   void resolve_timings();
   void take_reference();
   void check_pair(const char* op, const Tensor& send, const Tensor& recv, int64_t want_recv,
@@ -144,7 +175,12 @@ class NcclCommunicator final : public Communicator {
   CudaBackend& be_;
   CommLog& log_;
   int rank_ = 0, size_ = 1;
-  ncclComm_t nc_ = nullptr;  // null for a group of one rank
+  ncclComm_t nc_ = nullptr;  // null for a group of one rank, unless CPBENCH_NCCL_ONE_RANK=1
+  bool one_rank_nccl_ = false;  // a one-rank group that still goes through NCCL
+  bool aborted_ = false;
+  double timeout_s_ = 600;
+  Tensor stage_send_, stage_recv_;  // fp32 staging of bf16/fp16 reduce_scatter
+  std::vector<Tensor> retired_;     // replaced staging, alive until the next synchronize
   cudaStream_t cs_ = nullptr;
   int hook_ = 0;
   cudaEvent_t ref_ = nullptr;
@@ -193,10 +229,13 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, const std::string& name, CommL
                                  "); NCCL needs one GPU per rank. Start one rank per GPU, or use "
                                  "--comm mpi to share a GPU between ranks.");
 
+  timeout_s_ = timeout_s();
+  one_rank_nccl_ = size_ == 1 && one_rank_requested();
+  if (one_rank_nccl_) counters().one_rank = true;
   int prio_lo = 0, prio_hi = 0;
   CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
   CUDA_CHECK(cudaStreamCreateWithPriority(&cs_, cudaStreamNonBlocking, prio_hi));
-  if (size_ > 1) {
+  if (size_ > 1 || one_rank_nccl_) {
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
     if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
@@ -210,8 +249,14 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, const std::string& name, CommL
   hook_ = be_.add_sync_hook([this] { on_sync(); });
 }
 
+std::string nccl_call_summary_impl();
+
 NcclCommunicator::~NcclCommunicator() {
   be_.remove_sync_hook(hook_);
+  // One-rank NCCL mode exists to show that NCCL ran: say what went through it (process totals).
+  if (one_rank_nccl_)
+    std::fprintf(stderr, "cpbench: one-rank NCCL group '%s' closed; %s\n", name_.c_str(),
+                 nccl_call_summary_impl().c_str());
   if (!queue_.empty())
     std::fprintf(stderr,
                  "cpbench: NCCL communicator '%s' destroyed with %zu isend/irecv never waited; "
@@ -220,10 +265,16 @@ NcclCommunicator::~NcclCommunicator() {
   for (auto& op : queue_)
     if (op->ready) (void)cudaEventDestroy(op->ready);
   (void)cudaSetDevice(be_.device());
-  if (cs_) (void)cudaStreamSynchronize(cs_);
+  if (cs_ && !aborted_) {
+    try {
+      wait_comm_stream("destruction");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cpbench: %s\n", e.what());  // aborted; a destructor must not throw
+    }
+  }
   inflight_.clear();
   fixes_.clear();
-  if (nc_) (void)ncclCommDestroy(nc_);
+  if (nc_) (void)(aborted_ ? ncclCommAbort(nc_) : ncclCommDestroy(nc_));
   if (barrier_buf_) (void)cudaFree(barrier_buf_);
   if (ref_) (void)cudaEventDestroy(ref_);
   if (cs_) (void)cudaStreamDestroy(cs_);
@@ -232,6 +283,7 @@ NcclCommunicator::~NcclCommunicator() {
 
 // ---- stream plumbing and timing ---------------------------------------------------------------
 std::shared_ptr<Span> NcclCommunicator::begin_op() {
+  check_alive("a collective");
   set_device();
   cudaEvent_t ready = nullptr;
   CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
@@ -286,12 +338,69 @@ void NcclCommunicator::resolve_timings() {
   fixes_.clear();
 }
 
+// A synchronize completes everything issued: isend/irecv still queued are posted now (their
+// buffers are alive, held by the queue), so no transfer outlives the sync unposted.
 void NcclCommunicator::on_sync() {
   set_device();
-  CUDA_CHECK(cudaStreamSynchronize(cs_));
+  flush();
+  wait_comm_stream("synchronize");
+  retired_.clear();
   resolve_timings();
   inflight_.clear();
   take_reference();
+}
+
+void NcclCommunicator::abort_and_throw(const std::string& why) {
+  if (nc_ && !aborted_) (void)ncclCommAbort(nc_);
+  aborted_ = true;
+  nc_ = nullptr;
+  throw std::runtime_error("NCCL communicator '" + name_ + "' (group size " + std::to_string(size_) +
+                           ", " + error_context() + "): " + why +
+                           "; the communicator was aborted (ncclCommAbort)");
+}
+
+void NcclCommunicator::check_alive(const char* op) const {
+  if (aborted_)
+    throw std::runtime_error(std::string(op) + " on NCCL communicator '" + name_ +
+                             "': the communicator was aborted after an earlier error");
+}
+
+void NcclCommunicator::wait_comm_stream(const char* what) {
+  if (aborted_) abort_and_throw(std::string(what) + " after an earlier abort");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    const cudaError_t q = cudaStreamQuery(cs_);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      abort_and_throw(std::string(what) + ": the comm stream failed: " + cudaGetErrorString(q));
+    }
+    if (nc_) {
+      ncclResult_t async = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(nc_, &async);
+      if (r != ncclSuccess) abort_and_throw(std::string(what) + ": ncclCommGetAsyncError failed: " + nccl_message(r));
+      if (async != ncclSuccess && async != ncclInProgress)
+        abort_and_throw(std::string(what) + ": NCCL reported an asynchronous error: " + nccl_message(async));
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (timeout_s_ > 0 && waited > timeout_s_)
+      abort_and_throw(std::string(what) + ": the NCCL operations did not complete within " +
+                      std::to_string(int(timeout_s_)) +
+                      " s (CPBENCH_NCCL_TIMEOUT_S; a peer that never joined, or a hang)");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+// Grows only (allocated in the warm-up, reused by the timed iterations). A replaced buffer may
+// still be read by queued comm work: kept alive until the next synchronize.
+Tensor& NcclCommunicator::staging(Tensor& t, int64_t numel) {
+  if (t.data == nullptr || t.numel() < numel) {
+    if (t.data) retired_.push_back(t);
+    t = be_.alloc({numel}, DType::f32, MemKind::comm);
+  }
+  return t;
 }
 
 // ---- checks -------------------------------------------------------------------------------------
@@ -331,12 +440,15 @@ void NcclCommunicator::all_to_all(const Tensor& send, Tensor& recv) {
   const char* sb = static_cast<const char*>(send.data);
   char* rb = static_cast<char*>(recv.data);
   if (cb > 0) {
-    CUDA_CHECK(cudaMemcpyAsync(rb + size_t(rank_) * cb, sb + size_t(rank_) * cb, cb,
-                               cudaMemcpyDeviceToDevice, cs_));
-    if (size_ > 1) {
+    // The own chunk is a local copy, except in one-rank NCCL mode (a send/recv to self).
+    if (!one_rank_nccl_)
+      CUDA_CHECK(cudaMemcpyAsync(rb + size_t(rank_) * cb, sb + size_t(rank_) * cb, cb,
+                                 cudaMemcpyDeviceToDevice, cs_));
+    if (use_nccl()) {
+      counters().all_to_all++;
       NCCL_CHECK(ncclGroupStart());
       for (int j = 0; j < size_; ++j) {
-        if (j == rank_) continue;
+        if (j == rank_ && !one_rank_nccl_) continue;
         NCCL_CHECK(ncclSend(sb + size_t(j) * cb, cb, ncclUint8, j, nc_, cs_));
         NCCL_CHECK(ncclRecv(rb + size_t(j) * cb, cb, ncclUint8, j, nc_, cs_));
       }
@@ -356,10 +468,12 @@ void NcclCommunicator::all_gather(const Tensor& send, Tensor& recv) {
   auto sp = begin_op();
   const size_t bytes = send.bytes();
   if (bytes > 0) {
-    if (size_ == 1)
+    if (!use_nccl()) {
       CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, bytes, cudaMemcpyDeviceToDevice, cs_));
-    else
+    } else {
+      counters().all_gather++;
       NCCL_CHECK(ncclAllGather(send.data, recv.data, bytes, ncclUint8, nc_, cs_));
+    }
   }
   end_op(*sp);
   log_record(OpKind::all_gather, ph, int64_t(bytes), -1, t0, sp);
@@ -372,13 +486,28 @@ void NcclCommunicator::reduce_scatter(const Tensor& send, Tensor& recv) {
   check_pair("reduce_scatter", send, recv, send.numel() / size_,
              "send.numel() == group size * recv.numel()");
   flush();
+  // Staging before begin_op: a new buffer's poisoning fill runs on the compute stream, which the
+  // comm stream then waits for.
+  const bool widen = use_nccl() && send.dtype != DType::f32 && recv.numel() > 0;
+  Tensor* ws = widen ? &staging(stage_send_, send.numel()) : nullptr;
+  Tensor* wr = widen ? &staging(stage_recv_, recv.numel()) : nullptr;
   auto sp = begin_op();
   if (recv.numel() > 0) {
-    if (size_ == 1)
+    if (!use_nccl()) {
       CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, recv.bytes(), cudaMemcpyDeviceToDevice, cs_));
-    else
-      NCCL_CHECK(ncclReduceScatter(send.data, recv.data, size_t(recv.numel()), nccl_type(send.dtype),
-                                   ncclSum, nc_, cs_));
+    } else if (send.dtype == DType::f32) {
+      counters().reduce_scatter++;
+      NCCL_CHECK(ncclReduceScatter(send.data, recv.data, size_t(recv.numel()), ncclFloat32, ncclSum,
+                                   nc_, cs_));
+    } else {
+      // bf16/fp16: sum in fp32 like the MPI path (NCCL would add in the 16-bit type, one rounding
+      // per hop): widen into fp32 staging, reduce-scatter fp32, round once into recv. The wire
+      // carries fp32 (twice the logical bytes, which are what the log counts, per DESIGN's s).
+      cuda::convert(ws->data, DType::f32, send.data, send.dtype, send.numel(), cs_);
+      counters().reduce_scatter++;
+      NCCL_CHECK(ncclReduceScatter(ws->data, wr->data, size_t(recv.numel()), ncclFloat32, ncclSum, nc_, cs_));
+      cuda::convert(recv.data, recv.dtype, wr->data, DType::f32, recv.numel(), cs_);
+    }
   }
   end_op(*sp);
   log_record(OpKind::reduce_scatter, ph, int64_t(send.bytes()), -1, t0, sp);
@@ -387,11 +516,13 @@ void NcclCommunicator::reduce_scatter(const Tensor& send, Tensor& recv) {
 void NcclCommunicator::barrier() {
   const double t0 = log_.now_ms();
   const Phase ph = log_.phase();
+  check_alive("barrier");
   flush();
-  if (size_ > 1) {
+  if (use_nccl()) {
     set_device();
+    counters().barrier++;
     NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, nc_, cs_));
-    CUDA_CHECK(cudaStreamSynchronize(cs_));
+    wait_comm_stream("barrier");
   }
   log_.records().push_back(CommRecord{OpKind::barrier, name_, size_, ph, 0, 0, -1, t0, log_.now_ms()});
 }
@@ -399,6 +530,7 @@ void NcclCommunicator::barrier() {
 // ---- point-to-point ----------------------------------------------------------------------------
 Request NcclCommunicator::queue_p2p(OpKind kind, const Tensor& buf, int peer) {
   const char* what = kind == OpKind::send ? "isend" : "irecv";
+  check_alive(what);
   if (peer < 0 || peer >= size_)
     throw std::invalid_argument(std::string(what) + " on '" + name_ + "': peer " +
                                 std::to_string(peer) + " outside the group [0, " +
@@ -431,6 +563,7 @@ Request NcclCommunicator::irecv(Tensor& buf, int peer, int /*tag: see header*/) 
 
 void NcclCommunicator::flush() {
   if (queue_.empty()) return;
+  check_alive("posting isend/irecv");
   set_device();
   std::vector<std::shared_ptr<P2POp>> ops;
   ops.swap(queue_);
@@ -441,14 +574,13 @@ void NcclCommunicator::flush() {
   }
   auto sp = std::make_shared<Span>();
   CUDA_CHECK(cudaEventRecord(sp->start, cs_));
-  // Messages to self: matched locally, in issue order.
+  // Messages to self: matched locally, in issue order (through NCCL in one-rank NCCL mode).
   std::deque<P2POp*> self_send, self_recv;
   bool remote = false;
   for (auto& op : ops) {
     if (op->peer == rank_)
       (op->kind == OpKind::send ? self_send : self_recv).push_back(op.get());
-    else if (op->bytes > 0)
-      remote = true;
+    if ((op->peer != rank_ || one_rank_nccl_) && op->bytes > 0) remote = true;
   }
   if (self_send.size() != self_recv.size())
     throw std::invalid_argument("nccl communicator '" + name_ + "': " +
@@ -461,18 +593,21 @@ void NcclCommunicator::flush() {
       throw std::invalid_argument("nccl communicator '" + name_ + "': self send of " +
                                   std::to_string(self_send[i]->bytes) + " bytes matched with a receive of " +
                                   std::to_string(self_recv[i]->bytes) + " bytes");
-    if (self_send[i]->bytes)
+    if (self_send[i]->bytes && !one_rank_nccl_)
       CUDA_CHECK(cudaMemcpyAsync(self_recv[i]->buf.data, self_send[i]->buf.data, self_send[i]->bytes,
                                  cudaMemcpyDeviceToDevice, cs_));
   }
   if (remote) {
     NCCL_CHECK(ncclGroupStart());
     for (auto& op : ops) {
-      if (op->peer == rank_ || op->bytes == 0) continue;
-      if (op->kind == OpKind::send)
+      if ((op->peer == rank_ && !one_rank_nccl_) || op->bytes == 0) continue;
+      if (op->kind == OpKind::send) {
+        counters().send++;
         NCCL_CHECK(ncclSend(op->buf.data, op->bytes, ncclUint8, op->peer, nc_, cs_));
-      else
+      } else {
+        counters().recv++;
         NCCL_CHECK(ncclRecv(op->buf.data, op->bytes, ncclUint8, op->peer, nc_, cs_));
+      }
     }
     NCCL_CHECK(ncclGroupEnd());
   }
@@ -500,6 +635,25 @@ void NcclCommunicator::wait(Request& r) {
 }
 
 }  // namespace
+
+NcclCallCounts nccl_call_counts() {
+  const Counters& c = counters();
+  return NcclCallCounts{c.one_rank.load(), c.all_to_all.load(), c.all_gather.load(),
+                        c.reduce_scatter.load(),  c.send.load(),     c.recv.load(),
+                        c.barrier.load()};
+}
+
+namespace {
+std::string nccl_call_summary_impl() {
+  const NcclCallCounts c = nccl_call_counts();
+  return std::string("NCCL calls") + (c.one_rank_mode ? " (one-rank NCCL mode)" : "") +
+         ": all_to_all " + std::to_string(c.all_to_all) + ", all_gather " + std::to_string(c.all_gather) +
+         ", reduce_scatter " + std::to_string(c.reduce_scatter) + ", send " + std::to_string(c.send) +
+         ", recv " + std::to_string(c.recv) + ", barrier " + std::to_string(c.barrier);
+}
+}  // namespace
+
+std::string nccl_call_summary() { return nccl_call_summary_impl(); }
 
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, const std::string& name,
                                                      CommLog& log, Backend& be) {

@@ -27,6 +27,20 @@
 // synchronize. Recorded: t0 = max(issue time, start event), t1 = max(t0, end event). Approximate
 // to a few microseconds; all p2p operations of one group share its interval.
 //
+// Failures. Host waits on the comm stream (synchronize, barrier, destruction) poll
+// ncclCommGetAsyncError and stop after CPBENCH_NCCL_TIMEOUT_S seconds (default 600, 0 = none):
+// on an asynchronous NCCL error or past the deadline the communicator is aborted
+// (ncclCommAbort) and the call throws, naming the group and the cause, instead of hanging. A
+// synchronize posts the isend/irecv still queued first, so none is left unposted across it.
+// (NCCL's own connection set-up inside ncclGroupEnd runs before any of this and is not bounded.)
+//
+// One GPU. CPBENCH_NCCL_ONE_RANK=1 makes a group of one rank create a real one-rank NCCL
+// communicator: all_to_all, all_gather, reduce_scatter, barrier and send/recv to self then go
+// through NCCL (otherwise they are local copies), so the NCCL path runs on a single-GPU machine.
+//
+// Reduce-scatter of bf16/fp16 sums in fp32 (widen into fp32 staging, ncclReduceScatter fp32,
+// round once), as the MPI path does; the staging is a tracked comm buffer.
+//
 // Bytes are counted with logical_bytes_sent (DESIGN). Several ranks sharing one GPU cannot use
 // NCCL (NCCL rejects duplicate GPUs in a communicator): the constructor checks and says so; use
 // --comm mpi for that.
@@ -41,6 +55,16 @@
 namespace cpbench {
 
 class Backend;
+
+// Counts of the calls that went through NCCL in this process (a group of one rank copies locally
+// and calls NCCL for nothing, unless CPBENCH_NCCL_ONE_RANK=1), so a report can say what a run
+// exercised. one_rank_mode: some one-rank group used NCCL.
+struct NcclCallCounts {
+  bool one_rank_mode = false;
+  int64_t all_to_all = 0, all_gather = 0, reduce_scatter = 0, send = 0, recv = 0, barrier = 0;
+};
+NcclCallCounts nccl_call_counts();
+std::string nccl_call_summary();  // one line, e.g. "NCCL calls: all_to_all 4, all_gather 2, ..."
 
 // Collective over `comm`. Takes over `comm` (frees it after the bootstrap). `be` must be the CUDA
 // backend (std::invalid_argument otherwise) and must outlive the communicator.

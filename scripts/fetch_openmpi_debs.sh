@@ -6,9 +6,11 @@
 #
 #   scripts/fetch_openmpi_debs.sh [--no-build-deps] [DEST]
 #
-# Also fetched, unless --no-build-deps: the headers and libraries cpbench builds against
-# (libopenmpi-dev for mpi.h and the mpicxx wrapper data, nlohmann-json, CLI11, Catch2 v2,
-# OpenBLAS), so the target needs nothing but a compiler, CMake and CUDA.
+# Also fetched, unless --no-build-deps: every library the full build needs (libopenmpi-dev for
+# mpi.h and the mpicxx wrapper data, nlohmann-json, CLI11, Catch2 v2, OpenBLAS, Google Benchmark
+# for the micro-benchmarks), so the target needs nothing but a compiler, CMake and CUDA.
+# scripts/gpu_full_build.sh unpacks them there; scripts/carry_size.sh (run at the end) checks that
+# the working tree plus this folder fit the device tool's 64 MiB.
 #
 # CAVEAT: the packages are built for THIS machine's distribution (see MANIFEST.txt: release and
 # glibc). They run on a target whose glibc is at least as new (e.g. Debian 12 packages need
@@ -37,8 +39,9 @@ ROOTS=(openmpi-bin openmpi-common libopenmpi3)
 # Fetched without following their dependencies (headers, CMake configs, link-time symlinks).
 LEAVES=()
 if ((BUILD_DEPS)); then
-  LEAVES=(libopenmpi-dev nlohmann-json3-dev libcli11-dev catch2 libopenblas-dev libopenblas-pthread-dev)
-  ROOTS+=(libopenblas0-pthread)
+  LEAVES=(libopenmpi-dev nlohmann-json3-dev libcli11-dev catch2 libopenblas-dev libopenblas-pthread-dev
+          libbenchmark-dev)
+  ROOTS+=(libopenblas0-pthread libbenchmark1debian)
 fi
 # Present on any system that has a compiler, or not needed on one node (ssh is for multi-node
 # launch): never fetched, and not followed. Carrying core libraries (libc, libstdc++) would
@@ -85,3 +88,6 @@ echo "fetch_openmpi_debs: ${#want[@]} packages -> $DEST"
   for f in "$DEST"/*.deb; do echo "  $(basename "$f")"; done
 } > "$DEST/MANIFEST.txt"
 du -sh "$DEST" | awk '{print "fetch_openmpi_debs: " $1 " in " $2 "; manifest: MANIFEST.txt"}'
+if [[ $DEST == "$ROOT/third_party_debs" ]]; then
+  "$ROOT/scripts/carry_size.sh" third_party_debs || echo "fetch_openmpi_debs: the carry does not fit the device tool's limit" >&2
+fi

@@ -1,215 +1,328 @@
 #!/usr/bin/env bash
-# gpu_check.sh: one command that builds cpbench with the CUDA backend on a GPU machine and checks
-# it: CUDA unit tests, `cpbench verify --backend cuda` on 1 rank (and 2 and 4 ranks sharing the
-# GPU with --comm mpi when MPI is available), then the attention kernel benchmark. Prints a
-# summary table last and writes ${OUT:-out}/gpu_check.json (+ logs under ${OUT}/gpu_check_logs/).
+# gpu_check.sh: the first minutes on a GPU machine, arranged so that they cannot come back empty.
 #
-# Needs: the CUDA toolkit (nvcc, cuBLAS; NCCL optional) and CMake. No network.
-# MPI: a system MPI (mpicxx + mpirun on PATH) is used if present. Otherwise, if
-# ./third_party_debs/*.deb exist (scripts/fetch_openmpi_debs.sh, run on a machine with network),
-# Open MPI and the build dependencies are unpacked from them into $BUILD/_debroot with dpkg -x
-# (nothing is installed system-wide). Otherwise the build is CPBENCH_MPI=OFF (one rank).
-# CAVEAT: .debs built for another distribution/glibc may not load (e.g. Debian 12 packages need
-# glibc >= 2.36); the script tests `mpirun --version` and falls back to the MPI-less build.
+#   OUT=/path scripts/gpu_check.sh         (the `device` tool sets OUT; default ./out)
 #
-# Environment: OUT (out), BUILD (build-gpu), JOBS (nproc), CUDA_ARCH (auto: from nvidia-smi),
-#   BUDGET_S (480: the bench shrinks to fit what is left), GPU_CHECK_MPI=auto|system|debs|off,
-#   BENCH_SEQS (4096,16384,65536).
-# Exit status: 0 when every step that ran passed, 1 otherwise.
+# One overall deadline (GPU_CHECK_DEADLINE_S, default 480 s); each step has an estimate of what it
+# needs and is skipped ("does not fit") when less is left; every step runs under `timeout` bounded
+# by the deadline. The summary $OUT/gpu_check.json is rewritten after every step (state "running"
+# until the end), and every log goes into ONE archive, $OUT/gpu_check_logs.tar.gz, rewritten too,
+# so a run killed at any point still returns what it did. Files under $OUT (at most 6):
+#   gpu_check.json  gpu_check_logs.tar.gz  ptxas.md  cuda_attn_bench.json  sdpa_bench.json
+#   layer_check.json
+# Steps, in order (docs/GPU.md has the details):
+#   facts           device, driver, toolkit, compilers, OS, runtime, python/torch, sanitizer, NCCL,
+#                   MPI: collected before anything that can fail; then "no device" ends the check
+#                   with exit 0 (state no_device) on a machine without a visible GPU
+#   nvcc_build      scripts/build_cuda_only.sh: the kernel benchmark with nvcc alone; ptxas figures
+#   kernel_check    cpbench_cuda_bench --check-only (d = 64, 128; MHA, GQA; causal or not; odd sizes),
+#                   bf16; kernel_check_fp16 the same in fp16
+#   memcheck, racecheck, synccheck   compute-sanitizer on that check (bf16), failing on any finding
+#   cmake_build     started in the background here: the full build against the carried Debian
+#                   packages (third_party_debs/, scripts/fetch_openmpi_debs.sh; scripts/gpu_full_build.sh), -DCPBENCH_WERROR=OFF
+#   kernel_bench    forward/backward TFLOP/s beside the cuBLAS GEMM rate of the same run
+#   torch_sdpa      scripts/sdpa_bench.py on the same shapes; ratios cpbench/torch
+#   large_n         forward + backward at N = 266240, H = 64, G = 8, d = 128 (tensors > 2^31
+#                   elements), last rows checked against a float64 reference
+#   layer_check     cpbench verify --dump: CPU fp32 against CUDA fp32 (1e-5), bf16, fp16 (2e-2),
+#                   every tensor (scripts/compare_dumps.py)
+#   nccl_ops        tests/gpu/nccl_one_rank_check: every NCCL operation on one GPU, values checked
+#   nccl_1rank      cpbench verify --comm nccl on one rank with CPBENCH_NCCL_ONE_RANK=1 (NCCL runs)
+#   verify_2ranks, verify_4ranks   every strategy, ranks sharing the GPU, --comm mpi
+#   cuda_unit_tests test_cuda_kernels (a "no CUDA device" skip counts as a failure)
+# No emulator test here: CI runs test_cuda_emu.
+#
+# Environment: OUT, GPU_CHECK_DEADLINE_S (480), GPU_CHECK_WORK (/tmp/cpbench_gpu_check: builds and
+#   logs), CUDA_ARCH (from the device, else 90), JOBS (nproc), BENCH_SEQS (4096,16384,65536),
+#   LARGE_N (266240), GPU_CHECK_SKIP (comma-separated step names to skip), GPU_CHECK_ASSUME_DEVICE=1
+#   (runs every step as if a GPU were there: to test this script's flow on a machine without one).
+# Exit status: 0 when no step failed (also: no device); 1 when one did.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-LOGS=$OUT/gpu_check_logs
-mkdir -p "$LOGS"
-BUILD=${BUILD:-$ROOT/build-gpu}
+OUT=${OUT:-$ROOT/out}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+WORK=${GPU_CHECK_WORK:-/tmp/cpbench_gpu_check}
+LOGS=$WORK/logs
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+(cd "$OUT" && rm -f gpu_check.json gpu_check_logs.tar.gz ptxas.md cuda_attn_bench.json sdpa_bench.json layer_check.json)
+DEADLINE_S=${GPU_CHECK_DEADLINE_S:-480}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
-BUDGET_S=${BUDGET_S:-480}
-MPI_CHOICE=${GPU_CHECK_MPI:-auto}
 BENCH_SEQS=${BENCH_SEQS:-4096,16384,65536}
+LARGE_N=${LARGE_N:-266240}
+SKIP=",${GPU_CHECK_SKIP:-},"
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 T0=$SECONDS
+STATE=running
+command -v nvcc >/dev/null || { [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH=/usr/local/cuda/bin:$PATH; }
 
-names=() states=() secs=() details=()
-record() { names+=("$1"); states+=("$2"); secs+=("$3"); details+=("$4"); }
 elapsed() { echo $((SECONDS - T0)); }
+left() { echo $((DEADLINE_S - (SECONDS - T0))); }
 say() { echo "[gpu_check $(elapsed)s] $*"; }
-
-# run NAME TIMEOUT CMD...: output to $LOGS/NAME.log; records ok / FAIL / TIMEOUT.
-run() {
-  local name=$1 limit=$2
-  shift 2
-  local t=$SECONDS rc
-  say "$name: $*"
-  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
-  rc=$?
-  local dt=$((SECONDS - t)) st=ok detail=""
-  if ((rc == 124 || rc == 137)); then
-    st=TIMEOUT detail="killed after ${limit}s"
-  elif ((rc != 0)); then
-    local line
-    line=$(grep -m1 -E "error|FAILED|Error" "$LOGS/$name.log" || grep -v '^[[:space:]-]*$' "$LOGS/$name.log" | tail -1)
-    st=FAIL detail="exit $rc: $(echo "$line" | cut -c1-110)"
-  fi
-  record "$name" "$st" "$dt" "$detail"
-  [[ $st == ok ]] || say "$name: $st ($detail) -- see $LOGS/$name.log"
-  return $rc
+json_str() {  # a JSON string literal
+  local s=${1//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\t'/ }
+  printf '"%s"' "$(printf '%s' "$s" | tr -d '\000-\011\013-\037')"
 }
+
+# ---- the summary: facts (key/value) and steps, rewritten after each step -----------------------
+fact_keys=() fact_vals=()
+fact() { fact_keys+=("$1"); fact_vals+=("$2"); }
+names=() states=() secs=() details=()
+record() {
+  names+=("$1"); states+=("$2"); secs+=("$3"); details+=("$4")
+  write_summary
+}
+write_summary() {
+  local failed=0 i tmp=$OUT/.gpu_check.json.tmp
+  for i in "${!states[@]}"; do [[ ${states[$i]} == FAIL || ${states[$i]} == TIMEOUT ]] && failed=$((failed + 1)); done
+  {
+    printf '{\n  "tool": "gpu_check.sh",\n  "summary_version": 2,\n'
+    printf '  "git_sha": %s,\n' "$(json_str "$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)")"
+    printf '  "started_utc": "%s",\n  "deadline_s": %d,\n  "elapsed_s": %d,\n' "$STARTED" "$DEADLINE_S" "$(elapsed)"
+    printf '  "state": "%s",\n  "failed_steps": %d,\n  "facts": {' "$STATE" "$failed"
+    for i in "${!fact_keys[@]}"; do
+      printf '%s\n    %s: %s' "$([[ $i -gt 0 ]] && echo ,)" "$(json_str "${fact_keys[$i]}")" "$(json_str "${fact_vals[$i]}")"
+    done
+    printf '\n  },\n  "steps": ['
+    for i in "${!names[@]}"; do
+      printf '%s\n    {"name": %s, "status": %s, "seconds": %d, "detail": %s}' "$([[ $i -gt 0 ]] && echo ,)" \
+        "$(json_str "${names[$i]}")" "$(json_str "${states[$i]}")" "${secs[$i]}" "$(json_str "${details[$i]}")"
+    done
+    printf '\n  ],\n  "files": ['
+    local first=1 f
+    for f in gpu_check_logs.tar.gz ptxas.md cuda_attn_bench.json sdpa_bench.json layer_check.json; do
+      [[ -e $OUT/$f || $f == gpu_check_logs.tar.gz ]] || continue
+      printf '%s%s' "$([[ $first == 1 ]] || echo ', ')" "$(json_str "$f")"
+      first=0
+    done
+    printf ']\n}\n'
+  } >"$tmp" && mv -f "$tmp" "$OUT/gpu_check.json"
+  # tar exits 1 when a log grows while it reads it (the background build's): keep the archive.
+  tar -czf "$OUT/.logs.tmp" -C "$WORK" logs 2>/dev/null
+  [[ -s $OUT/.logs.tmp ]] && mv -f "$OUT/.logs.tmp" "$OUT/gpu_check_logs.tar.gz"
+}
+
 skip() { record "$1" skipped 0 "$2"; say "$1: skipped ($2)"; }
 
-# ---- toolchain ------------------------------------------------------------------------------------
-command -v nvcc >/dev/null || { [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH=/usr/local/cuda/bin:$PATH; }
-for tool in cmake nvcc; do
-  command -v $tool >/dev/null || { echo "gpu_check: $tool not found" >&2; exit 1; }
-done
-GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-CUDA_VER=$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-say "GPU: ${GPU_NAME:-none found} (driver ${DRIVER:-?}), CUDA toolkit $CUDA_VER, $JOBS jobs"
-
-ARCH=${CUDA_ARCH:-auto}
-if [[ $ARCH == auto ]]; then
-  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-  ARCH=${cap:-"80;90"}
-fi
-
-# ---- MPI: system, carried .debs, or none -----------------------------------------------------------
-MPI_MODE=off MPIRUN="" CMAKE_EXTRA=()
-use_debs() {
-  local pre=$BUILD/_debroot
-  local debs=("$ROOT"/third_party_debs/*.deb)
-  [[ -e ${debs[0]} ]] || return 1
-  command -v dpkg-deb >/dev/null || { say "no dpkg-deb to unpack third_party_debs"; return 1; }
-  rm -rf "$pre" && mkdir -p "$pre"
-  for f in "${debs[@]}"; do dpkg-deb -x "$f" "$pre" || return 1; done
-  local lib=$pre/usr/lib/x86_64-linux-gnu
-  # dpkg -x does not run maintainer scripts: recreate the alternatives links we need.
-  ln -sf mpirun.openmpi "$pre/usr/bin/mpirun"
-  ln -sf mpicxx.openmpi "$pre/usr/bin/mpicxx"
-  ln -sf mpicc.openmpi "$pre/usr/bin/mpicc"
-  if [[ -e $lib/openblas-pthread/libopenblas.so ]]; then
-    ln -sf openblas-pthread/libopenblas.so "$lib/libopenblas.so"
-    ln -sf openblas-pthread/libblas.so "$lib/libblas.so"
+# run NAME NEED_S MAX_S CMD...: skipped when asked to or when less than NEED_S is left; otherwise
+# CMD runs under timeout (MAX_S, or what is left less a 10 s margin for the summary, if smaller),
+# output to logs/NAME.log. Sets RC (the command's exit status; 125 when not run). Returns 0 when
+# it passed.
+RC=125
+run() {
+  local name=$1 need=$2 cap=$3
+  shift 3
+  RC=125
+  if [[ $SKIP == *",$name,"* ]]; then skip "$name" "GPU_CHECK_SKIP"; return 1; fi
+  local avail=$(($(left) - 10))
+  if ((avail < need)); then skip "$name" "does not fit: needs ~${need}s, ${avail}s left of ${DEADLINE_S}s"; return 1; fi
+  ((avail > cap)) && avail=$cap
+  say "$name (up to ${avail}s): $*"
+  local t=$SECONDS
+  timeout --kill-after=5 "$avail" "$@" >"$LOGS/$name.log" 2>&1
+  RC=$?
+  local dt=$((SECONDS - t)) st=ok detail=""
+  if ((RC == 124 || RC == 137)); then
+    st=TIMEOUT detail="killed at the deadline after ${dt}s"
+  elif ((RC != 0)); then
+    local line
+    line=$(grep -m1 -iE "error|FAIL|illegal|refused|not supported" "$LOGS/$name.log" ||
+           grep -v '^[[:space:]-]*$' "$LOGS/$name.log" | tail -1)
+    st=FAIL detail="exit $RC: $(echo "$line" | cut -c1-200)"
   fi
-  export OPAL_PREFIX=$pre/usr  # relocates Open MPI (wrapper data, components, help files)
-  export PATH=$pre/usr/bin:$PATH
-  export LD_LIBRARY_PATH=$lib:$lib/openmpi/lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  if ! "$pre/usr/bin/mpirun.openmpi" --version >"$LOGS/mpi_debs.log" 2>&1; then
-    say "the carried Open MPI does not run here (glibc or library mismatch?): $(tail -1 "$LOGS/mpi_debs.log")"
-    return 1
-  fi
-  MPIRUN=$pre/usr/bin/mpirun.openmpi
-  CMAKE_EXTRA+=(-DCMAKE_PREFIX_PATH="$pre/usr" -DMPI_CXX_COMPILER="$pre/usr/bin/mpicxx.openmpi"
-                -DMPIEXEC_EXECUTABLE="$MPIRUN")
-  return 0
+  record "$name" "$st" "$dt" "$detail"
+  [[ $st == ok ]] || say "$name: $st ($detail)"
+  [[ $st == ok ]]
 }
-case $MPI_CHOICE in
-  system|auto)
-    if command -v mpicxx >/dev/null && command -v mpirun >/dev/null; then
-      MPI_MODE=system MPIRUN=$(command -v mpirun)
-    elif [[ $MPI_CHOICE == auto ]] && use_debs; then
-      MPI_MODE=debs
-    fi ;;
-  debs) use_debs && MPI_MODE=debs ;;
-  off) ;;
-esac
-say "MPI: $MPI_MODE${MPIRUN:+ ($MPIRUN)}"
-# Open MPI on one node, possibly as root in a container: no ssh, no CMA, oversubscription allowed.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_plm_rsh_agent=false
+# Replaces the last step's status and detail (for checks made on its output).
+amend() { states[${#states[@]} - 1]=$1; details[${#details[@]} - 1]=$2; write_summary; }
 
-# ---- build -------------------------------------------------------------------------------------------
-MPI_FLAG=ON
-[[ $MPI_MODE == off ]] && MPI_FLAG=OFF
-BUILD_OK=0
-if run configure 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCPBENCH_CUDA=ON \
-     -DCPBENCH_MPI=$MPI_FLAG -DCPBENCH_MICRO=OFF -DCMAKE_CUDA_ARCHITECTURES="$ARCH" "${CMAKE_EXTRA[@]}"; then
-  if run build 330 cmake --build "$BUILD" -j "$JOBS" --target cpbench test_cuda_kernels test_cuda_emu cpbench_cuda_bench; then
-    BUILD_OK=1
-  fi
+# ---- facts: nothing here may stop the script ---------------------------------------------------
+q() { timeout 30 "$@" 2>&1 | head -c 2000; }
+collect_facts() {
+  fact host "$(hostname 2>/dev/null)"
+  fact os "$(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}")"
+  fact kernel "$(uname -r 2>/dev/null)"
+  local runtime=unknown
+  case $(uname -r 2>/dev/null) in
+    4.4.0*) runtime="gVisor (kernel 4.4.0)" ;;
+    *-fc-*) runtime="Firecracker" ;;
+  esac
+  fact runtime_guess "$runtime"
+  fact glibc "$(ldd --version 2>/dev/null | head -1 | awk '{print $NF}')"
+  fact cpus "$(nproc 2>/dev/null) x $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
+  fact memory "$(free -g 2>/dev/null | awk '/^Mem:/ {print $2 " GiB"}')"
+  fact nvidia_smi "$(q nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv,noheader)"
+  fact cuda_driver_api "$(q nvidia-smi | grep -o 'CUDA Version: [0-9.]*' | head -1)"
+  fact device_query "$(q /usr/local/cuda/bin/__nvcc_device_query)"
+  fact cuda_visible_devices "${CUDA_VISIBLE_DEVICES-<unset>}"
+  fact nvcc "$(q nvcc --version | tail -2 | tr '\n' ' ')"
+  fact host_cxx "$(q g++ --version | head -1)"
+  fact cmake "$(q cmake --version | head -1)"
+  fact ninja "$(q ninja --version)"
+  fact python "$(q python3 --version)"
+  fact torch "$(q python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' | tail -1)"
+  fact compute_sanitizer "$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo none) $(q compute-sanitizer --version | tail -1)"
+  fact nccl_toolkit "$(ls /usr/local/cuda/include/nccl.h /usr/local/cuda/lib64/libnccl.so* 2>/dev/null | tr '\n' ' ')"
+  fact nccl_pip "$(q python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' | tail -1)"
+  fact mpi "$(command -v mpirun >/dev/null && q mpirun --version | head -1 || echo none)"
+  fact third_party_debs "$(ls "$ROOT"/third_party_debs/*.deb 2>/dev/null | wc -l) .deb files"
+}
+
+# The GPU the CUDA runtime would use: nvidia-smi lists one, or the toolkit's device query answers;
+# CUDA_VISIBLE_DEVICES set to "", -1 or none hides every GPU.
+device_present() {
+  # For testing this script's flow on a machine without a GPU (every GPU step then fails).
+  [[ ${GPU_CHECK_ASSUME_DEVICE:-0} == 1 ]] && return 0
+  case ${CUDA_VISIBLE_DEVICES-unset} in ""|-1|none|NoDevFiles) NO_DEVICE_WHY="CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES}' hides every GPU"; return 1 ;; esac
+  if timeout 30 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then return 0; fi
+  if timeout 30 /usr/local/cuda/bin/__nvcc_device_query 2>/dev/null | grep -qE '^[0-9]+'; then return 0; fi
+  NO_DEVICE_WHY="no GPU: nvidia-smi lists none and the CUDA driver answers no device query"
+  return 1
+}
+
+write_summary  # something comes back even if a fact hangs past the tool's limit
+t=$SECONDS
+collect_facts
+record facts ok $((SECONDS - t)) ""
+NO_DEVICE_WHY=""
+STEPS_AFTER=(nvcc_build kernel_check kernel_check_fp16 memcheck racecheck synccheck cmake_build kernel_bench torch_sdpa large_n
+             layer_check nccl_ops nccl_1rank verify_2ranks verify_4ranks cuda_unit_tests)
+if ! device_present; then
+  STATE=no_device
+  fact device "none: $NO_DEVICE_WHY"
+  for s in "${STEPS_AFTER[@]}"; do names+=("$s"); states+=(skipped); secs+=(0); details+=("no device"); done
+  write_summary
+  say "no device ($NO_DEVICE_WHY): facts recorded in $OUT/gpu_check.json; nothing else to check here"
+  exit 0
 fi
-NCCL_BUILT=0
-grep -q "NCCL .*--comm nccl available" "$LOGS/configure.log" 2>/dev/null && NCCL_BUILT=1
+fact device "$([[ ${GPU_CHECK_ASSUME_DEVICE:-0} == 1 ]] && echo "assumed (GPU_CHECK_ASSUME_DEVICE=1)" || echo present)"
 
-CPBENCH=$(find "$BUILD" -maxdepth 3 -type f -name cpbench -perm -u+x 2>/dev/null | head -1)
-UNIT=$BUILD/tests/unit/test_cuda_kernels
-EMU=$BUILD/tests/unit/test_cuda_emu
-BENCH=$BUILD/kernels/cuda/cpbench_cuda_bench
-SHAPE=(--dtype bf16 --seq 1024 --heads 8 --kv-heads 4 --head-dim 128 --dim 1024 --no-progress)
+ARCH=${CUDA_ARCH:-$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')}
+ARCH=${ARCH:-90}
+fact cuda_arch "$ARCH"
+write_summary
 
-if ((BUILD_OK)); then
-  # ---- unit tests: on a GPU machine a skip is a failure ----------------------------------------
-  run emulated_kernels 120 "$EMU"
-  if run cuda_unit_tests 180 "$UNIT"; then
-    if grep -q "SKIPPED: no CUDA device" "$LOGS/cuda_unit_tests.log"; then
-      states[${#states[@]} - 1]=FAIL
-      details[${#details[@]} - 1]="the tests saw no CUDA device"
+# ---- nvcc-only build and the kernels' own checks ---------------------------------------------
+NV=$WORK/nvcc
+BENCH=$NV/cpbench_cuda_bench
+if run nvcc_build 60 300 "$ROOT/scripts/build_cuda_only.sh" --out "$NV" --arch "$ARCH" --jobs "$JOBS"; then
+  [[ -s $NV/ptxas.txt ]] && { echo "# ptxas -v, sm_$ARCH, $(date -u +%F), $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"; cat "$NV/ptxas.txt"; } >"$OUT/ptxas.md"
+  cp -f "$NV"/logs/*.log "$LOGS/" 2>/dev/null
+fi
+# ---- the full CMake build, in the background while the GPU steps run (JOBS-2 cores) -------------------------
+CM=$WORK/cmake
+CMAKE_PID=""
+if [[ $SKIP == *",cmake_build,"* ]]; then
+  skip cmake_build "GPU_CHECK_SKIP"
+elif (($(left) < 150)); then
+  skip cmake_build "does not fit: $(left)s left"
+else
+  say "cmake_build: started in the background (log logs/cmake_build.log)"
+  CMAKE_T0=$SECONDS
+  ( timeout --kill-after=5 $(($(left) - 40)) "$ROOT/scripts/gpu_full_build.sh" "$CM" "$ARCH" "$((JOBS > 4 ? JOBS - 2 : JOBS))" ) \
+    >"$LOGS/cmake_build.log" 2>&1 &
+  CMAKE_PID=$!
+fi
+
+if [[ -x $BENCH ]]; then
+  run kernel_check 20 90 "$BENCH" --check-only --check-dims 64,128 --dtype bf16
+  run kernel_check_fp16 20 90 "$BENCH" --check-only --check-dims 64,128 --dtype fp16
+  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in memcheck racecheck synccheck; do
+    if [[ ! -x $SAN ]]; then skip $tool "compute-sanitizer not found"; continue; fi
+    run $tool 45 150 "$SAN" --tool $tool --error-exitcode 3 --print-limit 50 \
+        "$BENCH" --check-only --check-dims 64,128 --dtype bf16
+    log=$LOGS/$tool.log
+    if grep -qiE "device not supported|Error: Target application terminated before first instrumented API call|error 999" "$log" 2>/dev/null; then
+      amend REFUSED "compute-sanitizer refused the device on this runtime ($(grep -m1 -iE 'not supported|999' "$log" | cut -c1-120))"
+    elif [[ -s $log ]]; then
+      summary=$(grep -m1 "ERROR SUMMARY" "$log")
+      [[ -n $summary ]] && details[${#details[@]} - 1]="${details[${#details[@]} - 1]:+${details[${#details[@]} - 1]}; }$summary" && write_summary
     fi
-  fi
-  # ---- verify ---------------------------------------------------------------------------------
-  if [[ -z $CPBENCH ]]; then
-    skip verify_1rank "no cpbench binary in $BUILD"
-  elif [[ $MPI_MODE == off ]]; then
-    run verify_1rank 150 "$CPBENCH" verify --backend cuda --comm mpi "${SHAPE[@]}"
-    skip verify_nccl_1rank "no MPI (NCCL bootstraps over MPI)"
-    skip verify_2ranks_mpi "no MPI"
-    skip verify_4ranks_mpi "no MPI"
-  else
-    run verify_1rank 150 "$MPIRUN" -np 1 "$CPBENCH" verify --backend cuda --comm mpi "${SHAPE[@]}"
-    if ((NCCL_BUILT)); then
-      run verify_nccl_1rank 150 "$MPIRUN" -np 1 "$CPBENCH" verify --backend cuda --comm nccl "${SHAPE[@]}"
+  done
+else
+  for s in kernel_check kernel_check_fp16 memcheck racecheck synccheck; do skip $s "no kernel benchmark binary (nvcc_build did not build it)"; done
+fi
+
+# ---- speed: the kernel benchmark, torch SDPA on the same shapes, then large N ----------------
+SHAPE_ARGS=(--heads 16 --kv-heads 16 --head-dim 128 --batch 1 --dtype bf16 --causal both)
+if [[ -x $BENCH ]]; then
+  run kernel_bench 40 150 "$BENCH" --seqs "$BENCH_SEQS" "${SHAPE_ARGS[@]}" --warmup 1 --iters 3 --json "$OUT/cuda_attn_bench.json"
+  grep -q "targets NOT met" "$LOGS/kernel_bench.log" 2>/dev/null &&
+    details[${#details[@]} - 1]="${details[${#details[@]} - 1]:+${details[${#details[@]} - 1]}; }speed targets not met" && write_summary
+else
+  skip kernel_bench "no kernel benchmark binary (nvcc_build did not build it)"
+fi
+run torch_sdpa 40 120 python3 "$ROOT/scripts/sdpa_bench.py" --seqs "$BENCH_SEQS" "${SHAPE_ARGS[@]}" --warmup 1 --iters 3 \
+  --json "$OUT/sdpa_bench.json" --cpbench-json "$OUT/cuda_attn_bench.json"
+if [[ -x $BENCH ]]; then
+  run large_n 90 200 "$BENCH" --seqs "$LARGE_N" --heads 64 --kv-heads 8 --head-dim 128 --dtype bf16 --causal yes \
+    --warmup 0 --iters 1 --gemm 0
+else
+  skip large_n "no kernel benchmark binary (nvcc_build did not build it)"
+fi
+
+# ---- the whole program: wait for the build, then layer check, NCCL, ranks, unit tests --------
+CPB=$CM/build/bench/cpbench
+if [[ -n $CMAKE_PID ]]; then
+  wait "$CMAKE_PID"
+  rc=$?
+  if ((rc == 0)); then record cmake_build ok $((SECONDS - CMAKE_T0)) "$(grep -m1 '^MPI:' "$LOGS/cmake_build.log")"
+  else record cmake_build FAIL $((SECONDS - CMAKE_T0)) "exit $rc: $(grep -m1 -iE 'error' "$LOGS/cmake_build.log" | cut -c1-200)"; fi
+fi
+[[ -f $CM/env.sh ]] && . "$CM/env.sh"  # PATH/LD_LIBRARY_PATH/OPAL_PREFIX of the unpacked packages
+MPIRUN=()
+command -v mpirun >/dev/null && MPIRUN=(mpirun --oversubscribe --bind-to none -np)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_sm_single_copy_mechanism=none
+LSHAPE=(--seq 512 --heads 8 --kv-heads 4 --head-dim 64 --dim 512 --batch 1)
+ONE_RANK=()
+((${#MPIRUN[@]})) && ONE_RANK=("${MPIRUN[@]}" 1)
+if [[ -x $CPB ]]; then
+  run layer_check 40 120 "$ROOT/scripts/gpu_layer_check.sh" "$CPB" "$WORK/dumps" "$OUT/layer_check.json" "${ONE_RANK[@]}"
+  if ((${#MPIRUN[@]})); then
+    NOPS=$CM/build/tests/gpu/nccl_one_rank_check
+    if [[ -x $NOPS ]]; then
+      run nccl_ops 15 90 "${MPIRUN[@]}" 1 "$NOPS" &&
+        grep -q "SKIPPED: no CUDA device" "$LOGS/nccl_ops.log" && amend FAIL "the check saw no CUDA device"
     else
-      skip verify_nccl_1rank "NCCL not found at configure time"
+      skip nccl_ops "nccl_one_rank_check not built (no NCCL found at configure)"
     fi
+    export CPBENCH_NCCL_ONE_RANK=1  # every strategy at one rank, through a real one-rank NCCL communicator
+    run nccl_1rank 20 120 "${MPIRUN[@]}" 1 -x CPBENCH_NCCL_ONE_RANK "$CPB" verify --backend cuda --comm nccl \
+      --dtype bf16 "${LSHAPE[@]}"
+    calls=$(grep "NCCL calls" "$LOGS/nccl_1rank.log" 2>/dev/null | tail -1 | sed 's/.*NCCL calls/NCCL calls/')
+    [[ -n $calls ]] && details[${#details[@]} - 1]="${details[${#details[@]} - 1]:+${details[${#details[@]} - 1]}; }$calls" && write_summary
+    unset CPBENCH_NCCL_ONE_RANK
     for np in 2 4; do
-      run verify_${np}ranks_mpi 200 "$MPIRUN" -np $np --bind-to none "$CPBENCH" verify --backend cuda --comm mpi "${SHAPE[@]}"
+      run verify_${np}ranks 40 150 "${MPIRUN[@]}" $np "$CPB" verify --backend cuda --comm mpi --dtype bf16 "${LSHAPE[@]}"
     done
-  fi
-  # ---- kernel benchmark: fit it into what is left of the budget ------------------------------
-  left=$((BUDGET_S - $(elapsed) - 15))
-  seqs=$BENCH_SEQS
-  ((left < 150)) && seqs=4096,16384
-  ((left < 60)) && seqs=4096
-  if ((left < 25)); then
-    skip kernel_bench "out of time budget (${BUDGET_S}s)"
   else
-    run kernel_bench $((left > 300 ? 300 : left)) "$BENCH" --seqs "$seqs" --warmup 1 --iters 3 --json "$OUT/cuda_attn_bench.json"
+    for s in nccl_ops nccl_1rank verify_2ranks verify_4ranks; do skip $s "no MPI (neither system nor carried)"; done
+  fi
+  UNIT=$CM/build/tests/unit/test_cuda_kernels
+  if [[ -x $UNIT ]] && run cuda_unit_tests 30 150 "$UNIT"; then
+    grep -q "SKIPPED: no CUDA device" "$LOGS/cuda_unit_tests.log" && amend FAIL "the tests saw no CUDA device"
+  elif [[ ! -x $UNIT ]]; then
+    skip cuda_unit_tests "not built"
   fi
 else
-  for s in emulated_kernels cuda_unit_tests verify_1rank verify_nccl_1rank verify_2ranks_mpi verify_4ranks_mpi kernel_bench; do
-    skip $s "build failed"
-  done
+  for s in layer_check nccl_ops nccl_1rank verify_2ranks verify_4ranks cuda_unit_tests; do skip $s "no cpbench binary (cmake_build)"; done
 fi
 
-# ---- summary ------------------------------------------------------------------------------------------
-bench_lines=""
-[[ -f $LOGS/kernel_bench.log ]] && bench_lines=$(sed -n '/^attention /,/^targets/p' "$LOGS/kernel_bench.log")
-json_escape() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\000-\037'; }
-failed=0
-{
-  printf '{\n  "tool": "gpu_check.sh",\n  "git_sha": "%s",\n' "$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-  printf '  "gpu": "%s", "driver": "%s", "cuda_toolkit": "%s", "cuda_arch": "%s",\n' \
-    "$(json_escape "${GPU_NAME:-none}")" "$(json_escape "${DRIVER:-}")" "$CUDA_VER" "$ARCH"
-  printf '  "mpi": "%s", "nccl_built": %s, "total_s": %d,\n  "steps": [\n' "$MPI_MODE" \
-    "$( ((NCCL_BUILT)) && echo true || echo false)" "$(elapsed)"
-  for i in "${!names[@]}"; do
-    printf '    {"name": "%s", "status": "%s", "seconds": %d, "detail": "%s", "log": "%s"}%s\n' \
-      "${names[$i]}" "${states[$i]}" "${secs[$i]}" "$(json_escape "${details[$i]}")" \
-      "gpu_check_logs/${names[$i]}.log" "$([[ $i -lt $((${#names[@]} - 1)) ]] && echo ,)"
-  done
-  printf '  ],\n  "kernel_bench": "%s"\n}\n' "$([[ -f $OUT/cuda_attn_bench.json ]] && echo cuda_attn_bench.json)"
-} >"$OUT/gpu_check.json"
-
+STATE=done
+write_summary
 echo
-echo "================ gpu_check summary ($(elapsed)s) ================"
-echo "GPU ${GPU_NAME:-none} | CUDA $CUDA_VER | arch $ARCH | MPI $MPI_MODE | NCCL $( ((NCCL_BUILT)) && echo built || echo no)"
-[[ -n $bench_lines ]] && echo "$bench_lines"
-printf '%-20s %-8s %6s  %s\n' step status seconds detail
+echo "================ gpu_check summary ($(elapsed)s of ${DEADLINE_S}s) ================"
+printf '%-18s %-8s %6s  %s\n' step status seconds detail
+failed=0
 for i in "${!names[@]}"; do
-  printf '%-20s %-8s %6d  %s\n' "${names[$i]}" "${states[$i]}" "${secs[$i]}" "${details[$i]}"
-  [[ ${states[$i]} == ok || ${states[$i]} == skipped ]] || failed=1
+  printf '%-18s %-8s %6d  %s\n' "${names[$i]}" "${states[$i]}" "${secs[$i]}" "${details[$i]}"
+  [[ ${states[$i]} == FAIL || ${states[$i]} == TIMEOUT ]] && failed=1
 done
-echo "JSON: $OUT/gpu_check.json   logs: $LOGS/"
+echo "summary: $OUT/gpu_check.json   logs: $OUT/gpu_check_logs.tar.gz"
 exit $failed

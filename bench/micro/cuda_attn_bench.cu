@@ -4,10 +4,17 @@
 //   cpbench_cuda_bench [--seqs 4096,16384,65536] [--heads 16] [--kv-heads 16] [--head-dim 128]
 //                      [--batch 1] [--dtype bf16|fp16] [--causal both|yes|no] [--warmup 2]
 //                      [--iters 5] [--gemm 8192] [--json FILE] [--no-check]
+//   cpbench_cuda_bench --check-only [--check-dims 64,128] [--dtype bf16]
 //
-// Before timing, the kernels are checked against a naive fp32 reference on the host at a small
-// size (fwd o and lse, bwd dq, dk, dv; rel-L2 <= 2e-2), as llm.c's dev/cuda does: a fast wrong
-// kernel is not a result. Exit status: 0 ok, 1 check failed or error, 2 no CUDA device.
+// Before timing, the kernels are checked against a naive fp32 reference on the host at small,
+// awkward sizes with partial tiles (fwd o and lse, bwd dq, dk, dv; rel-L2 <= 2e-2), as llm.c's
+// dev/cuda does: a fast wrong kernel is not a result. --check-only runs just that check, for
+// every head dim in --check-dims, MHA and GQA, causal and not (the compute-sanitizer target of
+// scripts/gpu_check.sh). After timing each sequence length, the last query row of the first and
+// last head (o, dq) and, when causal, the last key row (dk, dv, seen by that row alone) are
+// compared with a float64 host reference: at N = 266240, H = 64, d = 128 those elements lie past
+// 2^31, so 32-bit offset arithmetic fails there. --gemm 0 skips the GEMM rate.
+// Exit status: 0 ok, 1 check failed or error, 2 no CUDA device.
 //
 // FLOPs (DESIGN): fwd = 4*d*H*B*pairs (pairs = visible query-key pairs, exact under the causal
 // mask); bwd hardware = 2.5x fwd (the scores are recomputed), model = 2x fwd. The targets
@@ -45,6 +52,8 @@ struct Options {
   int64_t gemm = 8192;
   std::string json;
   bool check = true;
+  bool check_only = false;
+  std::vector<int> check_dims = {64, 128};
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -89,6 +98,13 @@ Options parse(int argc, char** argv) {
         o.json = val();
       } else if (a == "--no-check") {
         o.check = false;
+      } else if (a == "--check-only") {
+        o.check_only = true;
+      } else if (a == "--check-dims") {
+        o.check_dims.clear();
+        std::stringstream ss(val());
+        std::string tok;
+        while (std::getline(ss, tok, ',')) o.check_dims.push_back(std::stoi(tok));
       } else if (a == "-h" || a == "--help") {
         usage("usage");
       } else {
@@ -100,6 +116,9 @@ Options parse(int argc, char** argv) {
   }
   if (o.causal != "both" && o.causal != "yes" && o.causal != "no") usage("--causal both|yes|no");
   if (o.iters < 1 || o.warmup < 0) usage("--iters >= 1, --warmup >= 0");
+  if (o.gemm < 0) usage("--gemm >= 0 (0 skips the GEMM rate)");
+  if (o.check_only && !o.check) usage("--check-only and --no-check exclude each other");
+  if (o.check_dims.empty()) usage("--check-dims needs at least one head dim");
   return o;
 }
 
@@ -109,15 +128,22 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Fills a device tensor with uniform values in [-1, 1) from a 1 Mi-element random pattern,
-// repeated (cheap at any size, values vary within every row).
-void fill_random(Backend& be, Tensor& t, uint64_t seed) {
-  const int64_t n = t.numel();
+// The 1 Mi-element random pattern (uniform in [-1, 1)) that fill_random repeats; element e of a
+// filled tensor of n elements is pattern[e % min(n, 2^20)], rounded to the tensor's dtype.
+std::vector<float> random_pattern(int64_t n, uint64_t seed) {
   const int64_t chunk = std::min<int64_t>(n, int64_t(1) << 20);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> host(static_cast<size_t>(chunk));
   for (float& x : host) x = u(rng);
+  return host;
+}
+
+// Fills a device tensor with the repeated pattern (cheap at any size, values vary within every row).
+void fill_random(Backend& be, Tensor& t, uint64_t seed) {
+  const int64_t n = t.numel();
+  const std::vector<float> host = random_pattern(n, seed);
+  const int64_t chunk = int64_t(host.size());
   Tensor head = t.view(0, {chunk});
   be.upload(host, head);
   for (int64_t off = chunk; off < n; off += chunk) {
@@ -206,19 +232,25 @@ void reference(int nq, int nk, int hq, int hk, int d, bool causal, int qoff,
   }
 }
 
-// The kernels against the reference at a small, awkward size. Returns false on a mismatch.
-bool check_kernels(Backend& be, const Options& opt) {
-  const int nq = 200, nk = 264, hq = 4, hk = opt.kv_heads < opt.heads ? 2 : 4, d = opt.head_dim;
+// One check problem: sizes that are not multiples of the 64-row tiles.
+struct CheckShape {
+  int nq, nk, hq, hk, d;
+};
+
+// The kernels against the reference at one small, awkward shape, causal and not. Returns false
+// on a mismatch.
+bool check_kernels(Backend& be, DType dtype, const CheckShape& cs) {
+  const int nq = cs.nq, nk = cs.nk, hq = cs.hq, hk = cs.hk, d = cs.d;
   bool ok = true;
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   auto rnd = [&](size_t n) {
     std::vector<float> x(n);
-    for (float& e : x) e = round_to(opt.dtype, u(rng));
+    for (float& e : x) e = round_to(dtype, u(rng));
     return x;
   };
   for (int causal = 0; causal < 2; ++causal) {
-    const int qoff = -40;  // causal: query i sees key j iff j <= i + qoff
+    const int qoff = -std::min(40, nq / 4);  // causal: query i sees key j iff j <= i + qoff
     const std::vector<float> q = rnd(size_t(nq) * hq * d), k = rnd(size_t(nk) * hk * d),
                              v = rnd(size_t(nk) * hk * d), dout = rnd(size_t(nq) * hq * d);
     std::vector<float> o_ref, lse_ref, dq_ref, dk_ref, dv_ref;
@@ -230,16 +262,16 @@ bool check_kernels(Backend& be, const Options& opt) {
       be.upload(h, x);
       return x;
     };
-    Tensor tq = dev(q, {1, nq, hq, d}, opt.dtype), tk = dev(k, {1, nk, hk, d}, opt.dtype),
-           tv = dev(v, {1, nk, hk, d}, opt.dtype), tdo = dev(dout, {1, nq, hq, d}, opt.dtype);
-    Tensor to = be.alloc({1, nq, hq, d}, opt.dtype, MemKind::activations);
+    Tensor tq = dev(q, {1, nq, hq, d}, dtype), tk = dev(k, {1, nk, hk, d}, dtype),
+           tv = dev(v, {1, nk, hk, d}, dtype), tdo = dev(dout, {1, nq, hq, d}, dtype);
+    Tensor to = be.alloc({1, nq, hq, d}, dtype, MemKind::activations);
     Tensor tl = be.alloc({1, hq, nq}, DType::f32, MemKind::activations);
     Tensor tdl = be.alloc({1, hq, nq}, DType::f32, MemKind::activations);
     Tensor tdq = be.alloc({1, nq, hq, d}, DType::f32, MemKind::activations);
     Tensor tdk = be.alloc({1, nk, hk, d}, DType::f32, MemKind::activations);
     Tensor tdv = be.alloc({1, nk, hk, d}, DType::f32, MemKind::activations);
-    // Queries at positions i, keys at 40 + j: query i sees key j iff j <= i - 40 (qoff = -40), so
-    // the first 40 rows see no key (o = 0, lse = -inf) and the last keys are seen by no query.
+    // Queries at positions i, keys at -qoff + j: query i sees key j iff j <= i + qoff, so the
+    // first -qoff rows see no key (o = 0, lse = -inf) and the last keys are seen by no query.
     const Positions qpos2 = Positions::contiguous(0, nq);
     const Positions kpos2 = Positions::contiguous(-qoff, nk);
     be.attn_fwd(s, tq, tk, tv, qpos2, kpos2, to, tl);
@@ -260,10 +292,107 @@ bool check_kernels(Backend& be, const Options& opt) {
       const double e = rel_l2(c.got, *c.want);
       const bool pass = e <= 2e-2;
       ok = ok && pass;
-      std::printf("check %-3s causal=%d d=%d %s: rel_l2 %.3g\n", c.name, causal, d,
-                  dtype_name(opt.dtype), e);
+      std::printf("check %-3s nq=%d nk=%d hq=%d hk=%d d=%d causal=%d %s: rel_l2 %.3g\n", c.name, nq,
+                  nk, hq, hk, d, causal, dtype_name(dtype), e);
       if (!pass) std::printf("  FAIL (bound 2e-2)\n");
     }
+  }
+  return ok;
+}
+
+// Host copies of the benchmark's inputs: element e of a tensor is pattern[e % size], rounded.
+struct Inputs {
+  DType dtype;
+  std::vector<float> q, k, v, dout;
+  float at(const std::vector<float>& pat, int64_t e) const {
+    return round_to(dtype, pat[size_t(e % int64_t(pat.size()))]);
+  }
+};
+
+// Float64 reference of query row i of head h against every visible key (all keys j <= i when
+// causal, else all): o_i, dq_i, and p and dS of key row `jlast` for that row.
+struct RowRef {
+  std::vector<double> o, dq;
+  double p_last = 0, ds_last = 0;
+};
+RowRef reference_row(const Inputs& in, int64_t b, int64_t N, int H, int G, int d, bool causal,
+                     int64_t i, int h, int64_t jlast) {
+  const int g = h / (H / G);
+  const double scale = 1.0 / std::sqrt(double(d));
+  const int64_t nvis = causal ? i + 1 : N;
+  auto qa = [&](int c) { return double(in.at(in.q, ((b * N + i) * H + h) * d + c)); };
+  auto doa = [&](int c) { return double(in.at(in.dout, ((b * N + i) * H + h) * d + c)); };
+  auto kv = [&](const std::vector<float>& pat, int64_t j, int c) {
+    return double(in.at(pat, ((b * N + j) * G + g) * d + c));
+  };
+  std::vector<double> sc(size_t(nvis), 0.0);
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < nvis; ++j) {
+    double acc = 0;
+    for (int c = 0; c < d; ++c) acc += qa(c) * kv(in.k, j, c);
+    sc[size_t(j)] = acc * scale;
+    mx = std::max(mx, sc[size_t(j)]);
+  }
+  double sum = 0;
+  for (double& x : sc) sum += (x = std::exp(x - mx));
+  for (double& x : sc) x /= sum;  // now p_j
+  RowRef r;
+  r.o.assign(size_t(d), 0.0);
+  r.dq.assign(size_t(d), 0.0);
+  for (int64_t j = 0; j < nvis; ++j)
+    for (int c = 0; c < d; ++c) r.o[size_t(c)] += sc[size_t(j)] * kv(in.v, j, c);
+  double delta = 0;  // from o as the kernels store it (rounded to the dtype)
+  for (int c = 0; c < d; ++c) delta += doa(c) * double(round_to(in.dtype, float(r.o[size_t(c)])));
+  for (int64_t j = 0; j < nvis; ++j) {
+    double dp = 0;
+    for (int c = 0; c < d; ++c) dp += doa(c) * kv(in.v, j, c);
+    const double ds = sc[size_t(j)] * (dp - delta);
+    for (int c = 0; c < d; ++c) r.dq[size_t(c)] += scale * ds * kv(in.k, j, c);
+    if (j == jlast) r.p_last = sc[size_t(j)], r.ds_last = ds;
+  }
+  return r;
+}
+
+double rel_l2_d(const std::vector<float>& got, const std::vector<double>& want) {
+  std::vector<float> w(want.begin(), want.end());
+  return rel_l2(got, w);
+}
+
+// The last query row (heads 0 and H-1: o, dq) and, causal, the last key row of the last kv head
+// (dk, dv: only the last query row sees it) of the last batch, against reference_row. These
+// elements sit at the largest offsets of their tensors.
+bool check_last_rows(Backend& be, const Inputs& in, int64_t Bt, int64_t N, int H, int G, int d,
+                     bool causal, const Tensor& o, const Tensor& dq, const Tensor& dk,
+                     const Tensor& dv) {
+  const int64_t b = Bt - 1, i = N - 1;
+  bool ok = true;
+  auto report = [&](const char* what, int head, double e) {
+    const bool pass = e <= 2e-2;
+    ok = ok && pass;
+    std::printf("row check seq=%lld causal=%d %s (row %lld, head %d): rel_l2 %.3g%s\n", (long long)N,
+                int(causal), what, (long long)i, head, e, pass ? "" : "  FAIL (bound 2e-2)");
+  };
+  for (int h : {0, H - 1}) {
+    const RowRef r = reference_row(in, b, N, H, G, d, causal, i, h, i);
+    const int64_t off = ((b * N + i) * H + h) * d;
+    report("o", h, rel_l2_d(be.download(o.view(off, {d})), r.o));
+    report("dq", h, rel_l2_d(be.download(dq.view(off, {d})), r.dq));
+  }
+  if (causal) {
+    const int g = G - 1, per = H / G;
+    std::vector<double> dk_ref(size_t(d), 0.0), dv_ref(size_t(d), 0.0);
+    const double scale = 1.0 / std::sqrt(double(d));
+    for (int h = g * per; h < (g + 1) * per; ++h) {
+      const RowRef r = reference_row(in, b, N, H, G, d, causal, i, h, i);
+      for (int c = 0; c < d; ++c) {
+        const int64_t e = ((b * N + i) * H + h) * d + c;
+        dv_ref[size_t(c)] += r.p_last * double(in.at(in.dout, e));
+        dk_ref[size_t(c)] += scale * r.ds_last * double(in.at(in.q, e));
+      }
+    }
+    const int64_t off = ((b * N + i) * G + g) * d;
+    report("dk", g, rel_l2_d(be.download(dk.view(off, {d})), dk_ref));
+    report("dv", g, rel_l2_d(be.download(dv.view(off, {d})), dv_ref));
   }
   return ok;
 }
@@ -290,13 +419,24 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", be->device_name().c_str());
 
     bool check_ok = true;
-    if (opt.check) check_ok = check_kernels(*be, opt);
+    if (opt.check_only) {
+      // Odd sizes: partial query and key tiles, rows that see no key (causal), MHA and GQA.
+      for (int d : opt.check_dims)
+        for (const CheckShape cs : {CheckShape{200, 264, 4, 4, d}, CheckShape{200, 264, 4, 2, d},
+                                    CheckShape{37, 45, 2, 1, d}})
+          check_ok = check_kernels(*be, opt.dtype, cs) && check_ok;
+      std::printf("kernel check %s\n", check_ok ? "passed" : "FAILED");
+      return check_ok ? 0 : 1;
+    }
+    if (opt.check)
+      check_ok = check_kernels(*be, opt.dtype,
+                               CheckShape{200, 264, 4, opt.kv_heads < opt.heads ? 2 : 4, opt.head_dim});
     if (!check_ok) std::printf("KERNEL CHECK FAILED: timings below are of wrong kernels\n");
 
-    // cuBLAS GEMM rate, same dtype, square.
+    // cuBLAS GEMM rate, same dtype, square (--gemm 0: not measured, ratios print as 0).
     const int64_t g = opt.gemm;
     double gemm_tflops = 0;
-    {
+    if (g > 0) {
       Tensor A = be->alloc({g, g}, opt.dtype, MemKind::activations);
       Tensor B = be->alloc({g, g}, opt.dtype, MemKind::activations);
       Tensor C = be->alloc({g, g}, opt.dtype, MemKind::activations);
@@ -336,6 +476,13 @@ int main(int argc, char** argv) {
       fill_random(*be, k, 12);
       fill_random(*be, v, 13);
       fill_random(*be, dout, 14);
+      Inputs in{opt.dtype, {}, {}, {}, {}};
+      if (opt.check) {
+        in.q = random_pattern(q.numel(), 11);
+        in.k = random_pattern(k.numel(), 12);
+        in.v = random_pattern(v.numel(), 13);
+        in.dout = random_pattern(dout.numel(), 14);
+      }
       const Positions pos = Positions::contiguous(0, N);
       for (int causal : causal_modes) {
         AttnShape s;
@@ -361,6 +508,7 @@ int main(int argc, char** argv) {
           if (it >= opt.warmup) bms.push_back(be->elapsed_ms(e0, e1));
         }
         be->compute_log().clear();
+        if (opt.check) check_ok = check_last_rows(*be, in, Bt, N, H, G, d, causal, o, dq, dk, dv) && check_ok;
         Row r;
         r.seq = N;
         r.causal = causal;
@@ -375,14 +523,18 @@ int main(int argc, char** argv) {
     }
 
     const double fwd_target = 0.40, bwd_target = 0.25;
-    bool meets = true;
+    bool meets = gemm_tflops > 0;  // without the GEMM rate there is nothing to compare with
+    auto frac = [&](double tflops) { return gemm_tflops > 0 ? tflops / gemm_tflops : 0.0; };
+    auto frac_json = [&](double tflops) {
+      return gemm_tflops > 0 ? std::to_string(tflops / gemm_tflops) : std::string("null");
+    };
     std::printf("\nattention B=%lld H=%d G=%d d=%d %s  (GEMM %.1f TFLOP/s; targets fwd >= %.0f%%, bwd >= %.0f%%)\n",
                 (long long)Bt, H, G, d, dtype_name(opt.dtype), gemm_tflops, fwd_target * 100,
                 bwd_target * 100);
     std::printf("%8s %6s | %10s %9s %7s | %10s %9s %7s\n", "seq", "causal", "fwd ms", "TFLOP/s",
                 "%gemm", "bwd ms", "TFLOP/s", "%gemm");
     for (const Row& r : rows) {
-      const double ff = r.fwd_tflops / gemm_tflops, bf = r.bwd_tflops / gemm_tflops;
+      const double ff = frac(r.fwd_tflops), bf = frac(r.bwd_tflops);
       meets = meets && ff >= fwd_target && bf >= bwd_target;
       std::printf("%8lld %6s | %10.3f %9.1f %6.1f%% | %10.3f %9.1f %6.1f%%\n", (long long)r.seq,
                   r.causal ? "yes" : "no", r.fwd_ms, r.fwd_tflops, 100 * ff, r.bwd_ms,
@@ -406,9 +558,9 @@ int main(int argc, char** argv) {
         const Row& r = rows[i];
         js << (i ? "," : "") << "\n    {\"seq\": " << r.seq << ", \"causal\": " << (r.causal ? "true" : "false")
            << ", \"fwd_ms\": " << r.fwd_ms << ", \"fwd_tflops\": " << r.fwd_tflops
-           << ", \"fwd_frac_of_gemm\": " << r.fwd_tflops / gemm_tflops << ", \"bwd_ms\": " << r.bwd_ms
+           << ", \"fwd_frac_of_gemm\": " << frac_json(r.fwd_tflops) << ", \"bwd_ms\": " << r.bwd_ms
            << ", \"bwd_tflops\": " << r.bwd_tflops << ", \"bwd_model_tflops\": " << r.bwd_model_tflops
-           << ", \"bwd_frac_of_gemm\": " << r.bwd_tflops / gemm_tflops << "}";
+           << ", \"bwd_frac_of_gemm\": " << frac_json(r.bwd_tflops) << "}";
       }
       js << "\n  ]\n}\n";
       std::printf("wrote %s\n", opt.json.c_str());

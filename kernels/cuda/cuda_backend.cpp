@@ -17,6 +17,7 @@
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/smem_limits.h"
 
 namespace cpbench {
 namespace {
@@ -137,6 +138,8 @@ class CudaBackendImpl final : public CudaBackend {
 
   int device_ = 0;
   std::string device_name_;
+  std::string device_desc_;  // "NAME, sm_XY" for capability errors
+  int smem_optin_ = 0;       // cudaDevAttrMaxSharedMemoryPerBlockOptin, bytes
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_ws_ = nullptr;
@@ -173,6 +176,9 @@ CudaBackendImpl::CudaBackendImpl(const BackendOptions& opt) {
                              std::to_string(prop.minor) + "; the kernels need 8.0 or newer (" +
                              error_context() + ")");
   device_name_ = prop.name;
+  device_desc_ = std::to_string(device_) + " (" + prop.name + ", sm_" + std::to_string(prop.major) +
+                 std::to_string(prop.minor) + ")";
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
   threads_ = opt.threads;
   op_events_ = env_flag("CPBENCH_CUDA_OP_EVENTS", true);
   alloc_ = std::make_shared<AllocState>(device_);
@@ -281,10 +287,13 @@ double CudaBackendImpl::elapsed_ms(const Event& a, const Event& b) {
 
 void CudaBackendImpl::synchronize() {
   CUDA_CHECK(cudaSetDevice(device_));
+  // Hooks first: the compute stream may wait on a communicator's stream, and the communicator's
+  // hook waits for that stream under its deadline (aborting a hung NCCL call) where a plain
+  // stream synchronize here would block forever.
+  for (auto& h : hooks_) h.second();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   resolve_pending();
   take_reference();
-  for (auto& h : hooks_) h.second();
 }
 
 double CudaBackendImpl::compute_busy_ms() const {
@@ -497,6 +506,12 @@ cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Po
                                 " is not supported by the cuda " + dtype_name(dt) +
                                 " kernels (built for d = " + cuda::attn_supported_head_dims() +
                                 "; fp32 takes any d <= 256)");
+  if (dt != DType::f32) {  // device capability: the kernel's shared memory against the opt-in limit
+    const bool bwd = std::strcmp(op, "attn_bwd") == 0;
+    const std::string why = cuda::smem_shortfall(bwd ? "attn_bwd" : "attn_fwd", s.d,
+                                                 cuda::attn_smem_bytes(bwd, s.d), smem_optin_, device_desc_);
+    if (!why.empty()) throw std::runtime_error(why + " (" + error_context() + ")");
+  }
   if (s.B > INT32_MAX || s.nq > INT32_MAX || s.nk > INT32_MAX)
     throw std::invalid_argument(std::string(op) + ": B, nq and nk must be < 2^31");
   cuda::AttnArgs a;

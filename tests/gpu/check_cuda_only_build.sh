@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# ctest cuda_only_build: scripts/build_cuda_only.sh must build the kernel benchmark with nvcc
+# alone (2 jobs: CI machines are small), tabulate ptxas figures for the attention kernels, and the
+# benchmark must stop cleanly at "no CUDA device" (exit 2) when no GPU is visible.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUTDIR=${1:?usage: check_cuda_only_build.sh OUTDIR}
+"$ROOT/scripts/build_cuda_only.sh" --out "$OUTDIR" --arch 90 --jobs "${JOBS:-2}" || { echo "FAIL: build"; exit 1; }
+[[ -x $OUTDIR/cpbench_cuda_bench ]] || { echo "FAIL: no binary"; exit 1; }
+for k in attn_fwd_kernel attn_bwd_kernel; do
+  grep -q "$k" "$OUTDIR/ptxas.txt" || { echo "FAIL: $k missing from ptxas.txt"; cat "$OUTDIR/ptxas.txt"; exit 1; }
+done
+CUDA_VISIBLE_DEVICES=-1 "$OUTDIR/cpbench_cuda_bench" --check-only >"$OUTDIR/run.log" 2>&1
+rc=$?
+cat "$OUTDIR/run.log"
+[[ $rc == 2 ]] || { echo "FAIL: expected exit 2 without a device, got $rc"; exit 1; }
+grep -q "no CUDA device" "$OUTDIR/run.log" || { echo "FAIL: no 'no CUDA device' message"; exit 1; }
+# Bad options are refused before any device call, with the constraint named.
+out=$("$OUTDIR/cpbench_cuda_bench" --check-only --no-check 2>&1)
+[[ $? == 1 && $out == *"--check-only and --no-check exclude each other"* ]] || { echo "FAIL: option conflict: $out"; exit 1; }
+out=$("$OUTDIR/cpbench_cuda_bench" --gemm -1 2>&1)
+[[ $? == 1 && $out == *"--gemm >= 0"* ]] || { echo "FAIL: --gemm -1: $out"; exit 1; }
+echo "cuda_only_build: ok"
