@@ -149,6 +149,7 @@ class NcclCommunicator final : public Communicator {
   void barrier() override;
 
  private:
+  std::vector<int> world_ranks_;  // of the members, in group order
   void set_device() { CUDA_CHECK(cudaSetDevice(be_.device())); }
   // compute stream -> comm stream dependency, then the start event.
   std::shared_ptr<Span> begin_op();
@@ -207,6 +208,18 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, const std::string& name, CommL
   if (MPI_Comm_rank(MPI_COMM_WORLD, &world_rank) == MPI_SUCCESS) set_error_rank(world_rank);
   mpi_ok(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
   mpi_ok(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
+  {  // world ranks of the members (group order): the log splits bytes by their nodes
+    MPI_Group world_group, group;
+    mpi_ok(MPI_Comm_group(MPI_COMM_WORLD, &world_group), "MPI_Comm_group");
+    mpi_ok(MPI_Comm_group(comm, &group), "MPI_Comm_group");
+    std::vector<int> mine(static_cast<size_t>(size_));
+    for (int i = 0; i < size_; ++i) mine[static_cast<size_t>(i)] = i;
+    world_ranks_.resize(static_cast<size_t>(size_));
+    mpi_ok(MPI_Group_translate_ranks(group, size_, mine.data(), world_group, world_ranks_.data()),
+           "MPI_Group_translate_ranks");
+    MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+  }
   set_device();
 
   // NCCL needs one GPU per rank: say so clearly (and on every rank) instead of NCCL's error.
@@ -303,8 +316,7 @@ void NcclCommunicator::end_op(Span& sp) {
 void NcclCommunicator::log_record(OpKind op, Phase ph, int64_t buffer_bytes, int peer,
                                   double t_issue, const std::shared_ptr<Span>& sp) {
   auto& recs = log_.records();
-  recs.push_back(CommRecord{op, name_, size_, ph, logical_bytes_sent(op, buffer_bytes, size_),
-                            buffer_bytes, peer, t_issue, t_issue});
+  log_.add(op, name_, world_ranks_, rank_, ph, buffer_bytes, peer, t_issue, t_issue);
   if (sp) fixes_.push_back(TimingFix{recs.size() - 1, op, buffer_bytes, peer, t_issue, sp});
   if (fixes_.size() > kMaxPendingTimings) resolve_timings();
 }
@@ -524,7 +536,7 @@ void NcclCommunicator::barrier() {
     NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, nc_, cs_));
     wait_comm_stream("barrier");
   }
-  log_.records().push_back(CommRecord{OpKind::barrier, name_, size_, ph, 0, 0, -1, t0, log_.now_ms()});
+  log_.add(OpKind::barrier, name_, world_ranks_, rank_, ph, 0, -1, t0, log_.now_ms());
 }
 
 // ---- point-to-point ----------------------------------------------------------------------------
