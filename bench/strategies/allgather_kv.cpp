@@ -60,11 +60,13 @@ class AllgatherKV final : public SeqShardedLayer {
 
   // Buffers, all allocated in setup (the timed step allocates nothing). The whole-sequence
   // buffers live in two float32-sized slots whose uses never overlap in time:
-  //   slot A: gathered k|v [P][k|v] (run dtype)  -> then dK|dV natural order (float32)
-  //   slot B: K|V natural order (run dtype)       -> then the reduce_scatter's send (float32)
+  //   slot A: gathered k|v [P][k|v] (run dtype)  -> dK|dV natural order (float32)
+  //           -> the reduce_scatter's receive buffer (float32, this rank's dK|dV)
+  //   slot B: K|V natural order (run dtype)       -> the reduce_scatter's send (float32)
   // At every moment two whole-sequence buffers are live (gathered + K,V; K,V + dK,dV;
-  // dK,dV + send), so the peak equals the previous transient allocations' peak: 2 x the
-  // whole-sequence float32 k|v, plus the small kept buffers.
+  // dK,dV + send; send + receive), so the peak equals that of the transient allocations these
+  // replace (measured: the same peak_bytes at B = 1 and 2): 2 x the whole-sequence float32 k|v,
+  // plus the small kept buffers.
   void core_setup() override {
     const LayerShape& s = shape();
     const int P = mesh().P;
@@ -78,7 +80,7 @@ class AllgatherKV final : public SeqShardedLayer {
     dkv_full_ = reuse_as(slot_a_, DType::f32, {full});
     kv_full_ = reuse_as(slot_b_, s.dtype, {full});
     rs_send_ = reuse_as(slot_b_, DType::f32, {int64_t(P) * 2 * e});
-    rs_recv_ = alloc_f32({2 * e}, MemKind::comm);
+    rs_recv_ = reuse_as(slot_a_, DType::f32, {2 * e});  // dK|dV are in the send buffer by then
   }
 
   Tensor k_full() const { return kv_full_.view(0, {shape().B, shape().N, shape().G, shape().d}); }
@@ -144,16 +146,16 @@ class AllgatherKV final : public SeqShardedLayer {
   }
 
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec&) const override {
-    // lse, delta (float32), the k|v send buffer and the reduce_scatter's float32 receive buffer;
-    // the two whole-sequence float32 slots (core_setup).
+    // lse, delta (float32), the k|v send buffer; the two whole-sequence float32 slots
+    // (core_setup).
     const int64_t T = s.N / P, es = int64_t(dtype_size(s.dtype));
     const int64_t e = s.B * T * s.G * s.d, full = 2 * s.B * s.N * s.G * s.d;
-    return 2 * s.B * s.H * T * 4 + 2 * e * es + 2 * e * 4 + 2 * full * 4;
+    return 2 * s.B * s.H * T * 4 + 2 * e * es + 2 * full * 4;
   }
 
-  Tensor lse_, delta_, kv_send_, rs_recv_;
-  Tensor slot_a_, slot_b_;                         // the two whole-sequence slots
-  Tensor gathered_, dkv_full_, kv_full_, rs_send_;  // views of the slots
+  Tensor lse_, delta_, kv_send_;
+  Tensor slot_a_, slot_b_;                                   // the two whole-sequence slots
+  Tensor gathered_, dkv_full_, rs_recv_, kv_full_, rs_send_;  // views of the slots
 };
 
 }  // namespace
