@@ -43,13 +43,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::vector<int> divisors(int p) {
-  std::vector<int> d;
-  for (int i = 1; i <= p; ++i)
-    if (p % i == 0) d.push_back(i);
-  return d;
-}
-
 // Algorithm bytes of one call (nccl-tests): what the op moves from the user's point of view.
 double algo_bytes(const CommRecord& r) {
   return r.op == OpKind::all_gather ? double(r.buffer_bytes) * r.group_size : double(r.buffer_bytes);
@@ -158,13 +151,11 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P) {
     for (const auto& name : cfg.strategies) {
       const StrategyInfo* info = find_strategy(name);
       auto strat = info->make();
-      std::vector<MeshSpec> requests;
-      const bool enumerate = strat->uses_mesh() && cfg.mesh_all;
-      if (enumerate) {
-        for (int u : divisors(P)) requests.push_back({u, P / u, cfg.placement, cfg.ring_layout});
-      } else {
-        requests.push_back({cfg.ulysses, cfg.ring, cfg.placement, cfg.ring_layout});
-      }
+      // --mesh all: the meshes the strategy declares (usp: every U x R; double-ring: every w).
+      const MeshSpec base{cfg.ulysses, cfg.ring, cfg.placement, cfg.ring_layout};
+      const std::vector<MeshSpec> candidates = strat->mesh_candidates(base, P);
+      const bool enumerate = cfg.mesh_all && (strat->uses_mesh() || candidates.size() > 1);
+      const std::vector<MeshSpec> requests = enumerate ? candidates : std::vector<MeshSpec>{base};
       // Named explicitly: the strategy itself, or the mesh (--ulysses/--ring) of a mesh strategy.
       const bool named = !enumerate && (cfg.strategies_explicit || (strat->uses_mesh() && (cfg.ulysses || cfg.ring)));
       for (const MeshSpec& req : requests) {
@@ -176,7 +167,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P) {
         } catch (const ConstraintError& e) {
           if (named) throw;
           job.skip = e.what();
-          if (enumerate) job.label = strat->name() + "[u" + std::to_string(req.U) + "xr" + std::to_string(req.R) + "]";
+          if (enumerate) job.label = strat->label(req);
         }
         jobs.push_back(job);
       }
@@ -248,7 +239,7 @@ json Harness::run_one(const Job& job, const Peak& peak) {
   const int P = w_.size();
   const LayerShape shape = cfg_.shape(job.seq);
   auto strat = job.info->make();
-  Mesh mesh = Mesh::build(w_, job.mesh.U, job.mesh.R, job.mesh.placement, log_, be_, cfg_.comm);
+  Mesh mesh = Mesh::build(w_, strat->mesh_desc(job.mesh), log_, be_, cfg_.comm);
   be_.mem().reset_peaks();
   be_.set_poison(false);
   StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, job.mesh};
@@ -451,7 +442,7 @@ std::vector<json> Harness::verify(const std::vector<Job>& jobs) {
   // Runs one strategy once and returns its global tensors (complete on every rank).
   auto run_and_export = [&](const StrategyInfo& info, const MeshSpec& ms, const LayerShape& shape) {
     auto strat = info.make();
-    Mesh mesh = Mesh::build(w_, ms.U, ms.R, ms.placement, log_, be_, cfg_.comm);
+    Mesh mesh = Mesh::build(w_, strat->mesh_desc(ms), log_, be_, cfg_.comm);
     StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, ms};
     strat->setup(env);
     log_.set_phase(Phase::fwd);

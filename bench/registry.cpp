@@ -17,7 +17,8 @@
   X(ring_zigzag)              \
   X(ring_striped)             \
   X(usp)                      \
-  X(allgather_kv)
+  X(allgather_kv)             \
+  X(double_ring)
 
 namespace cpbench {
 
@@ -57,6 +58,39 @@ int max_ulysses_degree(int P, const LayerShape& s) {
   for (int u = P; u > 1; --u)
     if (P % u == 0 && s.H % u == 0 && s.G % u == 0) return u;
   return 1;
+}
+
+MeshDesc MeshSpec::desc() const {
+  std::vector<MeshLevel> ring = {{"ring", R}};
+  if (inner_ring > 0) ring = {{"ring_outer", R / inner_ring}, {"ring_inner", inner_ring}};
+  MeshDesc d;
+  if (placement == Placement::ulysses_inner) {
+    d.levels = ring;
+    d.levels.push_back({"ulysses", U});
+  } else {
+    d.levels = {{"ulysses", U}};
+    d.levels.insert(d.levels.end(), ring.begin(), ring.end());
+  }
+  return d;
+}
+
+int resolve_inner_ring(const MeshSpec& m, const std::string& who) {
+  if (m.inner_ring > 0) {
+    if (m.R % m.inner_ring != 0) {
+      std::ostringstream e;
+      e << who << ": inner_ring=" << m.inner_ring << " does not divide ring=" << m.R;
+      throw ConstraintError(e.str());
+    }
+    return m.inner_ring;
+  }
+  // The ring group's members on one node: ring groups are contiguous under ring-inner; under
+  // ulysses-inner they are strided by U, so a node of K ranks holds K/U of them (one when U
+  // does not divide K).
+  const int K = m.ranks_per_node;
+  if (K <= 0) return m.R;
+  int w = m.placement == Placement::ring_inner ? K : (K % m.U == 0 ? K / m.U : 1);
+  if (w < 1 || w > m.R || m.R % w != 0) w = m.R;
+  return w;
 }
 
 std::string head_sharding_error(int u, const LayerShape& s, const std::string& what) {

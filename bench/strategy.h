@@ -32,16 +32,32 @@ struct LayerShape {
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };
 
-// The requested USP mesh; U = R = 0 means "the strategy's default".
+// The requested mesh; U = R = 0 means "the strategy's default".
 enum class RingLayout { auto_, zigzag, contiguous };  // usp's ring layout: auto = zigzag iff causal
+enum class UspRing { single, double_ };                // usp's ring level: one ring, or a double ring
 struct MeshSpec {
   int U = 0, R = 0;
   Placement placement = Placement::ulysses_inner;
   RingLayout ring_layout = RingLayout::auto_;
+  // Double ring (LoongTrain): ranks per inner ring. Requested: 0 = the ring's members on one
+  // node (from ranks_per_node), or R when that is unknown or does not divide R. Resolved: w >= 1
+  // for double-ring and for usp with usp_ring = double; 0 for a single ring level.
+  int inner_ring = 0;
+  UspRing usp_ring = UspRing::single;
+  // Ranks per node, for the default inner ring (the harness sets it: --ranks-per-node, or the
+  // ranks sharing this host); 0 = unknown.
+  int ranks_per_node = 0;
 
-  // The two-level mesh these degrees and placement describe (Mesh::build builds it).
-  MeshDesc desc() const { return MeshDesc::two_level(U, R, placement); }
+  // The mesh these degrees and placement describe (Mesh::build builds it): the two-level
+  // {ring, ulysses} mesh, or with a double ring {ring_outer R/w, ring_inner w, ulysses}; the
+  // placement's inner level last (contiguous ranks).
+  MeshDesc desc() const;
 };
+
+// The inner ring size for a request (see MeshSpec::inner_ring) on a ring of m.R ranks: the
+// explicit value when it divides R, else the default. Throws ConstraintError naming `who` and
+// the values when an explicit value does not divide R.
+int resolve_inner_ring(const MeshSpec& m, const std::string& who);
 
 // Bytes sent by one rank per layer (DESIGN's analytic model).
 struct CommPrediction {

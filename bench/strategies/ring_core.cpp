@@ -50,11 +50,21 @@ int RingCore::resolve_hops(int hops) const {
 }
 
 void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos) {
-  be_ = &be;
+  setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos));
   ring_ = &ring;
+  if (ring.size() > 1) {
+    const int64_t kv = 2 * s.B * s.n * s.hk * s.d;
+    for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
+    for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
+  }
+}
+
+void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos) {
+  be_ = &be;
+  ring_ = nullptr;
   s_ = s;
   block_pos_ = std::move(block_pos);
-  const int R = ring.size();
+  me_ = position;
   lse_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   delta_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   if (R > 1) {
@@ -64,9 +74,6 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
       o_acc32_ = be.alloc({s.B, s.n, s.hq, s.d}, DType::f32, MemKind::activations);
       o_blk32_ = be.alloc({s.B, s.n, s.hq, s.d}, DType::f32, MemKind::activations);
     }
-    const int64_t kv = 2 * s.B * s.n * s.hk * s.d;
-    for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
-    for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
   }
 }
 
@@ -96,7 +103,7 @@ void RingCore::fwd_begin() { have_ = false; }
 void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
   Backend& b = *be_;
   const AttnShape a = attn_shape();
-  const Positions qpos = block_pos_(ring_->rank()), kpos = block_pos_(owner);
+  const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
   if (invisible(a, qpos, kpos)) return;
   const Tensor kb = kv_view(kv, 0), vb = kv_view(kv, 1);
   const bool f32 = s_.dtype == DType::f32;
@@ -131,11 +138,16 @@ void RingCore::fwd_end(Tensor& o) {
   if (s_.dtype != DType::f32 && !o_acc32_.empty()) b.convert(o, o_acc32_);  // once, at the end
 }
 
+void RingCore::bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq) {
+  be_->attn_bwd_delta(attn_shape(), o, dout, delta_);
+  be_->fill(dq, 0.0f);
+}
+
 void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq,
                          Tensor& acc) {
   Backend& b = *be_;
   const AttnShape a = attn_shape();
-  const Positions qpos = block_pos_(ring_->rank()), kpos = block_pos_(owner);
+  const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
   b.fill(acc, 0.0f);
   if (invisible(a, qpos, kpos)) return;
   Tensor dkb = kv_view(acc, 0), dvb = kv_view(acc, 1);
@@ -173,8 +185,7 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
   const int next = (me + 1) % R, prev = (me + R - 1) % R;
   const AttnShape a = attn_shape();
-  b.attn_bwd_delta(a, o, dout, delta_);
-  b.fill(dq, 0.0f);
+  bwd_begin(o, dout, dq);
   if (h == 0) {
     const Positions qpos = block_pos_(me);
     b.fill(dk, 0.0f);

@@ -45,6 +45,9 @@ class RingCore {
   // Allocates the core's buffers (lse, delta, one block result, the float32 running output for
   // bf16/fp16, comm buffers when R > 1). All allocation happens here: the loops allocate nothing.
   void setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos);
+  // For a composition that runs its own loop (double_ring_core.h): the step buffers only (no
+  // comm buffers), this rank at ring position `position` of R. forward()/backward() need setup().
+  void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos);
   // q [B,n,hq,d], k, v [B,n,hk,d] (run dtype) -> o [B,n,hq,d] (run dtype); lse() [B,hq,n] f32.
   // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one.
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
@@ -62,11 +65,15 @@ class RingCore {
   };
   Hop post_hop(Communicator& c, const Tensor& send, int to, Tensor& recv, int from, int tag);
   void wait_hop(Communicator& c, Hop& h);
+  // Positions of the tokens ring position j holds (the layout given to setup).
+  Positions block_positions(int j) const { return block_pos_(j); }
   // Forward: start a fresh running result; add the block k|v `kv` of ring rank `owner` (skipped
   // when no query sees it); write the result to o (converted from float32 when bf16/fp16).
   void fwd_begin();
   void fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o);
   void fwd_end(Tensor& o);
+  // Backward: delta from the final o and dout, dq zeroed (before the first bwd_block).
+  void bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq);
   // Backward: this rank's contribution to block `owner`'s dK|dV, written (not added) into the
   // float32 accumulator `acc` [2*B*n*hk*d]; dq accumulates.
   void bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq, Tensor& acc);
@@ -94,6 +101,7 @@ class RingCore {
   Tensor lse_, delta_, o_blk_, lse_blk_;
   Tensor o_acc32_, o_blk32_;  // bf16/fp16: running and block output in float32
   bool have_ = false;         // the running result holds a block (fwd_begin resets it)
+  int me_ = 0;                // this rank's ring position
   Tensor kv_[2];   // k|v blocks, run dtype (double buffer: one computed on, one arriving)
   Tensor acc_[3];  // dk|dv accumulators, float32: [0],[1] computed on / in flight, [2] arriving
 };

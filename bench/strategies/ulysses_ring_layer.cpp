@@ -13,7 +13,9 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   if (m.U < 1 || m.R < 1) throw std::logic_error(name() + ": predicted_bytes needs a resolved mesh");
   const int64_t T = s.B * s.N / P, hq = int64_t(s.H) * s.d, hk = int64_t(replicated_kv_heads(m.U, s)) * s.d;
   const int64_t a2a = elem * T * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
-  const CommPrediction ring = RingCore::predicted_bytes(T, hk, m.R, elem, acc);
+  const CommPrediction ring = m.inner_ring > 0
+                                  ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc)
+                                  : RingCore::predicted_bytes(T, hk, m.R, elem, acc);
   return {a2a + ring.fwd, a2a + ring.bwd};
 }
 
@@ -45,9 +47,14 @@ Positions UlyssesRingLayer::ring_block(int j) const {
   return Positions::contiguous(j * L, L);
 }
 
+int UlyssesRingLayer::ring_position(const Mesh& m) {
+  if (m.desc.has("ring")) return m.group("ring").rank();
+  return m.group("ring_outer").rank() * m.size_of("ring_inner") + m.group("ring_inner").rank();
+}
+
 Positions UlyssesRingLayer::token_positions(const LayerShape& s, const Mesh& m) const {
-  const int64_t Un = m.size_of("ulysses"), Rn = m.size_of("ring");
-  const int64_t u = m.group("ulysses").rank(), rho = m.group("ring").rank();
+  const int64_t Un = m.size_of("ulysses"), Rn = ring_size(m);
+  const int64_t u = m.group("ulysses").rank(), rho = ring_position(m);
   if (zigzag()) {
     const int64_t C = s.N / (2 * Rn), c = C / Un;
     return Positions::two(rho * C + u * c, c, (2 * Rn - 1 - rho) * C + u * c, c);
@@ -79,7 +86,11 @@ void UlyssesRingLayer::core_setup() {
   }
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
-  ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); });
+  if (double_ring())
+    dring_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
+                 [this](int j) { return ring_block(j); });
+  else
+    ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); });
 }
 
 void UlyssesRingLayer::core_forward() {
@@ -106,7 +117,8 @@ void UlyssesRingLayer::core_forward() {
   pack_heads_to_peers(b, {{&q_, s.H}, {k, Ge}, {v, Ge}}, s.B, T_, s.d, Un, send);
   c.all_to_all(send, recv);
   unpack_peers_to_sequence(b, recv, s.B, T_, s.d, Un, nseg(), {{&q_r_, s.H}, {&k_r_, Ge}, {&v_r_, Ge}});
-  ring_.forward(q_r_, k_r_, v_r_, o_r_);
+  if (double_ring()) dring_.forward(q_r_, k_r_, v_r_, o_r_);
+  else ring_.forward(q_r_, k_r_, v_r_, o_r_);
   // o: back to my tokens, all heads
   Tensor send_o = send_.view(0, {s.B * T_ * s.H * s.d});
   Tensor recv_o = recv_.view(0, {send_o.numel()});
@@ -144,7 +156,8 @@ void UlyssesRingLayer::core_backward() {
   pack_heads_to_peers(b, {{&do_, s.H}}, s.B, T_, s.d, Un, send_do);
   c.all_to_all(send_do, recv_do);
   unpack_peers_to_sequence(b, recv_do, s.B, T_, s.d, Un, nseg(), {{&do_r_, s.H}});
-  ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
+  if (double_ring()) dring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
+  else ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
   // dq, dk, dv: back to my tokens, sent in the run dtype (converted into q_r_, k_r_, v_r_,
   // which the step no longer needs).
   Tensor dq = in_dtype(b, s.dtype, dq_r_, q_r_), dk = in_dtype(b, s.dtype, dk_r_, k_r_),
@@ -170,7 +183,8 @@ void UlyssesRingLayer::core_backward() {
 }
 
 void UlyssesRingLayer::core_teardown() {
-  ring_.teardown();
+  if (double_ring()) dring_.teardown();
+  else ring_.teardown();
   for (Tensor* t : {&q_r_, &k_r_, &v_r_, &o_r_, &do_r_, &dq_r_, &dk_r_, &dv_r_, &send_, &recv_,
                     &k_rep_, &v_rep_, &copy_run_, &copy32_})
     *t = Tensor{};
@@ -181,8 +195,9 @@ void UlyssesRingLayer::export_lse(std::vector<float>& global) {
   // this rank's ring index.
   const LayerShape& s = shape();
   const int hl = s.H / U();
-  add_lse_rows(global, be().download(ring_.lse()), s.B, s.H, s.N, mesh().group("ulysses").rank() * hl, hl,
-               ring_block(mesh().group("ring").rank()));
+  const Tensor& lse = double_ring() ? dring_.lse() : ring_.lse();
+  add_lse_rows(global, be().download(lse), s.B, s.H, s.N, mesh().group("ulysses").rank() * hl, hl,
+               ring_block(ring_position(mesh())));
 }
 
 int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
@@ -196,7 +211,9 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   int64_t rep = 0;
   if (Ge > s.G) rep = s.B * T * s.d * (2 * Ge * es + s.G * es + (s.dtype == DType::f32 ? 0 : s.G * 4));
   return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) +
-         2 * s.B * T * (s.H + 2 * Ge) * s.d * es + rep + RingCore::activation_bytes(cs, m.R);
+         2 * s.B * T * (s.H + 2 * Ge) * s.d * es + rep +
+         (m.inner_ring > 0 ? DoubleRingCore::activation_bytes(cs, m.inner_ring, m.R / m.inner_ring)
+                           : RingCore::activation_bytes(cs, m.R));
 }
 
 }  // namespace cpbench

@@ -21,13 +21,18 @@
 //     each rank holds both chunks of its ring index in position order, as ring-zigzag does.
 //   contiguous: ring index rho owns [rho*N/R, (rho+1)*N/R), member u holds its u-th 1/U.
 //
+// The ring level is a single ring (ring_core.h) or, with MeshSpec::inner_ring > 0 (usp_ring =
+// double), a double ring over the levels ring_outer x ring_inner (double_ring_core.h).
+//
 // Bytes per rank, with Ge = max(G, U): fwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1);
 // bwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1) + s_acc*T*2*d*Ge*R. Ulysses terms vanish
-// when U = 1, ring terms when R = 1 (DESIGN's usp model; Ge = G without replication).
+// when U = 1, ring terms when R = 1 (DESIGN's usp model; Ge = G without replication). A double
+// ring changes the accumulator term as double_ring_core.h says.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "bench/strategies/double_ring_core.h"
 #include "bench/strategies/ring_core.h"
 
 namespace cpbench {
@@ -48,7 +53,13 @@ class UlyssesRingLayer : public SeqShardedLayer {
   bool zigzag() const { return zigzag_layout(env_.spec.ring_layout, shape().causal); }
   int nseg() const { return zigzag() ? 2 : 1; }
   int U() const { return mesh().size_of("ulysses"); }
-  int R() const { return mesh().size_of("ring"); }
+  // The ring dimension: one "ring" level, or a double ring's ring_outer x ring_inner.
+  static int ring_size(const Mesh& m) {
+    return m.size_of("ring") * m.size_of("ring_outer") * m.size_of("ring_inner");
+  }
+  static int ring_position(const Mesh& m);
+  int R() const { return ring_size(mesh()); }
+  bool double_ring() const { return env_.spec.inner_ring > 0; }
   int kv_copies() const { return replicated_kv_heads(U(), shape()) / shape().G; }  // f
   // The U*T tokens (per batch row) of ring index j, in position order.
   Positions ring_block(int j) const;
@@ -65,7 +76,8 @@ class UlyssesRingLayer : public SeqShardedLayer {
   // dk or dv of the f copies [B,T,G*f,d] (run dtype) summed into `dst` [B,T,G,d] float32.
   void sum_kv_copies(const Tensor& copies, Tensor& dst);
 
-  RingCore ring_;
+  RingCore ring_;          // the ring level (MeshSpec::inner_ring == 0) ...
+  DoubleRingCore dring_;   // ... or a double ring (usp_ring = double)
   Tensor q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_;  // this ring index's tokens, local heads
   Tensor send_, recv_;
   Tensor k_rep_, v_rep_;      // f > 1: the replicated k, v [B,T,G*f,d]; in backward dk, dv copies

@@ -1,7 +1,8 @@
 // usp — Unified Sequence Parallelism (Fang & Zhao 2024, yunchang; LoongTrain's 2D attention):
 // the P ranks form a U x R mesh; Ulysses all-to-all inside each group of U ranks, ring attention
-// (zigzag when causal) across the R groups. The algorithm, layouts and byte model are
-// ulysses_ring_layer.h's; this file chooses the mesh.
+// (zigzag when causal) across the R groups; the ring level a single ring or (usp_ring = double)
+// LoongTrain's double ring. The algorithm, layouts and byte model are ulysses_ring_layer.h's;
+// this file chooses the mesh.
 #include <sstream>
 
 #include "bench/strategies/ulysses_ring_layer.h"
@@ -28,8 +29,10 @@ class Usp final : public UlyssesRingLayer {
   }
   bool uses_mesh() const override { return true; }
   std::string label(const MeshSpec& m) const override {
-    return "usp[u" + std::to_string(m.U) + "xr" + std::to_string(m.R) + "]";
+    return "usp[u" + std::to_string(m.U) + "xr" + std::to_string(m.R) +
+           (m.inner_ring > 0 ? "w" + std::to_string(m.inner_ring) : std::string()) + "]";
   }
+  // --mesh all: every U x R = P; with a double ring, every inner ring w dividing R as well.
   std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const override {
     std::vector<MeshSpec> all;
     for (int u = 1; u <= P; ++u) {
@@ -37,7 +40,15 @@ class Usp final : public UlyssesRingLayer {
       MeshSpec m = base;
       m.U = u;
       m.R = P / u;
-      all.push_back(m);
+      if (base.usp_ring == UspRing::double_) {
+        for (int w = 1; w <= m.R; ++w)
+          if (m.R % w == 0) {
+            m.inner_ring = w;
+            all.push_back(m);
+          }
+      } else {
+        all.push_back(m);
+      }
     }
     return all;
   }
@@ -65,6 +76,8 @@ class Usp final : public UlyssesRingLayer {
       m.R = P / m.U;
     }
     if (!e.str().empty()) throw ConstraintError(e.str());
+    // The ring level: a single ring, or a double ring of inner rings of w ranks.
+    m.inner_ring = m.usp_ring == UspRing::double_ ? resolve_inner_ring(m, "usp") : 0;
     return m;
   }
 
