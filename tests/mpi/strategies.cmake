@@ -36,3 +36,17 @@ cpbench_fail_test(zigzag_seq 4 "ring-zigzag: seq=100 is not divisible by 2.P=8" 
 cpbench_fail_test(double_ring_seq 4 "double-ring: seq=100 is not divisible by 2.P=8" run --model tiny --seq 100 --strategies double-ring)
 cpbench_fail_test(allgather_seq 3 "allgather-kv: seq=100 is not divisible by 2.P=6" run --model tiny --seq 100 --strategies allgather-kv)
 cpbench_fail_test(mesh_all_with_ulysses 2 "--mesh all enumerates every U x R" run --model tiny --mesh all --ulysses 2)
+
+# The ring core's steps with a truncated ring (hops = 0 .. R-1) against a local reference:
+# outputs, the dK,dV accumulators' return to their owner, and bytes == RingCore's model.
+if(CPBENCH_MPI)
+  add_executable(test_ring_steps_mpi ${CMAKE_CURRENT_SOURCE_DIR}/test_ring_steps_mpi.cpp)
+  target_link_libraries(test_ring_steps_mpi PRIVATE cpbench_lib cpbench_warnings)
+  foreach(np 1 2 3 4 6)
+    add_test(NAME ring_steps_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe --allow-run-as-root
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_ring_steps_mpi> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(ring_steps_np${np} PROPERTIES LABELS mpi TIMEOUT 300 PROCESSORS ${np}
+                         PASS_REGULAR_EXPRESSION "ring steps: [0-9]+ passed, 0 failed")
+  endforeach()
+endif()
