@@ -39,7 +39,9 @@ class MegatronSP final : public Strategy {
     return "Megatron-LM tensor + sequence parallelism: all-gather xn, head-sharded QKV,\n"
            "attention and w_o, reduce-scatter back to token shards; weights sharded.";
   }
-  std::string constraints() const override { return "P divides heads; P and kv_heads divide one another (kv heads replicated P/kv_heads times when P > kv_heads); P divides seq"; }
+  std::string constraints() const override {
+    return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq";
+  }
 
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     std::ostringstream e;

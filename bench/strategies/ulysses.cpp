@@ -21,8 +21,7 @@ class Ulysses final : public UlyssesRingLayer {
            "attention on the full sequence for H/P heads, all-to-all o back.";
   }
   std::string constraints() const override {
-    return "P divides heads; P and kv_heads divide one another (kv heads replicated P/kv_heads times "
-           "when P > kv_heads); P divides seq";
+    return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq";
   }
 
   // Always the whole CP group as one Ulysses group, tokens contiguous.

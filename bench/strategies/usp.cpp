@@ -24,8 +24,8 @@ class Usp final : public UlyssesRingLayer {
            "(zigzag when causal) across R groups; U x R = P (--ulysses, --ring, --mesh all).";
   }
   std::string constraints() const override {
-    return "U divides heads; U and kv_heads divide one another (kv heads replicated U/kv_heads times "
-           "when U > kv_heads); U*R = P; 2P divides seq (zigzag) or P divides seq";
+    return "U divides heads; U divides kv_heads or is a multiple (kv heads replicated); U*R = P; "
+           "2P divides seq (zigzag) or P divides seq";
   }
   bool uses_mesh() const override { return true; }
   std::string label(const MeshSpec& m) const override {
