@@ -71,7 +71,7 @@ struct StrategyEnv {
   Mesh* mesh = nullptr;
   LayerShape shape;
   uint64_t seed = 0;
-  MeshSpec spec;  // the job's resolved mesh (U, R, placement, usp ring layout)
+  MeshSpec spec;  // the job's resolved mesh (U, R, placement, ring layout, inner ring)
 };
 
 class Strategy {
