@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/result.h"
+
 namespace cpbench {
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
@@ -67,7 +69,7 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
   const nlohmann::json meta = {
       {"strategy", label}, {"B", shape.B}, {"N", shape.N}, {"H", shape.H}, {"G", shape.G}, {"d", shape.d},
       {"D", shape.D}, {"causal", shape.causal}, {"rope", shape.rope}, {"P", world_size},
-      {"mesh", {{"ulysses", mesh.U}, {"ring", mesh.R}, {"placement", placement_name(mesh.placement)}}},
+      {"mesh", mesh_json(mesh)},
       {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg.seed}, {"dtype", cfg.dtype}};
   std::ofstream mf(dir + "/meta.json");
   mf << meta.dump(2) << "\n";

@@ -54,11 +54,10 @@ bool Harness::current_job_failed(const std::string& reason, JobResult* out) cons
   return true;
 }
 
-Mesh& Harness::mesh_for(const MeshSpec& m) {
-  const auto key = std::make_tuple(m.U, m.R, int(m.placement));
-  auto it = meshes_.find(key);
+Mesh& Harness::mesh_for(const MeshDesc& d) {
+  auto it = meshes_.find(d.key());
   if (it == meshes_.end())
-    it = meshes_.emplace(key, std::make_unique<Mesh>(Mesh::build(w_, m.U, m.R, m.placement, log_, be_, cfg_.comm))).first;
+    it = meshes_.emplace(d.key(), std::make_unique<Mesh>(Mesh::build(w_, d, log_, be_, cfg_.comm))).first;
   return *it->second;
 }
 
@@ -105,7 +104,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   // before anyone enters the timed loop's first barrier.
   std::string error;
   try {
-    Mesh& mesh = mesh_for(job.mesh);
+    Mesh& mesh = mesh_for(strat->mesh_desc(job.mesh));
     StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, job.mesh};
     strat->setup(env);
     be_.synchronize();
@@ -175,7 +174,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
     std::unique_ptr<Strategy> strat = info.make();
     std::string error;
     try {
-      Mesh& mesh = mesh_for(ms);
+      Mesh& mesh = mesh_for(strat->mesh_desc(ms));
       StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, ms};
       strat->setup(env);
     } catch (const std::exception& e) {

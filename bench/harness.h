@@ -60,7 +60,7 @@ class Harness {
  private:
   JobResult run_one(const Job& job, const Peak& peak);
   void set_current(const Job* job);
-  Mesh& mesh_for(const MeshSpec& m);
+  Mesh& mesh_for(const MeshDesc& d);
   bool stop_requested();  // collective
 
   const RunConfig& cfg_;
@@ -68,7 +68,7 @@ class Harness {
   World& w_;
   CommLog log_;
   TraceCollector trace_;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<Mesh>> meshes_;  // (U, R, placement)
+  std::map<std::string, std::unique_ptr<Mesh>> meshes_;  // by MeshDesc::key()
   int interrupted_ = 0;
   mutable std::mutex current_mu_;
   std::optional<Job> current_;

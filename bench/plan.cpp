@@ -2,13 +2,6 @@
 
 namespace cpbench {
 
-std::vector<int> divisors(int p) {
-  std::vector<int> d;
-  for (int i = 1; i <= p; ++i)
-    if (p % i == 0) d.push_back(i);
-  return d;
-}
-
 std::vector<Job> plan_jobs(const RunConfig& cfg, int P) {
   std::vector<Job> jobs;
   for (int64_t seq : cfg.seqs) {
@@ -16,13 +9,11 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P) {
     for (const auto& name : cfg.strategies) {
       const StrategyInfo* info = find_strategy(name);
       auto strat = info->make();
-      std::vector<MeshSpec> requests;
-      const bool enumerate = strat->uses_mesh() && cfg.mesh_all;
-      if (enumerate) {
-        for (int u : divisors(P)) requests.push_back({u, P / u, cfg.placement, cfg.ring_layout});
-      } else {
-        requests.push_back({cfg.ulysses, cfg.ring, cfg.placement, cfg.ring_layout});
-      }
+      // --mesh all: the meshes the strategy declares (usp: every U x R; double-ring: every w).
+      const MeshSpec base{cfg.ulysses, cfg.ring, cfg.placement, cfg.ring_layout};
+      const std::vector<MeshSpec> candidates = strat->mesh_candidates(base, P);
+      const bool enumerate = cfg.mesh_all && (strat->uses_mesh() || candidates.size() > 1);
+      const std::vector<MeshSpec> requests = enumerate ? candidates : std::vector<MeshSpec>{base};
       // Named explicitly: the strategy itself, or the mesh (--ulysses/--ring) of a mesh strategy.
       const bool named = !enumerate && (cfg.strategies_explicit || (strat->uses_mesh() && (cfg.ulysses || cfg.ring)));
       for (const MeshSpec& req : requests) {

@@ -22,7 +22,4 @@ struct Job {
 // returned as skipped.
 std::vector<Job> plan_jobs(const RunConfig& cfg, int P);
 
-// Divisors of p in increasing order.
-std::vector<int> divisors(int p);
-
 }  // namespace cpbench

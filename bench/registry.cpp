@@ -1,46 +1,42 @@
 // The strategy registry: one line per strategy. Order is the order of reports and tables.
+//
+// Why a list and not self-registration from each strategy file: cpbench_lib is a static
+// library, and a linker drops an object file nothing refers to, static registrars included
+// (unless every consumer links it whole-archive); the list also fixes the report order. A
+// strategy file defines `std::unique_ptr<Strategy> make_strategy_<id>()`; its name, summary and
+// constraints come from the class itself.
 #include <sstream>
 
 #include "bench/strategy.h"
 
+#define CPBENCH_STRATEGIES(X) \
+  X(single)                   \
+  X(megatron_sp)              \
+  X(ulysses)                  \
+  X(ring)                     \
+  X(ring_zigzag)              \
+  X(ring_striped)             \
+  X(usp)                      \
+  X(allgather_kv)             \
+  X(double_ring)
+
 namespace cpbench {
 
-std::unique_ptr<Strategy> make_single();
-std::unique_ptr<Strategy> make_megatron_sp();
-std::unique_ptr<Strategy> make_ulysses();
-std::unique_ptr<Strategy> make_ring();
-std::unique_ptr<Strategy> make_ring_zigzag();
-std::unique_ptr<Strategy> make_ring_striped();
-std::unique_ptr<Strategy> make_usp();
-std::unique_ptr<Strategy> make_allgather_kv();
+#define CPBENCH_DECLARE(id) std::unique_ptr<Strategy> make_strategy_##id();
+CPBENCH_STRATEGIES(CPBENCH_DECLARE)
+#undef CPBENCH_DECLARE
+
+namespace {
+StrategyInfo info_of(std::unique_ptr<Strategy> (*make)()) {
+  const auto s = make();
+  return {s->name(), s->summary(), s->constraints(), make};
+}
+}  // namespace
 
 const std::vector<StrategyInfo>& strategy_registry() {
-  static const std::vector<StrategyInfo> reg = {
-      {"single", "Reference: every rank computes the whole layer on the whole sequence.\n"
-                 "Nothing travels; the strong-scaling baseline.",
-       "none", make_single},
-      {"megatron-sp", "Megatron-LM tensor + sequence parallelism: all-gather xn, head-sharded QKV,\n"
-                      "attention and w_o, reduce-scatter back to token shards; weights sharded.",
-       "P divides heads and kv_heads; P divides seq", make_megatron_sp},
-      {"ulysses", "DeepSpeed Ulysses: all-to-all q,k,v from token shards to head shards,\n"
-                  "attention on the full sequence for H/P heads, all-to-all o back.",
-       "P divides heads and kv_heads; P divides seq", make_ulysses},
-      {"ring", "Ring attention on contiguous token shards: K,V circulate P-1 hops, dK,dV\n"
-               "accumulators P hops back to their owner; causal work is imbalanced.",
-       "P divides seq", make_ring},
-      {"ring-zigzag", "Ring attention with rank r holding chunks r and 2P-1-r of 2P:\n"
-                      "the causal work is balanced (ring-flash-attention, Llama 3).",
-       "2P divides seq", make_ring_zigzag},
-      {"ring-striped", "Ring attention with token t on rank t mod P (Striped Attention):\n"
-                       "the causal work is balanced without reordering chunks.",
-       "P divides seq", make_ring_striped},
-      {"usp", "Unified sequence parallelism: Ulysses all-to-all inside U groups, ring attention\n"
-              "(zigzag when causal) across R groups; U x R = P (--ulysses, --ring, --mesh all).",
-       "U divides heads and kv_heads; U*R = P; 2P divides seq (zigzag) or P divides seq", make_usp},
-      {"allgather-kv", "Llama 3 context parallelism: all-gather K,V, attention of the zigzag query\n"
-                       "chunks against the whole sequence; bwd re-gathers and reduce-scatters dK,dV.",
-       "2P divides seq", make_allgather_kv},
-  };
+#define CPBENCH_ENTRY(id) info_of(make_strategy_##id),
+  static const std::vector<StrategyInfo> reg = {CPBENCH_STRATEGIES(CPBENCH_ENTRY)};
+#undef CPBENCH_ENTRY
   return reg;
 }
 
@@ -62,6 +58,50 @@ int max_ulysses_degree(int P, const LayerShape& s) {
   for (int u = P; u > 1; --u)
     if (P % u == 0 && s.H % u == 0 && s.G % u == 0) return u;
   return 1;
+}
+
+MeshDesc MeshSpec::desc() const {
+  std::vector<MeshLevel> ring = {{"ring", R}};
+  if (inner_ring > 0) ring = {{"ring_outer", R / inner_ring}, {"ring_inner", inner_ring}};
+  MeshDesc d;
+  if (placement == Placement::ulysses_inner) {
+    d.levels = ring;
+    d.levels.push_back({"ulysses", U});
+  } else {
+    d.levels = {{"ulysses", U}};
+    d.levels.insert(d.levels.end(), ring.begin(), ring.end());
+  }
+  return d;
+}
+
+int resolve_inner_ring(const MeshSpec& m, const std::string& who) {
+  if (m.inner_ring > 0) {
+    if (m.R % m.inner_ring != 0) {
+      std::ostringstream e;
+      e << who << ": inner_ring=" << m.inner_ring << " does not divide ring=" << m.R;
+      throw ConstraintError(e.str());
+    }
+    return m.inner_ring;
+  }
+  // The ring group's members on one node: ring groups are contiguous under ring-inner; under
+  // ulysses-inner they are strided by U, so a node of K ranks holds K/U of them (one when U
+  // does not divide K).
+  const int K = m.ranks_per_node;
+  if (K <= 0) return m.R;
+  int w = m.placement == Placement::ring_inner ? K : (K % m.U == 0 ? K / m.U : 1);
+  if (w < 1 || w > m.R || m.R % w != 0) w = m.R;
+  return w;
+}
+
+std::string head_sharding_error(int u, const LayerShape& s, const std::string& what) {
+  std::ostringstream e;
+  if (s.H % u != 0)
+    e << what << "=" << u << " does not divide heads=" << s.H;
+  else if (s.G % u != 0 && u % s.G != 0)
+    e << what << "=" << u << " and kv_heads=" << s.G
+      << ": one must divide the other (kv heads are split, or replicated " << what
+      << "/kv_heads times)";
+  return e.str();
 }
 
 std::vector<std::string> dump_tensor_names() {

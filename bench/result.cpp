@@ -43,6 +43,12 @@ double TimedResult::hta_overlap_ratio() const {
   return m;
 }
 
+json mesh_json(const MeshSpec& m) {
+  json j = {{"ulysses", m.U}, {"ring", m.R}, {"placement", placement_name(m.placement)}};
+  if (m.inner_ring > 0) j["inner_ring"] = m.inner_ring;
+  return j;
+}
+
 JobResult JobResult::of(const Job& job) {
   JobResult r;
   r.strategy = job.info->name;
@@ -136,7 +142,7 @@ json JobResult::to_json() const {
   r["strategy"] = strategy;
   r["label"] = label;
   r["seq"] = seq;
-  r["mesh"] = {{"ulysses", mesh.U}, {"ring", mesh.R}, {"placement", placement_name(mesh.placement)}};
+  r["mesh"] = mesh_json(mesh);
   r["status"] = status;
   if (status != "ok") r["reason"] = reason;
   if (timed) {

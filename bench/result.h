@@ -81,6 +81,9 @@ struct JobResult {
   nlohmann::json to_json() const;
 };
 
+// The report's mesh block: {ulysses, ring, placement} and inner_ring for a double ring.
+nlohmann::json mesh_json(const MeshSpec& m);
+
 // Assembles the timed result from every rank's summary (rank order) and this rank's records.
 TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
                               const Stats& step, const std::vector<CommRecord>& rank0_records,

@@ -1,7 +1,8 @@
 // The strategy plug-in interface. A strategy is one file in bench/strategies/ that plans its
 // shards, runs forward and backward of DESIGN's attention layer, states its analytic
-// communication model, and exports its share of the global tensors for verification. Adding
-// one touches no other file but its registration line in bench/registry.cpp.
+// communication model, its summary, constraints and meshes, and exports its share of the global
+// tensors for verification. Adding one touches no other file but its registration line in
+// bench/registry.cpp (CMake picks up every bench/strategies/*.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -31,13 +32,32 @@ struct LayerShape {
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };
 
-// The requested USP mesh; U = R = 0 means "the strategy's default".
+// The requested mesh; U = R = 0 means "the strategy's default".
 enum class RingLayout { auto_, zigzag, contiguous };  // usp's ring layout: auto = zigzag iff causal
+enum class UspRing { single, double_ };                // usp's ring level: one ring, or a double ring
 struct MeshSpec {
   int U = 0, R = 0;
   Placement placement = Placement::ulysses_inner;
   RingLayout ring_layout = RingLayout::auto_;
+  // Double ring (LoongTrain): ranks per inner ring. Requested: 0 = the ring's members on one
+  // node (from ranks_per_node), or R when that is unknown or does not divide R. Resolved: w >= 1
+  // for double-ring and for usp with usp_ring = double; 0 for a single ring level.
+  int inner_ring = 0;
+  UspRing usp_ring = UspRing::single;
+  // Ranks per node, for the default inner ring (the harness sets it: --ranks-per-node, or the
+  // ranks sharing this host); 0 = unknown.
+  int ranks_per_node = 0;
+
+  // The mesh these degrees and placement describe (Mesh::build builds it): the two-level
+  // {ring, ulysses} mesh, or with a double ring {ring_outer R/w, ring_inner w, ulysses}; the
+  // placement's inner level last (contiguous ranks).
+  MeshDesc desc() const;
 };
+
+// The inner ring size for a request (see MeshSpec::inner_ring) on a ring of m.R ranks: the
+// explicit value when it divides R, else the default. Throws ConstraintError naming `who` and
+// the values when an explicit value does not divide R.
+int resolve_inner_ring(const MeshSpec& m, const std::string& who);
 
 // Bytes sent by one rank per layer (DESIGN's analytic model).
 struct CommPrediction {
@@ -51,20 +71,33 @@ struct StrategyEnv {
   Mesh* mesh = nullptr;
   LayerShape shape;
   uint64_t seed = 0;
-  MeshSpec spec;  // the job's resolved mesh (U, R, placement, usp ring layout)
+  MeshSpec spec;  // the job's resolved mesh (U, R, placement, ring layout, inner ring)
 };
 
 class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;  // registered name: "ring-zigzag"
-  // Label of one result: name plus mesh when it has one ("usp[u2xr2]").
+  virtual std::string summary() const = 0;      // two lines for README / `cpbench list`
+  virtual std::string constraints() const = 0;  // human-readable constraints, one line
+  // Label of one result: name plus mesh when the strategy takes one ("usp[u2xr2]"). The one
+  // place a result's label is formatted (reports, tables, dump directories use it).
   virtual std::string label(const MeshSpec& m) const { (void)m; return name(); }
   // The mesh this strategy runs on, from the request and world size P. Throws ConstraintError
-  // when the request is impossible (U*R != P ...). Non-USP strategies: U=1, R=P.
+  // when the request is impossible (U*R != P ...). Default (sequence-sharded over all ranks):
+  // U=1, R=P.
   virtual MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const;
   // True when --ulysses/--ring/--placement/--mesh apply to this strategy (usp).
   virtual bool uses_mesh() const { return false; }
+  // The meshes `--mesh all` runs for this strategy on P ranks: requests to resolve_mesh, each
+  // with `base`'s placement and layout. Default: `base` alone; usp: every U x R = P.
+  virtual std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const {
+    (void)P;
+    return {base};
+  }
+  // The levels the strategy's communicators come from, for a resolved mesh: what the harness
+  // passes to Mesh::build (equal descriptions may share one built mesh).
+  virtual MeshDesc mesh_desc(const MeshSpec& m) const { return m.desc(); }
   // Throws ConstraintError naming the constraint and values when it cannot run this shape on
   // this mesh of P ranks.
   virtual void check(const LayerShape& s, int P, const MeshSpec& m) const = 0;
@@ -90,7 +123,8 @@ class Strategy {
   virtual void export_tensor(const std::string& name, std::vector<float>& global) = 0;
 };
 
-// Registry (bench/registry.cpp).
+// Registry (bench/registry.cpp): one entry per strategy, filled from the strategy's own
+// name(), summary() and constraints().
 struct StrategyInfo {
   std::string name;
   std::string summary;      // two lines for README / `cpbench list`
@@ -100,9 +134,18 @@ struct StrategyInfo {
 const std::vector<StrategyInfo>& strategy_registry();
 const StrategyInfo* find_strategy(const std::string& name);  // null if unknown
 
-// Largest u dividing P, H and G: the widest Ulysses all-to-all the heads allow (usp's default
-// mesh, and the hint of the head-constrained strategies' errors).
+// Largest u dividing P, H and G: the widest Ulysses all-to-all without KV replication (usp's
+// default mesh, and the hint of the head-constrained strategies' errors).
 int max_ulysses_degree(int P, const LayerShape& s);
+
+// Head sharding over u ranks (Ulysses groups, Megatron-SP): each rank takes H/u query heads
+// and max(G,u)/u KV heads. When u > G (G divides u), the G KV heads are replicated u/G times
+// (copy c of head g is head g*(u/G) + c of the replicated set) and their gradients summed back.
+// Returns "" when u can shard these heads, else the violated constraint with its values
+// ("ulysses=4 does not divide heads=6").
+std::string head_sharding_error(int u, const LayerShape& s, const std::string& what);
+// KV heads after replication for u ranks: max(G, u).
+inline int replicated_kv_heads(int u, const LayerShape& s) { return s.G >= u ? s.G : u; }
 
 // Names and global shapes of the tensors of the dump (DESIGN order).
 std::vector<std::string> dump_tensor_names();

@@ -62,17 +62,58 @@ class World {
   std::string host_;
 };
 
-// The process groups of one strategy run: the whole CP group, and for USP the Ulysses groups
-// (U contiguous ranks by default: intra-node) and the ring groups (R ranks strided by U).
-// ring-inner flips it: ring groups on contiguous ranks.
+// One level of a mesh: its name ("ulysses", "ring", "ring_inner", ...) and its group size.
+struct MeshLevel {
+  std::string name;
+  int size = 1;
+  bool operator==(const MeshLevel& o) const { return name == o.name && size == o.size; }
+};
+
+// A mesh description: named levels, OUTERMOST FIRST. The last level's groups are contiguous
+// ranks (stride 1); level i has stride = product of the sizes after it. The product of the sizes
+// is the number of ranks P. A level's group of a rank: the ranks that differ from it only in
+// that level's coordinate. Pure data, independent of the job's sequence and shape, so equal
+// descriptions give equal meshes (a harness may build one per description and reuse it).
+struct MeshDesc {
+  std::vector<MeshLevel> levels;
+
+  int ranks() const;                            // product of the sizes (1 when empty)
+  bool has(const std::string& level) const;
+  int size_of(const std::string& level) const;  // 1 for a level the mesh does not have
+  std::string key() const;                      // "ring=4/ulysses=2": one key per description
+  bool operator==(const MeshDesc& o) const { return levels == o.levels; }
+
+  // The two-level USP mesh: ulysses-inner = {ring R, ulysses U} (Ulysses groups contiguous),
+  // ring-inner = {ulysses U, ring R}.
+  static MeshDesc two_level(int U, int R, Placement pl);
+};
+
+// The process groups of one strategy run: the whole CP group and one group per mesh level.
+// Built once per description: nothing here depends on a job's sequence or shape.
 struct Mesh {
-  int P = 1, U = 1, R = 1;
+  int P = 1;
+  MeshDesc desc;
+  std::unique_ptr<Communicator> cp;                  // all P ranks, "cp"
+  std::vector<std::unique_ptr<Communicator>> groups;  // groups[i]: this rank's group of desc.levels[i]
+
+  // This rank's group of `level` (named as the level). Throws std::invalid_argument naming the
+  // levels when the mesh has no such level.
+  Communicator& group(const std::string& level) const;
+  int size_of(const std::string& level) const { return desc.size_of(level); }
+
+  // World ranks of `rank`'s group at `level`, in group order (ascending world rank). Pure
+  // function of the description and the rank; throws std::invalid_argument naming the values
+  // for an unknown level or a rank outside [0, P).
+  static std::vector<int> group_of(int rank, const MeshDesc& d, const std::string& level);
+  // Collective over the world: every rank builds the cp group and one group per level.
+  static Mesh build(World& w, const MeshDesc& d, CommLog& log, Backend& be,
+                    const std::string& comm_kind);
+
+  // ---- the two-level USP mesh (ulysses x ring), kept for callers that know only U, R -------------
+  int U = 1, R = 1;  // sizes of the "ulysses" and "ring" levels (1 when absent)
   Placement placement = Placement::ulysses_inner;
-  std::unique_ptr<Communicator> cp;       // all P ranks, "cp"
-  std::unique_ptr<Communicator> ulysses;  // U ranks, "ulysses"
-  std::unique_ptr<Communicator> ring;     // R ranks, "ring"
-  // World ranks of this rank's Ulysses group and ring group, in group order (pure function of
-  // P, U, R, placement and rank; tested).
+  Communicator* ulysses = nullptr;  // group("ulysses") when the mesh has it
+  Communicator* ring = nullptr;     // group("ring") when the mesh has it
   static std::vector<int> ulysses_group_of(int rank, int P, int U, int R, Placement pl);
   static std::vector<int> ring_group_of(int rank, int P, int U, int R, Placement pl);
   static Mesh build(World& w, int U, int R, Placement pl, CommLog& log, Backend& be,

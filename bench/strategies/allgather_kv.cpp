@@ -8,10 +8,10 @@
 // the memory the method saves), attention backward accumulates float32 dK,dV for the whole
 // sequence, and a reduce_scatter returns each rank the sum for its own tokens.
 // Bytes per rank: fwd = s*T*2hk*(P-1); bwd = s*T*2hk*(P-1) + s_acc*T*2hk*(P-1).
-#include <algorithm>
 #include <sstream>
 
 #include "bench/strategies/layout.h"
+#include "bench/strategies/qkv.h"
 #include "bench/strategies/seq_sharded_layer.h"
 #include "comm/communicator.h"
 
@@ -22,6 +22,11 @@ namespace {
 class AllgatherKV final : public SeqShardedLayer {
  public:
   std::string name() const override { return "allgather-kv"; }
+  std::string summary() const override {
+    return "Llama 3 context parallelism: all-gather K,V, attention of the zigzag query\n"
+           "chunks against the whole sequence; bwd re-gathers and reduce-scatters dK,dV.";
+  }
+  std::string constraints() const override { return "2P divides seq"; }
 
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     if (s.N % (2 * int64_t(P)) != 0) {
@@ -53,15 +58,38 @@ class AllgatherKV final : public SeqShardedLayer {
 
   int64_t kv_elems() const { return shape().B * T_ * shape().G * shape().d; }  // one of k, v
 
+  // Buffers, all allocated in setup (the timed step allocates nothing). The whole-sequence
+  // buffers live in two float32-sized slots whose uses never overlap in time:
+  //   slot A: gathered k|v [P][k|v] (run dtype)  -> dK|dV natural order (float32)
+  //           -> the reduce_scatter's receive buffer (float32, this rank's dK|dV)
+  //   slot B: K|V natural order (run dtype)       -> the reduce_scatter's send (float32)
+  // At every moment two whole-sequence buffers are live (gathered + K,V; K,V + dK,dV;
+  // dK,dV + send; send + receive), so the peak equals that of the transient allocations these
+  // replace (measured: the same peak_bytes at B = 1 and 2): 2 x the whole-sequence float32 k|v,
+  // plus the small kept buffers.
   void core_setup() override {
     const LayerShape& s = shape();
+    const int P = mesh().P;
+    const int64_t e = kv_elems(), full = 2 * s.B * s.N * int64_t(s.G) * s.d;  // full: k|v, whole seq
     lse_ = alloc_f32({s.B, s.H, T_});
     delta_ = alloc_f32({s.B, s.H, T_});
-    kv_send_ = alloc({2 * kv_elems()}, MemKind::comm);
+    kv_send_ = alloc({2 * e}, MemKind::comm);
+    slot_a_ = alloc_f32({full}, MemKind::comm);
+    slot_b_ = alloc_f32({full}, MemKind::comm);
+    gathered_ = reuse_as(slot_a_, s.dtype, {int64_t(P) * 2 * e});
+    dkv_full_ = reuse_as(slot_a_, DType::f32, {full});
+    kv_full_ = reuse_as(slot_b_, s.dtype, {full});
+    rs_send_ = reuse_as(slot_b_, DType::f32, {int64_t(P) * 2 * e});
+    rs_recv_ = reuse_as(slot_a_, DType::f32, {2 * e});  // dK|dV are in the send buffer by then
   }
 
-  // All-gathers this rank's k|v and returns the whole K and V, [B,N,G,d] each, in natural order.
-  void gather_kv(Tensor& k_full, Tensor& v_full) {
+  Tensor k_full() const { return kv_full_.view(0, {shape().B, shape().N, shape().G, shape().d}); }
+  Tensor v_full() const {
+    return kv_full_.view(kv_full_.numel() / 2, {shape().B, shape().N, shape().G, shape().d});
+  }
+
+  // All-gathers this rank's k|v into the whole K and V (kv_full_), in natural order.
+  void gather_kv() {
     const LayerShape& s = shape();
     Communicator& c = *mesh().cp;
     const int P = c.size();
@@ -69,20 +97,17 @@ class AllgatherKV final : public SeqShardedLayer {
     Tensor kd = kv_send_.view(0, {e}), vd = kv_send_.view(e, {e});
     be().copy_2d(kd, e, k_, e, 1, e);
     be().copy_2d(vd, e, v_, e, 1, e);
-    Tensor gathered = alloc({int64_t(P) * 2 * e}, MemKind::comm);  // [P][k | v], rank order
-    c.all_gather(kv_send_, gathered);
-    k_full = alloc({s.B, s.N, s.G, s.d});
-    v_full = alloc({s.B, s.N, s.G, s.d});
-    gathered_to_natural(be(), gathered, s.B, T_, Gd, P, RankChunks::zigzag, k_full, 2 * e);
-    gathered_to_natural(be(), gathered.view(e, {gathered.numel() - e}), s.B, T_, Gd, P,
-                        RankChunks::zigzag, v_full, 2 * e);
+    c.all_gather(kv_send_, gathered_);  // [P][k | v], rank order
+    Tensor kf = k_full(), vf = v_full();
+    gathered_to_natural(be(), gathered_, s.B, T_, Gd, P, RankChunks::zigzag, kf, 2 * e);
+    gathered_to_natural(be(), gathered_.view(e, {gathered_.numel() - e}), s.B, T_, Gd, P,
+                        RankChunks::zigzag, vf, 2 * e);
   }
 
   void core_forward() override {
     const Positions all = Positions::contiguous(0, shape().N);
-    Tensor k_full, v_full;  // dropped on return
-    gather_kv(k_full, v_full);
-    be().attn_fwd(attn_shape(), q_, k_full, v_full, pos_, all, o_, lse_);
+    gather_kv();
+    be().attn_fwd(attn_shape(), q_, k_full(), v_full(), pos_, all, o_, lse_);
   }
 
   void core_backward() override {
@@ -92,30 +117,28 @@ class AllgatherKV final : public SeqShardedLayer {
     const int64_t e = kv_elems(), Gd = int64_t(s.G) * s.d, full = s.B * s.N * Gd;
     const Positions all = Positions::contiguous(0, s.N);
     be().attn_bwd_delta(attn_shape(), o_, do_, delta_);
-    Tensor dkv_full;  // dK | dV of the whole sequence, natural order, float32
-    {
-      Tensor k_full, v_full;
-      gather_kv(k_full, v_full);  // allocated after it, so never live with the gathered copy
-      dkv_full = alloc_f32({2 * full});
-      Tensor dk_full = dkv_full.view(0, {s.B, s.N, s.G, s.d}), dv_full = dkv_full.view(full, {s.B, s.N, s.G, s.d});
-      be().fill(dq_, 0.0f);
-      be().fill(dkv_full, 0.0f);
-      be().attn_bwd(attn_shape(), q_, k_full, v_full, do_, lse_, delta_, pos_, all, dq_, dk_full, dv_full);
-    }
+    gather_kv();  // the gathered copy was not kept across the layer
+    // dK | dV of the whole sequence, natural order, float32 (slot A: the gathered copy is dead)
+    Tensor dk_full = dkv_full_.view(0, {s.B, s.N, s.G, s.d}), dv_full = dkv_full_.view(full, {s.B, s.N, s.G, s.d});
+    be().fill(dq_, 0.0f);
+    be().fill(dkv_full_, 0.0f);
+    be().attn_bwd(attn_shape(), q_, k_full(), v_full(), do_, lse_, delta_, pos_, all, dq_, dk_full, dv_full);
     // Rank j's tokens (zigzag chunks j, 2P-1-j) of dK|dV go to chunk j; the sum over ranks of
     // chunk j lands on rank j. Float32 (s_acc) like the ring strategies' accumulators.
-    Tensor rs_send = alloc_f32({int64_t(P) * 2 * e}, MemKind::comm);
-    natural_to_gathered(be(), dkv_full.view(0, {full}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send, 2 * e);
-    Tensor rs_send_v = rs_send.view(e, {rs_send.numel() - e});
-    natural_to_gathered(be(), dkv_full.view(full, {full}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send_v, 2 * e);
-    dkv_full = Tensor{};
-    Tensor rs_recv = alloc_f32({2 * e}, MemKind::comm);
-    c.reduce_scatter(rs_send, rs_recv);
-    be().copy_2d(dk_, e, rs_recv.view(0, {e}), e, 1, e);
-    be().copy_2d(dv_, e, rs_recv.view(e, {e}), e, 1, e);
+    // (slot B: K,V are dead)
+    natural_to_gathered(be(), dkv_full_.view(0, {full}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send_, 2 * e);
+    Tensor rs_send_v = rs_send_.view(e, {rs_send_.numel() - e});
+    natural_to_gathered(be(), dkv_full_.view(full, {full}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send_v, 2 * e);
+    c.reduce_scatter(rs_send_, rs_recv_);
+    be().copy_2d(dk_, e, rs_recv_.view(0, {e}), e, 1, e);
+    be().copy_2d(dv_, e, rs_recv_.view(e, {e}), e, 1, e);
   }
 
-  void core_teardown() override { lse_ = delta_ = kv_send_ = Tensor{}; }
+  void core_teardown() override {
+    for (Tensor* t : {&lse_, &delta_, &kv_send_, &slot_a_, &slot_b_, &gathered_, &dkv_full_,
+                      &kv_full_, &rs_send_, &rs_recv_})
+      *t = Tensor{};
+  }
 
   void export_lse(std::vector<float>& global) override {
     const LayerShape& s = shape();
@@ -123,22 +146,20 @@ class AllgatherKV final : public SeqShardedLayer {
   }
 
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec&) const override {
-    // Kept: lse, delta (float32) and the k|v send buffer. Transient, the largest of three
-    // moments: gathered k|v + natural-order K,V (reordering); K,V + float32 dK,dV of the whole
-    // sequence (attention backward); dK,dV + the reduce_scatter's send buffer (reordering; dK,dV
-    // are dropped before the small receive buffer is allocated).
-    const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P;
+    // lse, delta (float32), the k|v send buffer; the two whole-sequence float32 slots
+    // (core_setup).
+    const int64_t T = s.N / P, es = int64_t(dtype_size(s.dtype));
     const int64_t e = s.B * T * s.G * s.d, full = 2 * s.B * s.N * s.G * s.d;
-    const int64_t kept = 2 * s.B * s.H * T * 4 + 2 * e * es;
-    const int64_t reorder = 2 * full * es, attn = full * es + full * 4, rs = 2 * full * 4;
-    return kept + std::max({reorder, attn, rs});
+    return 2 * s.B * s.H * T * 4 + 2 * e * es + 2 * full * 4;
   }
 
   Tensor lse_, delta_, kv_send_;
+  Tensor slot_a_, slot_b_;                                   // the two whole-sequence slots
+  Tensor gathered_, dkv_full_, rs_recv_, kv_full_, rs_send_;  // views of the slots
 };
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_allgather_kv() { return std::make_unique<AllgatherKV>(); }
+std::unique_ptr<Strategy> make_strategy_allgather_kv() { return std::make_unique<AllgatherKV>(); }
 
 }  // namespace cpbench

@@ -4,7 +4,9 @@
 // the model dimension D instead of only K,V.
 //   x, y, dx, dy are sequence shards [B, N/P, D] (contiguous tokens); rmsnorm is local.
 //   f: all_gather xn -> [B,N,D]; column-parallel QKV with this rank's columns of w_qkv (query
-//      heads [r*H/P, (r+1)*H/P) and kv heads [r*G/P, (r+1)*G/P): the GQA mapping stays local);
+//      heads [r*H/P, (r+1)*H/P) and kv heads [r*G/P, (r+1)*G/P): the GQA mapping stays local;
+//      when P > G (G divides P), kv head r*G/P: its columns replicated on P/G ranks, as
+//      Megatron replicates KV heads for tensor parallelism beyond the KV head count);
 //      RoPE at global positions; attention over the whole sequence for those heads;
 //      row-parallel w_o (rows of this rank's heads) -> partial [B,N,D] -> reduce_scatter.
 //   b: all_gather dy; do = dy_full w_o_shard^T, dw_o_shard; attention backward; inverse RoPE;
@@ -12,7 +14,9 @@
 //      dw_qkv_shard = xn_full^T dqkv (the forward dropped its gathered copy: Megatron's
 //      activation-memory saving); rmsnorm backward local.
 // Weights and their gradients exist only as shards (MemKind::weights), which is what the
-// memory report shows; dnorm_w is a per-rank partial sum (verification sums it).
+// memory report shows; dnorm_w is a per-rank partial sum (verification sums it), and so are the
+// gradients of replicated KV columns. The timed step allocates nothing: the gathered and
+// reduce-scattered [B,N,D] buffers are slots allocated in setup (see setup for the peak).
 // Bytes per rank: fwd = 2*s*T*D*(P-1); bwd = 3*s*T*D*(P-1).
 #include <algorithm>
 #include <sstream>
@@ -20,6 +24,7 @@
 
 #include "bench/inputs.h"
 #include "bench/strategies/layout.h"
+#include "bench/strategies/qkv.h"
 #include "bench/strategy.h"
 #include "comm/communicator.h"
 
@@ -27,17 +32,22 @@ namespace cpbench {
 
 namespace {
 
-// Largest u dividing P, H and G (the widest head split these heads allow).
 class MegatronSP final : public Strategy {
  public:
   std::string name() const override { return "megatron-sp"; }
+  std::string summary() const override {
+    return "Megatron-LM tensor + sequence parallelism: all-gather xn, head-sharded QKV,\n"
+           "attention and w_o, reduce-scatter back to token shards; weights sharded.";
+  }
+  std::string constraints() const override {
+    return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq";
+  }
 
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     std::ostringstream e;
-    if (s.H % P != 0)
-      e << "megatron-sp: P=" << P << " does not divide heads=" << s.H;
-    else if (s.G % P != 0)
-      e << "megatron-sp: P=" << P << " does not divide kv_heads=" << s.G << "; "
+    const std::string heads = head_sharding_error(P, s, "P");
+    if (!heads.empty())
+      e << "megatron-sp: " << heads << "; "
         << (max_ulysses_degree(P, s) == 1 ? std::string("use a ring strategy (or usp with ulysses=1)")
                                           : "use usp with ulysses<=" + std::to_string(max_ulysses_degree(P, s)));
     else if (s.N % P != 0)
@@ -58,7 +68,7 @@ class MegatronSP final : public Strategy {
     // Transient [B,N,D] buffers at the backward's peak: the re-gathered xn and the dgrad partial
     // sum, plus the reduce_scatter's reordered send buffer when B > 1.
     const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P, BT = s.B * T, BN = s.B * s.N;
-    const int64_t hl = s.H / P, gl = s.G / P, Cl = (hl + 2 * gl) * s.d;
+    const int64_t hl = s.H / P, gl = replicated_kv_heads(P, s) / P, Cl = (hl + 2 * gl) * s.d;
     const int64_t local = BT * 6 * s.D * es + BT * 4;
     const int64_t heads = BN * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es +
                           BN * (hl + 2 * gl) * s.d * 4 + 2 * s.B * hl * s.N * 4;
@@ -74,7 +84,7 @@ class MegatronSP final : public Strategy {
     r_ = c.rank();
     T_ = s.N / P_;
     hl_ = s.H / P_;
-    gl_ = s.G / P_;
+    gl_ = replicated_kv_heads(P_, s) / P_;  // 1 when P > G: this rank's copy of KV head r*G/P
     pos_ = Positions::contiguous(r_ * T_, T_);
     const int64_t BT = s.B * T_, BN = s.B * s.N, Hd = int64_t(s.H) * s.d, Cq = s.qkv_cols();
     const int64_t Hl = int64_t(hl_) * s.d, Gl = int64_t(gl_) * s.d, Cl = Hl + 2 * Gl;
@@ -122,6 +132,15 @@ class MegatronSP final : public Strategy {
     dnorm_w_ = alloc_f32({s.D}, MemKind::weights);
     dw_qkv_ = alloc_f32({s.D, Cl}, MemKind::weights);
     dw_o_ = alloc_f32({Hl, s.D}, MemKind::weights);
+    // Whole-sequence [B*N, D] slots (run dtype) for the gathers and reduce-scatters; their uses
+    // never overlap in time (see gather_tokens / reduce_scatter_tokens). Two slots, three when
+    // B > 1 (the reordered copy): the same peak as the transient buffers they replace.
+    for (int i = 0; i < (s.B > 1 ? 3 : 2); ++i) slot_[i] = alloc({BN, s.D}, MemKind::comm);
+    if (s.dtype != DType::f32) {  // dq, dk, dv in the run dtype: in qkv_'s memory, dead by then
+      dq_run_ = reuse_as(qkv_, s.dtype, {s.B, s.N, hl_, s.d});
+      dk_run_ = reuse_as(qkv_, s.dtype, {s.B, s.N, gl_, s.d}, dq_run_.bytes());
+      dv_run_ = reuse_as(qkv_, s.dtype, {s.B, s.N, gl_, s.d}, dq_run_.bytes() + dk_run_.bytes());
+    }
   }
 
   void forward() override {
@@ -131,25 +150,14 @@ class MegatronSP final : public Strategy {
     const Positions all = Positions::contiguous(0, s.N);
     Backend& b = be();
     b.rmsnorm_fwd(x_.reshape({BT, s.D}), norm_w_, s.eps, xn_, rstd_);
-    {
-      Tensor xn_full = gather_tokens(xn_);  // dropped after the GEMM; backward gathers again
-      b.gemm(false, false, BN, Cl, s.D, 1.0f, xn_full, s.D, w_qkv_, Cl, 0.0f, qkv_, Cl);
-    }
-    if (s.rope) {
-      Tensor qpart = qkv_.view(0, {qkv_.numel()});
-      Tensor kpart = qkv_.view(Hl, {qkv_.numel() - Hl});
-      b.rope(qpart, s.B, s.N, hl_, s.d, Cl, all, s.rope_theta, false);
-      b.rope(kpart, s.B, s.N, gl_, s.d, Cl, all, s.rope_theta, false);
-    }
-    b.copy_2d(q_, Hl, qkv_, Cl, BN, Hl);
-    b.copy_2d(k_, Gl, qkv_.view(Hl, {qkv_.numel() - Hl}), Cl, BN, Gl);
-    b.copy_2d(v_, Gl, qkv_.view(Hl + Gl, {qkv_.numel() - Hl - Gl}), Cl, BN, Gl);
+    // xn gathered into slot 0 (dead after the GEMM; backward gathers again)
+    const Tensor xn_full = gather_tokens(xn_, slot_[0], slot_[1]);
+    b.gemm(false, false, BN, Cl, s.D, 1.0f, xn_full, s.D, w_qkv_, Cl, 0.0f, qkv_, Cl);
+    rope_and_split_qkv(b, qkv_layout(), s.rope, all, s.rope_theta, qkv_, q_, k_, v_);
     b.attn_fwd(attn_shape(), q_, k_, v_, all, all, o_, lse_);
-    {
-      Tensor partial = alloc({BN, s.D}, MemKind::comm);  // this rank's heads' share of o @ w_o
-      b.gemm(false, false, BN, s.D, Hl, 1.0f, o_, Hl, w_o_, s.D, 0.0f, partial, s.D);
-      reduce_scatter_tokens(partial, y_);
-    }
+    Tensor& partial = slot_[0];  // this rank's heads' share of o @ w_o
+    b.gemm(false, false, BN, s.D, Hl, 1.0f, o_, Hl, w_o_, s.D, 0.0f, partial, s.D);
+    reduce_scatter_tokens(partial, slot_[1], y_);
     b.add(y_, y_, x_);
   }
 
@@ -160,7 +168,7 @@ class MegatronSP final : public Strategy {
     const Positions all = Positions::contiguous(0, s.N);
     Backend& b = be();
     {
-      Tensor dy_full = gather_tokens(dy_);
+      const Tensor dy_full = gather_tokens(dy_, slot_[0], slot_[1]);
       b.gemm(false, true, BN, Hl, s.D, 1.0f, dy_full, s.D, w_o_, s.D, 0.0f, do_, Hl);
       b.gemm(true, false, Hl, s.D, BN, 1.0f, o_, Hl, dy_full, s.D, 0.0f, dw_o_, s.D);
     }
@@ -170,26 +178,16 @@ class MegatronSP final : public Strategy {
     b.fill(dv_, 0.0f);
     b.attn_bwd(attn_shape(), q_, k_, v_, do_, lse_, delta_, all, all, dq_, dk_, dv_);
     // dq, dk, dv -> dqkv (run dtype), then un-rotate
-    Tensor dq = in_run_dtype(dq_), dk = in_run_dtype(dk_), dv = in_run_dtype(dv_);
-    b.copy_2d(dqkv_, Cl, dq, Hl, BN, Hl);
-    Tensor dk_dst = dqkv_.view(Hl, {dqkv_.numel() - Hl});
-    b.copy_2d(dk_dst, Cl, dk, Gl, BN, Gl);
-    Tensor dv_dst = dqkv_.view(Hl + Gl, {dqkv_.numel() - Hl - Gl});
-    b.copy_2d(dv_dst, Cl, dv, Gl, BN, Gl);
-    if (s.rope) {
-      Tensor qpart = dqkv_.view(0, {dqkv_.numel()});
-      b.rope(qpart, s.B, s.N, hl_, s.d, Cl, all, s.rope_theta, true);
-      b.rope(dk_dst, s.B, s.N, gl_, s.d, Cl, all, s.rope_theta, true);
-    }
+    merge_and_unrope_dqkv(b, qkv_layout(), s.rope, all, s.rope_theta, in_dtype(b, s.dtype, dq_, dq_run_),
+                          in_dtype(b, s.dtype, dk_, dk_run_), in_dtype(b, s.dtype, dv_, dv_run_), dqkv_);
     {
       // Megatron's order: the all-gather of xn is issued before the dgrad GEMM (which it can
-      // overlap), the reduce-scatter of dxn before the wgrad GEMM (likewise).
-      Tensor xn_full = gather_tokens(xn_);
-      {
-        Tensor partial = alloc({BN, s.D}, MemKind::comm);
-        b.gemm(false, true, BN, s.D, Cl, 1.0f, dqkv_, Cl, w_qkv_, Cl, 0.0f, partial, s.D);
-        reduce_scatter_tokens(partial, dxn_);
-      }
+      // overlap), the reduce-scatter of dxn before the wgrad GEMM (likewise). xn lives in slot 0
+      // until the wgrad GEMM; the dgrad partial sum in slot 1 (its reordered copy in slot 2).
+      const Tensor xn_full = gather_tokens(xn_, slot_[0], slot_[1]);
+      Tensor& partial = slot_[1];
+      b.gemm(false, true, BN, s.D, Cl, 1.0f, dqkv_, Cl, w_qkv_, Cl, 0.0f, partial, s.D);
+      reduce_scatter_tokens(partial, slot_[2], dxn_);
       b.gemm(true, false, s.D, Cl, BN, 1.0f, xn_full, s.D, dqkv_, Cl, 0.0f, dw_qkv_, Cl);
     }
     b.fill(dnorm_w_, 0.0f);
@@ -213,12 +211,18 @@ class MegatronSP final : public Strategy {
     auto tokens = [&](const Tensor& t) {  // token shard [B, T, D]
       add_token_rows(global, be().download(t), s.B, s.N, s.D, pos_, 0, s.D);
     };
-    auto heads = [&](const Tensor& t, int64_t C, int64_t width) {  // [B, N, local heads, d]
-      add_token_rows(global, be().download(t), s.B, s.N, C, all, r_ * width, width);
+    auto heads = [&](const Tensor& t, int64_t C, int64_t col0, int64_t width) {  // [B, N, local heads, d]
+      add_token_rows(global, be().download(t), s.B, s.N, C, all, col0, width);
     };
-    auto qkv_cols = [&](const Tensor& t) {  // [D, Cl] -> columns of [D, Cq]
+    auto q_heads = [&](const Tensor& t) { heads(t, Hd, r_ * Hl, Hl); };
+    // KV heads: replicated data from one copy, gradients (partial sums) from every copy.
+    auto kv_heads = [&](const Tensor& t, bool replicated) {
+      if (!replicated || kv_exporter()) heads(t, Gd, int64_t(kv_head0()) * s.d, Gl);
+    };
+    auto qkv_cols = [&](const Tensor& t, bool replicated) {  // [D, Cl] -> columns of [D, Cq]
       const std::vector<float> h = be().download(t);
       for (int part = 0; part < 3; ++part) {
+        if (part > 0 && replicated && !kv_exporter()) continue;
         const int64_t width = part == 0 ? Hl : Gl, g0 = qkv_global_col(part), l0 = qkv_local_col(part);
         for (int64_t i = 0; i < s.D; ++i)
           for (int64_t c = 0; c < width; ++c)
@@ -240,18 +244,18 @@ class MegatronSP final : public Strategy {
     else if (name == "dx") tokens(dx_);
     else if (name == "norm_w") whole(norm_w_, true);
     else if (name == "dnorm_w") whole(dnorm_w_, false);
-    else if (name == "w_qkv") qkv_cols(w_qkv_);
-    else if (name == "dw_qkv") qkv_cols(dw_qkv_);
+    else if (name == "w_qkv") qkv_cols(w_qkv_, true);
+    else if (name == "dw_qkv") qkv_cols(dw_qkv_, false);
     else if (name == "w_o") o_rows(w_o_);
     else if (name == "dw_o") o_rows(dw_o_);
-    else if (name == "q") heads(q_, Hd, Hl);
-    else if (name == "o") heads(o_, Hd, Hl);
-    else if (name == "do") heads(do_, Hd, Hl);
-    else if (name == "dq") heads(dq_, Hd, Hl);
-    else if (name == "k") heads(k_, Gd, Gl);
-    else if (name == "v") heads(v_, Gd, Gl);
-    else if (name == "dk") heads(dk_, Gd, Gl);
-    else if (name == "dv") heads(dv_, Gd, Gl);
+    else if (name == "q") q_heads(q_);
+    else if (name == "o") q_heads(o_);
+    else if (name == "do") q_heads(do_);
+    else if (name == "dq") q_heads(dq_);
+    else if (name == "k") kv_heads(k_, true);
+    else if (name == "v") kv_heads(v_, true);
+    else if (name == "dk") kv_heads(dk_, false);
+    else if (name == "dv") kv_heads(dv_, false);
     else if (name == "lse") add_lse_rows(global, be().download(lse_), s.B, s.H, s.N, r_ * hl_, hl_, all);
     else throw std::invalid_argument("export_tensor: unknown tensor '" + name + "'");
   }
@@ -264,12 +268,16 @@ class MegatronSP final : public Strategy {
   Tensor alloc_f32(std::vector<int64_t> shape, MemKind kind = MemKind::activations) {
     return be().alloc(std::move(shape), DType::f32, kind);
   }
-  Tensor in_run_dtype(const Tensor& acc) {  // float32 accumulator in the run dtype
-    if (env_.shape.dtype == DType::f32) return acc;
-    Tensor t = alloc(acc.shape);
-    be().convert(t, acc);
-    return t;
+  QkvLayout qkv_layout() const {  // this rank's heads over the whole sequence
+    QkvLayout l;
+    l.B = env_.shape.B; l.T = env_.shape.N; l.hq = hl_; l.hk = gl_; l.d = env_.shape.d;
+    return l;
   }
+  // KV replication (P > G): f = P/G ranks hold copies of one KV head; the first of them exports
+  // replicated data (k, v, the w_qkv columns), every one its partial gradients.
+  int kv_copies() const { return replicated_kv_heads(P_, env_.shape) / env_.shape.G; }
+  int kv_head0() const { return r_ * gl_ / kv_copies(); }  // first global KV head of this rank
+  bool kv_exporter() const { return r_ % kv_copies() == 0; }
 
   // Columns of part 0 (q), 1 (k), 2 (v) of this rank's heads: first column in the global
   // w_qkv [D, (H+2G)d] and in the local shard [D, Cl].
@@ -277,7 +285,7 @@ class MegatronSP final : public Strategy {
     const LayerShape& s = env_.shape;
     const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d;
     if (part == 0) return r_ * int64_t(hl_) * s.d;
-    return Hd + (part == 2 ? Gd : 0) + r_ * int64_t(gl_) * s.d;
+    return Hd + (part == 2 ? Gd : 0) + int64_t(kv_head0()) * s.d;
   }
   int64_t qkv_local_col(int part) const {
     const int64_t Hl = int64_t(hl_) * env_.shape.d, Gl = int64_t(gl_) * env_.shape.d;
@@ -291,28 +299,30 @@ class MegatronSP final : public Strategy {
     return a;
   }
 
-  // All-gathers a token shard [B*T, D] into the whole sequence [B*N, D] in natural order. With
-  // B = 1 the rank-ordered gather already is natural order.
-  Tensor gather_tokens(const Tensor& local) {
+  // All-gathers a token shard [B*T, D] into the whole sequence [B*N, D] in natural order, in
+  // `dst`. With B = 1 the rank-ordered gather already is natural order; otherwise it lands in
+  // `scratch` and is reordered into `dst`. Returns dst.
+  const Tensor& gather_tokens(const Tensor& local, Tensor& dst, Tensor& scratch) {
     const LayerShape& s = env_.shape;
-    Tensor gathered = alloc({s.B * s.N, s.D}, MemKind::comm);
-    env_.mesh->cp->all_gather(local, gathered);
-    if (s.B == 1) return gathered;
-    Tensor natural = alloc({s.B * s.N, s.D});
-    gathered_to_natural(be(), gathered, s.B, T_, s.D, P_, RankChunks::contiguous, natural);
-    return natural;
+    if (s.B == 1) {
+      env_.mesh->cp->all_gather(local, dst);
+      return dst;
+    }
+    env_.mesh->cp->all_gather(local, scratch);
+    gathered_to_natural(be(), scratch, s.B, T_, s.D, P_, RankChunks::contiguous, dst);
+    return dst;
   }
 
   // Reduce-scatters partial sums over the whole sequence [B*N, D] (natural order) into this
-  // rank's token shard `out` [B*T, D].
-  void reduce_scatter_tokens(const Tensor& partial, Tensor& out) {
+  // rank's token shard `out` [B*T, D]; with B > 1 through the rank-ordered copy in `scratch`.
+  void reduce_scatter_tokens(const Tensor& partial, Tensor& scratch, Tensor& out) {
     const LayerShape& s = env_.shape;
-    Tensor send = partial;
-    if (s.B > 1) {
-      send = alloc({s.B * s.N, s.D}, MemKind::comm);
-      natural_to_gathered(be(), partial, s.B, T_, s.D, P_, RankChunks::contiguous, send);
+    if (s.B == 1) {
+      env_.mesh->cp->reduce_scatter(partial, out);
+      return;
     }
-    env_.mesh->cp->reduce_scatter(send, out);
+    natural_to_gathered(be(), partial, s.B, T_, s.D, P_, RankChunks::contiguous, scratch);
+    env_.mesh->cp->reduce_scatter(scratch, out);
   }
 
   StrategyEnv env_;
@@ -323,10 +333,12 @@ class MegatronSP final : public Strategy {
   Tensor xn_, rstd_, qkv_, q_, k_, v_, o_, lse_, y_;                // forward
   Tensor do_, delta_, dq_, dk_, dv_, dqkv_, dxn_, dx_;               // backward
   Tensor dnorm_w_, dw_qkv_, dw_o_;                                  // gradients (shards)
+  Tensor slot_[3];                    // whole-sequence [B*N, D] buffers (gather / reduce-scatter)
+  Tensor dq_run_, dk_run_, dv_run_;   // bf16/fp16: dq, dk, dv in the run dtype (views of qkv_)
 };
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_megatron_sp() { return std::make_unique<MegatronSP>(); }
+std::unique_ptr<Strategy> make_strategy_megatron_sp() { return std::make_unique<MegatronSP>(); }
 
 }  // namespace cpbench

@@ -13,6 +13,11 @@ namespace {
 class Ring final : public RingLayer {
  public:
   std::string name() const override { return "ring"; }
+  std::string summary() const override {
+    return "Ring attention on contiguous token shards: K,V circulate P-1 hops, dK,dV\n"
+           "accumulators P hops back to their owner; causal work is imbalanced.";
+  }
+  std::string constraints() const override { return "P divides seq"; }
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     require_seq_multiple(s, P, "P");
   }
@@ -26,6 +31,6 @@ class Ring final : public RingLayer {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_ring() { return std::make_unique<Ring>(); }
+std::unique_ptr<Strategy> make_strategy_ring() { return std::make_unique<Ring>(); }
 
 }  // namespace cpbench

@@ -2,6 +2,8 @@
 
 #include <limits>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "bench/strategies/layout.h"
 
@@ -27,7 +29,7 @@ AttnShape RingCore::attn_shape() const {
   return a;
 }
 
-Tensor RingCore::kv_view(Tensor& buf, int which) const {
+Tensor RingCore::kv_view(const Tensor& buf, int which) const {
   const int64_t e = s_.B * s_.n * s_.hk * s_.d;
   return buf.view(which * e, {s_.B, s_.n, s_.hk, s_.d});
 }
@@ -39,144 +41,207 @@ void RingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
   be_->copy_2d(vd, e, v, e, 1, e);
 }
 
+int RingCore::resolve_hops(int hops) const {
+  const int R = ring_->size();
+  if (hops < 0) return R - 1;
+  if (hops > R - 1)
+    throw std::logic_error("ring core: hops=" + std::to_string(hops) + " exceeds R-1=" + std::to_string(R - 1));
+  return hops;
+}
+
 void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos) {
-  be_ = &be;
+  setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos));
   ring_ = &ring;
-  s_ = s;
-  block_pos_ = std::move(block_pos);
-  const int R = ring.size();
-  lse_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
-  delta_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
-  if (R > 1) {
-    o_blk_ = be.alloc({s.B, s.n, s.hq, s.d}, s.dtype, MemKind::activations);
-    lse_blk_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
+  if (ring.size() > 1) {
     const int64_t kv = 2 * s.B * s.n * s.hk * s.d;
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
   }
 }
 
+void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos) {
+  be_ = &be;
+  ring_ = nullptr;
+  s_ = s;
+  block_pos_ = std::move(block_pos);
+  me_ = position;
+  lse_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
+  delta_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
+  if (R > 1) {
+    o_blk_ = be.alloc({s.B, s.n, s.hq, s.d}, s.dtype, MemKind::activations);
+    lse_blk_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
+    if (s.dtype != DType::f32) {
+      o_acc32_ = be.alloc({s.B, s.n, s.hq, s.d}, DType::f32, MemKind::activations);
+      o_blk32_ = be.alloc({s.B, s.n, s.hq, s.d}, DType::f32, MemKind::activations);
+    }
+  }
+}
+
 void RingCore::teardown() {
-  for (Tensor* t : {&lse_, &delta_, &o_blk_, &lse_blk_, &kv_[0], &kv_[1], &acc_[0], &acc_[1], &acc_[2]})
+  for (Tensor* t : {&lse_, &delta_, &o_blk_, &lse_blk_, &o_acc32_, &o_blk32_, &kv_[0], &kv_[1], &acc_[0],
+                    &acc_[1], &acc_[2]})
     *t = Tensor{};
   ring_ = nullptr;
 }
 
-void RingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o) {
+// ---- steps ------------------------------------------------------------------------------------------
+
+RingCore::Hop RingCore::post_hop(Communicator& c, const Tensor& send, int to, Tensor& recv, int from, int tag) {
+  Hop h;
+  h.recv = c.irecv(recv, from, tag);
+  h.send = c.isend(send, to, tag);
+  return h;
+}
+
+void RingCore::wait_hop(Communicator& c, Hop& h) {
+  c.wait(h.recv);
+  c.wait(h.send);
+}
+
+void RingCore::fwd_begin() { have_ = false; }
+
+void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
   Backend& b = *be_;
-  Communicator& c = *ring_;
-  const int R = c.size(), me = c.rank();
-  const int next = (me + 1) % R, prev = (me + R - 1) % R;
   const AttnShape a = attn_shape();
-  const Positions qpos = block_pos_(me);
-  if (R == 1) {
-    b.attn_fwd(a, q, k, v, qpos, qpos, o, lse_);
+  const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
+  if (invisible(a, qpos, kpos)) return;
+  const Tensor kb = kv_view(kv, 0), vb = kv_view(kv, 1);
+  const bool f32 = s_.dtype == DType::f32;
+  if (!have_) {  // the first visible block writes the running result directly
+    if (f32 || o_acc32_.empty()) {
+      b.attn_fwd(a, q, kb, vb, qpos, kpos, o, lse_);
+    } else {
+      b.attn_fwd(a, q, kb, vb, qpos, kpos, o_blk_, lse_);
+      b.convert(o_acc32_, o_blk_);
+    }
+    have_ = true;
     return;
   }
-  pack_kv(k, v, kv_[0]);
-  bool have = false;  // o, lse hold a result (the first visible block writes them directly)
-  for (int i = 0; i < R; ++i) {
-    Tensor& cur = kv_[i % 2];
-    Request rq, sq;
-    if (i + 1 < R) {  // post the next hop before computing, so it travels during the compute
-      rq = c.irecv(kv_[(i + 1) % 2], prev, kTagFwdKV);
-      sq = c.isend(cur, next, kTagFwdKV);
-    }
-    const Positions kpos = block_pos_((me - i + R) % R);  // block i hops old comes from rank me-i
-    if (!invisible(a, qpos, kpos)) {
-      const Tensor kb = kv_view(cur, 0), vb = kv_view(cur, 1);
-      if (!have) {
-        b.attn_fwd(a, q, kb, vb, qpos, kpos, o, lse_);
-        have = true;
-      } else {
-        b.attn_fwd(a, q, kb, vb, qpos, kpos, o_blk_, lse_blk_);
-        b.attn_merge(a, o, lse_, o_blk_, lse_blk_);
-      }
-    }
-    if (i + 1 < R) {
-      c.wait(rq);
-      c.wait(sq);
-    }
-  }
-  // Unreachable for the strategies here (the diagonal block is always visible), but a row set
-  // that sees no key at all is o = 0, lse = -inf by the kernels' contract.
-  if (!have) {
-    b.fill(o, 0.0f);
-    b.fill(lse_, -std::numeric_limits<float>::infinity());
+  b.attn_fwd(a, q, kb, vb, qpos, kpos, o_blk_, lse_blk_);
+  if (f32) {
+    b.attn_merge(a, o, lse_, o_blk_, lse_blk_);
+  } else {  // merged in float32: a bf16 running output would round at every merge
+    b.convert(o_blk32_, o_blk_);
+    b.attn_merge(a, o_acc32_, lse_, o_blk32_, lse_blk_);
   }
 }
 
-void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+void RingCore::fwd_end(Tensor& o) {
+  Backend& b = *be_;
+  // Unreachable for the strategies here (the diagonal block is always visible), but a row set
+  // that sees no key at all is o = 0, lse = -inf by the kernels' contract.
+  if (!have_) {
+    b.fill(o, 0.0f);
+    b.fill(lse_, -std::numeric_limits<float>::infinity());
+    return;
+  }
+  if (s_.dtype != DType::f32 && !o_acc32_.empty()) b.convert(o, o_acc32_);  // once, at the end
+}
+
+void RingCore::bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq) {
+  be_->attn_bwd_delta(attn_shape(), o, dout, delta_);
+  be_->fill(dq, 0.0f);
+}
+
+void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq,
+                         Tensor& acc) {
+  Backend& b = *be_;
+  const AttnShape a = attn_shape();
+  const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
+  b.fill(acc, 0.0f);
+  if (invisible(a, qpos, kpos)) return;
+  Tensor dkb = kv_view(acc, 0), dvb = kv_view(acc, 1);
+  b.attn_bwd(a, q, kv_view(kv, 0), kv_view(kv, 1), dout, lse_, delta_, qpos, kpos, dq, dkb, dvb);
+}
+
+// ---- the ring -----------------------------------------------------------------------------------------
+
+void RingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops) {
   Backend& b = *be_;
   Communicator& c = *ring_;
-  const int R = c.size(), me = c.rank();
+  const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
+  const int next = (me + 1) % R, prev = (me + R - 1) % R;
+  fwd_begin();
+  if (h == 0) {  // this rank's own block only: nothing travels
+    const Positions qpos = block_pos_(me);
+    b.attn_fwd(attn_shape(), q, k, v, qpos, qpos, o, lse_);
+    return;
+  }
+  pack_kv(k, v, kv_[0]);
+  for (int i = 0; i <= h; ++i) {
+    Tensor& cur = kv_[i % 2];
+    Hop hop;
+    if (i < h) hop = post_hop(c, cur, next, kv_[(i + 1) % 2], prev, kTagFwdKV);  // travels during the compute
+    fwd_block(q, cur, (me - i + R) % R, o);  // block i hops old comes from rank me-i
+    if (i < h) wait_hop(c, hop);
+  }
+  fwd_end(o);
+}
+
+void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                        const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, int hops) {
+  Backend& b = *be_;
+  Communicator& c = *ring_;
+  const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
   const int next = (me + 1) % R, prev = (me + R - 1) % R;
   const AttnShape a = attn_shape();
-  const Positions qpos = block_pos_(me);
-  b.attn_bwd_delta(a, o, dout, delta_);
-  b.fill(dq, 0.0f);
-  if (R == 1) {
+  bwd_begin(o, dout, dq);
+  if (h == 0) {
+    const Positions qpos = block_pos_(me);
     b.fill(dk, 0.0f);
     b.fill(dv, 0.0f);
     b.attn_bwd(a, q, k, v, dout, lse_, delta_, qpos, qpos, dq, dk, dv);
     return;
   }
   // Step i: this rank holds block j = me-i (its K,V, and in acc_[2] the dK,dV accumulated by the
-  // i ranks before it). It computes its own contribution into a zeroed scratch (acc_[i%2]) while
-  // that accumulator is still arriving, then adds it in and sends the sum on. The last send
-  // (step R-1) reaches the owner j = me-(R-1) = next; what arrives then is this rank's own.
+  // i ranks before it). It computes its own contribution into a scratch (acc_[i%2]) while that
+  // accumulator is still arriving, then adds it in and sends the sum on: to the next rank while
+  // the block travels on, and after the last step (i = h) back to the block's owner me-h (for
+  // the full ring, h = R-1, that is the next rank). What arrives last, from rank me+h, is this
+  // rank's own block with every rank's contribution.
   pack_kv(k, v, kv_[0]);
   Tensor& incoming = acc_[2];
-  Request acc_rq, acc_sq;
-  for (int i = 0; i < R; ++i) {
+  Hop acc_hop;
+  for (int i = 0; i <= h; ++i) {
     Tensor& cur = kv_[i % 2];
-    Request rq, sq;
-    if (i + 1 < R) {
-      rq = c.irecv(kv_[(i + 1) % 2], prev, kTagBwdKV);
-      sq = c.isend(cur, next, kTagBwdKV);
-    }
+    Hop hop;
+    if (i < h) hop = post_hop(c, cur, next, kv_[(i + 1) % 2], prev, kTagBwdKV);
     Tensor& scratch = acc_[i % 2];  // its send (step i-2) was waited for at step i-1
-    b.fill(scratch, 0.0f);
-    const Positions kpos = block_pos_((me - i + R) % R);
-    if (!invisible(a, qpos, kpos)) {
-      Tensor dkb = kv_view(scratch, 0), dvb = kv_view(scratch, 1);
-      b.attn_bwd(a, q, kv_view(cur, 0), kv_view(cur, 1), dout, lse_, delta_, qpos, kpos, dq, dkb, dvb);
-    }
+    bwd_block(q, cur, (me - i + R) % R, dout, dq, scratch);
     if (i > 0) {
-      c.wait(acc_rq);
+      c.wait(acc_hop.recv);
       b.add(scratch, scratch, incoming);
-      c.wait(acc_sq);  // frees acc_[(i-1)%2] for step i+1
+      c.wait(acc_hop.send);  // frees acc_[(i-1)%2] for step i+1
     }
-    acc_sq = c.isend(scratch, next, kTagBwdAcc);
-    acc_rq = c.irecv(incoming, prev, kTagBwdAcc);
-    if (i + 1 < R) {
-      c.wait(rq);
-      c.wait(sq);
-    }
+    const int to = i < h ? next : (me - h + R) % R, from = i < h ? prev : (me + h) % R;
+    acc_hop = post_hop(c, scratch, to, incoming, from, kTagBwdAcc);
+    if (i < h) wait_hop(c, hop);
   }
-  c.wait(acc_rq);  // this rank's own block, with every rank's contribution
+  c.wait(acc_hop.recv);  // this rank's own block, with every rank's contribution
   const int64_t e = s_.B * s_.n * s_.hk * s_.d;
   b.copy_2d(dk, e, kv_view(incoming, 0), e, 1, e);
   b.copy_2d(dv, e, kv_view(incoming, 1), e, 1, e);
-  c.wait(acc_sq);
+  c.wait(acc_hop.send);
 }
 
 int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   const int64_t es = int64_t(dtype_size(s.dtype)), rows = s.B * s.hq * s.n;
   int64_t bytes = 2 * rows * 4;  // lse, delta
   if (R > 1) {
-    const int64_t kv = 2 * s.B * s.n * s.hk * s.d;
-    bytes += s.B * s.n * s.hq * s.d * es + rows * 4;  // block o, lse
-    bytes += 2 * kv * es + 3 * kv * 4;                // k|v double buffer, dk|dv accumulators
+    const int64_t kv = 2 * s.B * s.n * s.hk * s.d, o = s.B * s.n * s.hq * s.d;
+    bytes += o * es + rows * 4;                      // block o, lse
+    if (s.dtype != DType::f32) bytes += 2 * o * 4;   // float32 running and block output
+    bytes += 2 * kv * es + 3 * kv * 4;               // k|v double buffer, dk|dv accumulators
   }
   return bytes;
 }
 
-CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc) {
-  if (R <= 1) return {0, 0};
-  const int64_t kv = elem * tokens * 2 * hk * (R - 1);
-  return {kv, kv + acc * tokens * 2 * hk * R};
+CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc,
+                                         int hops) {
+  const int64_t h = hops < 0 ? R - 1 : hops;
+  if (R <= 1 || h == 0) return {0, 0};
+  const int64_t kv = elem * tokens * 2 * hk * h;
+  return {kv, kv + acc * tokens * 2 * hk * (h + 1)};
 }
 
 // ---- RingLayer -----------------------------------------------------------------------------------

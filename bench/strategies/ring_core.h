@@ -2,16 +2,23 @@
 // ring-zigzag, ring-striped and usp, and the SeqShardedLayer base of the three ring strategies.
 //
 // R ranks of a ring each hold the q, k, v of n tokens per batch row. Forward: the K,V blocks
-// (k|v packed in one run-dtype buffer) travel R-1 hops to the next rank while the block in hand
-// is computed; partial (o, lse) are merged online. Backward (FlashAttention-2, with the FINAL o
-// and lse): K,V travel the ring again, and the float32 dK,dV accumulator of each block travels
-// WITH it: every rank adds its contribution to the accumulator of the block it holds and passes
-// it on, so after R hops the accumulator is back at the block's owner. The causal mask comes
-// from the global positions of query rows and key columns only, so the token layout alone
-// decides the work balance.
+// (k|v packed in one run-dtype buffer) travel `hops` hops (R-1 for the full ring) to the next
+// rank while the block in hand is computed; partial (o, lse) are merged online, the running
+// output kept in float32 for bf16/fp16 runs and converted once at the end. Backward
+// (FlashAttention-2, with the FINAL o and lse): K,V travel the ring again, and the float32 dK,dV
+// accumulator of each block travels WITH it: every rank adds its contribution to the
+// accumulator of the block it holds and passes it on; after the last hop one more send returns
+// it to the block's owner (for the full ring that send is the R-th hop to the next rank). The
+// causal mask comes from the global positions of query rows and key columns only, so the token
+// layout alone decides the work balance.
 //
-// Bytes per rank (DESIGN, with T the B*n tokens of a ring rank, hk = kv heads * d):
-//   fwd = s*T*2hk*(R-1);  bwd = s*T*2hk*(R-1) + s_acc*T*2hk*R;  both 0 when R = 1.
+// Both loops are compositions of the steps below (post a hop, compute the block in hand and
+// merge it, wait for the hop): a truncated ring runs fewer hops (K_eff, DESIGN's ring hop
+// truncation), a two-level ring composes the same steps over two communicators.
+//
+// Bytes per rank (DESIGN, with T the B*n tokens of a ring rank, hk = kv heads * d, h = hops):
+//   fwd = s*T*2hk*h;  bwd = s*T*2hk*h + s_acc*T*2hk*(h+1 if h > 0 else 0);  h = R-1 gives
+//   DESIGN's full-ring terms (both 0 when R = 1).
 #pragma once
 #include <functional>
 #include <string>
@@ -22,7 +29,7 @@
 
 namespace cpbench {
 
-// What one ring rank works on. Heads are the LOCAL head counts (usp: H/U, G/U).
+// What one ring rank works on. Heads are the LOCAL head counts (usp: H/U, max(G,U)/U).
 struct RingCoreShape {
   int64_t B = 1, n = 0;  // batch, tokens per batch row on each ring rank
   int hq = 0, hk = 0, d = 0;
@@ -35,33 +42,66 @@ using BlockPositions = std::function<Positions(int j)>;
 
 class RingCore {
  public:
-  // Allocates the core's buffers (lse, delta, one block result, comm buffers when R > 1).
+  // Allocates the core's buffers (lse, delta, one block result, the float32 running output for
+  // bf16/fp16, comm buffers when R > 1). All allocation happens here: the loops allocate nothing.
   void setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos);
+  // For a composition that runs its own loop (double_ring_core.h): the step buffers only (no
+  // comm buffers), this rank at ring position `position` of R. forward()/backward() need setup().
+  void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos);
   // q [B,n,hq,d], k, v [B,n,hk,d] (run dtype) -> o [B,n,hq,d] (run dtype); lse() [B,hq,n] f32.
-  void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o);
+  // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one.
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
   // With the forward's final o (and lse, kept here) and dout [B,n,hq,d]:
-  // dq [B,n,hq,d], dk, dv [B,n,hk,d] float32, overwritten.
+  // dq [B,n,hq,d], dk, dv [B,n,hk,d] float32, overwritten. Same `hops` as the forward.
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv);
+                const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, int hops = -1);
   const Tensor& lse() const { return lse_; }
   void teardown();
 
-  // Bytes the core keeps allocated per rank: lse, delta, block o and lse, and when R > 1 two
-  // k|v buffers (run dtype) and three dk|dv accumulators (float32).
+  // ---- steps ------------------------------------------------------------------------------------
+  // One hop in flight: `send` to group rank `to`, `recv` from group rank `from`.
+  struct Hop {
+    Request recv, send;
+  };
+  Hop post_hop(Communicator& c, const Tensor& send, int to, Tensor& recv, int from, int tag);
+  void wait_hop(Communicator& c, Hop& h);
+  // Positions of the tokens ring position j holds (the layout given to setup).
+  Positions block_positions(int j) const { return block_pos_(j); }
+  // Forward: start a fresh running result; add the block k|v `kv` of ring rank `owner` (skipped
+  // when no query sees it); write the result to o (converted from float32 when bf16/fp16).
+  void fwd_begin();
+  void fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o);
+  void fwd_end(Tensor& o);
+  // Backward: delta from the final o and dout, dq zeroed (before the first bwd_block).
+  void bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq);
+  // Backward: this rank's contribution to block `owner`'s dK|dV, written (not added) into the
+  // float32 accumulator `acc` [2*B*n*hk*d]; dq accumulates.
+  void bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq, Tensor& acc);
+  // The k or v half of a packed k|v (or dk|dv) buffer, shaped [B,n,hk,d].
+  Tensor kv_view(const Tensor& buf, int which) const;
+
+  // Bytes the core keeps allocated per rank: lse, delta, block o and lse, the float32 running
+  // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv
+  // accumulators (float32).
   static int64_t activation_bytes(const RingCoreShape& s, int R);
-  // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `hk` = kv heads * d.
-  static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc);
+  // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `hk` = kv heads * d, `hops` hops
+  // (-1: R-1, the full ring).
+  static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc,
+                                        int hops = -1);
 
  private:
   AttnShape attn_shape() const;
-  Tensor kv_view(Tensor& buf, int which) const;   // which 0: k, 1: v, shaped [B,n,hk,d]
   void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);
+  int resolve_hops(int hops) const;
 
   Backend* be_ = nullptr;
   Communicator* ring_ = nullptr;
   RingCoreShape s_;
   BlockPositions block_pos_;
   Tensor lse_, delta_, o_blk_, lse_blk_;
+  Tensor o_acc32_, o_blk32_;  // bf16/fp16: running and block output in float32
+  bool have_ = false;         // the running result holds a block (fwd_begin resets it)
+  int me_ = 0;                // this rank's ring position
   Tensor kv_[2];   // k|v blocks, run dtype (double buffer: one computed on, one arriving)
   Tensor acc_[3];  // dk|dv accumulators, float32: [0],[1] computed on / in flight, [2] arriving
 };

@@ -11,6 +11,11 @@ namespace {
 class RingStriped final : public RingLayer {
  public:
   std::string name() const override { return "ring-striped"; }
+  std::string summary() const override {
+    return "Ring attention with token t on rank t mod P (Striped Attention):\n"
+           "the causal work is balanced without reordering chunks.";
+  }
+  std::string constraints() const override { return "P divides seq"; }
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     require_seq_multiple(s, P, "P");
   }
@@ -23,6 +28,6 @@ class RingStriped final : public RingLayer {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_ring_striped() { return std::make_unique<RingStriped>(); }
+std::unique_ptr<Strategy> make_strategy_ring_striped() { return std::make_unique<RingStriped>(); }
 
 }  // namespace cpbench

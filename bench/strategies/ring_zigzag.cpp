@@ -12,6 +12,11 @@ namespace {
 class RingZigzag final : public RingLayer {
  public:
   std::string name() const override { return "ring-zigzag"; }
+  std::string summary() const override {
+    return "Ring attention with rank r holding chunks r and 2P-1-r of 2P:\n"
+           "the causal work is balanced (ring-flash-attention, Llama 3).";
+  }
+  std::string constraints() const override { return "2P divides seq"; }
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     require_seq_multiple(s, 2 * int64_t(P), "2*P");
   }
@@ -25,6 +30,6 @@ class RingZigzag final : public RingLayer {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_ring_zigzag() { return std::make_unique<RingZigzag>(); }
+std::unique_ptr<Strategy> make_strategy_ring_zigzag() { return std::make_unique<RingZigzag>(); }
 
 }  // namespace cpbench

@@ -11,11 +11,11 @@ Tensor SeqShardedLayer::alloc(std::vector<int64_t> shape, MemKind kind) {
 Tensor SeqShardedLayer::alloc_f32(std::vector<int64_t> shape, MemKind kind) {
   return be().alloc(std::move(shape), DType::f32, kind);
 }
-Tensor SeqShardedLayer::in_run_dtype(const Tensor& acc) {
-  if (env_.shape.dtype == DType::f32) return acc;
-  Tensor t = alloc(acc.shape);
-  be().convert(t, acc);
-  return t;
+QkvLayout SeqShardedLayer::qkv_layout() const {
+  const LayerShape& s = env_.shape;
+  QkvLayout l;
+  l.B = s.B; l.T = T_; l.hq = s.H; l.hk = s.G; l.d = s.d;
+  return l;
 }
 
 void SeqShardedLayer::setup(StrategyEnv& env) {
@@ -23,7 +23,7 @@ void SeqShardedLayer::setup(StrategyEnv& env) {
   const LayerShape& s = env_.shape;
   pos_ = token_positions(s, mesh());
   T_ = pos_.count();
-  const int64_t BT = s.B * T_, Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
+  const int64_t BT = s.B * T_, Hd = int64_t(s.H) * s.d, Cq = s.qkv_cols();
 
   auto upload = [&](Tensor& t, const std::vector<float>& host) { be().upload(host, t); };
   x_ = alloc({s.B, T_, s.D});
@@ -55,25 +55,21 @@ void SeqShardedLayer::setup(StrategyEnv& env) {
   dnorm_w_ = alloc_f32({s.D}, MemKind::weights);
   dw_qkv_ = alloc_f32({s.D, Cq}, MemKind::weights);
   dw_o_ = alloc_f32({Hd, s.D}, MemKind::weights);
-  (void)Gd;
+  if (s.dtype != DType::f32) {
+    dq_run_ = reuse_as(qkv_, s.dtype, {s.B, T_, s.H, s.d});
+    dk_run_ = reuse_as(qkv_, s.dtype, {s.B, T_, s.G, s.d}, dq_run_.bytes());
+    dv_run_ = reuse_as(qkv_, s.dtype, {s.B, T_, s.G, s.d}, dq_run_.bytes() + dk_run_.bytes());
+  }
   core_setup();
 }
 
 void SeqShardedLayer::forward() {
   const LayerShape& s = env_.shape;
-  const int64_t BT = s.B * T_, Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
+  const int64_t BT = s.B * T_, Hd = int64_t(s.H) * s.d, Cq = s.qkv_cols();
   Backend& b = be();
   b.rmsnorm_fwd(x_.reshape({BT, s.D}), norm_w_, s.eps, xn_, rstd_);
   b.gemm(false, false, BT, Cq, s.D, 1.0f, xn_, s.D, w_qkv_, Cq, 0.0f, qkv_, Cq);
-  if (s.rope) {
-    Tensor qpart = qkv_.view(0, {qkv_.numel()});
-    Tensor kpart = qkv_.view(Hd, {qkv_.numel() - Hd});
-    b.rope(qpart, s.B, T_, s.H, s.d, Cq, pos_, s.rope_theta, false);
-    b.rope(kpart, s.B, T_, s.G, s.d, Cq, pos_, s.rope_theta, false);
-  }
-  b.copy_2d(q_, Hd, qkv_, Cq, BT, Hd);
-  b.copy_2d(k_, Gd, qkv_.view(Hd, {qkv_.numel() - Hd}), Cq, BT, Gd);
-  b.copy_2d(v_, Gd, qkv_.view(Hd + Gd, {qkv_.numel() - Hd - Gd}), Cq, BT, Gd);
+  rope_and_split_qkv(b, qkv_layout(), s.rope, pos_, s.rope_theta, qkv_, q_, k_, v_);
   core_forward();
   Tensor y2 = y_.reshape({BT, s.D});
   b.gemm(false, false, BT, s.D, Hd, 1.0f, o_, Hd, w_o_, s.D, 0.0f, y2, s.D);
@@ -82,24 +78,15 @@ void SeqShardedLayer::forward() {
 
 void SeqShardedLayer::backward() {
   const LayerShape& s = env_.shape;
-  const int64_t BT = s.B * T_, Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
+  const int64_t BT = s.B * T_, Hd = int64_t(s.H) * s.d, Cq = s.qkv_cols();
   Backend& b = be();
   // through the output projection
   b.gemm(false, true, BT, Hd, s.D, 1.0f, dy_, s.D, w_o_, s.D, 0.0f, do_, Hd);
   b.gemm(true, false, Hd, s.D, BT, 1.0f, o_, Hd, dy_, s.D, 0.0f, dw_o_, s.D);
   core_backward();
   // dq, dk, dv -> dqkv (run dtype), then un-rotate
-  Tensor dq = in_run_dtype(dq_), dk = in_run_dtype(dk_), dv = in_run_dtype(dv_);
-  b.copy_2d(dqkv_, Cq, dq, Hd, BT, Hd);
-  Tensor dk_dst = dqkv_.view(Hd, {dqkv_.numel() - Hd});
-  b.copy_2d(dk_dst, Cq, dk, Gd, BT, Gd);
-  Tensor dv_dst = dqkv_.view(Hd + Gd, {dqkv_.numel() - Hd - Gd});
-  b.copy_2d(dv_dst, Cq, dv, Gd, BT, Gd);
-  if (s.rope) {
-    Tensor qpart = dqkv_.view(0, {dqkv_.numel()});
-    b.rope(qpart, s.B, T_, s.H, s.d, Cq, pos_, s.rope_theta, true);
-    b.rope(dk_dst, s.B, T_, s.G, s.d, Cq, pos_, s.rope_theta, true);
-  }
+  merge_and_unrope_dqkv(b, qkv_layout(), s.rope, pos_, s.rope_theta, in_dtype(b, s.dtype, dq_, dq_run_),
+                        in_dtype(b, s.dtype, dk_, dk_run_), in_dtype(b, s.dtype, dv_, dv_run_), dqkv_);
   // through the QKV projection and the norm
   b.gemm(false, true, BT, s.D, Cq, 1.0f, dqkv_, Cq, w_qkv_, Cq, 0.0f, dxn_, s.D);
   b.gemm(true, false, s.D, Cq, BT, 1.0f, xn_, s.D, dqkv_, Cq, 0.0f, dw_qkv_, Cq);
@@ -112,7 +99,8 @@ void SeqShardedLayer::backward() {
 void SeqShardedLayer::teardown() {
   core_teardown();
   for (Tensor* t : {&x_, &norm_w_, &w_qkv_, &w_o_, &dy_, &xn_, &rstd_, &qkv_, &q_, &k_, &v_, &o_,
-                    &y_, &do_, &dq_, &dk_, &dv_, &dqkv_, &dxn_, &dx_, &dnorm_w_, &dw_qkv_, &dw_o_})
+                    &y_, &do_, &dq_, &dk_, &dv_, &dqkv_, &dxn_, &dx_, &dnorm_w_, &dw_qkv_, &dw_o_,
+                    &dq_run_, &dk_run_, &dv_run_})
     *t = Tensor{};
 }
 

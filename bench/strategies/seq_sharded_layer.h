@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/strategies/qkv.h"
 #include "bench/strategy.h"
 
 namespace cpbench {
@@ -44,9 +45,7 @@ class SeqShardedLayer : public Strategy {
   const LayerShape& shape() const { return env_.shape; }
   Tensor alloc(std::vector<int64_t> shape, MemKind kind = MemKind::activations);
   Tensor alloc_f32(std::vector<int64_t> shape, MemKind kind = MemKind::activations);
-  // Sends float32 accumulators in the run dtype: returns `acc` itself for fp32 runs, else a
-  // converted copy.
-  Tensor in_run_dtype(const Tensor& acc);
+  QkvLayout qkv_layout() const;
 
   StrategyEnv env_;
   Positions pos_;  // this rank's tokens
@@ -57,6 +56,9 @@ class SeqShardedLayer : public Strategy {
   Tensor xn_, rstd_, qkv_, q_, k_, v_, o_, y_;
   // backward
   Tensor do_, dq_, dk_, dv_, dqkv_, dxn_, dx_, dnorm_w_, dw_qkv_, dw_o_;
+  // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv_'s memory (dead once q, k, v are split
+  // out of it; nothing exports it), so the conversion allocates nothing and adds no memory.
+  Tensor dq_run_, dk_run_, dv_run_;
 };
 
 }  // namespace cpbench

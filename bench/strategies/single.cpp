@@ -10,6 +10,11 @@ namespace {
 class Single final : public SeqShardedLayer {
  public:
   std::string name() const override { return "single"; }
+  std::string summary() const override {
+    return "Reference: every rank computes the whole layer on the whole sequence.\n"
+           "Nothing travels; the strong-scaling baseline.";
+  }
+  std::string constraints() const override { return "none"; }
   void check(const LayerShape&, int, const MeshSpec&) const override {}
   CommPrediction predicted_bytes(const LayerShape&, int, const MeshSpec&, int64_t, int64_t) const override {
     return {0, 0};
@@ -59,6 +64,6 @@ class Single final : public SeqShardedLayer {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_single() { return std::make_unique<Single>(); }
+std::unique_ptr<Strategy> make_strategy_single() { return std::make_unique<Single>(); }
 
 }  // namespace cpbench

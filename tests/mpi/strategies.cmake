@@ -12,14 +12,41 @@ cpbench_verify_test(p6_mesh_noncausal_ringinner   6 --model tiny --seq 132 --hea
 cpbench_verify_test(p6_kv2_lt_p                   6 --model tiny --seq 144 --heads 6 --kv-heads 2 --strategies usp --mesh all)
 cpbench_verify_test(p8_mesh_causal_gqa            8 --model tiny --seq 160 --heads 16 --kv-heads 8 --strategies ${_all} --mesh all)
 cpbench_verify_test(p8_kv4_lt_p                   8 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies usp --mesh all)
+# KV replication (kv_heads < Ulysses degree, kv_heads dividing it): ulysses, megatron-sp and every
+# usp mesh, including u4 and u8 with kv_heads=2 (copies per head 2 and 4), causal and not, B=2.
+cpbench_verify_test(p4_kv_replicated              4 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all)
+cpbench_verify_test(p4_kv_replicated_noncausal_b2 4 --model tiny --seq 72 --heads 4 --kv-heads 1 --batch 2 --no-causal --strategies ulysses,megatron-sp,usp --mesh all --placement ring-inner)
+cpbench_verify_test(p8_kv_replicated              8 --model tiny --seq 160 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all)
 cpbench_verify_test(p8_mesh_noncausal_ringinner   8 --model tiny --seq 160 --heads 8 --kv-heads 8 --no-causal --strategies usp --mesh all --placement ring-inner)
+
+# Double ring (LoongTrain): every inner ring size w dividing P (w = 1 and w = P are single rings
+# over the outer or the inner level), causal and not, GQA, B=2, both placements.
+cpbench_verify_test(p4_double_ring_mesh           4 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies double-ring --mesh all)
+cpbench_verify_test(p6_double_ring_noncausal_b2   6 --model tiny --seq 72 --heads 6 --kv-heads 3 --batch 2 --no-causal --strategies double-ring --mesh all --placement ring-inner)
+cpbench_verify_test(p8_double_ring_mesh           8 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies double-ring,ring-zigzag --mesh all)
 
 # Bad meshes and shapes: a clear message on every rank, non-zero exit, no hang.
 cpbench_fail_test(usp_mesh_product 4 "usp: ulysses=3 x ring=2 = 6 ranks, but P=4" run --model tiny --seq 64 --strategies usp --ulysses 3 --ring 2)
 cpbench_fail_test(usp_mesh_product_default 4 "usp: ulysses=3 x ring=2 = 6 ranks, but P=4" run --model tiny --seq 64 --ulysses 3 --ring 2)
-cpbench_fail_test(usp_ulysses_kv 4 "usp: ulysses=4 does not divide kv_heads=2; use ulysses<=2" verify --model tiny --seq 64 --strategies usp --ulysses 4)
+cpbench_fail_test(usp_ulysses_kv 4 "usp: ulysses=4 and kv_heads=6: one must divide the other.*; use ulysses<=2" verify --model tiny --seq 64 --heads 12 --kv-heads 6 --strategies usp --ulysses 4)
 cpbench_fail_test(usp_ulysses_heads 6 "usp: ulysses=3 does not divide heads=4" verify --model tiny --seq 96 --strategies usp --ulysses 3 --ring 2)
-cpbench_fail_test(megatron_kv 4 "megatron-sp: P=4 does not divide kv_heads=2; use usp with ulysses<=2" run --model tiny --seq 64 --strategies megatron-sp)
+cpbench_fail_test(megatron_kv 4 "megatron-sp: P=4 and kv_heads=6: one must divide the other.*; use usp with ulysses<=2" run --model tiny --seq 64 --heads 12 --kv-heads 6 --strategies megatron-sp)
+cpbench_fail_test(ulysses_heads 4 "ulysses: P=4 does not divide heads=6" run --model tiny --seq 64 --heads 6 --kv-heads 2 --strategies ulysses)
 cpbench_fail_test(zigzag_seq 4 "ring-zigzag: seq=100 is not divisible by 2.P=8" run --model tiny --seq 100 --strategies ring-zigzag)
+cpbench_fail_test(double_ring_seq 4 "double-ring: seq=100 is not divisible by 2.P=8" run --model tiny --seq 100 --strategies double-ring)
 cpbench_fail_test(allgather_seq 3 "allgather-kv: seq=100 is not divisible by 2.P=6" run --model tiny --seq 100 --strategies allgather-kv)
 cpbench_fail_test(mesh_all_with_ulysses 2 "--mesh all enumerates every U x R" run --model tiny --mesh all --ulysses 2)
+
+# The ring core's steps with a truncated ring (hops = 0 .. R-1) against a local reference:
+# outputs, the dK,dV accumulators' return to their owner, and bytes == RingCore's model.
+if(CPBENCH_MPI)
+  add_executable(test_ring_steps_mpi ${CMAKE_CURRENT_SOURCE_DIR}/test_ring_steps_mpi.cpp)
+  target_link_libraries(test_ring_steps_mpi PRIVATE cpbench_lib cpbench_warnings)
+  foreach(np 1 2 3 4 6)
+    add_test(NAME ring_steps_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe --allow-run-as-root
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_ring_steps_mpi> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(ring_steps_np${np} PROPERTIES LABELS mpi TIMEOUT 300 PROCESSORS ${np}
+                         PASS_REGULAR_EXPRESSION "ring steps: [0-9]+ passed, 0 failed")
+  endforeach()
+endif()

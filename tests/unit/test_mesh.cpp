@@ -100,6 +100,81 @@ TEST_CASE("mesh rejects U x R != P and ranks outside the mesh, naming the values
   CHECK_THROWS_AS(Mesh::ring_group_of(-1, 4, 2, 2, Placement::ulysses_inner), std::invalid_argument);
 }
 
+TEST_CASE("N-level meshes: each level partitions the ranks, levels meet in one rank", "[mesh]") {
+  // Every 3-level factorization of P <= 12, in every order of the level names.
+  for (int P = 1; P <= 12; ++P) {
+    for (int a = 1; a <= P; ++a) {
+      if (P % a) continue;
+      for (int b = 1; b <= P / a; ++b) {
+        if ((P / a) % b) continue;
+        const int c = P / a / b;
+        MeshDesc d;
+        d.levels = {{"ring_outer", a}, {"ring_inner", b}, {"ulysses", c}};
+        INFO("mesh " << d.key());
+        REQUIRE(d.ranks() == P);
+        const int stride[3] = {b * c, c, 1};
+        for (int li = 0; li < 3; ++li) {
+          const MeshLevel& l = d.levels[static_cast<size_t>(li)];
+          std::set<std::vector<int>> groups;
+          for (int r = 0; r < P; ++r) {
+            const auto g = Mesh::group_of(r, d, l.name);
+            REQUIRE(g.size() == static_cast<size_t>(l.size));
+            CHECK(std::find(g.begin(), g.end(), r) != g.end());
+            CHECK(is_arith(g, g.front(), stride[li]));  // the level's stride, ascending
+            for (int m : g) CHECK(Mesh::group_of(m, d, l.name) == g);
+            groups.insert(g);
+          }
+          CHECK(groups.size() == static_cast<size_t>(P / l.size));  // disjoint groups cover P
+        }
+        for (int r = 0; r < P; ++r)
+          for (int i = 0; i < 3; ++i)
+            for (int j = i + 1; j < 3; ++j) {
+              const auto gi = Mesh::group_of(r, d, d.levels[static_cast<size_t>(i)].name);
+              const auto gj = Mesh::group_of(r, d, d.levels[static_cast<size_t>(j)].name);
+              std::vector<int> both;
+              std::set_intersection(gi.begin(), gi.end(), gj.begin(), gj.end(), std::back_inserter(both));
+              CHECK(both == std::vector<int>{r});
+            }
+      }
+    }
+  }
+}
+
+TEST_CASE("N-level meshes: worked example, two-level equivalence, errors", "[mesh]") {
+  // P = 8: a double ring of 2 windows x 2 ranks around Ulysses pairs.
+  MeshDesc d;
+  d.levels = {{"ring_outer", 2}, {"ring_inner", 2}, {"ulysses", 2}};
+  CHECK(Mesh::group_of(5, d, "ulysses") == std::vector<int>{4, 5});
+  CHECK(Mesh::group_of(5, d, "ring_inner") == std::vector<int>{5, 7});
+  CHECK(Mesh::group_of(5, d, "ring_outer") == std::vector<int>{1, 5});
+  CHECK(d.key() == "ring_outer=2/ring_inner=2/ulysses=2");
+  CHECK(d.size_of("ring_inner") == 2);
+  CHECK(d.size_of("ring") == 1);  // a level the mesh lacks has groups of one
+  CHECK_FALSE(d.has("ring"));
+  // The two-level mesh is the general one with the placement's order.
+  for (int P : {4, 6, 8, 12})
+    for (int U = 1; U <= P; ++U) {
+      if (P % U) continue;
+      for (Placement pl : {Placement::ulysses_inner, Placement::ring_inner})
+        for (int r = 0; r < P; ++r) {
+          const MeshDesc t = MeshDesc::two_level(U, P / U, pl);
+          CHECK(Mesh::group_of(r, t, "ulysses") == Mesh::ulysses_group_of(r, P, U, P / U, pl));
+          CHECK(Mesh::group_of(r, t, "ring") == Mesh::ring_group_of(r, P, U, P / U, pl));
+        }
+    }
+  CHECK(MeshDesc::two_level(2, 4, Placement::ulysses_inner).key() == "ring=4/ulysses=2");
+  CHECK(MeshDesc::two_level(2, 4, Placement::ring_inner).key() == "ulysses=2/ring=4");
+  CHECK_THROWS_WITH(Mesh::group_of(0, d, "ring"),
+                    Catch::Contains("no level 'ring'") && Catch::Contains("ring_outer=2"));
+  CHECK_THROWS_WITH(Mesh::group_of(8, d, "ulysses"), Catch::Contains("rank 8 is outside [0, 8)"));
+  MeshDesc twice;
+  twice.levels = {{"ring", 2}, {"ring", 2}};
+  CHECK_THROWS_WITH(Mesh::group_of(0, twice, "ring"), Catch::Contains("'ring' appears twice"));
+  MeshDesc zero;
+  zero.levels = {{"ring", 0}};
+  CHECK_THROWS_AS(Mesh::group_of(0, zero, "ring"), std::invalid_argument);
+}
+
 TEST_CASE("placement names round-trip", "[mesh]") {
   CHECK(std::string(placement_name(Placement::ulysses_inner)) == "ulysses-inner");
   CHECK(std::string(placement_name(Placement::ring_inner)) == "ring-inner");

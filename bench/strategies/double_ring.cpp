@@ -1,0 +1,102 @@
+// double-ring — LoongTrain's double ring (Gu et al. 2024) on the zigzag layout: the P ranks of the
+// ring split into windows of w consecutive ranks (mesh levels ring_outer = P/w, ring_inner = w;
+// w = --inner-ring, default the ranks of one node). K,V circulate inside each window while the
+// block each rank started a round with travels to the next window, overlapped with the round
+// (double_ring_core.h). Rank r holds zigzag chunks r and 2P-1-r of 2P, so the causal work is
+// balanced as in ring-zigzag. Forward bytes equal the ring's; what changes is where they go:
+// each rank sends P/w - 1 blocks across windows (inter-node when windows are nodes) instead of
+// the node's boundary ranks sending all of theirs.
+// Bytes per rank: fwd = s*T*2hk*(P-1); bwd = fwd + s_acc*T*2hk*(A), A = P when w = P or w = 1,
+// P + P/w otherwise (the accumulators close the inner circle each round, then hop windows).
+#include <sstream>
+
+#include "bench/strategies/double_ring_core.h"
+#include "bench/strategies/layout.h"
+
+namespace cpbench {
+
+namespace {
+
+class DoubleRing final : public SeqShardedLayer {
+ public:
+  std::string name() const override { return "double-ring"; }
+  std::string summary() const override {
+    return "LoongTrain double ring: K,V circulate in windows of w ranks (inner ring) while\n"
+           "blocks hop between windows (outer ring), overlapped; zigzag layout.";
+  }
+  std::string constraints() const override { return "2P divides seq; inner ring w divides P"; }
+  std::string label(const MeshSpec& m) const override {
+    return name() + "[w" + std::to_string(m.inner_ring) + "]";
+  }
+  // --mesh all: every window size w dividing P (w = P and w = 1 are single rings over the inner
+  // or the outer level).
+  std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const override {
+    std::vector<MeshSpec> all;
+    for (int w = 1; w <= P; ++w) {
+      if (P % w) continue;
+      MeshSpec m = base;
+      m.inner_ring = w;
+      all.push_back(m);
+    }
+    return all;
+  }
+  MeshSpec resolve_mesh(const MeshSpec& req, const LayerShape&, int P) const override {
+    MeshSpec m = req;
+    m.U = 1;
+    m.R = P;
+    m.usp_ring = UspRing::double_;
+    m.inner_ring = resolve_inner_ring(m, name());
+    return m;
+  }
+  void check(const LayerShape& s, int P, const MeshSpec&) const override {
+    if (s.N % (2 * int64_t(P)) != 0) {
+      std::ostringstream e;
+      e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P;
+      throw ConstraintError(e.str());
+    }
+  }
+  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                 int64_t acc) const override {
+    const int w = m.inner_ring > 0 ? m.inner_ring : P;
+    return DoubleRingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, w, P / w, elem, acc);
+  }
+
+ protected:
+  // Zigzag chunks of ring position j (= the rank: windows are consecutive ranks).
+  Positions rank_positions(const LayerShape& s, int P, int j) const {
+    const int64_t c = s.N / (2 * int64_t(P));
+    return Positions::two(j * c, c, (2 * int64_t(P) - 1 - j) * c, c);
+  }
+  Positions token_positions(const LayerShape& s, const Mesh& m) const override {
+    return rank_positions(s, m.P, m.cp->rank());
+  }
+  void core_setup() override {
+    const LayerShape& s = shape();
+    RingCoreShape cs;
+    cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
+    const int P = mesh().P;
+    core_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
+                [this, P](int j) { return rank_positions(shape(), P, j); });
+  }
+  void core_forward() override { core_.forward(q_, k_, v_, o_); }
+  void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_); }
+  void core_teardown() override { core_.teardown(); }
+  void export_lse(std::vector<float>& global) override {
+    const LayerShape& s = shape();
+    add_lse_rows(global, be().download(core_.lse()), s.B, s.H, s.N, 0, s.H, pos_);
+  }
+  int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override {
+    RingCoreShape cs;
+    cs.B = s.B; cs.n = s.N / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
+    const int w = m.inner_ring > 0 ? m.inner_ring : P;
+    return DoubleRingCore::activation_bytes(cs, w, P / w);
+  }
+
+  DoubleRingCore core_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_strategy_double_ring() { return std::make_unique<DoubleRing>(); }
+
+}  // namespace cpbench

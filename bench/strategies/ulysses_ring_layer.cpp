@@ -1,0 +1,219 @@
+#include "bench/strategies/ulysses_ring_layer.h"
+
+#include <sstream>
+#include <stdexcept>
+
+#include "bench/strategies/layout.h"
+#include "comm/communicator.h"
+
+namespace cpbench {
+
+CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m,
+                                                 int64_t elem, int64_t acc) const {
+  if (m.U < 1 || m.R < 1) throw std::logic_error(name() + ": predicted_bytes needs a resolved mesh");
+  const int64_t T = s.B * s.N / P, hq = int64_t(s.H) * s.d, hk = int64_t(replicated_kv_heads(m.U, s)) * s.d;
+  const int64_t a2a = elem * T * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
+  const CommPrediction ring = m.inner_ring > 0
+                                  ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc)
+                                  : RingCore::predicted_bytes(T, hk, m.R, elem, acc);
+  return {a2a + ring.fwd, a2a + ring.bwd};
+}
+
+void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
+                                            const std::string& hint) const {
+  std::ostringstream e;
+  const bool zz = zigzag_layout(m.ring_layout, s.causal);
+  const std::string heads = m.U >= 1 ? head_sharding_error(m.U, s, "ulysses") : "";
+  if (m.U < 1 || m.R < 1 || int64_t(m.U) * m.R != P)
+    e << name() << ": ulysses=" << m.U << " x ring=" << m.R << " must equal P=" << P;
+  else if (!heads.empty())
+    e << name() << ": " << heads << "; " << hint;
+  else if (zz && s.N % (2 * int64_t(P)) != 0)
+    e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
+      << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
+  else if (!zz && s.N % P != 0)
+    e << name() << ": seq=" << s.N << " is not divisible by P=" << P;
+  if (!e.str().empty()) throw ConstraintError(e.str());
+}
+
+Positions UlyssesRingLayer::ring_block(int j) const {
+  const LayerShape& s = shape();
+  const int64_t Rn = R();
+  if (zigzag()) {
+    const int64_t C = s.N / (2 * Rn);
+    return Positions::two(j * C, C, (2 * Rn - 1 - j) * C, C);
+  }
+  const int64_t L = s.N / Rn;
+  return Positions::contiguous(j * L, L);
+}
+
+int UlyssesRingLayer::ring_position(const Mesh& m) {
+  if (m.desc.has("ring")) return m.group("ring").rank();
+  return m.group("ring_outer").rank() * m.size_of("ring_inner") + m.group("ring_inner").rank();
+}
+
+Positions UlyssesRingLayer::token_positions(const LayerShape& s, const Mesh& m) const {
+  const int64_t Un = m.size_of("ulysses"), Rn = ring_size(m);
+  const int64_t u = m.group("ulysses").rank(), rho = ring_position(m);
+  if (zigzag()) {
+    const int64_t C = s.N / (2 * Rn), c = C / Un;
+    return Positions::two(rho * C + u * c, c, (2 * Rn - 1 - rho) * C + u * c, c);
+  }
+  const int64_t L = s.N / Rn, T = L / Un;
+  return Positions::contiguous(rho * L + u * T, T);
+}
+
+void UlyssesRingLayer::core_setup() {
+  const LayerShape& s = shape();
+  const int Un = U(), Ge = replicated_kv_heads(Un, s), hl = s.H / Un, gl = Ge / Un;
+  const int64_t n = int64_t(Un) * T_;  // tokens per batch row of this rank's ring index
+  q_r_ = alloc({s.B, n, hl, s.d});
+  k_r_ = alloc({s.B, n, gl, s.d});
+  v_r_ = alloc({s.B, n, gl, s.d});
+  o_r_ = alloc({s.B, n, hl, s.d});
+  do_r_ = alloc({s.B, n, hl, s.d});
+  dq_r_ = alloc_f32({s.B, n, hl, s.d});
+  dk_r_ = alloc_f32({s.B, n, gl, s.d});
+  dv_r_ = alloc_f32({s.B, n, gl, s.d});
+  const int64_t a2a = s.B * T_ * int64_t(s.H + 2 * Ge) * s.d;  // the largest exchange: q|k|v
+  send_ = alloc({a2a}, MemKind::comm);
+  recv_ = alloc({a2a}, MemKind::comm);
+  if (kv_copies() > 1) {
+    k_rep_ = alloc({s.B, T_, Ge, s.d});
+    v_rep_ = alloc({s.B, T_, Ge, s.d});
+    copy_run_ = alloc({s.B, T_, s.G, s.d});
+    if (s.dtype != DType::f32) copy32_ = alloc_f32({s.B, T_, s.G, s.d});
+  }
+  RingCoreShape cs;
+  cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
+  if (double_ring())
+    dring_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
+                 [this](int j) { return ring_block(j); });
+  else
+    ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); });
+}
+
+void UlyssesRingLayer::core_forward() {
+  const LayerShape& s = shape();
+  Communicator& c = mesh().group("ulysses");
+  const int Un = c.size(), f = kv_copies(), Ge = s.G * f;
+  Backend& b = be();
+  Tensor* k = &k_;
+  Tensor* v = &v_;
+  if (f > 1) {  // head g*f + c = copy c of head g
+    const int64_t rows = s.B * T_ * s.G;
+    for (int cp = 0; cp < f; ++cp) {
+      Tensor kd = k_rep_.view(cp * s.d, {k_rep_.numel() - cp * s.d});
+      Tensor vd = v_rep_.view(cp * s.d, {v_rep_.numel() - cp * s.d});
+      b.copy_2d(kd, int64_t(f) * s.d, k_, s.d, rows, s.d);
+      b.copy_2d(vd, int64_t(f) * s.d, v_, s.d, rows, s.d);
+    }
+    k = &k_rep_;
+    v = &v_rep_;
+  }
+  // q, k, v: my tokens, all heads -> my ring index's tokens, head slice u
+  Tensor send = send_.view(0, {s.B * T_ * int64_t(s.H + 2 * Ge) * s.d});
+  Tensor recv = recv_.view(0, {send.numel()});
+  pack_heads_to_peers(b, {{&q_, s.H}, {k, Ge}, {v, Ge}}, s.B, T_, s.d, Un, send);
+  c.all_to_all(send, recv);
+  unpack_peers_to_sequence(b, recv, s.B, T_, s.d, Un, nseg(), {{&q_r_, s.H}, {&k_r_, Ge}, {&v_r_, Ge}});
+  if (double_ring()) dring_.forward(q_r_, k_r_, v_r_, o_r_);
+  else ring_.forward(q_r_, k_r_, v_r_, o_r_);
+  // o: back to my tokens, all heads
+  Tensor send_o = send_.view(0, {s.B * T_ * s.H * s.d});
+  Tensor recv_o = recv_.view(0, {send_o.numel()});
+  pack_sequence_to_peers(b, {{&o_r_, s.H}}, s.B, T_, s.d, Un, nseg(), send_o);
+  c.all_to_all(send_o, recv_o);
+  unpack_peers_to_heads(b, recv_o, s.B, T_, s.d, Un, {{&o_, s.H}});
+}
+
+void UlyssesRingLayer::sum_kv_copies(const Tensor& copies, Tensor& dst) {
+  const LayerShape& s = shape();
+  const int f = kv_copies();
+  const int64_t rows = s.B * T_ * s.G;
+  Backend& b = be();
+  for (int cp = 0; cp < f; ++cp) {
+    const Tensor src = copies.view(cp * s.d, {copies.numel() - cp * s.d});
+    b.copy_2d(copy_run_, s.d, src, int64_t(f) * s.d, rows, s.d);
+    const Tensor* term = &copy_run_;
+    if (s.dtype != DType::f32) {  // summed in float32
+      b.convert(copy32_, copy_run_);
+      term = &copy32_;
+    }
+    if (cp == 0) b.copy_2d(dst, dst.numel(), *term, term->numel(), 1, term->numel());
+    else b.add(dst, dst, *term);
+  }
+}
+
+void UlyssesRingLayer::core_backward() {
+  const LayerShape& s = shape();
+  Communicator& c = mesh().group("ulysses");
+  const int Un = c.size(), f = kv_copies(), Ge = s.G * f;
+  const bool f32 = s.dtype == DType::f32;
+  Backend& b = be();
+  Tensor send_do = send_.view(0, {s.B * T_ * s.H * s.d});
+  Tensor recv_do = recv_.view(0, {send_do.numel()});
+  pack_heads_to_peers(b, {{&do_, s.H}}, s.B, T_, s.d, Un, send_do);
+  c.all_to_all(send_do, recv_do);
+  unpack_peers_to_sequence(b, recv_do, s.B, T_, s.d, Un, nseg(), {{&do_r_, s.H}});
+  if (double_ring()) dring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
+  else ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
+  // dq, dk, dv: back to my tokens, sent in the run dtype (converted into q_r_, k_r_, v_r_,
+  // which the step no longer needs).
+  Tensor dq = in_dtype(b, s.dtype, dq_r_, q_r_), dk = in_dtype(b, s.dtype, dk_r_, k_r_),
+         dv = in_dtype(b, s.dtype, dv_r_, v_r_);
+  Tensor send = send_.view(0, {s.B * T_ * int64_t(s.H + 2 * Ge) * s.d});
+  Tensor recv = recv_.view(0, {send.numel()});
+  pack_sequence_to_peers(b, {{&dq, s.H}, {&dk, Ge}, {&dv, Ge}}, s.B, T_, s.d, Un, nseg(), send);
+  c.all_to_all(send, recv);
+  // Where each gradient lands: the float32 result directly (fp32, no replication), else a
+  // run-dtype buffer converted or summed over the copies afterwards.
+  Tensor& dq_dst = f32 ? dq_ : dq_run_;
+  Tensor& dk_dst = f > 1 ? k_rep_ : (f32 ? dk_ : dk_run_);
+  Tensor& dv_dst = f > 1 ? v_rep_ : (f32 ? dv_ : dv_run_);
+  unpack_peers_to_heads(b, recv, s.B, T_, s.d, Un, {{&dq_dst, s.H}, {&dk_dst, Ge}, {&dv_dst, Ge}});
+  if (!f32) b.convert(dq_, dq_run_);
+  if (f > 1) {
+    sum_kv_copies(k_rep_, dk_);
+    sum_kv_copies(v_rep_, dv_);
+  } else if (!f32) {
+    b.convert(dk_, dk_run_);
+    b.convert(dv_, dv_run_);
+  }
+}
+
+void UlyssesRingLayer::core_teardown() {
+  if (double_ring()) dring_.teardown();
+  else ring_.teardown();
+  for (Tensor* t : {&q_r_, &k_r_, &v_r_, &o_r_, &do_r_, &dq_r_, &dk_r_, &dv_r_, &send_, &recv_,
+                    &k_rep_, &v_rep_, &copy_run_, &copy32_})
+    *t = Tensor{};
+}
+
+void UlyssesRingLayer::export_lse(std::vector<float>& global) {
+  // The ring core's lse [B, H/U, U*T] covers query heads [u*H/U, (u+1)*H/U) of the tokens of
+  // this rank's ring index.
+  const LayerShape& s = shape();
+  const int hl = s.H / U();
+  const Tensor& lse = double_ring() ? dring_.lse() : ring_.lse();
+  add_lse_rows(global, be().download(lse), s.B, s.H, s.N, mesh().group("ulysses").rank() * hl, hl,
+               ring_block(ring_position(mesh())));
+}
+
+int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
+  // The ring index's tokens for the local heads: q, k, v, o, do (run dtype; kept for backward)
+  // and dq, dk, dv (float32); two all-to-all buffers; with replication the replicated k, v and
+  // one copy's buffers; the ring core's own buffers.
+  const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P, n = int64_t(m.U) * T;
+  const int64_t Ge = replicated_kv_heads(m.U, s), hl = s.H / m.U, gl = Ge / m.U;
+  RingCoreShape cs;
+  cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
+  int64_t rep = 0;
+  if (Ge > s.G) rep = s.B * T * s.d * (2 * Ge * es + s.G * es + (s.dtype == DType::f32 ? 0 : s.G * 4));
+  return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) +
+         2 * s.B * T * (s.H + 2 * Ge) * s.d * es + rep +
+         (m.inner_ring > 0 ? DoubleRingCore::activation_bytes(cs, m.inner_ring, m.R / m.inner_ring)
+                           : RingCore::activation_bytes(cs, m.R));
+}
+
+}  // namespace cpbench

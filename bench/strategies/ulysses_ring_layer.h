@@ -1,0 +1,87 @@
+// The Ulysses all-to-all around a ring-attention core: the one implementation of the layout
+// change shared by ulysses (mesh fixed at ulysses=P, ring=1) and usp (any U x R).
+//
+// The P ranks form a U x R mesh (levels "ulysses" and "ring"). Inside each Ulysses group of U
+// ranks, an all-to-all turns q, k, v from "my tokens, all heads" into "the group's tokens,
+// H/U query heads and max(G,U)/U kv heads"; across the R groups, ring attention (ring_core.h)
+// runs on those tokens over the ring level; an all-to-all brings o back. Backward mirrors it:
+// do travels like q, the ring backward runs, and dq, dk, dv travel back like o (in the run
+// dtype). With R = 1 the ring core is one local attention: plain Ulysses.
+//
+// KV replication (U > G, G divides U; DeepSpeed / verl): the G kv heads are replicated
+// f = U/G times before the all-to-all (copy c of head g is head g*f + c, so rank u receives a
+// copy of head u/f, the one its query heads [u*H/U, (u+1)*H/U) use) and their gradients summed
+// back over the f copies after the backward all-to-all.
+//
+// Token layout. Ring index rho = the rank's index in its ring group, Ulysses index u = its index
+// in its Ulysses group.
+//   zigzag (default when causal): the sequence is cut into 2R chunks of C = N/(2R); ring index
+//     rho owns chunks rho and 2R-1-rho, and Ulysses member u holds the u-th 1/U of each:
+//     [rho*C + u*C/U, +C/U) and [(2R-1-rho)*C + u*C/U, +C/U). After the all-to-all (nseg = 2)
+//     each rank holds both chunks of its ring index in position order, as ring-zigzag does.
+//   contiguous: ring index rho owns [rho*N/R, (rho+1)*N/R), member u holds its u-th 1/U.
+//
+// The ring level is a single ring (ring_core.h) or, with MeshSpec::inner_ring > 0 (usp_ring =
+// double), a double ring over the levels ring_outer x ring_inner (double_ring_core.h).
+//
+// Bytes per rank, with Ge = max(G, U): fwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1);
+// bwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1) + s_acc*T*2*d*Ge*R. Ulysses terms vanish
+// when U = 1, ring terms when R = 1 (DESIGN's usp model; Ge = G without replication). A double
+// ring changes the accumulator term as double_ring_core.h says.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "bench/strategies/double_ring_core.h"
+#include "bench/strategies/ring_core.h"
+
+namespace cpbench {
+
+class UlyssesRingLayer : public SeqShardedLayer {
+ public:
+  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                 int64_t acc) const override;
+
+ protected:
+  // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (head_sharding_error)
+  // and the layout's chunks divide N. `hint` follows a head error ("use ulysses<=2").
+  void check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m, const std::string& hint) const;
+  static bool zigzag_layout(RingLayout requested, bool causal) {
+    return requested == RingLayout::zigzag || (requested == RingLayout::auto_ && causal);
+  }
+
+  bool zigzag() const { return zigzag_layout(env_.spec.ring_layout, shape().causal); }
+  int nseg() const { return zigzag() ? 2 : 1; }
+  int U() const { return mesh().size_of("ulysses"); }
+  // The ring dimension: one "ring" level, or a double ring's ring_outer x ring_inner.
+  static int ring_size(const Mesh& m) {
+    return m.size_of("ring") * m.size_of("ring_outer") * m.size_of("ring_inner");
+  }
+  static int ring_position(const Mesh& m);
+  int R() const { return ring_size(mesh()); }
+  bool double_ring() const { return env_.spec.inner_ring > 0; }
+  int kv_copies() const { return replicated_kv_heads(U(), shape()) / shape().G; }  // f
+  // The U*T tokens (per batch row) of ring index j, in position order.
+  Positions ring_block(int j) const;
+
+  Positions token_positions(const LayerShape& s, const Mesh& m) const override;
+  void core_setup() override;
+  void core_forward() override;
+  void core_backward() override;
+  void core_teardown() override;
+  void export_lse(std::vector<float>& global) override;
+  int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
+
+ private:
+  // dk or dv of the f copies [B,T,G*f,d] (run dtype) summed into `dst` [B,T,G,d] float32.
+  void sum_kv_copies(const Tensor& copies, Tensor& dst);
+
+  RingCore ring_;          // the ring level (MeshSpec::inner_ring == 0) ...
+  DoubleRingCore dring_;   // ... or a double ring (usp_ring = double)
+  Tensor q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_;  // this ring index's tokens, local heads
+  Tensor send_, recv_;
+  Tensor k_rep_, v_rep_;      // f > 1: the replicated k, v [B,T,G*f,d]; in backward dk, dv copies
+  Tensor copy_run_, copy32_;  // f > 1: one copy [B,T,G,d] (run dtype; float32 when not f32)
+};
+
+}  // namespace cpbench

@@ -1,0 +1,173 @@
+// RingCore run for `hops` = h <= R-1 hops (the truncated ring of DESIGN's hop truncation, and
+// h = R-1, the full ring) under mpirun, against a local reference: with the mask off every block
+// is visible, so rank r's output must be attention over exactly the blocks of ranks r, r-1, ...,
+// r-h, and the dK,dV returned to rank j must be the sum of the contributions of ranks j .. j+h
+// (the accumulators' return-to-owner send). Also checks the bytes each rank sent per phase
+// against RingCore::predicted_bytes. Random inputs, seeded identically on every rank.
+//
+//   mpirun -np 4 --oversubscribe ./test_ring_steps_mpi      prints "ring steps: N passed, M failed"
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/strategies/ring_core.h"
+#include "comm/communicator.h"
+#include "comm/world.h"
+
+using namespace cpbench;
+
+namespace {
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  if (a.size() != b.size() || std::isnan(num)) return 1e30;
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+std::vector<float> randn(size_t n, std::mt19937& g) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+// Blocks [B, n, h, d] of ranks `ranks` concatenated along the token axis -> [B, len*n, h, d].
+std::vector<float> concat_tokens(const std::vector<std::vector<float>>& blocks, const std::vector<int>& ranks,
+                                 int64_t B, int64_t n, int64_t row) {
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(B * n * row) * ranks.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int r : ranks) {
+      const auto& blk = blocks[static_cast<size_t>(r)];
+      out.insert(out.end(), blk.begin() + b * n * row, blk.begin() + (b + 1) * n * row);
+    }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  World& w = World::init(&argc, &argv);
+  const int R = w.size(), me = w.rank();
+  BackendOptions bo;
+  bo.name = "cpu";
+  auto be = make_backend(bo);
+  CommLog log;
+  MeshDesc desc;
+  desc.levels = {{"ring", R}};
+  Mesh mesh = Mesh::build(w, desc, log, *be, "mpi");
+  Communicator& ring = mesh.group("ring");
+
+  RingCoreShape cs;
+  cs.B = 2; cs.n = 12; cs.hq = 4; cs.hk = 2; cs.d = 8; cs.causal = false;
+  const int64_t B = cs.B, n = cs.n, qrow = int64_t(cs.hq) * cs.d, krow = int64_t(cs.hk) * cs.d;
+  std::mt19937 gen(20261201);
+  std::vector<std::vector<float>> Q, K, V, DO;
+  for (int r = 0; r < R; ++r) {
+    Q.push_back(randn(static_cast<size_t>(B * n * qrow), gen));
+    K.push_back(randn(static_cast<size_t>(B * n * krow), gen));
+    V.push_back(randn(static_cast<size_t>(B * n * krow), gen));
+    DO.push_back(randn(static_cast<size_t>(B * n * qrow), gen));
+  }
+  auto tensor = [&](const std::vector<float>& host, std::vector<int64_t> shape) {
+    Tensor t = be->alloc(std::move(shape), DType::f32, MemKind::activations);
+    be->upload(host, t);
+    return t;
+  };
+
+  int passed = 0, failed = 0;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (ok) {
+      ++passed;
+    } else {
+      ++failed;
+      std::fprintf(stderr, "[rank %d] FAILED: %s\n", me, what.c_str());
+    }
+  };
+
+  for (int h = 0; h < R; ++h) {
+    RingCore core;
+    core.setup(*be, ring, cs, [&](int j) { return Positions::contiguous(j * n, n); });
+    Tensor q = tensor(Q[size_t(me)], {B, n, cs.hq, cs.d}), k = tensor(K[size_t(me)], {B, n, cs.hk, cs.d}),
+           v = tensor(V[size_t(me)], {B, n, cs.hk, cs.d}), dout = tensor(DO[size_t(me)], {B, n, cs.hq, cs.d});
+    Tensor o = be->alloc({B, n, cs.hq, cs.d}, DType::f32, MemKind::activations);
+    Tensor dq = be->alloc({B, n, cs.hq, cs.d}, DType::f32, MemKind::activations);
+    Tensor dk = be->alloc({B, n, cs.hk, cs.d}, DType::f32, MemKind::activations);
+    Tensor dv = be->alloc({B, n, cs.hk, cs.d}, DType::f32, MemKind::activations);
+    log.clear();
+    log.set_phase(Phase::fwd);
+    core.forward(q, k, v, o, h);
+    log.set_phase(Phase::bwd);
+    core.backward(q, k, v, o, dout, dq, dk, dv, h);
+    log.set_phase(Phase::other);
+    int64_t sent[2] = {0, 0};
+    for (const CommRecord& c : log.records()) sent[int(c.phase)] += c.bytes_sent;
+    const CommPrediction pred = RingCore::predicted_bytes(B * n, krow, R, 4, 4, h);
+    const std::string id = "R=" + std::to_string(R) + " hops=" + std::to_string(h);
+    expect(sent[0] == pred.fwd && sent[1] == pred.bwd,
+           id + ": bytes fwd " + std::to_string(sent[0]) + " bwd " + std::to_string(sent[1]) + ", predicted " +
+               std::to_string(pred.fwd) + " / " + std::to_string(pred.bwd));
+
+    // Reference: every rank r's attention over the blocks of ranks r, r-1, ..., r-h.
+    std::vector<float> dk_ref(static_cast<size_t>(B * n * krow), 0.0f), dv_ref(dk_ref.size(), 0.0f);
+    for (int r = 0; r < R; ++r) {
+      std::vector<int> src;
+      for (int i = 0; i <= h; ++i) src.push_back((r - i + R) % R);
+      const int64_t nk = int64_t(src.size()) * n;
+      AttnShape a;
+      a.B = B; a.nq = n; a.nk = nk; a.hq = cs.hq; a.hk = cs.hk; a.d = cs.d; a.causal = false;
+      Tensor rq = tensor(Q[size_t(r)], {B, n, cs.hq, cs.d}), rdo = tensor(DO[size_t(r)], {B, n, cs.hq, cs.d});
+      Tensor rk = tensor(concat_tokens(K, src, B, n, krow), {B, nk, cs.hk, cs.d});
+      Tensor rv = tensor(concat_tokens(V, src, B, n, krow), {B, nk, cs.hk, cs.d});
+      Tensor ro = be->alloc({B, n, cs.hq, cs.d}, DType::f32, MemKind::activations);
+      Tensor rlse = be->alloc({B, cs.hq, n}, DType::f32, MemKind::activations);
+      Tensor rdelta = be->alloc({B, cs.hq, n}, DType::f32, MemKind::activations);
+      Tensor rdq = be->alloc({B, n, cs.hq, cs.d}, DType::f32, MemKind::activations);
+      Tensor rdk = be->alloc({B, nk, cs.hk, cs.d}, DType::f32, MemKind::activations);
+      Tensor rdv = be->alloc({B, nk, cs.hk, cs.d}, DType::f32, MemKind::activations);
+      const Positions qpos = Positions::contiguous(0, n), kpos = Positions::contiguous(0, nk);
+      be->attn_fwd(a, rq, rk, rv, qpos, kpos, ro, rlse);
+      be->attn_bwd_delta(a, ro, rdo, rdelta);
+      be->fill(rdq, 0.0f);
+      be->fill(rdk, 0.0f);
+      be->fill(rdv, 0.0f);
+      be->attn_bwd(a, rq, rk, rv, rdo, rlse, rdelta, qpos, kpos, rdq, rdk, rdv);
+      if (r == me) {
+        const double eo = rel_l2(be->download(o), be->download(ro));
+        const double eq = rel_l2(be->download(dq), be->download(rdq));
+        expect(eo < 1e-5, id + ": o rel_l2 " + std::to_string(eo));
+        expect(eq < 1e-5, id + ": dq rel_l2 " + std::to_string(eq));
+      }
+      const std::vector<float> hk = be->download(rdk), hv = be->download(rdv);
+      for (size_t i = 0; i < src.size(); ++i) {  // the slice of block `me`: this rank's keys
+        if (src[i] != me) continue;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t e = 0; e < n * krow; ++e) {
+            const size_t from = static_cast<size_t>((b * nk + int64_t(i) * n) * krow + e);
+            const size_t to = static_cast<size_t>(b * n * krow + e);
+            dk_ref[to] += hk[from];
+            dv_ref[to] += hv[from];
+          }
+      }
+    }
+    const double ek = rel_l2(be->download(dk), dk_ref), ev = rel_l2(be->download(dv), dv_ref);
+    expect(ek < 1e-5, id + ": dk rel_l2 " + std::to_string(ek));
+    expect(ev < 1e-5, id + ": dv rel_l2 " + std::to_string(ev));
+    core.teardown();
+  }
+
+  std::vector<double> f = {double(failed)}, p = {double(passed)};
+  w.allreduce_sum(f);
+  w.allreduce_sum(p);
+  if (me == 0) std::printf("ring steps: %d passed, %d failed\n", int(p[0]), int(f[0]));
+  const int rc = f[0] > 0 ? 1 : 0;
+  w.finalize();
+  return rc;
+}
