@@ -154,9 +154,10 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   for (int r = 0; r < P; ++r) ranks.push_back(RankSummary::unpack(&all[size_t(r) * RankSummary::kFields]));
   const auto model = job.info->make();
   const int64_t elem = int64_t(dtype_size(shape.dtype));
-  result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records,
-                                   model->predicted_bytes(shape, P, job.mesh, elem, 4), peak,
-                                   model->activation_bytes_estimate(shape, P, job.mesh));
+  const CommPrediction predicted = model->predicted_bytes(shape, P, job.mesh, elem, 4);
+  result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
+                                   peak, model->activation_bytes_estimate(shape, P, job.mesh),
+                                   predict_tiers(predicted, model->mesh_desc(job.mesh), P, log_.node_map()));
   return result;
 }
 

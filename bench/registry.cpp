@@ -46,6 +46,18 @@ const StrategyInfo* find_strategy(const std::string& name) {
   return nullptr;
 }
 
+CommPrediction& CommPrediction::add(const std::string& level, Phase ph, int to, int64_t bytes) {
+  if (bytes == 0) return *this;
+  shares.push_back({level, ph, to, bytes});
+  (ph == Phase::fwd ? fwd : bwd) += bytes;
+  return *this;
+}
+
+CommPrediction& CommPrediction::add(const CommPrediction& o) {
+  for (const CommShare& c : o.shares) add(c.level, c.phase, c.to, c.bytes);
+  return *this;
+}
+
 MeshSpec Strategy::resolve_mesh(const MeshSpec& requested, const LayerShape&, int P) const {
   MeshSpec m;
   m.U = 1;

@@ -60,7 +60,8 @@ JobResult JobResult::of(const Job& job) {
 
 TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
                               const Stats& step, const std::vector<CommRecord>& rank0_records,
-                              const CommPrediction& predicted, const Peak& peak, int64_t activation_estimate) {
+                              const CommPrediction& predicted, const Peak& peak, int64_t activation_estimate,
+                              const std::vector<RankTiers>& predicted_tiers) {
   TimedResult t;
   t.fwd_ms = fwd;
   t.bwd_ms = bwd;
@@ -84,6 +85,10 @@ TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats
                           predicted.fwd);
   t.comm_bwd = comm_phase(Phase::bwd, &RankSummary::bytes_bwd, &RankSummary::intra_bwd, &RankSummary::inter_bwd,
                           predicted.bwd);
+  for (const RankTiers& r : predicted_tiers) {
+    t.comm_fwd.predicted_tiers.push_back(r.fwd);
+    t.comm_bwd.predicted_tiers.push_back(r.bwd);
+  }
   std::vector<double> model, hw;
   for (const auto& r : ranks) {
     const bool silent = r.bytes_fwd + r.bytes_bwd == 0;
@@ -127,8 +132,13 @@ json comm_phase_json(const CommPhaseResult& c) {
   json tier_ranks = json::array();
   for (size_t i = 0; i < c.intra_per_rank.size(); ++i)
     tier_ranks.push_back({{"intra_node_bytes", c.intra_per_rank[i]}, {"inter_node_bytes", c.inter_per_rank[i]}});
-  const json tiers = {{"intra_node_bytes", max_of(c.intra_per_rank)}, {"inter_node_bytes", max_of(c.inter_per_rank)},
-                      {"per_rank", tier_ranks}};
+  json tiers = {{"intra_node_bytes", max_of(c.intra_per_rank)}, {"inter_node_bytes", max_of(c.inter_per_rank)},
+                {"per_rank", tier_ranks}};
+  if (!c.predicted_tiers.empty()) {
+    json pred = json::array();
+    for (const TierBytes& t : c.predicted_tiers) pred.push_back({{"intra_node_bytes", t.intra}, {"inter_node_bytes", t.inter}});
+    tiers["predicted"] = pred;
+  }
   return {{"bytes_sent", c.bytes_sent}, {"per_rank", c.per_rank}, {"predicted_bytes", c.predicted_bytes},
           {"matches_model", c.matches_model}, {"time_ms", c.time_ms}, {"ops", ops}, {"tiers", tiers}};
 }

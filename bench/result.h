@@ -11,6 +11,7 @@
 #include "bench/metrics.h"
 #include "bench/peak.h"
 #include "bench/plan.h"
+#include "bench/tiers.h"
 
 namespace cpbench {
 
@@ -36,6 +37,7 @@ struct CommPhaseResult {
   double time_ms = 0;  // rank 0's summed call time
   std::vector<OpSummary> ops;
   std::vector<int64_t> intra_per_rank, inter_per_rank;  // bytes_sent split by tier
+  std::vector<TierBytes> predicted_tiers;                // the model's split, per rank
 };
 
 struct RankOverlap {
@@ -87,6 +89,7 @@ nlohmann::json mesh_json(const MeshSpec& m);
 // Assembles the timed result from every rank's summary (rank order) and this rank's records.
 TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
                               const Stats& step, const std::vector<CommRecord>& rank0_records,
-                              const CommPrediction& predicted, const Peak& peak, int64_t activation_estimate);
+                              const CommPrediction& predicted, const Peak& peak, int64_t activation_estimate,
+                              const std::vector<RankTiers>& predicted_tiers = {});
 
 }  // namespace cpbench

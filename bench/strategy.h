@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "comm/world.h"
 #include "kernels/backend.h"
 
@@ -59,9 +60,25 @@ struct MeshSpec {
 // the values when an explicit value does not divide R.
 int resolve_inner_ring(const MeshSpec& m, const std::string& who);
 
-// Bytes sent by one rank per layer (DESIGN's analytic model).
+// One share of a rank's predicted bytes: sent on `level` of the mesh ("cp": all P ranks) in
+// `phase`, spread evenly over the level's other members (to = 0: all-to-all, all-gather,
+// reduce-scatter) or to the member `to` places after this rank in the level's group order (a ring
+// hop: +1; the dK,dV accumulators of a truncated ring going back to their owner: -hops).
+struct CommShare {
+  std::string level;
+  Phase phase = Phase::fwd;
+  int to = 0;
+  int64_t bytes = 0;
+};
+
+// Bytes sent by one rank per layer (DESIGN's analytic model): the totals, and where they go
+// (what the per-tier prediction needs: bench/tiers.h).
 struct CommPrediction {
   int64_t fwd = 0, bwd = 0;
+  std::vector<CommShare> shares;  // sums to fwd and bwd per phase
+  // Adds one share (bytes 0 is dropped) and its bytes to the phase's total.
+  CommPrediction& add(const std::string& level, Phase ph, int to, int64_t bytes);
+  CommPrediction& add(const CommPrediction& o);  // appends o's shares and totals
 };
 
 // What a strategy works with while it runs.

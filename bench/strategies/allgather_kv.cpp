@@ -40,7 +40,8 @@ class AllgatherKV final : public SeqShardedLayer {
                                  int64_t acc) const override {
     const int64_t T = s.B * s.N / P, hk = int64_t(s.G) * s.d;
     const int64_t gather = elem * T * 2 * hk * (P - 1);
-    return {gather, gather + acc * T * 2 * hk * (P - 1)};
+    CommPrediction p;  // all-gathers and the reduce-scatter over the whole CP group
+    return p.add("cp", Phase::fwd, 0, gather).add("cp", Phase::bwd, 0, gather + acc * T * 2 * hk * (P - 1));
   }
 
  protected:

@@ -142,11 +142,17 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
 
 CommPrediction DoubleRingCore::predicted_bytes(int64_t tokens, int64_t hk, int w, int W, int64_t elem,
                                                int64_t acc) {
-  const int64_t R = int64_t(w) * W;
-  if (R <= 1) return {0, 0};
-  const int64_t kv = elem * tokens * 2 * hk * (R - 1);
-  const int64_t acc_hops = (w > 1 ? R : 0) + (W > 1 ? W : 0);
-  return {kv, kv + acc * tokens * 2 * hk * acc_hops};
+  CommPrediction p;
+  const int64_t block = tokens * 2 * hk;
+  // Every round (W of them) passes the K,V block w-1 hops round the inner ring; between rounds
+  // the round's starting block goes one hop round the outer ring (W-1 times): R-1 hops in all.
+  // Backward adds the dK,dV accumulators: one inner hop per step when w > 1 (R steps) and one
+  // outer hop per round when W > 1. Every hop goes to the next rank of its ring.
+  const int64_t inner_kv = elem * block * W * (w - 1), outer_kv = elem * block * (W - 1);
+  p.add("ring_inner", Phase::fwd, 1, inner_kv).add("ring_outer", Phase::fwd, 1, outer_kv);
+  p.add("ring_inner", Phase::bwd, 1, inner_kv + (w > 1 ? acc * block * w * W : 0));
+  p.add("ring_outer", Phase::bwd, 1, outer_kv + (W > 1 ? acc * block * W : 0));
+  return p;
 }
 
 }  // namespace cpbench

@@ -58,7 +58,8 @@ class MegatronSP final : public Strategy {
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                  int64_t) const override {
     const int64_t sTD = elem * (s.B * s.N / P) * s.D;
-    return {2 * sTD * (P - 1), 3 * sTD * (P - 1)};
+    CommPrediction p;  // all collectives over the whole CP group
+    return p.add("cp", Phase::fwd, 0, 2 * sTD * (P - 1)).add("cp", Phase::bwd, 0, 3 * sTD * (P - 1));
   }
 
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec&) const override {

@@ -237,18 +237,22 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
 }
 
 CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc,
-                                         int hops) {
-  const int64_t h = hops < 0 ? R - 1 : hops;
-  if (R <= 1 || h == 0) return {0, 0};
-  const int64_t kv = elem * tokens * 2 * hk * h;
-  return {kv, kv + acc * tokens * 2 * hk * (h + 1)};
+                                         int hops, const std::string& level) {
+  const int h = hops < 0 ? R - 1 : hops;
+  CommPrediction p;
+  if (R <= 1 || h == 0) return p;
+  const int64_t kv = elem * tokens * 2 * hk * h, acc_block = acc * tokens * 2 * hk;
+  // K,V go h hops to the next rank, both passes; the dK,dV accumulators travel with them and
+  // are then sent back to their owner, h places before (for the full ring: the next rank).
+  p.add(level, Phase::fwd, 1, kv).add(level, Phase::bwd, 1, kv + acc_block * h);
+  return p.add(level, Phase::bwd, -h, acc_block);
 }
 
 // ---- RingLayer -----------------------------------------------------------------------------------
 
 CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                           int64_t acc) const {
-  return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc);
+  return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, -1, "cp");
 }
 
 void RingLayer::core_setup() {

@@ -86,8 +86,9 @@ class RingCore {
   static int64_t activation_bytes(const RingCoreShape& s, int R);
   // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `hk` = kv heads * d, `hops` hops
   // (-1: R-1, the full ring).
+  // `level`: the mesh level the ring runs on ("cp" or "ring"), for the per-tier prediction.
   static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc,
-                                        int hops = -1);
+                                        int hops = -1, const std::string& level = "ring");
 
  private:
   AttnShape attn_shape() const;

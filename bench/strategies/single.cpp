@@ -17,7 +17,7 @@ class Single final : public SeqShardedLayer {
   std::string constraints() const override { return "none"; }
   void check(const LayerShape&, int, const MeshSpec&) const override {}
   CommPrediction predicted_bytes(const LayerShape&, int, const MeshSpec&, int64_t, int64_t) const override {
-    return {0, 0};
+    return {};
   }
 
  protected:

@@ -13,10 +13,10 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   if (m.U < 1 || m.R < 1) throw std::logic_error(name() + ": predicted_bytes needs a resolved mesh");
   const int64_t T = s.B * s.N / P, hq = int64_t(s.H) * s.d, hk = int64_t(replicated_kv_heads(m.U, s)) * s.d;
   const int64_t a2a = elem * T * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
-  const CommPrediction ring = m.inner_ring > 0
-                                  ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc)
-                                  : RingCore::predicted_bytes(T, hk, m.R, elem, acc);
-  return {a2a + ring.fwd, a2a + ring.bwd};
+  CommPrediction p;
+  p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
+  return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc)
+                                : RingCore::predicted_bytes(T, hk, m.R, elem, acc));
 }
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,

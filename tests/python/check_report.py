@@ -45,6 +45,10 @@ def cmd_model(a):
             c = r["comm"][ph]
             check(c["matches_model"] and all(b == c["predicted_bytes"] for b in c["per_rank"]),
                   f"{r['label']} seq={r['seq']} {ph}: measured {c['per_rank']} != predicted {c['predicted_bytes']}")
+            t = c["tiers"]
+            check("predicted" in t and [(x["intra_node_bytes"], x["inter_node_bytes"]) for x in t["per_rank"]] ==
+                  [(x["intra_node_bytes"], x["inter_node_bytes"]) for x in t.get("predicted", [])],
+                  f"{r['label']} seq={r['seq']} {ph}: bytes by tier {t['per_rank']} != predicted {t.get('predicted')}")
             check(sum(op["bytes_sent"] for op in c["ops"]) == c["per_rank"][0],
                   f"{r['label']} {ph}: ops of rank 0 do not add up to its bytes")
         if r["strategy"] != "single" and rep["config"]["world_size"] > 1:

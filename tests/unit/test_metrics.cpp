@@ -9,6 +9,7 @@
 #include "bench/dump.h"
 #include "bench/metrics.h"
 #include "bench/result.h"
+#include "bench/tiers.h"
 #include "kernels/block_cache.h"
 
 using namespace cpbench;
@@ -87,7 +88,7 @@ TEST_CASE("result: rank summaries round-trip and reduce into the timed result") 
   CHECK(back.pack() == packed);
 
   const Stats st = summarize({10, 12});
-  const TimedResult t = make_timed_result({a, b}, st, st, st, {}, CommPrediction{100, 200}, Peak{2.0, "flag", ""}, 42);
+  const TimedResult t = make_timed_result({a, b}, st, st, st, {}, CommPrediction{100, 200, {}}, Peak{2.0, "flag", ""}, 42);
   CHECK(t.comm_fwd.matches_model);
   CHECK_FALSE(t.comm_bwd.matches_model);  // rank 1 sent 100, not 200
   CHECK(t.comm_bwd.bytes_sent == 200);
@@ -99,7 +100,7 @@ TEST_CASE("result: rank summaries round-trip and reduce into the timed result") 
   REQUIRE(t.mfu);
   CHECK(*t.mfu == Approx(2e9 / (11e-3 * 2e12)));
 
-  const TimedResult u = make_timed_result({a}, st, st, st, {}, CommPrediction{100, 200}, Peak{0, "unavailable", "x"}, 0);
+  const TimedResult u = make_timed_result({a}, st, st, st, {}, CommPrediction{100, 200, {}}, Peak{0, "unavailable", "x"}, 0);
   CHECK_FALSE(u.mfu);
   JobResult r;
   r.strategy = r.label = "ring";
@@ -158,4 +159,62 @@ TEST_CASE("dump directory names are no shell globs") {
   CHECK(dump_dir_name("usp[u2xr2]") == "usp_u2xr2");
   CHECK(dump_dir_name("ring-zigzag") == "ring-zigzag");
   CHECK(dump_dir_name("a b*c") == "a_b_c");
+}
+
+TEST_CASE("tiers: the model's bytes split by destination node on the mesh's groups") {
+  const std::vector<int> two_nodes = {0, 0, 0, 0, 1, 1, 1, 1};  // P = 8, K = 4
+  SECTION("a ring over all ranks crosses nodes only at the node boundaries") {
+    CommPrediction p;
+    p.add("cp", Phase::fwd, 1, 700).add("cp", Phase::bwd, -3, 40);
+    const auto t = predict_tiers(p, MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, two_nodes);
+    REQUIRE(t.size() == 8);
+    for (int r = 0; r < 8; ++r) {
+      const bool crosses = r == 3 || r == 7;  // 3 -> 4, 7 -> 0
+      CHECK(t[r].fwd.inter == (crosses ? 700 : 0));
+      CHECK(t[r].fwd.intra == (crosses ? 0 : 700));
+      const bool back_crosses = (r + 5) % 8 / 4 != r / 4;  // r - 3 mod 8
+      CHECK(t[r].bwd.inter == (back_crosses ? 40 : 0));
+    }
+  }
+  SECTION("a spread share goes in equal chunks to every other member") {
+    CommPrediction p;
+    p.add("cp", Phase::fwd, 0, 7 * 10);  // 10 bytes to each of 7 peers: 3 on the node, 4 off it
+    const auto t = predict_tiers(p, MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, two_nodes);
+    for (int r = 0; r < 8; ++r) {
+      CHECK(t[r].fwd.intra == 30);
+      CHECK(t[r].fwd.inter == 40);
+    }
+    CHECK_THROWS_AS(predict_tiers(CommPrediction{}.add("cp", Phase::fwd, 0, 71), MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, two_nodes),
+                    std::logic_error);
+  }
+  SECTION("usp u2 x r4: Ulysses groups inside nodes with ulysses-inner, across them with ring-inner") {
+    CommPrediction p;
+    p.add("ulysses", Phase::fwd, 0, 100).add("ring", Phase::fwd, 1, 1000);
+    const auto in = predict_tiers(p, MeshDesc::two_level(2, 4, Placement::ulysses_inner), 8, two_nodes);
+    const auto out = predict_tiers(p, MeshDesc::two_level(2, 4, Placement::ring_inner), 8, two_nodes);
+    int64_t in_inter = 0, out_inter_ulysses_ranks = 0;
+    for (int r = 0; r < 8; ++r) {
+      in_inter += in[r].fwd.inter;
+      CHECK(in[r].fwd.intra >= 100);  // the all-to-all partner is a neighbour: same node
+      out_inter_ulysses_ranks += out[r].fwd.inter >= 100;
+    }
+    CHECK(in_inter == 4 * 1000);  // ring {0,2,4,6} and {1,3,5,7}: hops 2->4, 6->0, 3->5, 7->1
+    CHECK(out_inter_ulysses_ranks == 8);  // ring-inner: every Ulysses partner is on the other node
+  }
+  SECTION("one node: everything is intra-node") {
+    CommPrediction p;
+    p.add("ring", Phase::bwd, 1, 5);
+    for (const auto& r : predict_tiers(p, MeshDesc::two_level(2, 4, Placement::ulysses_inner), 8, {}))
+      CHECK((r.bwd.intra == 5 && r.bwd.inter == 0));
+  }
+}
+
+TEST_CASE("tiers: split_by_tier follows DESIGN's per-destination convention") {
+  const std::vector<int> members = {0, 1, 2, 3}, nodes = {0, 0, 1, 1};
+  CHECK(split_by_tier(OpKind::all_to_all, 400, members, 0, -1, nodes).intra == 100);
+  CHECK(split_by_tier(OpKind::all_to_all, 400, members, 0, -1, nodes).inter == 200);
+  CHECK(split_by_tier(OpKind::all_gather, 50, members, 3, -1, nodes).inter == 100);
+  CHECK(split_by_tier(OpKind::reduce_scatter, 400, members, 2, -1, nodes).intra == 100);
+  CHECK(split_by_tier(OpKind::send, 9, members, 1, 2, nodes).inter == 9);
+  CHECK(split_by_tier(OpKind::recv, 9, members, 1, 2, nodes).inter == 0);
 }

@@ -1,0 +1,20 @@
+// The model's per-tier prediction (DESIGN "Nodes and tiers"): each share of a strategy's
+// predicted bytes (strategy.h CommShare) split by destination with the same per-peer rule the
+// communicators use for the measured bytes (comm/communicator.h split_by_tier), on the mesh's
+// groups. A pure function of the model, the mesh description, P and the node map: no MPI.
+#pragma once
+#include <vector>
+
+#include "bench/strategy.h"
+
+namespace cpbench {
+
+struct RankTiers {
+  TierBytes fwd, bwd;
+};
+
+// One entry per world rank. node_of: the node of every world rank (empty: one node).
+std::vector<RankTiers> predict_tiers(const CommPrediction& p, const MeshDesc& d, int P,
+                                     const std::vector<int>& node_of);
+
+}  // namespace cpbench
