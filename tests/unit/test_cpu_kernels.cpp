@@ -283,14 +283,26 @@ TEST_CASE("cpu rope: formula, inverse after forward, packed pitch", "[cpu][rope]
   const int heads = 3, d = 24;
   const int64_t pitch = 5 * d;  // rows of a packed qkv buffer: 3 rotated heads + 2 untouched
   const double theta = 10000.0;
+  // Packed documents: the angle position restarts at each document start.
+  const std::vector<int64_t> starts = {0, 5, 300, 70010};
+  const DocStarts docs = std::make_shared<const std::vector<int64_t>>(starts);
+  for (int with_docs = 0; with_docs < 2; ++with_docs)
   for (const Positions& pos : {Positions::contiguous(70000, T), Positions::two(0, 9, 300, 10), Positions::strided(2, 4, T)}) {
-    DYNAMIC_SECTION("positions " << pos.str()) {
+    DYNAMIC_SECTION("positions " << pos.str() << (with_docs ? " with documents" : "")) {
+      const DocStarts ds = with_docs ? docs : nullptr;
       const auto x = randn(size_t(B * T * pitch), 41);
       Tensor t = upload(be, x, {B, T, pitch});
-      be.rope(t, B, T, heads, d, pitch, pos, theta, false);
+      be.rope(t, B, T, heads, d, pitch, pos, theta, false, ds);
       const auto y = be.download(t);
       std::vector<double> want(x.begin(), x.end());
-      const auto p = pos.list();
+      auto p = pos.list();
+      if (with_docs)
+        for (int64_t& q : p) {
+          int64_t start = 0;
+          for (int64_t st : starts)
+            if (st <= q) start = st;
+          q -= start;
+        }
       for (int64_t b = 0; b < B; ++b)
         for (int64_t tt = 0; tt < T; ++tt)
           for (int h = 0; h < heads; ++h)
@@ -306,7 +318,7 @@ TEST_CASE("cpu rope: formula, inverse after forward, packed pitch", "[cpu][rope]
       CHECK(c.ok(kTol));
       for (int64_t r = 0; r < B * T; ++r)  // columns past heads*d untouched, bit for bit
         for (int64_t col = int64_t(heads) * d; col < pitch; ++col) CHECK(y[size_t(r * pitch + col)] == x[size_t(r * pitch + col)]);
-      be.rope(t, B, T, heads, d, pitch, pos, theta, true);
+      be.rope(t, B, T, heads, d, pitch, pos, theta, true, ds);
       const auto back = compare(be.download(t), std::vector<double>(x.begin(), x.end()));
       INFO("inverse(forward(x)) vs x: " << back.str());
       CHECK(back.ok(1e-6));
@@ -319,6 +331,9 @@ TEST_CASE("cpu rope: formula, inverse after forward, packed pitch", "[cpu][rope]
     CHECK(be.download(t) == x);
     CHECK_THROWS_WITH(be.rope(t, 1, 1, heads, 23, heads * d, Positions::contiguous(0, 1), theta, false), Catch::Contains("even d"));
     CHECK_THROWS_WITH(be.rope(t, 1, 2, heads, d, heads * d, Positions::contiguous(0, 2), theta, false), Catch::Contains("need"));
+    const DocStarts bad = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 4, 2});
+    CHECK_THROWS_WITH(be.rope(t, 1, 1, heads, d, heads * d, Positions::contiguous(0, 1), theta, false, bad),
+                      Catch::Contains("strictly ascending"));
   }
 }
 
