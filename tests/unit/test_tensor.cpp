@@ -272,3 +272,110 @@ TEST_CASE("make_backend: cpu, and clear errors for the rest", "[backend]") {
   o.threads = 0;
   CHECK_THROWS_AS(make_backend(o), std::invalid_argument);
 }
+
+namespace {
+// A backend whose do_* only record that they ran: what the base class's entry points do around
+// them (checks, replay gate, FLOP count, compute log) is then visible on its own.
+class RecordingBackend final : public Backend {
+ public:
+  std::vector<std::string> ran;
+  std::string name() const override { return "recording"; }
+  std::string device_name() const override { return "none"; }
+  Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) override {
+    Tensor t;
+    t.dtype = dtype;
+    t.kind = kind;
+    t.shape = std::move(shape);
+    auto buf = std::make_shared<std::vector<char>>(t.bytes() + 1);
+    t.holder = std::shared_ptr<void>(buf, buf->data());
+    t.data = buf->data();
+    return t;
+  }
+  void upload(const std::vector<float>&, Tensor&) override {}
+  std::vector<float> download(const Tensor&) override { return {}; }
+  Event record_event() override { return Event{nullptr, now_ms()}; }
+  double elapsed_ms(const Event& a, const Event& b) override { return b.host_ms - a.host_ms; }
+  void synchronize() override {}
+
+ protected:
+  void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) const override {
+    for (const Tensor* t : ts)
+      if (t->dtype == DType::f16) throw std::invalid_argument(std::string(op) + ": no fp16 here");
+  }
+  void do_fill(Tensor&, float) override { ran.push_back("fill"); }
+  void do_copy_2d(Tensor&, int64_t, const Tensor&, int64_t, int64_t, int64_t) override { ran.push_back("copy_2d"); }
+  void do_convert(Tensor&, const Tensor&) override { ran.push_back("convert"); }
+  void do_add(Tensor&, const Tensor&, const Tensor&) override { ran.push_back("add"); }
+  void do_gemm(bool, bool, int64_t, int64_t, int64_t, float, const Tensor&, int64_t, const Tensor&, int64_t, float,
+               Tensor&, int64_t) override {
+    ran.push_back("gemm");
+  }
+  void do_rmsnorm_fwd(const Tensor&, const Tensor&, float, int64_t, Tensor&, Tensor&) override { ran.push_back("rmsnorm_fwd"); }
+  void do_rmsnorm_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&, Tensor&) override {
+    ran.push_back("rmsnorm_bwd");
+  }
+  void do_rope(Tensor&, int64_t, int64_t, int, int, int64_t, const Positions&, double, bool, const DocStarts&) override {
+    ran.push_back("rope");
+  }
+  void do_attn_fwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Positions&, const Positions&,
+                   Tensor&, Tensor&) override {
+    ran.push_back("attn_fwd");
+  }
+  void do_attn_merge(const AttnShape&, Tensor&, Tensor&, const Tensor&, const Tensor&) override { ran.push_back("attn_merge"); }
+  void do_attn_bwd_delta(const AttnShape&, const Tensor&, const Tensor&, Tensor&) override { ran.push_back("attn_bwd_delta"); }
+  void do_attn_bwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const Tensor&, const Positions&, const Positions&, Tensor&, Tensor&, Tensor&) override {
+    ran.push_back("attn_bwd");
+  }
+};
+}  // namespace
+
+TEST_CASE("Backend entry points check, gate, count and log around do_*", "[backend]") {
+  RecordingBackend be;
+  auto t = [&](std::vector<int64_t> shape, DType dt = DType::f32) { return be.alloc(std::move(shape), dt, MemKind::activations); };
+  AttnShape s;
+  s.nq = 4; s.nk = 6; s.hq = 2; s.hk = 1; s.d = 8; s.window = 2;
+  s.docs = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 3});
+  const Positions qp = Positions::contiguous(2, 4), kp = Positions::contiguous(0, 6);
+  Tensor q = t({1, 4, 2, 8}), k = t({1, 6, 1, 8}), o = t({1, 4, 2, 8}), lse = t({1, 2, 4});
+  Tensor A = t({3, 5}), B = t({5, 7}), C = t({3, 7});
+
+  SECTION("compute: counted, logged, then do_* runs") {
+    be.gemm(false, false, 3, 7, 5, 1.0f, A, 5, B, 7, 0.0f, C, 7);
+    be.attn_fwd(s, q, k, k, qp, kp, o, lse);
+    CHECK(be.ran == std::vector<std::string>{"gemm", "attn_fwd"});
+    // Causal, window 2, documents {0, 3}: query 2 sees {1, 2}, 3 sees {3}, 4 sees {3, 4}, 5 sees {4, 5}.
+    const double attn = 4.0 * 8 * 2 * 1 * 7;
+    CHECK(be.model_flops() == 2.0 * 3 * 7 * 5 + attn);
+    REQUIRE(be.compute_log().size() == 2);
+    CHECK(be.compute_log()[0].name == "gemm");
+    CHECK(be.compute_log()[1].name == "attn_fwd");
+    CHECK(be.compute_log()[1].t1_ms >= be.compute_log()[1].t0_ms);
+  }
+  SECTION("replay mode: compute skipped (not counted, not logged), layout still runs") {
+    be.set_compute_enabled(false);
+    be.gemm(false, false, 3, 7, 5, 1.0f, A, 5, B, 7, 0.0f, C, 7);
+    be.attn_fwd(s, q, k, k, qp, kp, o, lse);
+    be.fill(C, 1.0f);
+    be.copy_2d(C, 7, C, 7, 3, 7);
+    CHECK(be.ran == std::vector<std::string>{"fill", "copy_2d"});
+    CHECK(be.model_flops() == 0);
+    CHECK(be.compute_log().size() == 2);
+  }
+  SECTION("bad arguments never reach do_*, in replay mode either") {
+    for (bool replay : {false, true}) {
+      be.set_compute_enabled(!replay);
+      CHECK_THROWS_WITH(be.gemm(false, false, 3, 7, 6, 1.0f, A, 5, B, 7, 0.0f, C, 7), Catch::Contains("gemm"));
+      CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, Positions::contiguous(0, 3), kp, o, lse), Catch::Contains("qpos"));
+      AttnShape bad = s;
+      bad.window = -1;
+      CHECK_THROWS_WITH(be.attn_fwd(bad, q, k, k, qp, kp, o, lse), Catch::Contains("window -1"));
+      Tensor hq = t({1, 4, 2, 8}, DType::f16), hk = t({1, 6, 1, 8}, DType::f16), ho = t({1, 4, 2, 8}, DType::f16);
+      CHECK_THROWS_WITH(be.attn_fwd(s, hq, hk, hk, qp, kp, ho, lse), Catch::Contains("no fp16"));
+      CHECK_THROWS_WITH(be.rope(q, 1, 3, 2, 8, 16, qp, 10000.0, false), Catch::Contains("positions"));
+    }
+    CHECK(be.ran.empty());
+    CHECK(be.model_flops() == 0);
+    CHECK(be.compute_log().empty());
+  }
+}
