@@ -18,6 +18,7 @@
 #include "tests/unit/test_kernels_ref.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -660,4 +661,53 @@ TEST_CASE("cuda emulated: fp32 attention under windows and documents", "[cuda][e
   run_case_f32({"f32 docs+window non-causal, 3 segments", 1, 2, 1, 40, false,
                 segs({{0, 1, 10}, {30, 2, 8}, {12, 1, 5}}), segs({{5, 1, 20}, {40, 1, 6}, {0, 3, 4}}), 6, {0, 11, 33}});
   run_case_f32({"f32 window: no row sees a key", 1, 2, 2, 16, false, Positions::contiguous(0, 10), Positions::contiguous(40, 12), 5});
+}
+
+// ---- the position and mask helpers the kernels share (device_common.cuh, run on the host) -------
+TEST_CASE("cuda emulated: positions of any segment list, row bounds of the mask", "[cuda][emu][mask]") {
+  // Six segments, one empty, strides 1..3, out of order.
+  const Positions p = Positions::segments({{40, 1, 5}, {0, 2, 4}, {90, 1, 0}, {100, 3, 6}, {20, 1, 3}, {7, 1, 2}});
+  const PosArg a = to_pos_arg(p);
+  CHECK(a.nseg == 5);  // the empty segment holds no row
+  const std::vector<int64_t> list = p.list();
+  REQUIRE(a.n == int32_t(list.size()));
+  for (int i = 0; i < a.n; ++i) CHECK(pos_at(a, i) == list[size_t(i)]);
+  CHECK(pos_at(a, a.n + 5) == list.back());  // rows past the end clamp to the last row
+  for (int lo = 0; lo < a.n; ++lo)
+    for (int hi = lo + 1; hi <= a.n; ++hi) {
+      int mn, mx;
+      pos_range(a, lo, hi, mn, mx);
+      CHECK(mn == *std::min_element(list.begin() + lo, list.begin() + hi));
+      CHECK(mx == *std::max_element(list.begin() + lo, list.begin() + hi));
+    }
+  std::vector<PosSeg> many;
+  for (int s = 0; s <= kMaxPosSegs; ++s) many.push_back({int64_t(10 * s), 1, 2});
+  CHECK_THROWS_WITH(to_pos_arg(Positions::segments(many)), Catch::Contains("more than 16"));
+
+  // row_bounds (what every kernel uses) against DESIGN's rule, written out in test_kernels_ref.h.
+  const std::vector<int64_t> starts = {0, 13, 14, 40};
+  const std::vector<int32_t> starts32(starts.begin(), starts.end());
+  for (int causal = 0; causal < 2; ++causal)
+    for (int window : {0, 1, 5, 100})
+      for (int with_docs = 0; with_docs < 2; ++with_docs) {
+        AttnShape s;
+        s.causal = causal;
+        s.window = window;
+        MaskArg m;
+        m.causal = causal;
+        m.window = window;
+        if (with_docs) {
+          s.docs = std::make_shared<const std::vector<int64_t>>(starts);
+          m.docs = starts32.data();
+          m.ndocs = int32_t(starts32.size());
+        }
+        for (int i = 0; i < 60; ++i) {
+          int lo, hi;
+          row_bounds(m, i, lo, hi);
+          for (int j = 0; j < 60; ++j) {
+            INFO("causal " << causal << " window " << window << " docs " << with_docs << " i " << i << " j " << j);
+            REQUIRE((lo <= j && j <= hi) == test::ref_visible(s, i, j));
+          }
+        }
+      }
 }
