@@ -344,6 +344,8 @@ TEST_CASE("cuda emulated: sliding window, causal and not, bf16 d64", "[cuda][emu
   // 300 rows: tiles of 64 entirely before the window (skipped), inside it (mask-free) and on its
   // two edges (masked).
   run_case<__nv_bfloat16, 64>({"window causal", 1, 2, 1, 64, true, Positions::contiguous(0, 300), Positions::contiguous(0, 300), 70});
+  // W = 150 > 2 tiles: whole key tiles inside every row's window take the mask-free path.
+  run_case<__nv_bfloat16, 64>({"wide window causal", 1, 2, 1, 64, true, Positions::contiguous(0, 300), Positions::contiguous(0, 300), 150});
   run_case<__nv_bfloat16, 64>({"window non-causal", 1, 2, 2, 64, false, Positions::contiguous(0, 300), Positions::contiguous(0, 300), 45});
 }
 
