@@ -82,14 +82,100 @@ int64_t visible_in_segments(const PosSeg& q, const PosSeg& k) {
   return total;
 }
 
+// Keys of segment k at positions <= x.
+int64_t keys_upto(const PosSeg& k, int64_t x) {
+  if (k.count <= 0 || x < k.start) return 0;
+  return std::min(k.count, (x - k.start) / k.stride + 1);
+}
+
+// sum over rows i < n of keys_upto(k, x0 + i*slope), slope >= 0.
+int64_t sum_keys_upto(const PosSeg& k, int64_t x0, int64_t slope, int64_t n) {
+  if (n <= 0 || k.count <= 0) return 0;
+  if (slope == 0) return n * keys_upto(k, x0);
+  return visible_in_segments(PosSeg{x0, slope, n}, k);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// Visible pairs between query segment q and key segment k. The rows of q are cut where the
+// document changes and where lo (window start passes the document start) or hi (window end
+// reaches the document end) switches between constant and p + const; on each piece both bounds
+// are affine in the row, and the keys in [lo, hi] are counted as keys <= hi minus keys < lo.
+int64_t visible_under_mask(const PosSeg& q, const PosSeg& k, const AttnMask& m) {
+  if (q.count <= 0 || k.count <= 0) return 0;
+  const int64_t a = q.start, s = q.stride, W = m.window;
+  // First row >= i0 (and <= i1) whose position is >= target.
+  auto first_row = [&](int64_t i0, int64_t i1, int64_t target) {
+    const int64_t p0 = a + i0 * s;
+    if (p0 >= target) return i0;
+    return std::min(i1, i0 + ceil_div(target - p0, s));
+  };
+  int64_t total = 0;
+  for (int64_t i0 = 0; i0 < q.count;) {
+    const int64_t p0 = a + i0 * s;
+    const int64_t ds = m.doc_start(p0), de = m.doc_end(p0);
+    const int64_t i1 = de >= AttnMask::kNoEnd ? q.count : std::min(q.count, ceil_div(de - a, s));
+    const int64_t r_lo = W ? first_row(i0, i1, ds + W) : i1;           // lo = p - W + 1 from here
+    const int64_t r_hi = (!m.causal && W) ? first_row(i0, i1, de - W) : i1;  // hi = de - 1 from here
+    int64_t cuts[4] = {i0, std::min(r_lo, r_hi), std::max(r_lo, r_hi), i1};
+    for (int c = 0; c < 3; ++c) {
+      const int64_t u = cuts[c], v = cuts[c + 1];
+      if (v <= u) continue;
+      const int64_t pu = a + u * s, n = v - u;
+      int64_t hi_sum, lo_sum;
+      if (m.causal)
+        hi_sum = sum_keys_upto(k, pu, s, n);
+      else if (W && u < r_hi)
+        hi_sum = sum_keys_upto(k, pu + W - 1, s, n);
+      else
+        hi_sum = sum_keys_upto(k, de >= AttnMask::kNoEnd ? AttnMask::kNoEnd : de - 1, 0, n);
+      if (W && u >= r_lo)
+        lo_sum = sum_keys_upto(k, pu - W, s, n);
+      else
+        lo_sum = sum_keys_upto(k, ds - 1, 0, n);
+      total += hi_sum - lo_sum;
+    }
+    i0 = i1;
+  }
+  return total;
+}
+
 }  // namespace
 
-int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool causal) {
-  if (!causal) return qpos.count() * kpos.count();
+int64_t AttnMask::doc_start(int64_t i) const {
+  if (!docs || docs->empty()) return 0;
+  const auto it = std::upper_bound(docs->begin(), docs->end(), i);
+  return it == docs->begin() ? 0 : *(it - 1);
+}
+
+int64_t AttnMask::doc_end(int64_t i) const {
+  if (!docs || docs->empty()) return kNoEnd;
+  const auto it = std::upper_bound(docs->begin(), docs->end(), i);
+  return it == docs->end() ? kNoEnd : *it;
+}
+
+int64_t AttnMask::lo(int64_t i) const {
+  const int64_t ds = doc_start(i);
+  return window > 0 ? std::max(ds, i - window + 1) : ds;
+}
+
+int64_t AttnMask::hi(int64_t i) const {
+  if (causal) return i;
+  const int64_t end = doc_end(i) - 1;
+  return window > 0 ? std::min(end, i + window - 1) : end;
+}
+
+int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, const AttnMask& mask) {
+  if (mask.full()) return qpos.count() * kpos.count();
   int64_t total = 0;
-  for (int a = 0; a < qpos.nseg; ++a)
-    for (int b = 0; b < kpos.nseg; ++b) total += visible_in_segments(qpos.seg[a], kpos.seg[b]);
+  for (int a = 0; a < qpos.nseg(); ++a)
+    for (int b = 0; b < kpos.nseg(); ++b)
+      total += visible_under_mask(qpos.seg(a), kpos.seg(b), mask);
   return total;
+}
+
+int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool causal) {
+  return count_visible_pairs(qpos, kpos, AttnMask{causal, 0, nullptr});
 }
 
 // ---- boundary checks --------------------------------------------------------------------------
@@ -125,12 +211,11 @@ std::string dims(std::initializer_list<int64_t> v) {
 }
 
 void check_positions(const char* op, const char* name, const Positions& p, int64_t rows) {
-  if (p.nseg < 0 || p.nseg > 2) fail(op, std::string(name) + " has " + std::to_string(p.nseg) + " segments");
   if (p.count() != rows)
     fail(op, std::string(name) + " " + p.str() + " has " + std::to_string(p.count()) +
                  " positions for " + std::to_string(rows) + " rows");
-  for (int s = 0; s < p.nseg; ++s) {
-    const PosSeg& g = p.seg[s];
+  for (int s = 0; s < p.nseg(); ++s) {
+    const PosSeg& g = p.seg(s);
     if (g.start < 0 || g.stride < 1 || g.count < 0)
       fail(op, std::string(name) + " " + p.str() + ": segments need start >= 0, stride >= 1");
     // Kernels keep positions in 32-bit integers.
@@ -156,6 +241,22 @@ void check_attn_shape(const AttnShape& s, const char* op) {
     fail(op, "head dim d=" + std::to_string(s.d) + " is not supported (1 <= d <= 256)");
   if (!std::isfinite(s.scale) || s.scale < 0)
     fail(op, "scale must be finite and >= 0 (0 means 1/sqrt(d))");
+  check_attn_mask(s.mask(), op);
+}
+
+void check_attn_mask(const AttnMask& m, const char* op) {
+  if (m.window < 0 || m.window > INT32_MAX)
+    fail(op, "window " + std::to_string(m.window) + " must lie in [0, 2^31-1] (0 = no window)");
+  if (!m.docs) return;
+  const std::vector<int64_t>& d = *m.docs;
+  if (d.empty() || d[0] != 0)
+    fail(op, "document starts must begin with 0 (got " +
+                 (d.empty() ? std::string("none") : std::to_string(d[0])) + ")");
+  for (size_t i = 1; i < d.size(); ++i)
+    if (d[i] <= d[i - 1])
+      fail(op, "document starts must be strictly ascending (start " + std::to_string(i) + " = " +
+                   std::to_string(d[i]) + " after " + std::to_string(d[i - 1]) + ")");
+  if (d.back() > INT32_MAX) fail(op, "document starts beyond 2^31-1");
 }
 
 void check_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -295,7 +396,7 @@ int64_t check_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, 
 }
 
 void check_rope(const Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
-                const Positions& pos, double theta) {
+                const Positions& pos, double theta, const DocStarts& docs) {
   const char* op = "rope";
   if (B < 1 || T < 0 || heads < 1 || d < 2 || d % 2 != 0)
     fail(op, "need B >= 1, T >= 0, heads >= 1 and an even d >= 2 (got B=" + std::to_string(B) +
@@ -310,6 +411,7 @@ void check_rope(const Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t
                  std::to_string(B) + "x" + std::to_string(T) + " tokens at pitch " +
                  std::to_string(pitch) + " need " + std::to_string(need));
   check_positions(op, "pos", pos, T);
+  check_attn_mask(AttnMask{true, 0, docs}, op);
 }
 
 void check_copy_2d(const Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,

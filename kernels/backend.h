@@ -4,6 +4,7 @@
 // checked once at this boundary (see check_* in backend.cpp) and kernels trust them.
 #pragma once
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,16 +26,46 @@ struct Event {
   double host_ms = 0;  // CPU backend: the time itself
 };
 
-// The causal-attention problem of one block: queries at qpos attend keys at kpos.
+// Document starts of a packed sequence: global positions, strictly ascending, the first 0.
+// Immutable and shared by every call of a run (copying the pointer is all a call costs).
+using DocStarts = std::shared_ptr<const std::vector<int64_t>>;
+
+// Which keys a query sees (DESIGN, "Masks, documents and passes"), on global positions:
+//   visible(i, j) = doc(i) == doc(j) and (!causal or j <= i)
+//                   and (window == 0 or (causal and i - j < window) or (!causal and |i - j| < window))
+// so query i sees the interval [lo(i), hi(i)] of positions:
+//   lo = max(start(doc(i)), i - window + 1 if window),  hi = i if causal else
+//   min(end(doc(i)) - 1, i + window - 1 if window). lo and hi are non-decreasing in i.
+// Without documents (docs null or {0}) the sequence is one document without an end.
+struct AttnMask {
+  bool causal = true;
+  int64_t window = 0;  // >= 0; 0 = no window
+  DocStarts docs;      // null: one document
+
+  static constexpr int64_t kNoEnd = int64_t(1) << 62;  // end of the last document
+  int64_t doc_start(int64_t i) const;  // start of the document holding position i
+  int64_t doc_end(int64_t i) const;    // one past its last position (kNoEnd for the last one)
+  int64_t lo(int64_t i) const;
+  int64_t hi(int64_t i) const;
+  bool visible(int64_t i, int64_t j) const { return lo(i) <= j && j <= hi(i); }
+  // Every key visible to every query (no causal rule, window or documents).
+  bool full() const { return !causal && window == 0 && (!docs || docs->size() <= 1); }
+};
+
+// The attention problem of one block: queries at qpos attend keys at kpos.
 //   q  [B, nq, hq, d]   k, v [B, nk, hk, d]   o [B, nq, hq, d]   (dtype of the run)
 //   lse, delta [B, hq, nq] float32 (natural log)
-// Query head h uses kv head h / (hq / hk). scale = 1/sqrt(d). With causal, key pos <= query pos;
-// a row that sees no key gets o = 0 and lse = -inf.
+// Query head h uses kv head h / (hq / hk). scale = 1/sqrt(d). Visibility: mask() (causal alone
+// is today's rule, key pos <= query pos); a row that sees no key gets o = 0, lse = -inf and no
+// gradient.
 struct AttnShape {
   int64_t B = 1, nq = 0, nk = 0;
   int hq = 0, hk = 0, d = 0;
   bool causal = true;
-  float scale = 0;  // 0 means 1/sqrt(d)
+  float scale = 0;      // 0 means 1/sqrt(d)
+  int64_t window = 0;   // sliding window W (0 = none)
+  DocStarts docs;       // packed documents (null = one document)
+  AttnMask mask() const { return AttnMask{causal, window, docs}; }
 };
 
 class Backend {
@@ -73,8 +104,8 @@ class Backend {
   bool compute_enabled() const { return compute_enabled_; }
 
   // FLOPs of the compute operations issued since the last reset (DESIGN's counting: GEMM 2mnk;
-  // attention fwd 4*d*hq*B*pairs; bwd model 2x fwd, hardware 2.5x fwd). Counted where the work
-  // is issued, by count_gemm / count_attn below, so every strategy is counted the same way.
+  // attention fwd 4*d*hq*B*pairs; bwd model 2x fwd, hardware 2.5x fwd). Counted by the entry
+  // points below, so every backend and strategy is counted the same way.
   double model_flops() const { return model_flops_; }
   double hardware_flops() const { return hardware_flops_; }
   void reset_flops() { model_flops_ = hardware_flops_ = 0; }
@@ -84,56 +115,97 @@ class Backend {
   std::vector<ComputeRecord>& compute_log() { return compute_log_; }
   virtual double compute_busy_ms() const;  // sum of compute_log intervals
 
-  // ---- element-wise and layout --------------------------------------------------------------
-  virtual void fill(Tensor& t, float value) = 0;
+  // ---- operations -------------------------------------------------------------------------------
+  // Non-virtual entry points (backend_ops.cpp): each checks its arguments (check_* below, then
+  // the backend's own check_dtypes / check_attn_support), skips compute in replay mode (layout
+  // ops run), counts FLOPs, brackets the work with op_begin/op_end (the compute log) and calls
+  // the backend's do_* implementation, which trusts its arguments.
+
+  // ---- element-wise and layout (run in replay mode too) -------------------------------------
+  void fill(Tensor& t, float value);
   // dst[r*dst_pitch + c] = src[r*src_pitch + c] for r < rows, c < cols (elements; same dtype)
-  virtual void copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
-                       int64_t rows, int64_t cols) = 0;
-  // out = a + b (same shapes); out may alias a or b
-  virtual void add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  void copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch, int64_t rows,
+               int64_t cols);
   // dst (float32 or dtype) = src converted (used to cast fp32 accumulators to the run dtype)
-  virtual void convert(Tensor& dst, const Tensor& src) = 0;
+  void convert(Tensor& dst, const Tensor& src);
+  // out = a + b (same shapes); out may alias a or b
+  void add(Tensor& out, const Tensor& a, const Tensor& b);
 
   // ---- GEMM (row-major) -----------------------------------------------------------------------
   // C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C; lda/ldb/ldc are row pitches of the
   // stored matrices. C may be float32 while A, B are in the run dtype (weight-gradient accumulation).
-  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
-                    Tensor& C, int64_t ldc) = 0;
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
+            int64_t ldc);
 
   // ---- normalisation and rotary embedding -------------------------------------------------------
   // x [rows, D], w [D] -> y [rows, D] = x / rms(x) * w; rstd [rows] float32 (kept for backward)
-  virtual void rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) = 0;
+  void rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd);
   // dx [rows, D] = d/dx; dw [D] float32 += sum over rows
-  virtual void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
-                           Tensor& dx, Tensor& dw) = 0;
+  void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                   Tensor& dx, Tensor& dw);
   // In place, x viewed as [B, T, heads, d] with row pitch `pitch` elements per token
   // (>= heads*d, so q and k can be rotated inside the packed qkv buffer). Rotate-half
-  // (NeoX/Llama), token t of batch row b at global position pos.at(t). inverse=true applies
-  // the transpose rotation (the backward of RoPE).
-  virtual void rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
-                    const Positions& pos, double theta, bool inverse) = 0;
+  // (NeoX/Llama), token t of batch row b at global position p = pos.at(t), rotated by angle
+  // p - start(doc(p)) when docs is given (position ids restart in each packed document), else p.
+  // inverse=true applies the transpose rotation (the backward of RoPE).
+  void rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
+            double theta, bool inverse, const DocStarts& docs = nullptr);
 
   // ---- attention --------------------------------------------------------------------------------
   // Forward of one block; writes o and lse (overwrites).
-  virtual void attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) = 0;
+  void attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse);
   // Online-softmax merge of a block's partial result into the running one:
   // o_acc, lse_acc [B,nq,hq,d] / [B,hq,nq] <- merge(o_acc, lse_acc, o_blk, lse_blk)
-  virtual void attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
-                          const Tensor& lse_blk) = 0;
+  void attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                  const Tensor& lse_blk);
   // delta [B,hq,nq] float32 = rowsum(do * o) over d (FlashAttention-2 preprocessing)
-  virtual void attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
-                              Tensor& delta) = 0;
+  void attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout, Tensor& delta);
   // Backward of one block given the FINAL lse and delta of the query rows.
   // Accumulates: dq [B,nq,hq,d] += ..., dk, dv [B,nk,hk,d] += ... (all float32 accumulators).
-  virtual void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& dout, const Tensor& lse, const Tensor& delta,
-                        const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
-                        Tensor& dv) = 0;
+  void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                const Tensor& dout, const Tensor& lse, const Tensor& delta, const Positions& qpos,
+                const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv);
 
  protected:
-  // Implementations call these from gemm / attn_fwd / attn_bwd when compute is enabled.
+  // What the backend cannot take beyond the shared checks: check_dtypes sees the operation and
+  // the dtypes of its tensor arguments (CPU: fp32 only); check_attn_support the attention
+  // problem (CUDA: head dims of the tensor-core kernels). Both throw std::invalid_argument.
+  virtual void check_dtypes(const char* op, std::initializer_list<const Tensor*> tensors) const;
+  virtual void check_attn_support(const char* op, const AttnShape& s, DType dt) const;
+  // Bracket one operation on the compute stream for the compute log (default: host clock).
+  virtual int op_begin(const char* name);
+  virtual void op_end(int token);
+
+  virtual void do_fill(Tensor& t, float value) = 0;
+  virtual void do_copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
+                          int64_t rows, int64_t cols) = 0;
+  virtual void do_convert(Tensor& dst, const Tensor& src) = 0;
+  virtual void do_add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  virtual void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
+                       Tensor& C, int64_t ldc) = 0;
+  // rows = x.numel() / w.numel() (checked)
+  virtual void do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows, Tensor& y,
+                              Tensor& rstd) = 0;
+  virtual void do_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd,
+                              const Tensor& dy, int64_t rows, Tensor& dx, Tensor& dw) = 0;
+  virtual void do_rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+                       const Positions& pos, double theta, bool inverse,
+                       const DocStarts& docs) = 0;
+  virtual void do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Positions& qpos, const Positions& kpos, Tensor& o,
+                           Tensor& lse) = 0;
+  virtual void do_attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc,
+                             const Tensor& o_blk, const Tensor& lse_blk) = 0;
+  virtual void do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                                 Tensor& delta) = 0;
+  virtual void do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                           const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
+                           Tensor& dv) = 0;
+
   void count_gemm(int64_t m, int64_t n, int64_t k);
   void count_attn(const AttnShape& s, const Positions& qpos, const Positions& kpos, bool backward);
 
@@ -144,6 +216,9 @@ class Backend {
   int threads_ = 1;
   int phase_ = 2;
   std::vector<ComputeRecord> compute_log_;
+
+ private:
+  ComputeRecord open_op_{};  // the default op_begin/op_end's interval in progress
 };
 
 struct BackendOptions {
@@ -155,8 +230,11 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt);
 // Names of the backends compiled into this build.
 std::vector<std::string> available_backends();
 
-// Count of (query, key) pairs with key pos <= query pos (all pairs when !causal); exact, used
-// for FLOP counting and by the kernels' tests.
+// Count of visible (query, key) pairs under the mask; exact, used for FLOP counting and by the
+// kernels' tests. Closed-form per (query segment, key segment, document piece): its cost grows
+// with the number of segments and documents the block touches, not with nq * nk.
+int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, const AttnMask& mask);
+// The causal rule alone (key pos <= query pos), or every pair when !causal.
 int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool causal);
 
 // ---- boundary checks (backend.cpp) ---------------------------------------------------------------
@@ -164,7 +242,9 @@ int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool c
 // same calls. Each throws std::invalid_argument naming the operation, the tensor and the values.
 // Element counts must match the documented shapes exactly (any reshape of them is accepted).
 float attn_scale(const AttnShape& s);  // s.scale, or 1/sqrt(d) when it is 0
-void check_attn_shape(const AttnShape& s, const char* op);
+void check_attn_shape(const AttnShape& s, const char* op);  // sizes and the mask
+// window >= 0 and < 2^31; document starts strictly ascending from 0, below 2^31.
+void check_attn_mask(const AttnMask& m, const char* op);
 void check_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                     const Positions& qpos, const Positions& kpos, const Tensor& o,
                     const Tensor& lse);
@@ -183,7 +263,7 @@ int64_t check_rmsnorm_fwd(const Tensor& x, const Tensor& w, const Tensor& y, con
 int64_t check_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
                           const Tensor& dx, const Tensor& dw);
 void check_rope(const Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
-                const Positions& pos, double theta);
+                const Positions& pos, double theta, const DocStarts& docs = nullptr);
 void check_copy_2d(const Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
                    int64_t rows, int64_t cols);
 void check_same_numel(const char* op, const Tensor& a, const Tensor& b);

@@ -159,37 +159,47 @@ std::string Tensor::shape_str() const { return fmt_shape(shape); }
 Positions Positions::contiguous(int64_t start, int64_t count) { return strided(start, 1, count); }
 
 Positions Positions::strided(int64_t start, int64_t stride, int64_t count) {
-  if (start < 0 || stride < 1 || count < 0)
-    throw std::invalid_argument("Positions: need start >= 0, stride >= 1, count >= 0 (got start " +
-                                std::to_string(start) + ", stride " + std::to_string(stride) +
-                                ", count " + std::to_string(count) + ")");
-  Positions p;
-  p.seg[0] = PosSeg{start, stride, count};
-  p.nseg = 1;
-  return p;
+  return Positions().append(PosSeg{start, stride, count});
 }
 
 Positions Positions::two(int64_t start0, int64_t count0, int64_t start1, int64_t count1) {
-  if (start0 < 0 || start1 < 0 || count0 < 0 || count1 < 0)
-    throw std::invalid_argument("Positions::two: starts and counts must be >= 0");
   Positions p;
-  p.seg[0] = PosSeg{start0, 1, count0};
-  p.seg[1] = PosSeg{start1, 1, count1};
-  p.nseg = 2;
+  p.append(PosSeg{start0, 1, count0});
+  p.append(PosSeg{start1, 1, count1});
   return p;
+}
+
+Positions Positions::segments(const std::vector<PosSeg>& segs) {
+  Positions p;
+  for (const PosSeg& g : segs) p.append(g);
+  return p;
+}
+
+Positions& Positions::append(PosSeg g) {
+  if (g.start < 0 || g.stride < 1 || g.count < 0)
+    throw std::invalid_argument("Positions: need start >= 0, stride >= 1, count >= 0 (got start " +
+                                std::to_string(g.start) + ", stride " + std::to_string(g.stride) +
+                                ", count " + std::to_string(g.count) + ")");
+  if (nseg_ < kInline)
+    inline_[size_t(nseg_)] = g;
+  else
+    more_.push_back(g);
+  ++nseg_;
+  return *this;
 }
 
 int64_t Positions::count() const {
   int64_t n = 0;
-  for (int s = 0; s < nseg; ++s) n += seg[s].count;
+  for (int s = 0; s < nseg_; ++s) n += seg(s).count;
   return n;
 }
 
 int64_t Positions::at(int64_t i) const {
   if (i < 0) throw std::out_of_range("Positions::at: negative row");
-  for (int s = 0; s < nseg; ++s) {
-    if (i < seg[s].count) return seg[s].start + i * seg[s].stride;
-    i -= seg[s].count;
+  for (int s = 0; s < nseg_; ++s) {
+    const PosSeg& g = seg(s);
+    if (i < g.count) return g.start + i * g.stride;
+    i -= g.count;
   }
   throw std::out_of_range("Positions::at: row beyond " + std::to_string(count()) + " rows of " +
                           str());
@@ -198,17 +208,19 @@ int64_t Positions::at(int64_t i) const {
 std::vector<int64_t> Positions::list() const {
   std::vector<int64_t> v;
   v.reserve(static_cast<size_t>(count()));
-  for (int s = 0; s < nseg; ++s)
-    for (int64_t i = 0; i < seg[s].count; ++i) v.push_back(seg[s].start + i * seg[s].stride);
+  for (int s = 0; s < nseg_; ++s) {
+    const PosSeg& g = seg(s);
+    for (int64_t i = 0; i < g.count; ++i) v.push_back(g.start + i * g.stride);
+  }
   return v;
 }
 
 // Python-like ranges: "range(0,128)", "range(3,515,4)", "range(0,64)+range(448,512)".
 std::string Positions::str() const {
-  if (nseg == 0) return "range(0,0)";
+  if (nseg_ == 0) return "range(0,0)";
   std::ostringstream os;
-  for (int s = 0; s < nseg; ++s) {
-    const PosSeg& g = seg[s];
+  for (int s = 0; s < nseg_; ++s) {
+    const PosSeg& g = seg(s);
     if (s) os << '+';
     os << "range(" << g.start << ',' << g.start + g.count * g.stride;
     if (g.stride != 1) os << ',' << g.stride;

@@ -83,23 +83,37 @@ struct Tensor {
   std::string shape_str() const;
 };
 
-// Global token positions of the rows of a block: up to two arithmetic segments
-// (contiguous: 1 segment stride 1; zigzag: 2 segments stride 1; striped: 1 segment stride P).
-// Attention kernels derive the causal mask from these: key pos <= query pos.
+// Global token positions of the rows of a block: a short list of arithmetic segments in row
+// order, any number (contiguous: 1 segment stride 1; zigzag: 2 segments stride 1; striped:
+// 1 segment stride P; a gathered zigzag group: 2U segments). Up to kInline segments are held
+// inline, so copying the common layouts allocates nothing. Attention kernels derive per-row
+// visibility from these positions and the mask (backend.h, AttnMask).
 struct PosSeg {
   int64_t start = 0, stride = 1, count = 0;
 };
-struct Positions {
-  std::array<PosSeg, 2> seg{};
-  int nseg = 0;
-
+class Positions {
+ public:
+  static constexpr int kInline = 4;
+  Positions() = default;
   static Positions contiguous(int64_t start, int64_t count);
   static Positions strided(int64_t start, int64_t stride, int64_t count);
   static Positions two(int64_t start0, int64_t count0, int64_t start1, int64_t count1);
+  // Any list of segments (each start >= 0, stride >= 1, count >= 0; std::invalid_argument else).
+  static Positions segments(const std::vector<PosSeg>& segs);
+  // Appends one segment (validated as above); returns *this.
+  Positions& append(PosSeg g);
+
+  int nseg() const { return nseg_; }
+  const PosSeg& seg(int i) const { return i < kInline ? inline_[size_t(i)] : more_[size_t(i - kInline)]; }
   int64_t count() const;
   int64_t at(int64_t i) const;       // position of row i
   std::vector<int64_t> list() const;  // all positions in row order
   std::string str() const;
+
+ private:
+  std::array<PosSeg, kInline> inline_{};
+  std::vector<PosSeg> more_;  // segments kInline.. (empty for the common layouts)
+  int nseg_ = 0;
 };
 
 }  // namespace cpbench

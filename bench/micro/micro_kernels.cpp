@@ -3,6 +3,7 @@
 //   BM_backend_gemm  the backend's gemm op (OpenMP blocks of single-threaded sgemm), same shapes
 //   BM_attn_fwd   attention forward, H = 8 (MHA), B = 1, contiguous positions
 //   BM_attn_bwd   attention backward (same shapes)
+//   BM_attn_window_vs_causal  causal sliding window against causal full attention, forward
 //   BM_rmsnorm_fwd/bwd, BM_rope, BM_attn_merge   memory-bound kernels (GB/s)
 // Counters: GFLOP/s counts DESIGN's model FLOPs (attention fwd 4*d*H*pairs, bwd 2x fwd over the
 // unmasked pairs only); hw_GFLOP/s the hardware FLOPs (bwd 2.5x fwd: recomputed scores).
@@ -105,19 +106,20 @@ struct AttnProblem {
   Positions pos;
   Tensor q, k, v, o, lse, dout, delta, dq, dk, dv;
   double fwd_flops = 0;
-  AttnProblem(Backend& be, int64_t N, int d, bool causal, bool with_bwd) {
+  AttnProblem(Backend& be, int64_t N, int d, bool causal, bool with_bwd, int64_t window = 0) {
     s.B = 1;
     s.nq = s.nk = N;
     s.hq = s.hk = 8;
     s.d = d;
     s.causal = causal;
+    s.window = window;
     pos = Positions::contiguous(0, N);
     q = random_tensor(be, {1, N, 8, d}, 11);
     k = random_tensor(be, {1, N, 8, d}, 12);
     v = random_tensor(be, {1, N, 8, d}, 13);
     o = be.alloc({1, N, 8, d}, DType::f32, MemKind::activations);
     lse = be.alloc({1, 8, N}, DType::f32, MemKind::activations);
-    fwd_flops = 4.0 * d * s.hq * double(count_visible_pairs(pos, pos, causal));
+    fwd_flops = 4.0 * d * s.hq * double(count_visible_pairs(pos, pos, s.mask()));
     if (!with_bwd) return;
     dout = random_tensor(be, {1, N, 8, d}, 14);
     delta = be.alloc({1, 8, N}, DType::f32, MemKind::activations);
@@ -232,6 +234,47 @@ BENCHMARK(BM_attn_vs_sgemm)
     ->ArgNames({"N", "d"})
     ->Args({4096, 128})
     ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// ---- sliding window against causal ----------------------------------------------------------------
+// Causal sliding window W against causal full attention at the same N, forward, interleaved as
+// above. A window costs O(N*W) only if the tiles outside the band are really skipped: the target
+// (issue 11) is t_window / t_causal <= 1.3 * (N*W / (N^2/2)). Counters: window_over_causal (the
+// median ratio of times), ideal (N*W / (N^2/2)), over_ideal (their quotient: <= 1.3 passes), and
+// pairs_ratio (the exact ratio of visible pairs, for reference).
+void BM_attn_window_vs_causal(benchmark::State& st) {
+  const int64_t N = st.range(0), W = st.range(1);
+  const int d = int(st.range(2));
+  auto be = backend();
+  AttnProblem ca(*be, N, d, true, false), wi(*be, N, d, true, false, W);
+  auto seconds = [](auto&& fn) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // idle thread pools first
+    const double t0 = now_ms();
+    fn();
+    return (now_ms() - t0) * 1e-3;
+  };
+  std::vector<double> ratio;
+  for (auto _ : st) {
+    const double t_c = seconds([&] { be->attn_fwd(ca.s, ca.q, ca.k, ca.v, ca.pos, ca.pos, ca.o, ca.lse); });
+    const double t_w = seconds([&] { be->attn_fwd(wi.s, wi.q, wi.k, wi.v, wi.pos, wi.pos, wi.o, wi.lse); });
+    st.SetIterationTime(t_c + t_w);
+    ratio.push_back(t_w / t_c);
+  }
+  std::sort(ratio.begin(), ratio.end());
+  const size_t n = ratio.size();
+  const double med = n == 0 ? 0.0 : (n % 2 ? ratio[n / 2] : 0.5 * (ratio[n / 2 - 1] + ratio[n / 2]));
+  const double ideal = double(N) * double(W) / (0.5 * double(N) * double(N));
+  st.counters["window_over_causal"] = med;
+  st.counters["ideal"] = ideal;
+  st.counters["over_ideal"] = med / ideal;
+  st.counters["pairs_ratio"] = wi.fwd_flops / ca.fwd_flops;
+  add_context(st);
+}
+BENCHMARK(BM_attn_window_vs_causal)
+    ->ArgNames({"N", "W", "d"})
+    ->Args({16384, 1024, 128})
+    ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -2,10 +2,11 @@
 // tiles (single-threaded inside, one per OpenMP thread), the softmax steps in the ISA-dispatched
 // loops of vec_ops.cpp.
 //
-// Masks come from global positions (key pos <= query pos when causal). For each (query tile,
+// Masks come from global positions and the mask description: each query row sees one interval
+// [lo, hi] of key positions (AttnMask: causal, sliding window, documents). For each (query tile,
 // key tile) pair a plan records whether the pair is fully masked (skipped), fully visible
-// (mask-free path) or partial (mask applied, key columns past the last visible one trimmed when
-// the keys of the tile are sorted, as they are within every position segment).
+// (mask-free path) or partial (mask applied, key columns before the first and past the last
+// visible one trimmed when the keys of the tile are sorted, as they are within every segment).
 //
 // Forward: work items (b, h, query tile), heaviest first, dynamic schedule; each item owns its
 // o rows and lse entries, so the result does not depend on the schedule.
@@ -101,10 +102,27 @@ float* scratch(int slot, size_t n) {
 std::vector<int32_t> positions32(const Positions& p) {
   std::vector<int32_t> v(static_cast<size_t>(p.count()));
   size_t i = 0;
-  for (int s = 0; s < p.nseg; ++s)
-    for (int64_t r = 0; r < p.seg[s].count; ++r)
-      v[i++] = static_cast<int32_t>(p.seg[s].start + r * p.seg[s].stride);
+  for (int s = 0; s < p.nseg(); ++s) {
+    const PosSeg& g = p.seg(s);
+    for (int64_t r = 0; r < g.count; ++r) v[i++] = static_cast<int32_t>(g.start + r * g.stride);
+  }
   return v;
+}
+
+// Per query row, the visible interval [lo, hi] of key positions (AttnMask), clamped to int32
+// (check_positions bounds every position by 2^31-1).
+struct RowBounds {
+  std::vector<int32_t> lo, hi;
+};
+RowBounds row_bounds(const std::vector<int32_t>& qp, const AttnMask& m) {
+  RowBounds r;
+  r.lo.resize(qp.size());
+  r.hi.resize(qp.size());
+  for (size_t i = 0; i < qp.size(); ++i) {
+    r.lo[i] = static_cast<int32_t>(std::max<int64_t>(m.lo(qp[i]), 0));
+    r.hi[i] = static_cast<int32_t>(std::min<int64_t>(m.hi(qp[i]), INT32_MAX));
+  }
+  return r;
 }
 
 struct TileInfo {
@@ -112,9 +130,12 @@ struct TileInfo {
   int size = 0;
   int32_t lo = 0, hi = 0;  // min and max position
   bool sorted = true;      // positions ascending within the tile
+  // Query tiles: extremes of the rows' visible bounds.
+  int32_t min_lo = 0, max_lo = 0, min_hi = 0, max_hi = 0;
 };
 
-std::vector<TileInfo> tile_infos(const std::vector<int32_t>& pos, int tile) {
+std::vector<TileInfo> tile_infos(const std::vector<int32_t>& pos, int tile,
+                                 const RowBounds* rb = nullptr) {
   const int64_t n = static_cast<int64_t>(pos.size());
   std::vector<TileInfo> out;
   for (int64_t t0 = 0; t0 < n; t0 += tile) {
@@ -128,6 +149,13 @@ std::vector<TileInfo> tile_infos(const std::vector<int32_t>& pos, int tile) {
       ti.hi = std::max(ti.hi, p);
       if (p < pos[t0 + i - 1]) ti.sorted = false;
     }
+    if (rb) {
+      const auto lo0 = rb->lo.begin() + t0, hi0 = rb->hi.begin() + t0;
+      ti.min_lo = *std::min_element(lo0, lo0 + ti.size);
+      ti.max_lo = *std::max_element(lo0, lo0 + ti.size);
+      ti.min_hi = *std::min_element(hi0, hi0 + ti.size);
+      ti.max_hi = *std::max_element(hi0, hi0 + ti.size);
+    }
     out.push_back(ti);
   }
   return out;
@@ -135,51 +163,74 @@ std::vector<TileInfo> tile_infos(const std::vector<int32_t>& pos, int tile) {
 
 // What one (query tile, key tile) pair needs.
 struct PairPlan {
-  int cols = 0;         // key columns to compute (0: fully masked, skip)
-  bool masked = false;  // apply the position mask
+  int col0 = 0, cols = 0;  // key columns [col0, col0 + cols) to compute (cols 0: skip)
+  bool masked = false;     // apply the mask
 };
 
-PairPlan plan_pair(const TileInfo& qt, const TileInfo& kt, const int32_t* kp, bool causal) {
+// Columns [c0, c1) of a key tile that rows with bounds in [min_lo .. max_hi] may see: when the
+// tile's keys are sorted, those from the first >= min_lo to the last <= max_hi; else all.
+void visible_cols(const TileInfo& kt, const int32_t* kp, int32_t min_lo, int32_t max_hi, int& c0,
+                  int& c1) {
+  c0 = 0;
+  c1 = kt.size;
+  if (!kt.sorted) return;
+  const int32_t* kb = kp + kt.start;
+  c0 = static_cast<int>(std::lower_bound(kb, kb + kt.size, min_lo) - kb);
+  c1 = static_cast<int>(std::upper_bound(kb + c0, kb + kt.size, max_hi) - kb);
+}
+
+PairPlan plan_pair(const TileInfo& qt, const TileInfo& kt, const int32_t* kp, bool full_mask) {
   PairPlan p;
-  if (!causal || kt.hi <= qt.lo) {  // every key before or at every query
+  if (full_mask || (qt.max_lo <= kt.lo && kt.hi <= qt.min_hi)) {  // every row sees every key
     p.cols = kt.size;
     return p;
   }
-  if (kt.lo > qt.hi) return p;  // every key after every query
+  if (kt.lo > qt.max_hi || kt.hi < qt.min_lo) return p;  // no row sees any key
+  int c0, c1;
+  visible_cols(kt, kp, qt.min_lo, qt.max_hi, c0, c1);
   p.masked = true;
-  p.cols = kt.size;
-  if (kt.sorted)  // keys past the last one at or before the latest query are masked for all rows
-    p.cols = static_cast<int>(std::upper_bound(kp + kt.start, kp + kt.start + kt.size, qt.hi) -
-                              (kp + kt.start));
+  p.col0 = c0;
+  p.cols = std::max(0, c1 - c0);
   return p;
 }
 
-// Rows [r0, r0 + rows) of a query tile against the first `cols` columns of a key tile.
+// Rows [r0, r0 + rows) of a query tile against key columns [c0, c0 + cols) of a key tile.
 struct Band {
-  int r0, rows, cols;
+  int r0, rows, c0, cols;
   bool masked;
 };
 
 // Calls f(Band) for the work of one (query tile, key tile) pair: the whole tile when no mask is
 // needed, else bands of `band` rows, each trimmed to the columns visible to some row of the band
-// (keys sorted) and masked only when some key of the band's columns follows some of its queries.
+// (keys sorted) and masked only when some row of the band does not see all of its columns. The
+// diagonal of a causal mask and both edges of a window waste at most ~band/2 columns per row.
 template <class F>
-void for_each_band(const TileInfo& qt, const TileInfo& kt, const PairPlan& pp, const int32_t* qp,
+void for_each_band(const TileInfo& qt, const TileInfo& kt, const PairPlan& pp, const RowBounds& rb,
                    const int32_t* kp, int band, F&& f) {
   if (!pp.masked) {
-    f(Band{0, qt.size, pp.cols, false});
+    f(Band{0, qt.size, pp.col0, pp.cols, false});
     return;
   }
   const int32_t* kb = kp + kt.start;
   for (int r0 = 0; r0 < qt.size; r0 += band) {
     const int rows = std::min(band, qt.size - r0);
-    const int32_t* qb = qp + qt.start + r0;
-    const int32_t lo = *std::min_element(qb, qb + rows), hi = *std::max_element(qb, qb + rows);
-    int cols = pp.cols;
-    if (kt.sorted) cols = static_cast<int>(std::upper_bound(kb, kb + pp.cols, hi) - kb);
-    if (cols == 0) continue;
-    const int32_t kmax = kt.sorted ? kb[cols - 1] : *std::max_element(kb, kb + cols);
-    f(Band{r0, rows, cols, kmax > lo});
+    const auto lo0 = rb.lo.begin() + qt.start + r0, hi0 = rb.hi.begin() + qt.start + r0;
+    const int32_t min_lo = *std::min_element(lo0, lo0 + rows), max_lo = *std::max_element(lo0, lo0 + rows);
+    const int32_t min_hi = *std::min_element(hi0, hi0 + rows), max_hi = *std::max_element(hi0, hi0 + rows);
+    int c0 = pp.col0, c1 = pp.col0 + pp.cols;
+    int32_t kmin, kmax;
+    if (kt.sorted) {
+      c0 = static_cast<int>(std::lower_bound(kb + c0, kb + c1, min_lo) - kb);
+      c1 = static_cast<int>(std::upper_bound(kb + c0, kb + c1, max_hi) - kb);
+      if (c1 <= c0) continue;
+      kmin = kb[c0];
+      kmax = kb[c1 - 1];
+    } else {
+      kmin = *std::min_element(kb + c0, kb + c1);
+      kmax = *std::max_element(kb + c0, kb + c1);
+      if (kmin > max_hi || kmax < min_lo) continue;
+    }
+    f(Band{r0, rows, c0, c1 - c0, !(max_lo <= kmin && kmax <= min_hi)});
   }
 }
 
@@ -233,9 +284,17 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
   const int hq = s.hq, hk = s.hk, d = s.d, group = s.hq / s.hk;
   if (nq == 0) return;
   const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
+  const AttnMask mask = s.mask();
+  const RowBounds rb = row_bounds(qp, mask);
   const AttnTiles& tl = attn_tiles();
-  const int bq = tl.fwd_q, bk = tl.fwd_k, band = tl.band;
-  const std::vector<TileInfo> qtiles = tile_infos(qp, bq);
+  // Under a sliding window a query tile of bq rows spans W + bq - 1 key columns, of which only
+  // W - bq + 1 are visible to all its rows: tiles of about W/4 rows keep most of the work on the
+  // mask-free path (N=16384, W=1024: 256-row tiles run the window 1.18x its ideal share of the
+  // causal time, 512-row tiles 1.29x; docs/PERFORMANCE.md).
+  const int64_t window_rows = std::max<int64_t>(64, round_up(mask.window / 4, 16));
+  const int bq = mask.window > 0 ? static_cast<int>(std::min<int64_t>(tl.fwd_q, window_rows)) : tl.fwd_q;
+  const int bk = tl.fwd_k, band = tl.band;
+  const std::vector<TileInfo> qtiles = tile_infos(qp, bq, &rb);
   const std::vector<TileInfo> ktiles = nk > 0 ? tile_infos(kp, bk) : std::vector<TileInfo>{};
   const int nqt = static_cast<int>(qtiles.size()), nkt = static_cast<int>(ktiles.size());
 
@@ -248,7 +307,7 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
   std::vector<int64_t> cost(nqt, 0);
   for (int i = 0; i < nqt; ++i)
     for (int j = 0; j < nkt; ++j) {
-      const PairPlan p = plan_pair(qtiles[i], ktiles[j], kp.data(), s.causal);
+      const PairPlan p = plan_pair(qtiles[i], ktiles[j], kp.data(), mask.full());
       if (p.cols == 0) continue;
       plan[i].push_back({j, p});
       cost[i] += p.cols;
@@ -285,14 +344,18 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
       const TileInfo& kt = ktiles[vis.kt];
       const float* Kt = k + ((b * nk + kt.start) * hk + g) * d;
       const float* Vt = v + ((b * nk + kt.start) * hk + g) * d;
-      for_each_band(qt, kt, vis.p, qp.data(), kp.data(), band, [&](const Band& bd) {
+      for_each_band(qt, kt, vis.p, rb, kp.data(), band, [&](const Band& bd) {
         const float* Qb = Qt + int64_t(bd.r0) * ldq;
+        const float *Kb = Kt + int64_t(bd.c0) * ldk, *Vb = Vt + int64_t(bd.c0) * ldk;
         float* Ob = O + int64_t(bd.r0) * d;
-        sgemm(false, true, bd.rows, bd.cols, d, alpha, Qb, ldq, Kt, ldk, 0.0f, S, ldS);
-        if (bd.masked)
-          ops.mask_tile(S, ldS, bd.rows, bd.cols, qp.data() + qt.start + bd.r0, kp.data() + kt.start);
+        sgemm(false, true, bd.rows, bd.cols, d, alpha, Qb, ldq, Kb, ldk, 0.0f, S, ldS);
+        if (bd.masked) {
+          const int64_t r = qt.start + bd.r0;
+          ops.mask_tile(S, ldS, bd.rows, bd.cols, rb.lo.data() + r, rb.hi.data() + r,
+                        kp.data() + kt.start + bd.c0);
+        }
         ops.softmax_tile(S, ldS, bd.rows, bd.cols, m + bd.r0, l + bd.r0, Ob, d, d);
-        sgemm(false, false, bd.rows, d, bd.cols, 1.0f, S, ldS, Vt, ldk, 1.0f, Ob, d);
+        sgemm(false, false, bd.rows, d, bd.cols, 1.0f, S, ldS, Vb, ldk, 1.0f, Ob, d);
       });
     }
     // o = O / l, lse = ln 2 * (m + log2 l); rows without a visible key: o = 0, lse = -inf.
@@ -320,15 +383,17 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
   const int hq = s.hq, hk = s.hk, d = s.d, group = s.hq / s.hk;
   if (nq == 0 || nk == 0) return;
   const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
+  const AttnMask mask = s.mask();
+  const RowBounds rb = row_bounds(qp, mask);
   const AttnTiles& tl = attn_tiles();
   const int bq = tl.bwd_q, bk = tl.bwd_k, band = tl.band;
-  const std::vector<TileInfo> qtiles = tile_infos(qp, bq), ktiles = tile_infos(kp, bk);
+  const std::vector<TileInfo> qtiles = tile_infos(qp, bq, &rb), ktiles = tile_infos(kp, bk);
   const int nqt = static_cast<int>(qtiles.size()), nkt = static_cast<int>(ktiles.size());
 
   // plan[j][i]: query tile i against key tile j.
   std::vector<std::vector<PairPlan>> plan(nkt, std::vector<PairPlan>(nqt));
   for (int j = 0; j < nkt; ++j)
-    for (int i = 0; i < nqt; ++i) plan[j][i] = plan_pair(qtiles[i], ktiles[j], kp.data(), s.causal);
+    for (int i = 0; i < nqt; ++i) plan[j][i] = plan_pair(qtiles[i], ktiles[j], kp.data(), mask.full());
 
   const float scale = attn_scale(s);
   const float alpha = static_cast<float>(scale * kLog2e);
@@ -413,21 +478,26 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
                 lse2[r] = lrow[r] == kNegInf ? kNegInf : static_cast<float>(lrow[r] * kLog2e);
                 dl[r] = drow[r];
               }
-              for_each_band(qt, kt, pp, qp.data(), kp.data(), band, [&](const Band& bd) {
+              for_each_band(qt, kt, pp, rb, kp.data(), band, [&](const Band& bd) {
                 const int rows = bd.rows, cols = bd.cols;
-                const int64_t ro = int64_t(bd.r0) * ldq;
+                const int64_t ro = int64_t(bd.r0) * ldq, co = int64_t(bd.c0) * ldk;
+                const float *Kb = Kt + co, *Vb = Vt + co;
+                float *dKb = dKt + co, *dVb = dVt + co;
                 // P = exp2(alpha Q K^T - lse2), masked entries 0.
-                sgemm(false, true, rows, cols, d, alpha, Qt + ro, ldq, Kt, ldk, 0.0f, S, ldS);
-                if (bd.masked)
-                  ops.mask_tile(S, ldS, rows, cols, qp.data() + qt.start + bd.r0, kp.data() + kt.start);
+                sgemm(false, true, rows, cols, d, alpha, Qt + ro, ldq, Kb, ldk, 0.0f, S, ldS);
+                if (bd.masked) {
+                  const int64_t r = qt.start + bd.r0;
+                  ops.mask_tile(S, ldS, rows, cols, rb.lo.data() + r, rb.hi.data() + r,
+                                kp.data() + kt.start + bd.c0);
+                }
                 ops.prob_tile(S, ldS, rows, cols, lse2 + bd.r0);
                 // dV += P^T dO;  dP = dO V^T;  dS = P (dP - delta)
-                sgemm(true, false, cols, d, rows, 1.0f, S, ldS, dOt + ro, ldq, 1.0f, dVt, ldk);
-                sgemm(false, true, rows, cols, d, 1.0f, dOt + ro, ldq, Vt, ldk, 0.0f, dP, ldS);
+                sgemm(true, false, cols, d, rows, 1.0f, S, ldS, dOt + ro, ldq, 1.0f, dVb, ldk);
+                sgemm(false, true, rows, cols, d, 1.0f, dOt + ro, ldq, Vb, ldk, 0.0f, dP, ldS);
                 ops.dsoftmax_tile(S, dP, ldS, rows, cols, dl + bd.r0);
                 // dK += scale dS^T Q;  dQ += scale dS K
-                sgemm(true, false, cols, d, rows, scale, dP, ldS, Qt + ro, ldq, 1.0f, dKt, ldk);
-                sgemm(false, false, rows, d, cols, scale, dP, ldS, Kt, ldk, 1.0f, dQt + ro, ldq);
+                sgemm(true, false, cols, d, rows, scale, dP, ldS, Qt + ro, ldq, 1.0f, dKb, ldk);
+                sgemm(false, false, rows, d, cols, scale, dP, ldS, Kb, ldk, 1.0f, dQt + ro, ldq);
               });
             }
           }

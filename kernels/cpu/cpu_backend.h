@@ -29,42 +29,41 @@ class CpuBackend final : public Backend {
   // OpenBLAS and OpenMP use n threads; kernels use at most n.
   void set_threads(int n) override;
 
-  void fill(Tensor& t, float value) override;
-  void copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch, int64_t rows,
-               int64_t cols) override;
-  void add(Tensor& out, const Tensor& a, const Tensor& b) override;
-  void convert(Tensor& dst, const Tensor& src) override;
-  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-            const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
-            int64_t ldc) override;
-  void rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) override;
-  void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
-                   Tensor& dx, Tensor& dw) override;
-  void rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
-            double theta, bool inverse) override;
-  void attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) override;
-  void attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
-                  const Tensor& lse_blk) override;
-  void attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
-                      Tensor& delta) override;
-  void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                const Tensor& dout, const Tensor& lse, const Tensor& delta, const Positions& qpos,
-                const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv) override;
-
   // The instruction-set level of the attention inner loops ("avx512", "avx2", "generic").
   static const char* kernel_isa();
+
+ protected:
+  // Every tensor must be fp32.
+  void check_dtypes(const char* op, std::initializer_list<const Tensor*> tensors) const override;
+  void do_fill(Tensor& t, float value) override;
+  void do_copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
+                  int64_t rows, int64_t cols) override;
+  void do_convert(Tensor& dst, const Tensor& src) override;
+  void do_add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
+               int64_t ldc) override;
+  void do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows, Tensor& y,
+                      Tensor& rstd) override;
+  void do_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                      int64_t rows, Tensor& dx, Tensor& dw) override;
+  void do_rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+               const Positions& pos, double theta, bool inverse, const DocStarts& docs) override;
+  void do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) override;
+  void do_attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                     const Tensor& lse_blk) override;
+  void do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                         Tensor& delta) override;
+  void do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                   const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
+                   Tensor& dv) override;
 
  private:
   // 64-byte aligned host blocks (BlockCache sizes are multiples of 512 bytes).
   std::shared_ptr<BlockCache> cache_ = std::make_shared<BlockCache>(
       [](size_t n) { return std::aligned_alloc(64, n); }, [](void* p) { std::free(p); });
-  // Runs f and appends a ComputeRecord, or does nothing in replay mode (compute disabled).
-  template <class F>
-  void compute(const char* op, F&& f);
-  // Layout copies: run even in replay mode, and are logged as busy time of the compute stream.
-  template <class F>
-  void layout(const char* op, F&& f);
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt);

@@ -49,7 +49,8 @@ const char* blas_core_name();
 // single-threaded OpenBLAS sgemm on its block of rows (or columns, when n > m) of C. The backend
 // never uses OpenBLAS's own thread pool: its idle workers spin for ~0.1 s after each call and
 // would compete with the OpenMP threads of the next kernel. Each element of C comes from one
-// sgemm over the full k, so the result does not depend on the thread count.
+// sgemm over the full k, but OpenBLAS picks kernels by block shape, so results for different
+// thread counts agree to rounding, not bit for bit.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int threads);
 
@@ -71,8 +72,9 @@ void rmsnorm_fwd(const float* x, const float* w, float eps, int64_t rows, int64_
 // dx = d/dx (overwritten); dw += sum over rows.
 void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows,
                  int64_t D, float* dx, float* dw, int threads);
+// Token t's angle position is pos.at(t), minus its document's start when docs is given.
 void rope(float* x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
-          double theta, bool inverse, int threads);
+          const DocStarts& docs, double theta, bool inverse, int threads);
 void add(float* out, const float* a, const float* b, int64_t n, int threads);
 void fill(float* x, int64_t n, float value, int threads);
 void copy_2d(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t rows,

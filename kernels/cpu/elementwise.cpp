@@ -77,11 +77,15 @@ void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float*
 // Angles and their sines are computed in double (positions reach 10^6 radians) once per token
 // and shared by all batch rows and heads.
 void rope(float* x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
-          double theta, bool inverse, int threads) {
+          const DocStarts& docs, double theta, bool inverse, int threads) {
   const int half = d / 2;
   std::vector<double> inv_freq(half);
   for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(theta, -2.0 * i / d);
-  const std::vector<int64_t> p = pos.list();
+  std::vector<int64_t> p = pos.list();
+  if (docs) {
+    const AttnMask doc_mask{true, 0, docs};
+    for (int64_t& x_pos : p) x_pos -= doc_mask.doc_start(x_pos);
+  }
   const double sign = inverse ? -1.0 : 1.0;
 #pragma omp parallel num_threads(threads)
   {

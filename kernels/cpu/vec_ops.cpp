@@ -129,19 +129,22 @@ CPB_INLINE float hsum(typename Vec<W>::F v) {
 }
 
 template <int W>
-CPB_INLINE void mask_body(float* S, int64_t ld, int rows, int cols, const int32_t* qp,
-                          const int32_t* kp) {
+CPB_INLINE void mask_body(float* S, int64_t ld, int rows, int cols, const int32_t* lo,
+                          const int32_t* hi, const int32_t* kp) {
   using F = typename Vec<W>::F;
   using I = typename Vec<W>::I;
   const F ninf = splat<W>(kNegInf);
   for (int i = 0; i < rows; ++i) {
     float* s = S + i * ld;
-    const int32_t q = qp[i];
-    const I qv = I{} + q;
+    const int32_t a = lo[i], b = hi[i];
+    const I av = I{} + a, bv = I{} + b;
     int j = 0;
-    for (; j + W <= cols; j += W) store<W>(s + j, loadi<W>(kp + j) > qv ? ninf : load<W>(s + j));
+    for (; j + W <= cols; j += W) {
+      const I k = loadi<W>(kp + j);
+      store<W>(s + j, (k < av) | (k > bv) ? ninf : load<W>(s + j));
+    }
     for (; j < cols; ++j)
-      if (kp[j] > q) s[j] = kNegInf;
+      if (kp[j] < a || kp[j] > b) s[j] = kNegInf;
   }
 }
 
@@ -227,9 +230,9 @@ CPB_INLINE void dsoftmax_body(const float* P, float* dP, int64_t ld, int rows, i
 
 // One set of wrappers per ISA level.
 #define CPB_DEFINE_VARIANT(SUFFIX, W, ATTR)                                                       \
-  ATTR void mask_##SUFFIX(float* S, int64_t ld, int rows, int cols, const int32_t* qp,            \
-                          const int32_t* kp) {                                                    \
-    mask_body<W>(S, ld, rows, cols, qp, kp);                                                      \
+  ATTR void mask_##SUFFIX(float* S, int64_t ld, int rows, int cols, const int32_t* lo,            \
+                          const int32_t* hi, const int32_t* kp) {                                 \
+    mask_body<W>(S, ld, rows, cols, lo, hi, kp);                                                  \
   }                                                                                               \
   ATTR void softmax_##SUFFIX(float* S, int64_t ld, int rows, int cols, float* m, float* l,        \
                              float* O, int64_t ldo, int d) {                                      \

@@ -11,9 +11,10 @@ namespace cpbench::cpu {
 struct VecOps {
   const char* isa;  // "avx512", "avx2", "generic"
 
-  // S[i][j] = -inf where kp[j] > qp[i] (key after query: masked).
-  void (*mask_tile)(float* S, int64_t ld, int rows, int cols, const int32_t* qp,
-                    const int32_t* kp);
+  // S[i][j] = -inf where key position kp[j] lies outside row i's visible interval
+  // [lo[i], hi[i]] (backend.h, AttnMask).
+  void (*mask_tile)(float* S, int64_t ld, int rows, int cols, const int32_t* lo,
+                    const int32_t* hi, const int32_t* kp);
 
   // Online-softmax step of the forward: for each row i, m_new = max(m[i], max_j S[i][j]);
   // S[i][j] <- exp2(S[i][j] - m_new) (0 where S is -inf); l[i] <- l[i]*exp2(m[i]-m_new) + rowsum;

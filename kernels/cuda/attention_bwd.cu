@@ -24,7 +24,7 @@ void launch_bwd(const AttnArgs& a, cudaStream_t s) {
   p.nk = a.nk;
   p.hq = a.hq;
   p.hk = a.hk;
-  p.causal = a.causal ? 1 : 0;
+  p.mask = a.mask;
   p.scale = a.scale;
   p.scale_log2 = a.scale * kLog2e;
   p.qpos = a.qpos;

@@ -10,7 +10,8 @@
 // dk, dv with atomics (several query heads share a kv head under GQA). All three are accumulated:
 // "+=" as backend.h says.
 //
-// Masks and tile skipping use global positions as in the forward. Query rows past nq get
+// Masks and tile skipping use global positions and the mask as in the forward (each query row
+// sees [lo, hi]; the rows' bounds go to shared memory with lse and delta). Query rows past nq get
 // lse = +inf (P = 0) and zero Q/dO rows; key rows past nk are masked; rows whose final lse is
 // -inf (they see no key anywhere) get P = 0.
 //
@@ -39,7 +40,7 @@ struct BwdParams {
   float* dk;  // [B, nk, hk, D]
   float* dv;  // [B, nk, hk, D]
   int nq, nk, hq, hk;
-  int causal;
+  MaskArg mask;
   float scale, scale_log2;
   PosArg qpos, kpos;
 };
@@ -48,7 +49,7 @@ template <int D>
 constexpr int bwd_smem_bytes() {
   return (2 * kBwdBN + 4 * kBwdBM) * (D + 8) * 2  // K, V, 2 x (Q, dO)
          + kBwdBN * (kBwdBM + 8) * 2               // dS^T
-         + 2 * kBwdBM * 4;                         // lse, delta
+         + 4 * kBwdBM * 4;                         // lse, delta, row bounds lo, hi
 }
 
 template <typename T, int ROWS, int D>
@@ -81,6 +82,8 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
   T* dSs = dOs + 2 * BM * LD;          // [BN][LDS]: dS^T, keys x queries
   float* lse_s = reinterpret_cast<float*>(dSs + BN * LDS);  // [BM], base-2, +inf = no key
   float* dl_s = lse_s + BM;                                 // [BM]
+  int* lo_s = reinterpret_cast<int*>(dl_s + BM);            // [BM] visible key interval
+  int* hi_s = lo_s + BM;                                    // [BM]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -99,15 +102,16 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
   const float* dl_row = p.delta + (int64_t(b) * p.hq + h) * p.nq;
   const int mtiles = (p.nq + BM - 1) / BM;
 
-  int kmin = 0, kmax = 0;
-  if (p.causal) pos_range(p.kpos, n0, n0 + ncols, kmin, kmax);
+  int kmin, kmax;
+  pos_range(p.kpos, n0, n0 + ncols, kmin, kmax);
   auto tile_kind = [&](int i) -> int {  // 0 skip, 1 masked, 2 fully visible and whole
     const int m0 = i * BM, mrows = min(BM, p.nq - m0);
-    if (!p.causal) return (mrows == BM && ncols == BN) ? 2 : 1;
-    int qmin, qmax;
+    int qmin, qmax, min_lo, min_hi, max_lo, max_hi;
     pos_range(p.qpos, m0, m0 + mrows, qmin, qmax);
-    if (kmin > qmax) return 0;
-    return (kmax <= qmin && mrows == BM && ncols == BN) ? 2 : 1;
+    row_bounds(p.mask, qmin, min_lo, min_hi);  // bounds are monotone in the position
+    row_bounds(p.mask, qmax, max_lo, max_hi);
+    if (kmin > max_hi || kmax < min_lo) return 0;
+    return (max_lo <= kmin && kmax <= min_hi && mrows == BM && ncols == BN) ? 2 : 1;
   };
   auto next_tile = [&](int i) {
     while (i < mtiles && tile_kind(i) == 0) ++i;
@@ -127,8 +131,8 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
   // This thread's two key rows (local warp*16 + g and +8): positions and range flags.
   const int key0 = n0 + warp * 16 + g, key1 = key0 + 8;
   const bool kin0 = key0 < p.nk, kin1 = key1 < p.nk;
-  const int kp0 = p.causal ? pos_at(p.kpos, key0) : 0;
-  const int kp1 = p.causal ? pos_at(p.kpos, key1) : 0;
+  const int kp0 = pos_at(p.kpos, key0);
+  const int kp1 = pos_at(p.kpos, key1);
 
   float dk_acc[OT][4], dv_acc[OT][4];
 #pragma unroll
@@ -150,13 +154,17 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
     if (tid < BM) {
       const int r = m0 + tid;
       float L = kInf, dl = 0.0f;
+      int lo = 1, hi = 0;  // padding rows see nothing
       if (r < p.nq) {
         const float lv = lse_row[r];
         L = lv == -kInf ? kInf : lv * kLog2e;
         dl = dl_row[r];
+        row_bounds(p.mask, pos_at(p.qpos, r), lo, hi);
       }
       lse_s[tid] = L;
       dl_s[tid] = dl;
+      lo_s[tid] = lo;
+      hi_s[tid] = hi;
     }
     cp_async_wait<1>();  // K, V and query tile i have landed
     __syncthreads();
@@ -192,9 +200,9 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
         float p0 = exp2f(st[nt][e] * p.scale_log2 - L);
         float p1 = exp2f(st[nt][e + 2] * p.scale_log2 - L);
         if (kind == 1) {
-          const int qp = p.causal ? pos_at(p.qpos, m0 + qc) : 0;
-          if (!kin0 || (p.causal && kp0 > qp)) p0 = 0.0f;
-          if (!kin1 || (p.causal && kp1 > qp)) p1 = 0.0f;
+          const int lo = lo_s[qc], hi = hi_s[qc];
+          if (!kin0 || kp0 < lo || kp0 > hi) p0 = 0.0f;
+          if (!kin1 || kp1 < lo || kp1 > hi) p1 = 0.0f;
         }
         st[nt][e] = p0;
         st[nt][e + 2] = p1;

@@ -32,7 +32,7 @@ F32Params f32_params(const AttnArgs& a) {
   p.hq = a.hq;
   p.hk = a.hk;
   p.d = a.d;
-  p.causal = a.causal ? 1 : 0;
+  p.mask = a.mask;
   p.scale = a.scale;
   p.qpos = a.qpos;
   p.kpos = a.kpos;

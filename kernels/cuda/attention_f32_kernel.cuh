@@ -7,6 +7,7 @@
 //   bwd dkdv: warp per key row (b, j, g), looping over the query heads of kv head g:
 //             dk += scale * sum dS_ij q_i, dv += sum P_ij dO_i  (each element has one owner: no atomics)
 // P_ij = exp(s_ij - lse_i) with the FINAL lse; rows with lse = -inf see no key and get nothing.
+// Visibility: row i sees keys at positions [lo, hi] (row_bounds of MaskArg).
 #pragma once
 #include "kernels/cuda/device_common.cuh"
 
@@ -30,7 +31,7 @@ struct F32Params {
   float* dk;          // [B, nk, hk, d]      bwd +=
   float* dv;          // [B, nk, hk, d]      bwd +=
   int B, nq, nk, hq, hk, d;
-  int causal;
+  MaskArg mask;
   float scale;
   PosArg qpos, kpos;
 };
@@ -64,10 +65,12 @@ __global__ void attn_fwd_f32_kernel(const F32Params p) {
   load_lane(qr, p.q + row * p.d, p.d, lane);
 #pragma unroll
   for (int e = 0; e < kF32PerLane; ++e) acc[e] = 0.0f;
-  const int qp = p.causal ? pos_at(p.qpos, i) : 0;
+  int lo, hi;
+  row_bounds(p.mask, pos_at(p.qpos, i), lo, hi);
   float m = -kInf, l = 0.0f;
   for (int j = 0; j < p.nk; ++j) {
-    if (p.causal && pos_at(p.kpos, j) > qp) continue;  // warp-uniform
+    const int kp = pos_at(p.kpos, j);
+    if (kp < lo || kp > hi) continue;  // warp-uniform
     const int64_t kv = ((int64_t(b) * p.nk + j) * p.hk + g) * p.d;
     const float s = dot_lane(qr, p.k + kv, p.d, lane) * p.scale;
     const float mn = fmaxf(m, s);
@@ -107,9 +110,11 @@ __global__ void attn_bwd_dq_f32_kernel(const F32Params p) {
   load_lane(dor, p.dout + row * p.d, p.d, lane);
 #pragma unroll
   for (int e = 0; e < kF32PerLane; ++e) dqa[e] = 0.0f;
-  const int qp = p.causal ? pos_at(p.qpos, i) : 0;
+  int lo, hi;
+  row_bounds(p.mask, pos_at(p.qpos, i), lo, hi);
   for (int j = 0; j < p.nk; ++j) {
-    if (p.causal && pos_at(p.kpos, j) > qp) continue;
+    const int kp = pos_at(p.kpos, j);
+    if (kp < lo || kp > hi) continue;
     const int64_t kv = ((int64_t(b) * p.nk + j) * p.hk + g) * p.d;
     const float pj = expf(dot_lane(qr, p.k + kv, p.d, lane) * p.scale - L);
     const float ds = pj * (dot_lane(dor, p.v + kv, p.d, lane) - dl);
@@ -139,10 +144,12 @@ __global__ void attn_bwd_dkdv_f32_kernel(const F32Params p) {
   load_lane(vr, p.v + row * p.d, p.d, lane);
 #pragma unroll
   for (int e = 0; e < kF32PerLane; ++e) dka[e] = dva[e] = 0.0f;
-  const int kp = p.causal ? pos_at(p.kpos, j) : 0;
+  const int kp = pos_at(p.kpos, j);
   for (int h = g * group; h < (g + 1) * group; ++h) {
     for (int i = 0; i < p.nq; ++i) {
-      if (p.causal && kp > pos_at(p.qpos, i)) continue;
+      int lo, hi;
+      row_bounds(p.mask, pos_at(p.qpos, i), lo, hi);
+      if (kp < lo || kp > hi) continue;
       const int64_t li = (int64_t(b) * p.hq + h) * p.nq + i;
       const float L = p.lse_in[li];
       if (L == -kInf) continue;

@@ -3,10 +3,11 @@
 // warp owns 16 rows and keeps its Q fragments, O accumulator and softmax state in registers.
 // Key/value tiles of BN = 64 rows stream through double-buffered shared memory (cp.async).
 //
-// Masks come from global positions (PosArg), never from indices: a key tile is skipped when its
-// smallest key position is after the block's largest query position, processed without a mask
-// when its largest key position is at or before the smallest query position (and the tile is
-// whole), and masked element-wise otherwise. Key columns past nk are masked too.
+// Masks come from global positions (PosArg) and the mask (MaskArg), never from indices: each
+// query row sees the key positions [lo, hi] (causal, window, documents). A key tile is skipped
+// when its positions lie outside [min lo, max hi] of the block's rows, processed without a mask
+// when every row sees all of it (max lo <= its first key, its last key <= min hi, tile whole),
+// and masked element-wise otherwise. Key columns past nk are masked too.
 //
 // Softmax works in base 2 on scores pre-multiplied by scale*log2(e). A row that sees no key
 // keeps m = -inf, l = 0 and ends with o = 0, lse = -inf.
@@ -35,7 +36,7 @@ struct FwdParams {
   void* o;        // [B, nq, hq, D]
   float* lse;     // [B, hq, nq]
   int nq, nk, hq, hk;
-  int causal;
+  MaskArg mask;
   float scale_log2;  // softmax scale * log2(e)
   PosArg qpos, kpos;
 };
@@ -90,16 +91,18 @@ __global__ void __launch_bounds__(kFwdThreads) attn_fwd_kernel(const FwdParams p
   const T* vbase = static_cast<const T*>(p.v) + (int64_t(b) * p.nk * p.hk + kvh) * D;
   const int ntiles = (p.nk + BN - 1) / BN;
 
-  int qmin = 0, qmax = 0;
-  if (p.causal) pos_range(p.qpos, m0, m0 + mrows, qmin, qmax);
+  // Extremes of the block rows' visible bounds (monotone in the position: from qmin, qmax).
+  int qmin, qmax, min_lo, min_hi, max_lo, max_hi;
+  pos_range(p.qpos, m0, m0 + mrows, qmin, qmax);
+  row_bounds(p.mask, qmin, min_lo, min_hi);
+  row_bounds(p.mask, qmax, max_lo, max_hi);
   // 0: fully masked (skip), 1: partially masked, 2: fully visible and whole.
   auto tile_kind = [&](int j) -> int {
     const int n0 = j * BN, ncols = min(BN, p.nk - n0);
-    if (!p.causal) return ncols == BN ? 2 : 1;
     int kmin, kmax;
     pos_range(p.kpos, n0, n0 + ncols, kmin, kmax);
-    if (kmin > qmax) return 0;
-    return (kmax <= qmin && ncols == BN) ? 2 : 1;
+    if (kmin > max_hi || kmax < min_lo) return 0;
+    return (max_lo <= kmin && kmax <= min_hi && ncols == BN) ? 2 : 1;
   };
   auto next_tile = [&](int j) {
     while (j < ntiles && tile_kind(j) == 0) ++j;
@@ -128,10 +131,11 @@ __global__ void __launch_bounds__(kFwdThreads) attn_fwd_kernel(const FwdParams p
       ldsm_x4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3],
               Qs + (warp * 16 + (li & 1) * 8 + lr) * LD + kk * 16 + (li >> 1) * 8);
 
-    // Positions of this thread's two query rows (for partially masked tiles).
+    // Visible key intervals of this thread's two query rows (for partially masked tiles).
     const int row0 = m0 + warp * 16 + g;
-    const int qp0 = p.causal ? pos_at(p.qpos, row0) : 0;
-    const int qp1 = p.causal ? pos_at(p.qpos, row0 + 8) : 0;
+    int lo0, hi0, lo1, hi1;
+    row_bounds(p.mask, pos_at(p.qpos, row0), lo0, hi0);
+    row_bounds(p.mask, pos_at(p.qpos, row0 + 8), lo1, hi1);
 
     int buf = 0;
     while (j < ntiles) {
@@ -174,9 +178,9 @@ __global__ void __launch_bounds__(kFwdThreads) attn_fwd_kernel(const FwdParams p
           for (int e = 0; e < 2; ++e) {
             const int col = n0 + nt * 8 + 2 * t + e;
             const bool in = col < p.nk;
-            const int kp = p.causal ? pos_at(p.kpos, col) : 0;
-            const bool ok0 = in && (!p.causal || kp <= qp0);
-            const bool ok1 = in && (!p.causal || kp <= qp1);
+            const int kp = pos_at(p.kpos, col);
+            const bool ok0 = in && lo0 <= kp && kp <= hi0;
+            const bool ok1 = in && lo1 <= kp && kp <= hi1;
             s[nt][e] = ok0 ? s[nt][e] * p.scale_log2 : -kInf;
             s[nt][e + 2] = ok1 ? s[nt][e + 2] * p.scale_log2 : -kInf;
           }

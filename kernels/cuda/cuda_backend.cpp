@@ -1,5 +1,5 @@
-// CudaBackendImpl: boundary checks, memory, streams, timing and the compute log around the CUDA
-// kernels (kernels/cuda/*.cu) and cuBLAS. See cuda_backend.h for the timing and replay rules.
+// CudaBackendImpl: memory, streams, timing and the compute log around the CUDA kernels
+// (kernels/cuda/*.cu) and cuBLAS, behind Backend's checked entry points (backend_ops.cpp). See cuda_backend.h for the timing and replay rules.
 #include "kernels/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -93,31 +93,38 @@ class CudaBackendImpl final : public CudaBackend {
   void synchronize() override;
   double compute_busy_ms() const override;
 
+ protected:
   // layout
-  void fill(Tensor& t, float value) override;
-  void copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch, int64_t rows,
-               int64_t cols) override;
-  void convert(Tensor& dst, const Tensor& src) override;
+  void do_fill(Tensor& t, float value) override;
+  void do_copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
+                  int64_t rows, int64_t cols) override;
+  void do_convert(Tensor& dst, const Tensor& src) override;
 
   // compute
-  void add(Tensor& out, const Tensor& a, const Tensor& b) override;
-  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-            const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
-            int64_t ldc) override;
-  void rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) override;
-  void rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
-                   Tensor& dx, Tensor& dw) override;
-  void rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
-            const Positions& pos, double theta, bool inverse) override;
-  void attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) override;
-  void attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
-                  const Tensor& lse_blk) override;
-  void attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
-                      Tensor& delta) override;
-  void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                const Tensor& dout, const Tensor& lse, const Tensor& delta, const Positions& qpos,
-                const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv) override;
+  void check_attn_support(const char* op, const AttnShape& s, DType dt) const override;
+  void do_add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
+               int64_t ldc) override;
+  void do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows, Tensor& y,
+                      Tensor& rstd) override;
+  void do_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                      int64_t rows, Tensor& dx, Tensor& dw) override;
+  void do_rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+               const Positions& pos, double theta, bool inverse, const DocStarts& docs) override;
+  void do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) override;
+  void do_attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                     const Tensor& lse_blk) override;
+  void do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                         Tensor& delta) override;
+  void do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                   const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
+                   Tensor& dv) override;
+  // Brackets one compute operation with events (no-op when op events are off).
+  int op_begin(const char* name) override;
+  void op_end(int idx) override;
 
  private:
   struct PendingOp {
@@ -126,15 +133,15 @@ class CudaBackendImpl final : public CudaBackend {
     cudaEvent_t e0, e1;
     bool ended;
   };
-  // Brackets one compute operation with events (no-op when op events are off).
-  int op_begin(const char* name);
-  void op_end(int idx);
   cudaEvent_t pooled_event();
   void resolve_pending();  // pending ops -> compute_log_ (blocks until they are done)
   void take_reference();   // stream idle: pair an event with a host clock read
   void* scratch(size_t bytes);
   cuda::AttnArgs attn_args(const AttnShape& s, DType dt, const Positions& qpos,
-                           const Positions& kpos, const char* op) const;
+                           const Positions& kpos);
+  // Device copy (int32) of a run's document starts, uploaded on first use and kept while the
+  // backend lives (a run has one mask; the first call is a warm-up, not a timed one).
+  const int32_t* device_docs(const DocStarts& docs);
 
   int device_ = 0;
   std::string device_name_;
@@ -153,6 +160,11 @@ class CudaBackendImpl final : public CudaBackend {
   size_t scratch_bytes_ = 0;
   std::map<int, std::function<void()>> hooks_;
   int next_hook_ = 1;
+  struct DeviceDocs {
+    DocStarts host;  // keeps the key's vector alive
+    int32_t* dev = nullptr;
+  };
+  std::map<const std::vector<int64_t>*, DeviceDocs> docs_;
 };
 
 CudaBackendImpl::CudaBackendImpl(const BackendOptions& opt) {
@@ -209,6 +221,7 @@ CudaBackendImpl::~CudaBackendImpl() {
   if (cublas_) (void)cublasDestroy(cublas_);
   if (cublas_ws_) (void)cudaFree(cublas_ws_);
   if (scratch_) (void)cudaFree(scratch_);
+  for (auto& kv : docs_) (void)cudaFree(kv.second.dev);
   if (stream_) (void)cudaStreamDestroy(stream_);
   (void)cudaGetLastError();
 }
@@ -404,20 +417,15 @@ void CudaBackendImpl::copy_from_host_raw(Tensor& dst, const void* src, size_t by
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller may reuse `src` on return
 }
 
-// ---- layout: they run in replay mode too, and are logged (the compute stream is busy with them:
-// busy time covers them, so exposed communication is time the stream waits on transfers) -----
-void CudaBackendImpl::fill(Tensor& t, float value) {
-  const int op = op_begin("fill");
+// ---- operations: Backend's entry points have checked the arguments, applied the replay gate
+// (layout ops run in replay mode too) and bracket each call with op_begin / op_end ------------
+void CudaBackendImpl::do_fill(Tensor& t, float value) {
   cuda::fill(t.data, t.dtype, t.numel(), value, stream_);
-  op_end(op);
 }
 
-void CudaBackendImpl::copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src,
-                              int64_t src_pitch, int64_t rows, int64_t cols) {
-  check_copy_2d(dst, dst_pitch, src, src_pitch, rows, cols);
-  if (rows == 0 || cols == 0) return;
+void CudaBackendImpl::do_copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src,
+                                 int64_t src_pitch, int64_t rows, int64_t cols) {
   const size_t es = dtype_size(dst.dtype);
-  const int op = op_begin("copy_2d");
   if (rows == 1 || (dst_pitch == cols && src_pitch == cols)) {
     CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, size_t(rows) * size_t(cols) * es,
                                cudaMemcpyDeviceToDevice, stream_));
@@ -425,81 +433,66 @@ void CudaBackendImpl::copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src,
     CUDA_CHECK(cudaMemcpy2DAsync(dst.data, size_t(dst_pitch) * es, src.data, size_t(src_pitch) * es,
                                  size_t(cols) * es, size_t(rows), cudaMemcpyDeviceToDevice, stream_));
   }
-  op_end(op);
 }
 
-void CudaBackendImpl::convert(Tensor& dst, const Tensor& src) {
-  check_same_numel("convert", dst, src);
-  const int op = op_begin("convert");
+void CudaBackendImpl::do_convert(Tensor& dst, const Tensor& src) {
   cuda::convert(dst.data, dst.dtype, src.data, src.dtype, dst.numel(), stream_);
-  op_end(op);
 }
 
-// ---- compute ------------------------------------------------------------------------------------
-void CudaBackendImpl::add(Tensor& out, const Tensor& a, const Tensor& b) {
-  check_same_numel("add", out, a);
-  check_same_numel("add", out, b);
-  if (!compute_enabled_) return;
-  const int op = op_begin("add");
+void CudaBackendImpl::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
   cuda::add(out.data, out.dtype, a.data, a.dtype, b.data, b.dtype, out.numel(), stream_);
-  op_end(op);
 }
 
-void CudaBackendImpl::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                           float alpha, const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb,
-                           float beta, Tensor& C, int64_t ldc) {
-  check_gemm(trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc);
-  if (!compute_enabled_) return;
-  count_gemm(m, n, k);
-  if (m == 0 || n == 0) return;
-  const int op = op_begin("gemm");
+void CudaBackendImpl::do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                              float alpha, const Tensor& A, int64_t lda, const Tensor& B,
+                              int64_t ldb, float beta, Tensor& C, int64_t ldc) {
   if (k == 0) {
     cuda::scale_2d(C.data, C.dtype, m, n, ldc, beta, stream_);
-  } else {
-    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. A
-    // row-major matrix with pitch ld is its transpose in column-major with the same ld.
-    CUBLAS_CHECK(cublasGemmEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                              trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha,
-                              B.data, cuda_type(B.dtype), int(ldb), A.data, cuda_type(A.dtype),
-                              int(lda), &beta, C.data, cuda_type(C.dtype), int(ldc),
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
   }
-  op_end(op);
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. A
+  // row-major matrix with pitch ld is its transpose in column-major with the same ld.
+  CUBLAS_CHECK(cublasGemmEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha,
+                            B.data, cuda_type(B.dtype), int(ldb), A.data, cuda_type(A.dtype),
+                            int(lda), &beta, C.data, cuda_type(C.dtype), int(ldc),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void CudaBackendImpl::rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y,
-                                  Tensor& rstd) {
-  const int64_t rows = check_rmsnorm_fwd(x, w, y, rstd);
-  if (!(eps > 0)) throw std::invalid_argument("rmsnorm_fwd: eps must be > 0");
-  if (!compute_enabled_) return;
-  const int op = op_begin("rmsnorm_fwd");
+void CudaBackendImpl::do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows,
+                                     Tensor& y, Tensor& rstd) {
   cuda::rmsnorm_fwd(x.data, w.data, x.dtype, eps, rows, w.numel(), y.data, rstd.ptr<float>(),
                     stream_);
-  op_end(op);
 }
 
-void CudaBackendImpl::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd,
-                                  const Tensor& dy, Tensor& dx, Tensor& dw) {
-  const int64_t rows = check_rmsnorm_bwd(x, w, rstd, dy, dx, dw);
-  if (!compute_enabled_) return;
-  const int op = op_begin("rmsnorm_bwd");
+void CudaBackendImpl::do_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd,
+                                     const Tensor& dy, int64_t rows, Tensor& dx, Tensor& dw) {
   cuda::rmsnorm_bwd(x.data, w.data, x.dtype, rstd.ptr<float>(), dy.data, rows, w.numel(), dx.data,
                     dw.ptr<float>(), stream_);
-  op_end(op);
 }
 
-void CudaBackendImpl::rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
-                           const Positions& pos, double theta, bool inverse) {
-  check_rope(x, B, T, heads, d, pitch, pos, theta);
-  if (!compute_enabled_) return;
-  const int op = op_begin("rope");
-  cuda::rope(x.data, x.dtype, B, T, heads, d, pitch, cuda::to_pos_arg(pos), theta, inverse,
-             stream_);
-  op_end(op);
+const int32_t* CudaBackendImpl::device_docs(const DocStarts& docs) {
+  if (!docs || docs->size() <= 1) return nullptr;
+  auto it = docs_.find(docs.get());
+  if (it != docs_.end()) return it->second.dev;
+  std::vector<int32_t> host(docs->begin(), docs->end());  // check_attn_mask bounds them by 2^31-1
+  DeviceDocs dd{docs, nullptr};
+  void* dev = nullptr;
+  CUDA_CHECK(cudaMalloc(&dev, host.size() * sizeof(int32_t)));
+  dd.dev = static_cast<int32_t*>(dev);
+  CUDA_CHECK(cudaMemcpy(dd.dev, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  docs_.emplace(docs.get(), dd);
+  return dd.dev;
 }
 
-cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Positions& qpos,
-                                          const Positions& kpos, const char* op) const {
+void CudaBackendImpl::do_rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+                              const Positions& pos, double theta, bool inverse,
+                              const DocStarts& docs) {
+  cuda::rope(x.data, x.dtype, B, T, heads, d, pitch, cuda::to_pos_arg(pos), device_docs(docs),
+             docs ? int(docs->size()) : 0, theta, inverse, stream_);
+}
+
+void CudaBackendImpl::check_attn_support(const char* op, const AttnShape& s, DType dt) const {
   // bf16/fp16: tensor-core kernels (d = 64, 128); fp32: SIMT kernels (any d <= 256).
   if (dt != DType::f32 && !cuda::attn_head_dim_supported(s.d))
     throw std::invalid_argument(std::string(op) + ": head dim " + std::to_string(s.d) +
@@ -514,6 +507,10 @@ cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Po
   }
   if (s.B > INT32_MAX || s.nq > INT32_MAX || s.nk > INT32_MAX)
     throw std::invalid_argument(std::string(op) + ": B, nq and nk must be < 2^31");
+}
+
+cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Positions& qpos,
+                                          const Positions& kpos) {
   cuda::AttnArgs a;
   a.dtype = dt;
   a.B = int(s.B);
@@ -522,61 +519,48 @@ cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Po
   a.hq = s.hq;
   a.hk = s.hk;
   a.d = s.d;
-  a.causal = s.causal;
+  a.mask.causal = s.causal ? 1 : 0;
+  a.mask.window = int32_t(s.window);  // check_attn_mask bounds it by 2^31-1
+  a.mask.docs = device_docs(s.docs);
+  a.mask.ndocs = s.docs ? int32_t(s.docs->size()) : 0;
   a.scale = attn_scale(s);
   a.qpos = cuda::to_pos_arg(qpos);
   a.kpos = cuda::to_pos_arg(kpos);
   return a;
 }
 
-void CudaBackendImpl::attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k,
-                               const Tensor& v, const Positions& qpos, const Positions& kpos,
-                               Tensor& o, Tensor& lse) {
-  check_attn_fwd(s, q, k, v, qpos, kpos, o, lse);
-  cuda::AttnArgs a = attn_args(s, q.dtype, qpos, kpos, "attn_fwd");
-  if (!compute_enabled_) return;
-  count_attn(s, qpos, kpos, /*backward=*/false);
+void CudaBackendImpl::do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Positions& qpos, const Positions& kpos,
+                                  Tensor& o, Tensor& lse) {
+  cuda::AttnArgs a = attn_args(s, q.dtype, qpos, kpos);
   a.q = q.data;
   a.k = k.data;
   a.v = v.data;
   a.o = o.data;
   a.lse = lse.ptr<float>();
-  const int op = op_begin("attn_fwd");
   if (a.dtype == DType::f32)
     cuda::attn_fwd_f32(a, stream_);
   else
     cuda::attn_fwd(a, stream_);
-  op_end(op);
 }
 
-void CudaBackendImpl::attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc,
-                                 const Tensor& o_blk, const Tensor& lse_blk) {
-  check_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk);
-  if (!compute_enabled_) return;
-  const int op = op_begin("attn_merge");
+void CudaBackendImpl::do_attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc,
+                                    const Tensor& o_blk, const Tensor& lse_blk) {
   cuda::attn_merge(o_acc.dtype, o_acc.data, lse_acc.ptr<float>(), o_blk.data,
                    lse_blk.ptr<float>(), s.B, s.nq, s.hq, s.d, stream_);
-  op_end(op);
 }
 
-void CudaBackendImpl::attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
-                                     Tensor& delta) {
-  check_attn_bwd_delta(s, o, dout, delta);
-  if (!compute_enabled_) return;
-  const int op = op_begin("attn_bwd_delta");
+void CudaBackendImpl::do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                                        Tensor& delta) {
   cuda::attn_bwd_delta(o.dtype, o.data, dout.data, delta.ptr<float>(), s.B, s.nq, s.hq, s.d,
                        stream_);
-  op_end(op);
 }
 
-void CudaBackendImpl::attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k,
-                               const Tensor& v, const Tensor& dout, const Tensor& lse,
-                               const Tensor& delta, const Positions& qpos, const Positions& kpos,
-                               Tensor& dq, Tensor& dk, Tensor& dv) {
-  check_attn_bwd(s, q, k, v, dout, lse, delta, qpos, kpos, dq, dk, dv);
-  cuda::AttnArgs a = attn_args(s, q.dtype, qpos, kpos, "attn_bwd");
-  if (!compute_enabled_) return;
-  count_attn(s, qpos, kpos, /*backward=*/true);
+void CudaBackendImpl::do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor& dout, const Tensor& lse,
+                                  const Tensor& delta, const Positions& qpos,
+                                  const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv) {
+  cuda::AttnArgs a = attn_args(s, q.dtype, qpos, kpos);
   a.q = q.data;
   a.k = k.data;
   a.v = v.data;
@@ -586,12 +570,10 @@ void CudaBackendImpl::attn_bwd(const AttnShape& s, const Tensor& q, const Tensor
   a.dq = dq.ptr<float>();
   a.dk = dk.ptr<float>();
   a.dv = dv.ptr<float>();
-  const int op = op_begin("attn_bwd");
   if (a.dtype == DType::f32)
     cuda::attn_bwd_f32(a, stream_);
   else
     cuda::attn_bwd(a, stream_);
-  op_end(op);
 }
 
 }  // namespace

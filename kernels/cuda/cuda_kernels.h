@@ -12,15 +12,29 @@
 
 namespace cpbench::cuda {
 
-// Positions as a kernel argument: up to two arithmetic segments, int32 (check_positions bounds
-// every position by 2^31-1). Row i >= n is clamped to row n-1 (rows past the end are padding
-// rows of a tile and are never stored).
+// Positions as a kernel argument: up to kMaxPosSegs arithmetic segments, int32 (check_positions
+// bounds every position by 2^31-1), held by value in the kernel's parameters. Row i >= n is
+// clamped to row n-1 (rows past the end are padding rows of a tile and are never stored).
+constexpr int kMaxPosSegs = 16;
 struct PosArg {
-  int32_t s0 = 0, st0 = 1, c0 = 0;  // segment 0: start, stride, count
-  int32_t s1 = 0, st1 = 1;          // segment 1: start, stride (count = n - c0)
-  int32_t n = 0;                    // total rows
+  int32_t nseg = 0;
+  int32_t n = 0;                      // total rows
+  int32_t start[kMaxPosSegs] = {};    // position of the segment's first row
+  int32_t stride[kMaxPosSegs] = {};
+  int32_t row_end[kMaxPosSegs] = {};  // one past the segment's last row (cumulative counts)
 };
+// Throws std::invalid_argument when p has more than kMaxPosSegs non-empty segments.
 PosArg to_pos_arg(const Positions& p);
+
+// The mask as a kernel argument (backend.h, AttnMask): row at position p sees keys in
+// [lo(p), hi(p)]. docs: document starts in device memory (int32, ascending, docs[0] = 0), or
+// null for one document.
+struct MaskArg {
+  int32_t causal = 1;
+  int32_t window = 0;  // 0 = none
+  const int32_t* docs = nullptr;
+  int32_t ndocs = 0;
+};
 
 // ---- element-wise (elementwise.cu); any dtype per tensor, fp32 arithmetic --------------------
 void fill(void* x, DType t, int64_t n, float value, cudaStream_t s);
@@ -35,14 +49,16 @@ void rmsnorm_fwd(const void* x, const void* w, DType t, float eps, int64_t rows,
 // dx overwritten (may alias x or dy), dw [D] fp32 accumulated.
 void rmsnorm_bwd(const void* x, const void* w, DType t, const float* rstd, const void* dy,
                  int64_t rows, int64_t D, void* dx, float* dw, cudaStream_t s);
+// Token t is rotated by angle position pos(t) - (start of its document, when docs is given).
 void rope(void* x, DType t, int64_t B, int64_t T, int heads, int d, int64_t pitch,
-          const PosArg& pos, double theta, bool inverse, cudaStream_t s);
+          const PosArg& pos, const int32_t* docs, int ndocs, double theta, bool inverse,
+          cudaStream_t s);
 
 // ---- attention (attention_fwd.cu, attention_bwd.cu, attention_misc.cu) ----------------------
 struct AttnArgs {
   DType dtype = DType::bf16;  // of q, k, v, o, dout (bf16 or fp16)
   int B = 1, nq = 0, nk = 0, hq = 0, hk = 0, d = 0;
-  bool causal = true;
+  MaskArg mask;
   float scale = 0;  // resolved (never 0)
   PosArg qpos, kpos;
   const void* q = nullptr;     // [B, nq, hq, d]

@@ -65,9 +65,15 @@ __device__ __forceinline__ float block_sum(float v) {
   return sh[0];
 }
 
+// Position of row i (clamped to the last row).
 __host__ __device__ __forceinline__ int pos_at(const PosArg& p, int i) {
   i = i < p.n ? i : p.n - 1;
-  return i < p.c0 ? p.s0 + i * p.st0 : p.s1 + (i - p.c0) * p.st1;
+  int r0 = 0;
+  for (int s = 0; s < p.nseg; ++s) {
+    if (i < p.row_end[s]) return p.start[s] + (i - r0) * p.stride[s];
+    r0 = p.row_end[s];
+  }
+  return 0;  // unreachable for 0 <= i < n
 }
 
 // Smallest and largest position of rows [lo, hi), hi > lo, lo >= 0, hi <= n. Each segment is
@@ -76,18 +82,48 @@ __host__ __device__ __forceinline__ void pos_range(const PosArg& p, int lo, int 
                                                    int& mx) {
   mn = 0x7fffffff;
   mx = -1;
-  if (lo < p.c0) {
-    const int e = hi < p.c0 ? hi : p.c0;
-    const int a = p.s0 + lo * p.st0, b = p.s0 + (e - 1) * p.st0;
-    mn = a < mn ? a : mn;
-    mx = b > mx ? b : mx;
+  int r0 = 0;
+  for (int s = 0; s < p.nseg; ++s) {
+    const int r1 = p.row_end[s];
+    const int a = lo > r0 ? lo : r0, e = hi < r1 ? hi : r1;
+    if (a < e) {
+      const int first = p.start[s] + (a - r0) * p.stride[s];
+      const int last = p.start[s] + (e - 1 - r0) * p.stride[s];
+      mn = first < mn ? first : mn;
+      mx = last > mx ? last : mx;
+    }
+    r0 = r1;
   }
-  if (hi > p.c0) {
-    const int s = lo > p.c0 ? lo : p.c0;
-    const int a = p.s1 + (s - p.c0) * p.st1, b = p.s1 + (hi - 1 - p.c0) * p.st1;
-    mn = a < mn ? a : mn;
-    mx = b > mx ? b : mx;
+}
+
+// Start and end (one past) of the document holding position x (binary search over the starts;
+// the last document ends at 2^31-1).
+__host__ __device__ __forceinline__ void doc_bounds(const MaskArg& m, int x, int& ds, int& de) {
+  ds = 0;
+  de = 0x7fffffff;
+  if (m.ndocs <= 1) return;
+  int a = 0, b = m.ndocs - 1;  // docs[a] <= x (docs[0] = 0 <= x)
+  while (a < b) {
+    const int c = (a + b + 1) >> 1;
+    if (m.docs[c] <= x) a = c; else b = c - 1;
   }
+  ds = m.docs[a];
+  if (a + 1 < m.ndocs) de = m.docs[a + 1];
+}
+
+// The visible key interval [lo, hi] of the query at position x (AttnMask's rule). lo and hi are
+// non-decreasing in x, so over a set of rows their extremes are those of its extreme positions.
+__host__ __device__ __forceinline__ void row_bounds(const MaskArg& m, int x, int& lo, int& hi) {
+  int ds, de;
+  doc_bounds(m, x, ds, de);
+  const long long w = m.window;
+  long long l = ds, h = m.causal ? x : (long long)de - 1;
+  if (w > 0) {
+    l = l > x - w + 1 ? l : x - w + 1;
+    if (!m.causal) h = h < x + w - 1 ? h : x + w - 1;
+  }
+  lo = int(l);
+  hi = int(h > 0x7fffffff ? 0x7fffffff : h);
 }
 
 // ---- tensor-core primitives (sm_80+) ---------------------------------------------------------

@@ -16,17 +16,18 @@ PosArg to_pos_arg(const Positions& p) {
   const int64_t n = p.count();
   if (n > INT32_MAX) throw std::invalid_argument("cuda: more than 2^31-1 positions");
   a.n = int32_t(n);
-  if (p.nseg >= 1) {
-    a.s0 = int32_t(p.seg[0].start);
-    a.st0 = int32_t(p.seg[0].stride);
-    a.c0 = int32_t(p.seg[0].count);
-  }
-  if (p.nseg >= 2) {
-    a.s1 = int32_t(p.seg[1].start);
-    a.st1 = int32_t(p.seg[1].stride);
-  } else {
-    a.s1 = a.s0;  // unused: every row is in segment 0
-    a.st1 = a.st0;
+  int64_t rows = 0;
+  for (int s = 0; s < p.nseg(); ++s) {
+    const PosSeg& g = p.seg(s);
+    if (g.count == 0) continue;  // empty segments hold no row
+    if (a.nseg == kMaxPosSegs)
+      throw std::invalid_argument("cuda kernels: positions " + p.str() + " have more than " +
+                                  std::to_string(kMaxPosSegs) + " non-empty segments");
+    rows += g.count;
+    a.start[a.nseg] = int32_t(g.start);
+    a.stride[a.nseg] = int32_t(g.stride);
+    a.row_end[a.nseg] = int32_t(rows);
+    ++a.nseg;
   }
   return a;
 }
@@ -88,14 +89,18 @@ void rmsnorm_bwd(const void* x, const void* w, DType t, const float* rstd, const
 }
 
 void rope(void* x, DType t, int64_t B, int64_t T, int heads, int d, int64_t pitch,
-          const PosArg& pos, double theta, bool inverse, cudaStream_t s) {
+          const PosArg& pos, const int32_t* docs, int ndocs, double theta, bool inverse,
+          cudaStream_t s) {
   if (B * T <= 0) return;
   if (d > 256 || d % 2) throw std::invalid_argument("cuda rope: head dim " + std::to_string(d) + " (need even d <= 256)");
   InvFreq f{};
   for (int i = 0; i < d / 2; ++i) f.v[i] = std::pow(theta, -2.0 * i / d);
   const int64_t total = B * T * heads * (d / 2);
-  rope_kernel<<<grid_for(total), kThreads, 0, s>>>(x, int(t), B * T, T, heads, d, pitch, pos, f,
-                                                   inverse ? 1 : 0);
+  MaskArg dm;
+  dm.docs = docs;
+  dm.ndocs = ndocs;
+  rope_kernel<<<grid_for(total), kThreads, 0, s>>>(x, int(t), B * T, T, heads, d, pitch, pos, dm,
+                                                   f, inverse ? 1 : 0);
   CUDA_CHECK_LAUNCH();
 }
 

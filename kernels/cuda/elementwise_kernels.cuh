@@ -89,8 +89,9 @@ __global__ void rmsnorm_dx_kernel(const void* x, const void* w, int t, const flo
 struct InvFreq {
   double v[128];  // theta^(-2i/d), i < d/2 (d <= 256)
 };
+// Angle position of token tok: its global position, minus its document's start (docs given).
 __global__ void rope_kernel(void* x, int t, int64_t rows, int64_t T, int heads, int d,
-                            int64_t pitch, PosArg pos, InvFreq f, int inverse) {
+                            int64_t pitch, PosArg pos, MaskArg docs, InvFreq f, int inverse) {
   const int half = d / 2;
   const int64_t total = rows * heads * half;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
@@ -100,7 +101,10 @@ __global__ void rope_kernel(void* x, int t, int64_t rows, int64_t T, int heads, 
     const int h = int(rest % heads);
     const int64_t row = rest / heads;  // b * T + token
     const int tok = int(row % T);
-    const double a = double(pos_at(pos, tok)) * f.v[i];
+    const int p = pos_at(pos, tok);
+    int ds, de;
+    doc_bounds(docs, p, ds, de);
+    const double a = double(p - ds) * f.v[i];
     double sn, cs;
     sincos(a, &sn, &cs);
     const float c = float(cs), s = inverse ? -float(sn) : float(sn);

@@ -65,31 +65,35 @@ class CommTestBackend final : public Backend {
   double elapsed_ms(const Event& a, const Event& b) override { return b.host_ms - a.host_ms; }
   void synchronize() override {}
 
-  void fill(Tensor&, float) override { unused("fill"); }
-  void copy_2d(Tensor&, int64_t, const Tensor&, int64_t, int64_t, int64_t) override { unused("copy_2d"); }
-  void add(Tensor&, const Tensor&, const Tensor&) override { unused("add"); }
-  void convert(Tensor&, const Tensor&) override { unused("convert"); }
-  void gemm(bool, bool, int64_t, int64_t, int64_t, float, const Tensor&, int64_t, const Tensor&, int64_t, float,
-            Tensor&, int64_t) override {
+  long to_host_calls = 0, from_host_calls = 0;
+
+ protected:
+  void do_fill(Tensor&, float) override { unused("fill"); }
+  void do_copy_2d(Tensor&, int64_t, const Tensor&, int64_t, int64_t, int64_t) override { unused("copy_2d"); }
+  void do_add(Tensor&, const Tensor&, const Tensor&) override { unused("add"); }
+  void do_convert(Tensor&, const Tensor&) override { unused("convert"); }
+  void do_gemm(bool, bool, int64_t, int64_t, int64_t, float, const Tensor&, int64_t, const Tensor&, int64_t, float,
+               Tensor&, int64_t) override {
     unused("gemm");
   }
-  void rmsnorm_fwd(const Tensor&, const Tensor&, float, Tensor&, Tensor&) override { unused("rmsnorm_fwd"); }
-  void rmsnorm_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) override {
+  void do_rmsnorm_fwd(const Tensor&, const Tensor&, float, int64_t, Tensor&, Tensor&) override { unused("rmsnorm_fwd"); }
+  void do_rmsnorm_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&, Tensor&) override {
     unused("rmsnorm_bwd");
   }
-  void rope(Tensor&, int64_t, int64_t, int, int, int64_t, const Positions&, double, bool) override { unused("rope"); }
-  void attn_fwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Positions&, const Positions&,
-                Tensor&, Tensor&) override {
+  void do_rope(Tensor&, int64_t, int64_t, int, int, int64_t, const Positions&, double, bool,
+               const DocStarts&) override {
+    unused("rope");
+  }
+  void do_attn_fwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Positions&, const Positions&,
+                   Tensor&, Tensor&) override {
     unused("attn_fwd");
   }
-  void attn_merge(const AttnShape&, Tensor&, Tensor&, const Tensor&, const Tensor&) override { unused("attn_merge"); }
-  void attn_bwd_delta(const AttnShape&, const Tensor&, const Tensor&, Tensor&) override { unused("attn_bwd_delta"); }
-  void attn_bwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                const Tensor&, const Positions&, const Positions&, Tensor&, Tensor&, Tensor&) override {
+  void do_attn_merge(const AttnShape&, Tensor&, Tensor&, const Tensor&, const Tensor&) override { unused("attn_merge"); }
+  void do_attn_bwd_delta(const AttnShape&, const Tensor&, const Tensor&, Tensor&) override { unused("attn_bwd_delta"); }
+  void do_attn_bwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const Tensor&, const Positions&, const Positions&, Tensor&, Tensor&, Tensor&) override {
     unused("attn_bwd");
   }
-
-  long to_host_calls = 0, from_host_calls = 0;
 
  private:
   void scramble(void* p, size_t n) const {

@@ -32,6 +32,58 @@ struct Case {
   float input_scale = 1.0f;  // std of q and k: larger spreads the scores (online-softmax rescales)
 };
 
+DocStarts docs(std::vector<int64_t> starts) {
+  return std::make_shared<const std::vector<int64_t>>(std::move(starts));
+}
+
+// Sliding windows, packed documents and both, causal and not, on segment lists of 1 to 4
+// segments (sorted and not), with rows that see no key and shapes that are not multiples of the
+// tiles (the CUDA emulator test has its own list at its tile sizes).
+std::vector<Case> mask_cases() {
+  std::vector<Case> v;
+  auto shape = [](int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal, int64_t W,
+                  DocStarts ds) {
+    AttnShape s;
+    s.B = B;
+    s.nq = nq;
+    s.nk = nk;
+    s.hq = hq;
+    s.hk = hk;
+    s.d = d;
+    s.causal = causal;
+    s.window = W;
+    s.docs = std::move(ds);
+    return s;
+  };
+  using P = Positions;
+  const auto segs = [](std::vector<PosSeg> g) { return P::segments(g); };
+  v.push_back({"window causal", shape(1, 300, 300, 2, 1, 32, true, 37, nullptr), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"window non-causal", shape(1, 300, 300, 2, 2, 32, false, 50, nullptr), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"window 1 causal: own position only", shape(1, 100, 100, 2, 2, 16, true, 1, nullptr), P::contiguous(0, 100), P::contiguous(50, 100)});
+  v.push_back({"docs causal (one of length 1)", shape(1, 300, 300, 2, 2, 32, true, 0, docs({0, 70, 71, 200})), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"docs non-causal", shape(2, 300, 300, 4, 2, 32, false, 0, docs({0, 70, 71, 200})), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"docs + window causal", shape(1, 260, 260, 2, 2, 40, true, 30, docs({0, 100, 180})), P::contiguous(0, 260), P::contiguous(0, 260)});
+  v.push_back({"docs + window non-causal", shape(1, 260, 260, 2, 2, 40, false, 20, docs({0, 100, 180})), P::contiguous(0, 260), P::contiguous(0, 260)});
+  v.push_back({"zigzag cross block, docs + window", shape(1, 150, 150, 2, 2, 64, true, 64, docs({0, 60, 160, 240})),
+               P::two(0, 75, 225, 75), P::two(75, 75, 150, 75)});
+  v.push_back({"zigzag self, docs, non-causal", shape(1, 150, 150, 2, 1, 32, false, 0, docs({0, 60, 160, 240})),
+               P::two(0, 75, 225, 75), P::two(0, 75, 225, 75)});
+  v.push_back({"3 segments, unsorted keys, docs causal", shape(1, 90, 90, 2, 2, 32, true, 0, docs({0, 120, 260})),
+               segs({{0, 1, 40}, {100, 1, 30}, {250, 2, 20}}), segs({{10, 1, 50}, {200, 3, 30}, {95, 1, 10}})});
+  v.push_back({"3 segments, unsorted keys, window non-causal", shape(1, 90, 90, 2, 2, 32, false, 45, docs({0, 120, 260})),
+               segs({{0, 1, 40}, {100, 1, 30}, {250, 2, 20}}), segs({{10, 1, 50}, {200, 3, 30}, {95, 1, 10}})});
+  v.push_back({"4 segments, GQA 8/2, B2, window causal", shape(2, 130, 120, 8, 2, 16, true, 25, nullptr),
+               segs({{0, 4, 30}, {121, 1, 40}, {300, 3, 30}, {170, 2, 30}}), segs({{1, 4, 30}, {100, 1, 50}, {290, 2, 40}})});
+  v.push_back({"4 segments, docs + window non-causal", shape(1, 130, 120, 4, 1, 24, false, 33, docs({0, 50, 161, 250})),
+               segs({{0, 4, 30}, {121, 1, 40}, {300, 3, 30}, {170, 2, 30}}), segs({{1, 4, 30}, {100, 1, 50}, {290, 2, 40}})});
+  // No row sees any key (the window ends before the keys begin): o = 0, lse = -inf, no gradient.
+  v.push_back({"window: no row sees a key", shape(1, 64, 80, 2, 2, 32, false, 50, nullptr), P::contiguous(0, 64), P::contiguous(200, 80)});
+  // Rows of the first document see nothing: its keys are outside the block.
+  v.push_back({"docs: first document's rows see nothing", shape(1, 100, 100, 2, 2, 32, true, 0, docs({0, 40, 120})),
+               P::contiguous(0, 100), P::contiguous(50, 100)});
+  return v;
+}
+
 std::vector<Case> cases() {
   std::vector<Case> v;
   auto shape = [](int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal) {
@@ -71,6 +123,7 @@ std::vector<Case> cases() {
   v.push_back({"d not a multiple of 16", shape(1, 70, 90, 3, 3, 40, true), P::contiguous(30, 70), P::contiguous(0, 90)});
   v.push_back({"explicit scale", [&] { auto s = shape(1, 50, 60, 2, 2, 32, true); s.scale = 0.3f; return s; }(),
                P::contiguous(20, 50), P::contiguous(0, 60)});
+  for (const Case& c : mask_cases()) v.push_back(c);
   return v;
 }
 
@@ -145,7 +198,8 @@ void check_case(Backend& be, const Case& c, uint64_t seed) {
   const auto cq = compare(dq_h, ref.dq), ck = compare(dk_h, ref.dk), cv = compare(dv_h, ref.dv);
   INFO("dq: " << cq.str() << "  dk: " << ck.str() << "  dv: " << cv.str());
   // A fully masked block has zero gradients: compare exactly.
-  if (count_visible_pairs(c.qpos, c.kpos, s.causal) == 0) {
+  REQUIRE(count_visible_pairs(c.qpos, c.kpos, s.mask()) == test::ref_visible_pairs(s, c.qpos, c.kpos));
+  if (count_visible_pairs(c.qpos, c.kpos, s.mask()) == 0) {
     CHECK(std::all_of(dq_h.begin(), dq_h.end(), [](float x) { return x == 0.0f; }));
     CHECK(std::all_of(dk_h.begin(), dk_h.end(), [](float x) { return x == 0.0f; }));
     CHECK(std::all_of(dv_h.begin(), dv_h.end(), [](float x) { return x == 0.0f; }));
@@ -454,9 +508,15 @@ TEST_CASE("vector loops: every ISA variant matches float64", "[attention][isa]")
       }
       SECTION("mask, online softmax step, dsoftmax") {
         std::vector<float> S = randn(size_t(rows) * ld, 5, 2.0f), O = randn(size_t(rows) * d, 6);
-        std::vector<int32_t> qp(rows), kp(cols);
-        for (int i = 0; i < rows; ++i) qp[i] = 10 + 5 * i;
+        // Row i sees keys at positions [lo, hi]: a causal-like upper end and a window-like lower
+        // end, so both sides of the test are exercised (row 0 sees [0, 10]).
+        std::vector<int32_t> lo(rows), hi(rows), kp(cols);
+        for (int i = 0; i < rows; ++i) {
+          lo[i] = 3 * i;
+          hi[i] = 10 + 5 * i;
+        }
         for (int j = 0; j < cols; ++j) kp[j] = j;
+        auto vis = [&](int i, int j) { return kp[j] >= lo[i] && kp[j] <= hi[i]; };
         // Running state: row 0 has seen nothing (m = -inf), the others a finite max.
         std::vector<float> m(rows), l(rows);
         for (int i = 0; i < rows; ++i) {
@@ -464,21 +524,21 @@ TEST_CASE("vector loops: every ISA variant matches float64", "[attention][isa]")
           l[i] = i == 0 ? 0.0f : 1.5f + float(i);
         }
         const std::vector<float> S0 = S, O0 = O;
-        ops.mask_tile(S.data(), ld, rows, cols, qp.data(), kp.data());
+        ops.mask_tile(S.data(), ld, rows, cols, lo.data(), hi.data(), kp.data());
         for (int i = 0; i < rows; ++i)
           for (int j = 0; j < cols; ++j)
-            CHECK(S[size_t(i) * ld + j] == (kp[j] > qp[i] ? -kInf : S0[size_t(i) * ld + j]));
+            CHECK(S[size_t(i) * ld + j] == (!vis(i, j) ? -kInf : S0[size_t(i) * ld + j]));
         std::vector<float> m1 = m, l1 = l;
         ops.softmax_tile(S.data(), ld, rows, cols, m1.data(), l1.data(), O.data(), d, d);
         for (int i = 0; i < rows; ++i) {
           double mx = m[i];
           for (int j = 0; j < cols; ++j)
-            if (kp[j] <= qp[i]) mx = std::max(mx, double(S0[size_t(i) * ld + j]));
+            if (vis(i, j)) mx = std::max(mx, double(S0[size_t(i) * ld + j]));
           double sum = 0;
           for (int j = 0; j < cols; ++j) {
             // The argument as the kernel forms it (one fp32 subtraction), then exp2 in double.
             const float arg = S0[size_t(i) * ld + j] - float(mx);
-            const double p = kp[j] <= qp[i] ? std::exp2(double(arg)) : 0.0;
+            const double p = vis(i, j) ? std::exp2(double(arg)) : 0.0;
             sum += p;
             CHECK(std::abs(S[size_t(i) * ld + j] - p) <= 3e-7 * std::max(p, 1e-30) + 1e-37);
           }

@@ -15,8 +15,10 @@
 #include "kernels/cuda/attention_fwd_kernel.cuh"
 #include "kernels/cuda/attention_misc_kernel.cuh"
 #include "kernels/cuda/elementwise_kernels.cuh"
+#include "tests/unit/test_kernels_ref.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -67,7 +69,28 @@ struct Case {
   int B, hq, hk, d;
   bool causal;
   Positions qpos, kpos;
+  int64_t window = 0;
+  std::vector<int64_t> docs = {};  // document starts (empty: one document)
+
+  AttnShape shape() const {
+    AttnShape s;
+    s.causal = causal;
+    s.window = window;
+    if (!docs.empty()) s.docs = std::make_shared<const std::vector<int64_t>>(docs);
+    return s;
+  }
 };
+
+// The kernels' mask argument for a case; docs32 holds the int32 starts the kernel reads.
+MaskArg mask_arg(const Case& c, std::vector<int32_t>& docs32) {
+  docs32.assign(c.docs.begin(), c.docs.end());
+  MaskArg m;
+  m.causal = c.causal;
+  m.window = int32_t(c.window);
+  m.docs = docs32.empty() ? nullptr : docs32.data();
+  m.ndocs = int32_t(docs32.size());
+  return m;
+}
 
 struct Ref {
   std::vector<double> o, lse, dq, dk, dv;
@@ -80,6 +103,7 @@ Ref reference(const Case& c, const std::vector<float>& q, const std::vector<floa
   const int d = c.d, hq = c.hq, hk = c.hk;
   const double scale = 1.0 / std::sqrt(double(d));
   const std::vector<int64_t> qp = c.qpos.list(), kp = c.kpos.list();
+  const AttnShape vis = c.shape();
   Ref r;
   r.o.assign(q.size(), 0.0);
   r.lse.assign(size_t(c.B * hq * nq), -INFINITY);
@@ -97,7 +121,7 @@ Ref reference(const Case& c, const std::vector<float>& q, const std::vector<floa
         auto doi = [&](int x) { return double(dout[size_t(((b * nq + i) * hq + h) * d + x)]); };
         double mx = -INFINITY;
         for (int64_t j = 0; j < nk; ++j) {
-          if (c.causal && kp[size_t(j)] > qp[size_t(i)]) {
+          if (!test::ref_visible(vis, qp[size_t(i)], kp[size_t(j)])) {
             p[size_t(j)] = -INFINITY;
             continue;
           }
@@ -209,7 +233,8 @@ void run_case(const Case& c) {
   fp.nk = int(nk);
   fp.hq = c.hq;
   fp.hk = c.hk;
-  fp.causal = c.causal;
+  std::vector<int32_t> docs32;
+  fp.mask = mask_arg(c, docs32);
   fp.scale_log2 = scale * kLog2e;
   fp.qpos = to_pos_arg(c.qpos);
   fp.kpos = to_pos_arg(c.kpos);
@@ -259,7 +284,7 @@ void run_case(const Case& c) {
   bp.nk = int(nk);
   bp.hq = c.hq;
   bp.hk = c.hk;
-  bp.causal = c.causal;
+  bp.mask = mask_arg(c, docs32);
   bp.scale = scale;
   bp.scale_log2 = scale * kLog2e;
   bp.qpos = to_pos_arg(c.qpos);
@@ -307,6 +332,41 @@ TEST_CASE("cuda emulated: tile boundary touches (kmin == qmax), bf16 d64", "[cud
 // Segments in decreasing position order (a later chunk first), on both sides.
 TEST_CASE("cuda emulated: reversed segments, fp16 d128", "[cuda][emu]") {
   run_case<__half, 128>({"reversed", 1, 2, 2, 128, true, Positions::two(200, 30, 0, 50), Positions::two(100, 64, 0, 70)});
+}
+
+// Masks (DESIGN's visibility rule): sliding windows, packed documents and both, causal and not,
+// on 1 to 4 segments, with rows that see nothing and tiles that are skipped, masked or whole.
+namespace {
+Positions segs(std::vector<PosSeg> g) { return Positions::segments(g); }
+}  // namespace
+
+TEST_CASE("cuda emulated: sliding window, causal and not, bf16 d64", "[cuda][emu][mask]") {
+  // 300 rows: tiles of 64 entirely before the window (skipped), inside it (mask-free) and on its
+  // two edges (masked).
+  run_case<__nv_bfloat16, 64>({"window causal", 1, 2, 1, 64, true, Positions::contiguous(0, 300), Positions::contiguous(0, 300), 70});
+  // W = 150 > 2 tiles: whole key tiles inside every row's window take the mask-free path.
+  run_case<__nv_bfloat16, 64>({"wide window causal", 1, 2, 1, 64, true, Positions::contiguous(0, 300), Positions::contiguous(0, 300), 150});
+  run_case<__nv_bfloat16, 64>({"window non-causal", 1, 2, 2, 64, false, Positions::contiguous(0, 300), Positions::contiguous(0, 300), 45});
+}
+
+TEST_CASE("cuda emulated: packed documents, causal and not, fp16 d128", "[cuda][emu][mask]") {
+  run_case<__half, 128>({"docs causal", 1, 2, 2, 128, true, Positions::contiguous(0, 260), Positions::contiguous(0, 260), 0, {0, 70, 71, 200}});
+  run_case<__half, 128>({"docs non-causal", 2, 4, 2, 128, false, Positions::contiguous(0, 200), Positions::contiguous(0, 200), 0, {0, 90, 130}});
+}
+
+TEST_CASE("cuda emulated: documents + window on zigzag and multi-segment blocks, bf16 d64", "[cuda][emu][mask]") {
+  run_case<__nv_bfloat16, 64>({"zigzag docs+window", 1, 2, 2, 64, true, Positions::two(0, 75, 225, 75), Positions::two(75, 75, 150, 75), 64, {0, 60, 160, 240}});
+  run_case<__nv_bfloat16, 64>({"3 segments docs+window non-causal", 1, 2, 1, 64, false,
+                              segs({{0, 1, 40}, {100, 1, 30}, {250, 2, 20}}), segs({{10, 1, 50}, {200, 3, 30}, {95, 1, 10}}), 45, {0, 120, 260}});
+  run_case<__nv_bfloat16, 64>({"4 segments GQA window causal", 2, 4, 2, 64, true,
+                              segs({{0, 4, 30}, {121, 1, 40}, {300, 3, 30}, {170, 2, 30}}), segs({{1, 4, 30}, {100, 1, 50}, {290, 2, 40}}), 25});
+}
+
+TEST_CASE("cuda emulated: masked rows that see no key, fp16 d64", "[cuda][emu][mask]") {
+  // The window ends before the keys: every row sees nothing (o = 0, lse = -inf, no gradient).
+  run_case<__half, 64>({"window: nothing visible", 1, 2, 2, 64, false, Positions::contiguous(0, 64), Positions::contiguous(200, 80), 50});
+  // The first document's keys are outside the block.
+  run_case<__half, 64>({"docs: first doc sees nothing", 1, 2, 2, 64, true, Positions::contiguous(0, 100), Positions::contiguous(50, 100), 0, {0, 40, 120}});
 }
 
 // ---- the SIMT kernels: element-wise, rmsnorm, rope, merge, delta --------------------------------
@@ -417,33 +477,44 @@ TEST_CASE("cuda emulated: rmsnorm forward and backward", "[cuda][emu]") {
   cpb_emu::Emu::get().clear_globals();
 }
 
-TEST_CASE("cuda emulated: rope forward and inverse in a packed buffer", "[cuda][emu]") {
+TEST_CASE("cuda emulated: rope forward and inverse in a packed buffer, with documents", "[cuda][emu]") {
   const int64_t B = 2, T = 9, pitch = 5 * 64;
   const int heads = 3, d = 64;
   const Positions pos = Positions::two(7, 4, 70000, 5);
   const std::vector<float> x = bf16_values(size_t(B * T * pitch), 6);
   kern::InvFreq f{};
   for (int i = 0; i < d / 2; ++i) f.v[i] = std::pow(10000.0, -2.0 * i / d);
-  for (int inverse = 0; inverse < 2; ++inverse) {
-    Guarded<float> xf(size_t(B * T * pitch), -7.0f);
-    std::copy(x.begin(), x.end(), xf.data());
-    cpb_emu::launch(&kern::rope_kernel, cpb_emu::Idx3{4, 1, 1}, 256, 0, static_cast<void*>(xf.data()), kF32, B * T,
-                    T, heads, d, pitch, to_pos_arg(pos), f, inverse);
-    CHECK(xf.guards_intact());
-    std::vector<double> want(x.begin(), x.end());
-    const std::vector<int64_t> p = pos.list();
-    for (int64_t row = 0; row < B * T; ++row)
-      for (int h = 0; h < heads; ++h)
-        for (int i = 0; i < d / 2; ++i) {
-          const double a = double(p[size_t(row % T)]) * f.v[i];
-          const double cs = std::cos(a), sn = (inverse ? -1 : 1) * std::sin(a);
-          const size_t e = size_t(row * pitch + h * d + i);
-          want[e] = double(x[e]) * cs - double(x[e + size_t(d / 2)]) * sn;
-          want[e + size_t(d / 2)] = double(x[e + size_t(d / 2)]) * cs + double(x[e]) * sn;
-        }
-    INFO("inverse " << inverse);
-    CHECK_REF("x", xf.data(), want, x.size());
-  }
+  // Without documents the angle position is the global one; with starts {0, 9, 70003} it
+  // restarts at 9 and 70003 (tokens 9, 10, 70000.. are in the second document).
+  const std::vector<int32_t> starts = {0, 9, 70003};
+  for (int with_docs = 0; with_docs < 2; ++with_docs)
+    for (int inverse = 0; inverse < 2; ++inverse) {
+      Guarded<float> xf(size_t(B * T * pitch), -7.0f);
+      std::copy(x.begin(), x.end(), xf.data());
+      MaskArg docs;
+      if (with_docs) {
+        docs.docs = starts.data();
+        docs.ndocs = int32_t(starts.size());
+      }
+      cpb_emu::launch(&kern::rope_kernel, cpb_emu::Idx3{4, 1, 1}, 256, 0, static_cast<void*>(xf.data()), kF32, B * T,
+                      T, heads, d, pitch, to_pos_arg(pos), docs, f, inverse);
+      CHECK(xf.guards_intact());
+      std::vector<double> want(x.begin(), x.end());
+      const std::vector<int64_t> p = pos.list();
+      for (int64_t row = 0; row < B * T; ++row)
+        for (int h = 0; h < heads; ++h)
+          for (int i = 0; i < d / 2; ++i) {
+            int64_t at = p[size_t(row % T)];
+            if (with_docs) at -= at >= 70003 ? 70003 : at >= 9 ? 9 : 0;
+            const double a = double(at) * f.v[i];
+            const double cs = std::cos(a), sn = (inverse ? -1 : 1) * std::sin(a);
+            const size_t e = size_t(row * pitch + h * d + i);
+            want[e] = double(x[e]) * cs - double(x[e + size_t(d / 2)]) * sn;
+            want[e + size_t(d / 2)] = double(x[e + size_t(d / 2)]) * cs + double(x[e]) * sn;
+          }
+      INFO("inverse " << inverse << " docs " << with_docs);
+      CHECK_REF("x", xf.data(), want, x.size());
+    }
 }
 
 TEST_CASE("cuda emulated: attention merge and delta", "[cuda][emu]") {
@@ -529,7 +600,8 @@ void run_case_f32(const Case& c) {
   p.hq = c.hq;
   p.hk = c.hk;
   p.d = d;
-  p.causal = c.causal;
+  std::vector<int32_t> docs32;
+  p.mask = mask_arg(c, docs32);
   p.scale = 1.0f / std::sqrt(float(d));
   p.qpos = to_pos_arg(c.qpos);
   p.kpos = to_pos_arg(c.kpos);
@@ -584,4 +656,60 @@ TEST_CASE("cuda emulated: fp32 attention, GQA, zigzag, d96", "[cuda][emu]") {
 TEST_CASE("cuda emulated: fp32 attention, non-causal, rows past the keys, d256", "[cuda][emu]") {
   run_case_f32({"f32 nc", 1, 1, 1, 256, false, Positions::contiguous(0, 9), Positions::contiguous(0, 13)});
   run_case_f32({"f32 late keys", 1, 2, 1, 64, true, Positions::contiguous(0, 30), Positions::contiguous(10, 25)});
+}
+
+TEST_CASE("cuda emulated: fp32 attention under windows and documents", "[cuda][emu][mask]") {
+  run_case_f32({"f32 window causal, GQA", 1, 4, 2, 32, true, Positions::contiguous(0, 40), Positions::contiguous(0, 40), 7});
+  run_case_f32({"f32 docs+window non-causal, 3 segments", 1, 2, 1, 40, false,
+                segs({{0, 1, 10}, {30, 2, 8}, {12, 1, 5}}), segs({{5, 1, 20}, {40, 1, 6}, {0, 3, 4}}), 6, {0, 11, 33}});
+  run_case_f32({"f32 window: no row sees a key", 1, 2, 2, 16, false, Positions::contiguous(0, 10), Positions::contiguous(40, 12), 5});
+}
+
+// ---- the position and mask helpers the kernels share (device_common.cuh, run on the host) -------
+TEST_CASE("cuda emulated: positions of any segment list, row bounds of the mask", "[cuda][emu][mask]") {
+  // Six segments, one empty, strides 1..3, out of order.
+  const Positions p = Positions::segments({{40, 1, 5}, {0, 2, 4}, {90, 1, 0}, {100, 3, 6}, {20, 1, 3}, {7, 1, 2}});
+  const PosArg a = to_pos_arg(p);
+  CHECK(a.nseg == 5);  // the empty segment holds no row
+  const std::vector<int64_t> list = p.list();
+  REQUIRE(a.n == int32_t(list.size()));
+  for (int i = 0; i < a.n; ++i) CHECK(pos_at(a, i) == list[size_t(i)]);
+  CHECK(pos_at(a, a.n + 5) == list.back());  // rows past the end clamp to the last row
+  for (int lo = 0; lo < a.n; ++lo)
+    for (int hi = lo + 1; hi <= a.n; ++hi) {
+      int mn, mx;
+      pos_range(a, lo, hi, mn, mx);
+      CHECK(mn == *std::min_element(list.begin() + lo, list.begin() + hi));
+      CHECK(mx == *std::max_element(list.begin() + lo, list.begin() + hi));
+    }
+  std::vector<PosSeg> many;
+  for (int s = 0; s <= kMaxPosSegs; ++s) many.push_back({int64_t(10 * s), 1, 2});
+  CHECK_THROWS_WITH(to_pos_arg(Positions::segments(many)), Catch::Contains("more than 16"));
+
+  // row_bounds (what every kernel uses) against DESIGN's rule, written out in test_kernels_ref.h.
+  const std::vector<int64_t> starts = {0, 13, 14, 40};
+  const std::vector<int32_t> starts32(starts.begin(), starts.end());
+  for (int causal = 0; causal < 2; ++causal)
+    for (int window : {0, 1, 5, 100})
+      for (int with_docs = 0; with_docs < 2; ++with_docs) {
+        AttnShape s;
+        s.causal = causal;
+        s.window = window;
+        MaskArg m;
+        m.causal = causal;
+        m.window = window;
+        if (with_docs) {
+          s.docs = std::make_shared<const std::vector<int64_t>>(starts);
+          m.docs = starts32.data();
+          m.ndocs = int32_t(starts32.size());
+        }
+        for (int i = 0; i < 60; ++i) {
+          int lo, hi;
+          row_bounds(m, i, lo, hi);
+          for (int j = 0; j < 60; ++j) {
+            INFO("causal " << causal << " window " << window << " docs " << with_docs << " i " << i << " j " << j);
+            REQUIRE((lo <= j && j <= hi) == test::ref_visible(s, i, j));
+          }
+        }
+      }
 }

@@ -264,15 +264,19 @@ TEST_CASE("cuda: rope forward and inverse against the cpu backend", "[cuda]") {
   const int64_t B = 2, T = 33, pitch = 5 * 64;
   const int heads = 3, d = 64;
   const Positions pos = Positions::two(5, 17, 100000, 16);  // zigzag-like, large angles
+  // Documents: position ids restart at 12 and 100010 (the cpu backend's rope is checked
+  // against the formula in test_cpu_kernels.cpp).
+  const DocStarts docs = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 12, 100010});
   for (DType t : kAllTypes) {
-    for (int inverse = 0; inverse < 2; ++inverse) {
-      INFO("dtype " << dtype_name(t) << " inverse " << inverse);
-      const std::vector<float> x = rnd(size_t(B * T * pitch), 30, t);
-      Tensor gx = up(g, x, {B * T, pitch}, t), cx = up(c, x, {B * T, pitch}, DType::f32);
-      g.rope(gx, B, T, heads, d, pitch, pos, 10000.0, inverse);
-      c.rope(cx, B, T, heads, d, pitch, pos, 10000.0, inverse);
-      CHECK_CLOSE("x", g.download(gx), c.download(cx), tol(t));
-    }
+    for (int inverse = 0; inverse < 2; ++inverse)
+      for (const DocStarts& ds : {DocStarts{}, docs}) {
+        INFO("dtype " << dtype_name(t) << " inverse " << inverse << " docs " << (ds ? "yes" : "no"));
+        const std::vector<float> x = rnd(size_t(B * T * pitch), 30, t);
+        Tensor gx = up(g, x, {B * T, pitch}, t), cx = up(c, x, {B * T, pitch}, DType::f32);
+        g.rope(gx, B, T, heads, d, pitch, pos, 10000.0, inverse, ds);
+        c.rope(cx, B, T, heads, d, pitch, pos, 10000.0, inverse, ds);
+        CHECK_CLOSE("x", g.download(gx), c.download(cx), tol(t));
+      }
   }
 }
 
@@ -284,6 +288,8 @@ struct AttnCase {
   int hq, hk, d;
   bool causal;
   Positions qpos, kpos;
+  int64_t window = 0;
+  std::vector<int64_t> docs = {};  // document starts (empty: one document)
 };
 
 std::vector<AttnCase> attn_cases() {
@@ -298,6 +304,15 @@ std::vector<AttnCase> attn_cases() {
       {"larger causal, several tiles both ways, d128", 1, 2, 2, 128, true, Positions::contiguous(217, 300), Positions::contiguous(0, 517)},
       {"one key, one query row block, d64", 1, 2, 2, 64, false, Positions::contiguous(0, 33), Positions::contiguous(0, 1)},
       {"single query, causal, d128", 1, 2, 2, 128, true, Positions::contiguous(70, 1), Positions::contiguous(0, 129)},
+      // Masks: windows, documents, both; several segments; rows that see nothing.
+      {"window causal, GQA 4/2, d64", 1, 4, 2, 64, true, Positions::contiguous(0, 300), Positions::contiguous(0, 300), 70},
+      {"window non-causal, d128", 1, 2, 2, 128, false, Positions::contiguous(0, 300), Positions::contiguous(0, 300), 45},
+      {"documents causal, d64", 2, 2, 2, 64, true, Positions::contiguous(0, 260), Positions::contiguous(0, 260), 0, {0, 70, 71, 200}},
+      {"documents + window non-causal, zigzag, d128", 1, 2, 1, 128, false, Positions::two(0, 75, 225, 75),
+       Positions::two(75, 75, 150, 75), 64, {0, 60, 160, 240}},
+      {"3 segments, documents + window causal, d64", 1, 2, 2, 64, true,
+       Positions::segments({{0, 1, 40}, {100, 1, 30}, {250, 2, 20}}), Positions::segments({{10, 1, 50}, {200, 3, 30}, {95, 1, 10}}), 45, {0, 120, 260}},
+      {"window: no row sees a key, d64", 1, 2, 2, 64, false, Positions::contiguous(0, 64), Positions::contiguous(200, 80), 50},
   };
 }
 
@@ -330,6 +345,8 @@ TEST_CASE("cuda: attention forward, merge, delta and backward against the cpu ba
     s.hk = ac.hk;
     s.d = ac.d;
     s.causal = ac.causal;
+    s.window = ac.window;
+    if (!ac.docs.empty()) s.docs = std::make_shared<const std::vector<int64_t>>(ac.docs);
     const std::vector<int64_t> qs = {s.B, s.nq, s.hq, s.d}, ks = {s.B, s.nk, s.hk, s.d}, ls = {s.B, s.hq, s.nq};
     const size_t nqe = size_t(s.B * s.nq * s.hq * s.d), nke = size_t(s.B * s.nk * s.hk * s.d);
     const std::vector<float> q = rnd(nqe, 40, t), k = rnd(nke, 41, t), v = rnd(nke, 42, t),

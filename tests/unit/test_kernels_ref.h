@@ -3,6 +3,7 @@
 // kernels' tiled algorithms.
 #pragma once
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -71,6 +72,30 @@ inline Cmp compare(const std::vector<float>& a, const std::vector<double>& b) {
 }
 
 // ---- attention --------------------------------------------------------------------------------
+// DESIGN's visibility rule written out directly (not through AttnMask), on global positions:
+// same document, causal order, and the sliding window.
+inline bool ref_visible(const AttnShape& s, int64_t i, int64_t j) {
+  auto doc = [&](int64_t p) {
+    int64_t idx = 0;
+    if (s.docs)
+      for (size_t x = 0; x < s.docs->size(); ++x)
+        if ((*s.docs)[x] <= p) idx = int64_t(x);
+    return idx;
+  };
+  if (doc(i) != doc(j)) return false;
+  if (s.causal && j > i) return false;
+  if (s.window == 0) return true;
+  return s.causal ? i - j < s.window : std::llabs(i - j) < s.window;
+}
+
+// Brute-force count of visible pairs (the FLOP counter's reference).
+inline int64_t ref_visible_pairs(const AttnShape& s, const Positions& qpos, const Positions& kpos) {
+  int64_t n = 0;
+  for (int64_t i : qpos.list())
+    for (int64_t j : kpos.list()) n += ref_visible(s, i, j);
+  return n;
+}
+
 struct AttnRef {
   std::vector<double> o, lse;       // [B,nq,hq,d], [B,hq,nq]
   std::vector<double> dq, dk, dv;   // gradients of sum(o * dout)
@@ -103,7 +128,7 @@ inline AttnRef attn_reference(const AttnShape& s, const std::vector<double>& q,
       for (int64_t i = 0; i < nq; ++i) {
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < nk; ++j) {
-          const bool vis = !s.causal || kp[j] <= qp[i];
+          const bool vis = ref_visible(s, qp[i], kp[j]);
           double dot = 0;
           for (int c = 0; c < d; ++c) dot += Q(b, i, h)[c] * K(b, j, g)[c];
           sc[j] = vis ? dot * scale : -std::numeric_limits<double>::infinity();

@@ -1,10 +1,13 @@
 // Tensors, dtypes, memory tracking, positions, the exact visible-pair count, the backend factory.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <memory>
 #include <random>
 
 #include "kernels/backend.h"
 #include "kernels/tensor.h"
+#include "tests/unit/test_kernels_ref.h"
 
 using namespace cpbench;
 
@@ -89,6 +92,28 @@ TEST_CASE("Positions: contiguous, strided, two segments", "[tensor][positions]")
   CHECK_THROWS_AS(Positions::contiguous(-1, 3), std::invalid_argument);
 }
 
+TEST_CASE("Positions: any number of segments, copies keep them", "[tensor][positions]") {
+  // Six segments: four inline, two beyond; a copy and an assignment hold the same list.
+  std::vector<PosSeg> segs = {{0, 1, 2}, {10, 2, 3}, {30, 1, 0}, {40, 5, 2}, {100, 1, 3}, {7, 3, 2}};
+  const Positions p = Positions::segments(segs);
+  const std::vector<int64_t> want = {0, 1, 10, 12, 14, 40, 45, 100, 101, 102, 7, 10};
+  CHECK(p.nseg() == 6);
+  CHECK(p.count() == 12);
+  CHECK(p.list() == want);
+  CHECK(p.at(10) == 7);
+  CHECK(p.at(11) == 10);
+  CHECK_THROWS_AS(p.at(12), std::out_of_range);
+  CHECK(p.str() == "range(0,2)+range(10,16,2)+range(30,30)+range(40,50,5)+range(100,103)+range(7,13,3)");
+  Positions c = p;
+  CHECK(c.list() == want);
+  Positions d = Positions::contiguous(0, 1);
+  d = p;
+  CHECK(d.list() == want);
+  CHECK(d.seg(5).start == 7);
+  CHECK_THROWS_WITH(Positions().append(PosSeg{0, 0, 1}), Catch::Contains("stride >= 1"));
+  CHECK_THROWS_AS(Positions::segments({{1, 1, 1}, {-3, 1, 1}}), std::invalid_argument);
+}
+
 namespace {
 int64_t brute_pairs(const Positions& q, const Positions& k, bool causal) {
   int64_t n = 0;
@@ -126,6 +151,77 @@ TEST_CASE("count_visible_pairs is exact", "[positions]") {
     }
 }
 
+namespace {
+// 1 to 4 segments of random starts, strides and counts (some empty).
+Positions random_segments(std::mt19937_64& g) {
+  std::uniform_int_distribution<int> nseg(1, 4), start(0, 200), cnt(0, 40), stride(1, 5), unit(0, 2);
+  Positions p;
+  for (int s = nseg(g); s > 0; --s) p.append(PosSeg{start(g), unit(g) ? 1 : stride(g), cnt(g)});
+  return p;
+}
+// Causal or not; no window, a small or a large one; one document, or 1 to 6 random starts.
+AttnShape random_mask(std::mt19937_64& g) {
+  AttnShape s;
+  std::uniform_int_distribution<int> coin(0, 1), wkind(0, 2), wsmall(1, 8), wlarge(9, 120), ndocs(1, 6),
+      dstart(1, 320);
+  s.causal = coin(g);
+  const int wk = wkind(g);
+  s.window = wk == 0 ? 0 : wk == 1 ? wsmall(g) : wlarge(g);
+  if (coin(g)) {
+    std::vector<int64_t> st = {0};
+    for (int i = ndocs(g); i > 1; --i) st.push_back(dstart(g));
+    std::sort(st.begin(), st.end());
+    st.erase(std::unique(st.begin(), st.end()), st.end());
+    s.docs = std::make_shared<const std::vector<int64_t>>(st);
+  }
+  return s;
+}
+}  // namespace
+
+TEST_CASE("count_visible_pairs is exact under windows and documents", "[positions][mask]") {
+  std::mt19937_64 g(7);
+  for (int t = 0; t < 4000; ++t) {
+    const Positions q = random_segments(g), k = random_segments(g);
+    const AttnShape s = random_mask(g);
+    INFO("q " << q.str() << " k " << k.str() << " causal " << s.causal << " window " << s.window
+              << " docs " << (s.docs ? s.docs->size() : 0));
+    REQUIRE(count_visible_pairs(q, k, s.mask()) == test::ref_visible_pairs(s, q, k));
+  }
+}
+
+TEST_CASE("AttnMask bounds follow DESIGN's visibility rule", "[positions][mask]") {
+  AttnShape s;
+  s.causal = false;
+  s.window = 3;
+  s.docs = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 10, 12});
+  const AttnMask m = s.mask();
+  CHECK(m.doc_start(11) == 10);
+  CHECK(m.doc_end(11) == 12);
+  CHECK(m.doc_end(500) == AttnMask::kNoEnd);
+  CHECK(m.lo(11) == 10);  // the document start cuts the window
+  CHECK(m.hi(11) == 11);  // the document end cuts it too
+  CHECK(m.lo(20) == 18);
+  CHECK(m.hi(20) == 22);
+  for (int64_t i = 0; i < 30; ++i)
+    for (int64_t j = 0; j < 30; ++j) {
+      INFO("i " << i << " j " << j);
+      REQUIRE(m.visible(i, j) == test::ref_visible(s, i, j));
+      s.causal = true;
+      REQUIRE(s.mask().visible(i, j) == test::ref_visible(s, i, j));
+      s.causal = false;
+    }
+  // Bad masks are rejected with the values named.
+  AttnShape bad;
+  bad.B = 1; bad.nq = 1; bad.nk = 1; bad.hq = 1; bad.hk = 1; bad.d = 8;
+  bad.window = -2;
+  CHECK_THROWS_WITH(check_attn_shape(bad, "attn_fwd"), Catch::Contains("window -2"));
+  bad.window = 0;
+  bad.docs = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 5, 5});
+  CHECK_THROWS_WITH(check_attn_shape(bad, "attn_fwd"), Catch::Contains("strictly ascending") && Catch::Contains("5 after 5"));
+  bad.docs = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{3, 5});
+  CHECK_THROWS_WITH(check_attn_shape(bad, "attn_fwd"), Catch::Contains("begin with 0"));
+}
+
 TEST_CASE("count_visible_pairs is fast at N = 262144", "[positions]") {
   const int64_t N = 262144;
   const Positions all = Positions::contiguous(0, N);
@@ -136,6 +232,17 @@ TEST_CASE("count_visible_pairs is fast at N = 262144", "[positions]") {
   const Positions a = Positions::strided(1, 8, N / 8), b = Positions::strided(5, 8, N / 8);
   // Query 1 + 8i sees keys 5 + 8j with j <= i - 1: i pairs per row.
   CHECK(count_visible_pairs(a, b, true) == (N / 8) * (N / 8 - 1) / 2);
+  // Masks in closed form (a brute-force count would take minutes): causal window W, row i sees
+  // min(i + 1, W) keys; K equal documents of length L: K * L(L+1)/2 causal, K * L^2 not.
+  const int64_t W = 1024, K = 64, L = N / K;
+  CHECK(count_visible_pairs(all, all, AttnMask{true, W, nullptr}) == W * (W + 1) / 2 + (N - W) * W);
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < K; ++i) starts.push_back(i * L);
+  const DocStarts docs = std::make_shared<const std::vector<int64_t>>(starts);
+  CHECK(count_visible_pairs(all, all, AttnMask{true, 0, docs}) == K * L * (L + 1) / 2);
+  CHECK(count_visible_pairs(all, all, AttnMask{false, 0, docs}) == K * L * L);
+  // Non-causal window 2W-1 wide, cut at the two ends of the sequence.
+  CHECK(count_visible_pairs(all, all, AttnMask{false, W, nullptr}) == N * (2 * W - 1) - W * (W - 1));
 }
 
 TEST_CASE("now_ms is monotonic from a process-wide origin", "[tensor]") {
@@ -164,4 +271,111 @@ TEST_CASE("make_backend: cpu, and clear errors for the rest", "[backend]") {
   o.name = "cpu";
   o.threads = 0;
   CHECK_THROWS_AS(make_backend(o), std::invalid_argument);
+}
+
+namespace {
+// A backend whose do_* only record that they ran: what the base class's entry points do around
+// them (checks, replay gate, FLOP count, compute log) is then visible on its own.
+class RecordingBackend final : public Backend {
+ public:
+  std::vector<std::string> ran;
+  std::string name() const override { return "recording"; }
+  std::string device_name() const override { return "none"; }
+  Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) override {
+    Tensor t;
+    t.dtype = dtype;
+    t.kind = kind;
+    t.shape = std::move(shape);
+    auto buf = std::make_shared<std::vector<char>>(t.bytes() + 1);
+    t.holder = std::shared_ptr<void>(buf, buf->data());
+    t.data = buf->data();
+    return t;
+  }
+  void upload(const std::vector<float>&, Tensor&) override {}
+  std::vector<float> download(const Tensor&) override { return {}; }
+  Event record_event() override { return Event{nullptr, now_ms()}; }
+  double elapsed_ms(const Event& a, const Event& b) override { return b.host_ms - a.host_ms; }
+  void synchronize() override {}
+
+ protected:
+  void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) const override {
+    for (const Tensor* t : ts)
+      if (t->dtype == DType::f16) throw std::invalid_argument(std::string(op) + ": no fp16 here");
+  }
+  void do_fill(Tensor&, float) override { ran.push_back("fill"); }
+  void do_copy_2d(Tensor&, int64_t, const Tensor&, int64_t, int64_t, int64_t) override { ran.push_back("copy_2d"); }
+  void do_convert(Tensor&, const Tensor&) override { ran.push_back("convert"); }
+  void do_add(Tensor&, const Tensor&, const Tensor&) override { ran.push_back("add"); }
+  void do_gemm(bool, bool, int64_t, int64_t, int64_t, float, const Tensor&, int64_t, const Tensor&, int64_t, float,
+               Tensor&, int64_t) override {
+    ran.push_back("gemm");
+  }
+  void do_rmsnorm_fwd(const Tensor&, const Tensor&, float, int64_t, Tensor&, Tensor&) override { ran.push_back("rmsnorm_fwd"); }
+  void do_rmsnorm_bwd(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&, Tensor&) override {
+    ran.push_back("rmsnorm_bwd");
+  }
+  void do_rope(Tensor&, int64_t, int64_t, int, int, int64_t, const Positions&, double, bool, const DocStarts&) override {
+    ran.push_back("rope");
+  }
+  void do_attn_fwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Positions&, const Positions&,
+                   Tensor&, Tensor&) override {
+    ran.push_back("attn_fwd");
+  }
+  void do_attn_merge(const AttnShape&, Tensor&, Tensor&, const Tensor&, const Tensor&) override { ran.push_back("attn_merge"); }
+  void do_attn_bwd_delta(const AttnShape&, const Tensor&, const Tensor&, Tensor&) override { ran.push_back("attn_bwd_delta"); }
+  void do_attn_bwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const Tensor&, const Positions&, const Positions&, Tensor&, Tensor&, Tensor&) override {
+    ran.push_back("attn_bwd");
+  }
+};
+}  // namespace
+
+TEST_CASE("Backend entry points check, gate, count and log around do_*", "[backend]") {
+  RecordingBackend be;
+  auto t = [&](std::vector<int64_t> shape, DType dt = DType::f32) { return be.alloc(std::move(shape), dt, MemKind::activations); };
+  AttnShape s;
+  s.nq = 4; s.nk = 6; s.hq = 2; s.hk = 1; s.d = 8; s.window = 2;
+  s.docs = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 3});
+  const Positions qp = Positions::contiguous(2, 4), kp = Positions::contiguous(0, 6);
+  Tensor q = t({1, 4, 2, 8}), k = t({1, 6, 1, 8}), o = t({1, 4, 2, 8}), lse = t({1, 2, 4});
+  Tensor A = t({3, 5}), B = t({5, 7}), C = t({3, 7});
+
+  SECTION("compute: counted, logged, then do_* runs") {
+    be.gemm(false, false, 3, 7, 5, 1.0f, A, 5, B, 7, 0.0f, C, 7);
+    be.attn_fwd(s, q, k, k, qp, kp, o, lse);
+    CHECK(be.ran == std::vector<std::string>{"gemm", "attn_fwd"});
+    // Causal, window 2, documents {0, 3}: query 2 sees {1, 2}, 3 sees {3}, 4 sees {3, 4}, 5 sees {4, 5}.
+    const double attn = 4.0 * 8 * 2 * 1 * 7;
+    CHECK(be.model_flops() == 2.0 * 3 * 7 * 5 + attn);
+    REQUIRE(be.compute_log().size() == 2);
+    CHECK(be.compute_log()[0].name == "gemm");
+    CHECK(be.compute_log()[1].name == "attn_fwd");
+    CHECK(be.compute_log()[1].t1_ms >= be.compute_log()[1].t0_ms);
+  }
+  SECTION("replay mode: compute skipped (not counted, not logged), layout still runs") {
+    be.set_compute_enabled(false);
+    be.gemm(false, false, 3, 7, 5, 1.0f, A, 5, B, 7, 0.0f, C, 7);
+    be.attn_fwd(s, q, k, k, qp, kp, o, lse);
+    be.fill(C, 1.0f);
+    be.copy_2d(C, 7, C, 7, 3, 7);
+    CHECK(be.ran == std::vector<std::string>{"fill", "copy_2d"});
+    CHECK(be.model_flops() == 0);
+    CHECK(be.compute_log().size() == 2);
+  }
+  SECTION("bad arguments never reach do_*, in replay mode either") {
+    for (bool replay : {false, true}) {
+      be.set_compute_enabled(!replay);
+      CHECK_THROWS_WITH(be.gemm(false, false, 3, 7, 6, 1.0f, A, 5, B, 7, 0.0f, C, 7), Catch::Contains("gemm"));
+      CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, Positions::contiguous(0, 3), kp, o, lse), Catch::Contains("qpos"));
+      AttnShape bad = s;
+      bad.window = -1;
+      CHECK_THROWS_WITH(be.attn_fwd(bad, q, k, k, qp, kp, o, lse), Catch::Contains("window -1"));
+      Tensor hq = t({1, 4, 2, 8}, DType::f16), hk = t({1, 6, 1, 8}, DType::f16), ho = t({1, 4, 2, 8}, DType::f16);
+      CHECK_THROWS_WITH(be.attn_fwd(s, hq, hk, hk, qp, kp, ho, lse), Catch::Contains("no fp16"));
+      CHECK_THROWS_WITH(be.rope(q, 1, 3, 2, 8, 16, qp, 10000.0, false), Catch::Contains("positions"));
+    }
+    CHECK(be.ran.empty());
+    CHECK(be.model_flops() == 0);
+    CHECK(be.compute_log().empty());
+  }
 }

@@ -1,0 +1,150 @@
+// The Backend entry points: one place for what every backend does around an operation (argument
+// checks, the replay gate, FLOP counting, the compute log), so a backend implements only do_*.
+#include <stdexcept>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace cpbench {
+
+void Backend::check_dtypes(const char*, std::initializer_list<const Tensor*>) const {}
+void Backend::check_attn_support(const char*, const AttnShape&, DType) const {}
+
+int Backend::op_begin(const char* name) {
+  open_op_ = ComputeRecord{name, phase_, now_ms(), 0.0};
+  return 0;
+}
+
+void Backend::op_end(int) {
+  open_op_.t1_ms = now_ms();
+  compute_log_.push_back(open_op_);
+}
+
+// ---- layout: run in replay mode too, and are logged (the stream is busy with them) ------------
+void Backend::fill(Tensor& t, float value) {
+  check_dtypes("fill", {&t});
+  const int op = op_begin("fill");
+  do_fill(t, value);
+  op_end(op);
+}
+
+void Backend::copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
+                      int64_t rows, int64_t cols) {
+  check_copy_2d(dst, dst_pitch, src, src_pitch, rows, cols);
+  check_dtypes("copy_2d", {&dst, &src});
+  if (rows == 0 || cols == 0) return;
+  const int op = op_begin("copy_2d");
+  do_copy_2d(dst, dst_pitch, src, src_pitch, rows, cols);
+  op_end(op);
+}
+
+void Backend::convert(Tensor& dst, const Tensor& src) {
+  check_same_numel("convert", dst, src);
+  check_dtypes("convert", {&dst, &src});
+  const int op = op_begin("convert");
+  do_convert(dst, src);
+  op_end(op);
+}
+
+// ---- compute: no-ops in replay mode -------------------------------------------------------------
+void Backend::add(Tensor& out, const Tensor& a, const Tensor& b) {
+  check_same_numel("add", out, a);
+  check_same_numel("add", out, b);
+  check_dtypes("add", {&out, &a, &b});
+  if (!compute_enabled_) return;
+  const int op = op_begin("add");
+  do_add(out, a, b);
+  op_end(op);
+}
+
+void Backend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
+                   Tensor& C, int64_t ldc) {
+  check_gemm(trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc);
+  check_dtypes("gemm", {&A, &B, &C});
+  if (!compute_enabled_) return;
+  count_gemm(m, n, k);
+  if (m == 0 || n == 0) return;
+  const int op = op_begin("gemm");
+  do_gemm(trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  op_end(op);
+}
+
+void Backend::rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) {
+  const int64_t rows = check_rmsnorm_fwd(x, w, y, rstd);
+  if (!(eps > 0)) throw std::invalid_argument("rmsnorm_fwd: eps must be > 0");
+  check_dtypes("rmsnorm_fwd", {&x, &w, &y, &rstd});
+  if (!compute_enabled_) return;
+  const int op = op_begin("rmsnorm_fwd");
+  do_rmsnorm_fwd(x, w, eps, rows, y, rstd);
+  op_end(op);
+}
+
+void Backend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                          Tensor& dx, Tensor& dw) {
+  const int64_t rows = check_rmsnorm_bwd(x, w, rstd, dy, dx, dw);
+  check_dtypes("rmsnorm_bwd", {&x, &w, &rstd, &dy, &dx, &dw});
+  if (!compute_enabled_) return;
+  const int op = op_begin("rmsnorm_bwd");
+  do_rmsnorm_bwd(x, w, rstd, dy, rows, dx, dw);
+  op_end(op);
+}
+
+void Backend::rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch,
+                   const Positions& pos, double theta, bool inverse, const DocStarts& docs) {
+  check_rope(x, B, T, heads, d, pitch, pos, theta, docs);
+  check_dtypes("rope", {&x});
+  if (!compute_enabled_) return;
+  const int op = op_begin("rope");
+  do_rope(x, B, T, heads, d, pitch, pos, theta, inverse, docs);
+  op_end(op);
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+void Backend::attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) {
+  check_attn_fwd(s, q, k, v, qpos, kpos, o, lse);
+  check_dtypes("attn_fwd", {&q, &k, &v, &o, &lse});
+  check_attn_support("attn_fwd", s, q.dtype);
+  if (!compute_enabled_) return;
+  count_attn(s, qpos, kpos, /*backward=*/false);
+  const int op = op_begin("attn_fwd");
+  do_attn_fwd(s, q, k, v, qpos, kpos, o, lse);
+  op_end(op);
+}
+
+void Backend::attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                         const Tensor& lse_blk) {
+  check_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk);
+  check_dtypes("attn_merge", {&o_acc, &lse_acc, &o_blk, &lse_blk});
+  if (!compute_enabled_) return;
+  const int op = op_begin("attn_merge");
+  do_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk);
+  op_end(op);
+}
+
+void Backend::attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
+                             Tensor& delta) {
+  check_attn_bwd_delta(s, o, dout, delta);
+  check_dtypes("attn_bwd_delta", {&o, &dout, &delta});
+  if (!compute_enabled_) return;
+  const int op = op_begin("attn_bwd_delta");
+  do_attn_bwd_delta(s, o, dout, delta);
+  op_end(op);
+}
+
+void Backend::attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                       const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
+                       Tensor& dv) {
+  check_attn_bwd(s, q, k, v, dout, lse, delta, qpos, kpos, dq, dk, dv);
+  check_dtypes("attn_bwd", {&q, &k, &v, &dout, &lse, &delta, &dq, &dk, &dv});
+  check_attn_support("attn_bwd", s, q.dtype);
+  if (!compute_enabled_) return;
+  count_attn(s, qpos, kpos, /*backward=*/true);
+  const int op = op_begin("attn_bwd");
+  do_attn_bwd(s, q, k, v, dout, lse, delta, qpos, kpos, dq, dk, dv);
+  op_end(op);
+}
+
+}  // namespace cpbench
