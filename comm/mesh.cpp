@@ -163,4 +163,16 @@ Mesh Mesh::build(World& w, int U, int R, Placement pl, CommLog& log, Backend& be
   return m;
 }
 
+MeshCache::MeshCache(World& w, CommLog& log, Backend& be, std::string comm_kind)
+    : w_(w), log_(log), be_(be), comm_kind_(std::move(comm_kind)) {}
+MeshCache::~MeshCache() = default;
+
+Mesh& MeshCache::get(const MeshDesc& d) {
+  const std::string key = d.key();
+  for (auto& [k, m] : meshes_)
+    if (k == key) return *m;
+  meshes_.emplace_back(key, std::make_unique<Mesh>(Mesh::build(w_, d, log_, be_, comm_kind_)));
+  return *meshes_.back().second;
+}
+
 }  // namespace cpbench

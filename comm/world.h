@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cpbench {
@@ -118,6 +119,25 @@ struct Mesh {
   static std::vector<int> ring_group_of(int rank, int P, int U, int R, Placement pl);
   static Mesh build(World& w, int U, int R, Placement pl, CommLog& log, Backend& be,
                     const std::string& comm_kind);
+};
+
+// Meshes built once per description and reused across jobs (issue: three group splits or NCCL
+// inits per job otherwise). Building is collective over the world: every rank must ask for the
+// same descriptions in the same order (the harness's job loop does); a description seen before
+// returns the mesh built then, without any communication.
+class MeshCache {
+ public:
+  MeshCache(World& w, CommLog& log, Backend& be, std::string comm_kind);
+  ~MeshCache();  // out of line: Communicator is complete only in the .cpp
+  Mesh& get(const MeshDesc& d);
+  size_t built() const { return meshes_.size(); }  // distinct meshes built so far
+
+ private:
+  World& w_;
+  CommLog& log_;
+  Backend& be_;
+  std::string comm_kind_;
+  std::vector<std::pair<std::string, std::unique_ptr<Mesh>>> meshes_;  // key(), mesh
 };
 
 }  // namespace cpbench

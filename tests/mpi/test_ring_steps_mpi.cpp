@@ -3,7 +3,8 @@
 // is visible, so rank r's output must be attention over exactly the blocks of ranks r, r-1, ...,
 // r-h, and the dK,dV returned to rank j must be the sum of the contributions of ranks j .. j+h
 // (the accumulators' return-to-owner send). Also checks the bytes each rank sent per phase
-// against RingCore::predicted_bytes. Random inputs, seeded identically on every rank.
+// against RingCore::predicted_bytes. Random inputs, seeded identically on every rank. Also the
+// mesh cache: one build per description, reused.
 //
 //   mpirun -np 4 --oversubscribe ./test_ring_steps_mpi      prints "ring steps: N passed, M failed"
 #include <cmath>
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
   CommLog log;
   MeshDesc desc;
   desc.levels = {{"ring", R}};
-  Mesh mesh = Mesh::build(w, desc, log, *be, "mpi");
+  MeshCache meshes(w, log, *be, "mpi");
+  Mesh& mesh = meshes.get(desc);
   Communicator& ring = mesh.group("ring");
 
   RingCoreShape cs;
@@ -91,6 +93,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "[rank %d] FAILED: %s\n", me, what.c_str());
     }
   };
+
+  {  // the cache: the same description returns the same mesh; another builds one more
+    expect(&meshes.get(desc) == &mesh && meshes.built() == 1, "mesh cache: same description, same mesh");
+    MeshDesc other = MeshDesc::two_level(1, R, Placement::ulysses_inner);
+    Mesh& m2 = meshes.get(other);
+    expect(&m2 != &mesh && meshes.built() == 2 && &meshes.get(other) == &m2, "mesh cache: another description");
+    expect(m2.group("ring").size() == R && m2.group("ring").rank() == me, "mesh cache: ring group of the new mesh");
+  }
 
   for (int h = 0; h < R; ++h) {
     RingCore core;

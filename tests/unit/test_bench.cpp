@@ -1,6 +1,7 @@
 // Unit tests of the harness pieces: configuration, job planning, seeded inputs, the .npy
 // writer, the comparator, and each strategy's analytic communication model against DESIGN's
 // formulas written out independently here.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -69,21 +70,25 @@ TEST_CASE("config: invalid sizes name the constraint and the values") {
   CHECK(error_of([&] { finalize_config(f, 2); }).find("unknown strategy 'bogus'") == 0);
 }
 
-TEST_CASE("plan: default strategies that cannot run are skipped; named ones are errors") {
-  RunConfig c = tiny(64);  // tiny: H=4, G=2
+// (No ';' in test names: catch_discover_tests cuts the name there and the case then runs nothing.)
+TEST_CASE("plan: default strategies that cannot run are skipped, named ones are errors") {
+  RunConfig c = tiny(64);
+  apply_settings(c, {{"heads", 12}, {"kv_heads", 6}}, "flags");  // P=4: KV heads neither split nor replicated
   finalize_config(c, 4);
   const auto jobs = plan_jobs(c, 4);
   bool saw_ulysses = false;
   for (const auto& j : jobs)
     if (j.info->name == "ulysses") {
       saw_ulysses = true;
-      CHECK(j.skip == "ulysses: P=4 does not divide kv_heads=2; use usp with ulysses<=2");
+      CHECK(j.skip ==
+            "ulysses: P=4 and kv_heads=6: one must divide the other (kv heads are split, or replicated "
+            "P/kv_heads times); use usp with ulysses<=2");
     } else if (j.info->name == "single") {
       CHECK(j.skip.empty());
     }
   CHECK(saw_ulysses);
   RunConfig named = tiny(64);
-  apply_settings(named, {{"strategies", "ulysses"}}, "flags");
+  apply_settings(named, {{"strategies", "ulysses"}, {"heads", 12}, {"kv_heads", 6}}, "flags");
   finalize_config(named, 4);
   CHECK_THROWS_AS(plan_jobs(named, 4), ConstraintError);
 }
@@ -170,6 +175,66 @@ TEST_CASE("comm model: each strategy states DESIGN's bytes per rank") {
       CHECK(pred("usp", m).bwd == uly + (R == 1 ? 0 : e * T * 2 * hk * (R - 1) + acc * T * 2 * hk * R));
     }
   }
+}
+
+TEST_CASE("comm model: KV replication and the double ring", "[model]") {
+  // DESIGN: with U > G (G divides U) the Ulysses term uses max(G, U) kv heads. The ring part of
+  // usp carries the replicated heads too (each ring rank holds max(G,U)/U of them).
+  LayerShape s;
+  s.B = 1; s.N = 64; s.H = 8; s.G = 2; s.d = 16; s.D = 128;
+  const int64_t e = 4, acc = 4, hq = int64_t(s.H) * s.d;
+  for (int P : {4, 8}) {
+    const int64_t T = s.B * s.N / P, hkP = int64_t(std::max(s.G, P)) * s.d;
+    CAPTURE(P);
+    const auto uly = find_strategy("ulysses")->make();
+    const MeshSpec um = uly->resolve_mesh({}, s, P);
+    CHECK(um.U == P);
+    CHECK(um.R == 1);
+    CHECK_NOTHROW(uly->check(s, P, um));
+    CHECK(uly->predicted_bytes(s, P, um, e, acc).fwd == e * T * (2 * hq + 2 * hkP) * (P - 1) / P);
+    const auto usp = find_strategy("usp")->make();
+    MeshSpec m;
+    m.U = 4;
+    m.R = P / 4;
+    m = usp->resolve_mesh(m, s, P);
+    const int64_t hk4 = 4 * int64_t(s.d);  // max(G=2, U=4) kv heads
+    const int64_t a2a = e * T * (2 * hq + 2 * hk4) * 3 / 4;
+    CHECK(usp->predicted_bytes(s, P, m, e, acc).fwd == a2a + e * T * 2 * hk4 * (m.R - 1));
+    CHECK(find_strategy("megatron-sp")->make()->predicted_bytes(s, P, {}, e, acc).fwd == 2 * e * T * s.D * (P - 1));
+  }
+  // Double ring, P = 8 in windows of w: forward the ring's bytes; backward accumulators R + W
+  // hops when both levels have more than one rank, R otherwise.
+  const auto dr = find_strategy("double-ring")->make();
+  const int P = 8;
+  const int64_t T = s.B * s.N / P, hk = int64_t(s.G) * s.d;
+  for (int w : {1, 2, 4, 8}) {
+    MeshSpec req;
+    req.inner_ring = w;
+    const MeshSpec m = dr->resolve_mesh(req, s, P);
+    CAPTURE(w);
+    CHECK(m.inner_ring == w);
+    const int W = P / w;
+    const int64_t acc_hops = (w > 1 ? P : 0) + (W > 1 ? W : 0);
+    CHECK(dr->predicted_bytes(s, P, m, e, acc).fwd == e * T * 2 * hk * (P - 1));
+    CHECK(dr->predicted_bytes(s, P, m, e, acc).bwd == e * T * 2 * hk * (P - 1) + acc * T * 2 * hk * acc_hops);
+    CHECK(dr->label(m) == "double-ring[w" + std::to_string(w) + "]");
+    const MeshDesc d = dr->mesh_desc(m);
+    CHECK(d.size_of("ring_outer") == W);
+    CHECK(d.size_of("ring_inner") == w);
+  }
+  MeshSpec bad;
+  bad.inner_ring = 3;
+  CHECK_THROWS_WITH(dr->resolve_mesh(bad, s, P), "double-ring: inner_ring=3 does not divide ring=8");
+  // The default inner ring: the ring's members on one node.
+  MeshSpec node;
+  node.ranks_per_node = 4;
+  CHECK(dr->resolve_mesh(node, s, P).inner_ring == 4);
+  node.ranks_per_node = 0;  // unknown: one window
+  CHECK(dr->resolve_mesh(node, s, P).inner_ring == P);
+  // --mesh all: usp declares every U x R, double-ring every w.
+  CHECK(find_strategy("usp")->make()->mesh_candidates({}, 8).size() == 4);
+  CHECK(dr->mesh_candidates({}, 8).size() == 4);
+  CHECK(find_strategy("ring")->make()->mesh_candidates({}, 8).size() == 1);
 }
 
 TEST_CASE("config: a layer naming the mesh replaces the lower layer's mesh") {
