@@ -25,16 +25,13 @@ std::string agree_on_errors(World& w, const std::string& my_error) {
 }
 
 Harness::Harness(const RunConfig& cfg, Backend& be, World& w, double timeout_s, Watchdog::OnFire on_timeout)
-    : cfg_(cfg), be_(be), w_(w), trace_((w.barrier(), log_.now_ms())) {
+    : cfg_(cfg), be_(be), w_(w), trace_((w.barrier(), log_.now_ms())), meshes_(w, log_, be, cfg.comm) {
   log_.set_node_map(w.node_map(0));
   if (timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(w, log_, timeout_s, std::move(on_timeout));
 }
 
-// The watchdog stops first; communicators hold the log and the backend: they go next.
-Harness::~Harness() {
-  watchdog_.reset();
-  meshes_.clear();
-}
+// The watchdog stops first (its thread reads the log); the meshes go with the members after it.
+Harness::~Harness() { watchdog_.reset(); }
 
 void Harness::set_current(const Job* job) {
   {
@@ -52,13 +49,6 @@ bool Harness::current_job_failed(const std::string& reason, JobResult* out) cons
   out->status = "failed";
   out->reason = reason;
   return true;
-}
-
-Mesh& Harness::mesh_for(const MeshDesc& d) {
-  auto it = meshes_.find(d.key());
-  if (it == meshes_.end())
-    it = meshes_.emplace(d.key(), std::make_unique<Mesh>(Mesh::build(w_, d, log_, be_, cfg_.comm))).first;
-  return *it->second;
 }
 
 bool Harness::stop_requested() {
@@ -104,7 +94,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   // before anyone enters the timed loop's first barrier.
   std::string error;
   try {
-    Mesh& mesh = mesh_for(strat->mesh_desc(job.mesh));
+    Mesh& mesh = meshes_.get(strat->mesh_desc(job.mesh));
     StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, job.mesh};
     strat->setup(env);
     be_.synchronize();
@@ -175,7 +165,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
     std::unique_ptr<Strategy> strat = info.make();
     std::string error;
     try {
-      Mesh& mesh = mesh_for(strat->mesh_desc(ms));
+      Mesh& mesh = meshes_.get(strat->mesh_desc(ms));
       StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, ms};
       strat->setup(env);
     } catch (const std::exception& e) {

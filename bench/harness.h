@@ -55,12 +55,11 @@ class Harness {
   // False between jobs.
   bool current_job_failed(const std::string& reason, JobResult* out) const;
   // Communicator groups built so far (each (mesh, placement) once, reused by later jobs).
-  size_t meshes_built() const { return meshes_.size(); }
+  size_t meshes_built() const { return meshes_.built(); }
 
  private:
   JobResult run_one(const Job& job, const Peak& peak);
   void set_current(const Job* job);
-  Mesh& mesh_for(const MeshDesc& d);
   bool stop_requested();  // collective
 
   const RunConfig& cfg_;
@@ -68,7 +67,7 @@ class Harness {
   World& w_;
   CommLog log_;
   TraceCollector trace_;
-  std::map<std::string, std::unique_ptr<Mesh>> meshes_;  // by MeshDesc::key()
+  MeshCache meshes_;  // one mesh per description, reused by later jobs
   int interrupted_ = 0;
   mutable std::mutex current_mu_;
   std::optional<Job> current_;
