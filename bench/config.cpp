@@ -1,6 +1,9 @@
 #include "bench/config.h"
 
-#include <sstream>
+#include "bench/options.h"
+#include "bench/workloads.h"
+
+#include <limits>
 #include <stdexcept>
 
 namespace cpbench {
@@ -41,41 +44,16 @@ LayerShape RunConfig::shape(int64_t N) const {
   LayerShape s;
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
   s.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
+  s.window = window;
+  if (!docs_spec.empty()) s.doc_lens = resolve_doc_lens(docs_spec, N, seed);
+  s.prefill = pass == "prefill";
   return s;
 }
 
-namespace {
-
-std::vector<std::string> split_csv(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-[[noreturn]] void bad(const std::string& origin, const std::string& key, const std::string& what) {
-  throw std::invalid_argument(origin + ": '" + key + "' " + what);
-}
-
-int64_t get_int(const nlohmann::json& v, const std::string& origin, const std::string& key) {
-  if (!v.is_number_integer()) bad(origin, key, "must be an integer, got " + v.dump());
-  return v.get<int64_t>();
-}
-bool get_bool(const nlohmann::json& v, const std::string& origin, const std::string& key) {
-  if (!v.is_boolean()) bad(origin, key, "must be true or false, got " + v.dump());
-  return v.get<bool>();
-}
-std::string get_str(const nlohmann::json& v, const std::string& origin, const std::string& key) {
-  if (!v.is_string()) bad(origin, key, "must be a string, got " + v.dump());
-  return v.get<std::string>();
-}
-
-}  // namespace
-
 void apply_settings(RunConfig& c, const nlohmann::json& j, const std::string& origin) {
-  if (!j.is_object()) throw std::invalid_argument(origin + ": expected a JSON object");
+  if (!j.is_object())
+    throw std::invalid_argument(origin + ": expected a JSON object of settings (keys: " + known_option_keys() +
+                                "), got " + j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace).substr(0, 80));
   // A layer that names the mesh replaces the mesh of the layers below it: --ulysses/--ring on
   // the command line override a preset's "mesh": "all" and the reverse. Both in one layer stay a
   // conflict (finalize_config reports it).
@@ -84,71 +62,15 @@ void apply_settings(RunConfig& c, const nlohmann::json& j, const std::string& or
   if (sets_degrees && !sets_all) c.mesh_all = false;
   if (sets_all && !sets_degrees) c.ulysses = c.ring = 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const nlohmann::json& v = it.value();
-    if (k == "model") c.model = get_str(v, origin, k);
-    else if (k == "batch") c.batch = get_int(v, origin, k);
-    else if (k == "seq") {
-      c.seqs.clear();
-      if (v.is_number_integer()) c.seqs.push_back(v.get<int64_t>());
-      else if (v.is_array() && !v.empty()) {
-        for (const auto& e : v) c.seqs.push_back(get_int(e, origin, k));
-      } else bad(origin, k, "must be an integer or a non-empty list of integers, got " + v.dump());
-    }
-    else if (k == "heads") c.heads = int(get_int(v, origin, k));
-    else if (k == "kv_heads") c.kv_heads = int(get_int(v, origin, k));
-    else if (k == "head_dim") c.head_dim = int(get_int(v, origin, k));
-    else if (k == "dim") c.dim = int(get_int(v, origin, k));
-    else if (k == "causal") c.causal = get_bool(v, origin, k);
-    else if (k == "rope") c.rope = get_bool(v, origin, k);
-    else if (k == "strategies") {
-      if (v.is_string()) c.strategies = split_csv(v.get<std::string>());
-      else if (v.is_array()) {
-        c.strategies.clear();
-        for (const auto& e : v) c.strategies.push_back(get_str(e, origin, k));
-      } else bad(origin, k, "must be a list of names or a comma-separated string, got " + v.dump());
-      c.strategies_explicit = !c.strategies.empty();
-    }
-    else if (k == "ulysses") c.ulysses = int(get_int(v, origin, k));
-    else if (k == "ring") c.ring = int(get_int(v, origin, k));
-    else if (k == "placement") {
-      try { c.placement = parse_placement(get_str(v, origin, k)); }
-      catch (const std::invalid_argument&) { bad(origin, k, "must be ulysses-inner or ring-inner, got " + v.dump()); }
-    }
-    else if (k == "mesh") {
-      const std::string m = get_str(v, origin, k);
-      if (m != "all") bad(origin, k, "must be \"all\" (set the mesh with ulysses and ring), got " + v.dump());
-      c.mesh_all = true;
-    }
-    else if (k == "usp_layout") {
-      const std::string m = get_str(v, origin, k);
-      if (m == "zigzag") c.ring_layout = RingLayout::zigzag;
-      else if (m == "contiguous") c.ring_layout = RingLayout::contiguous;
-      else if (m == "auto") c.ring_layout = RingLayout::auto_;
-      else bad(origin, k, "must be auto, zigzag or contiguous, got " + v.dump());
-    }
-    else if (k == "warmup") c.warmup = int(get_int(v, origin, k));
-    else if (k == "iters") c.iters = int(get_int(v, origin, k));
-    else if (k == "seed") c.seed = uint64_t(get_int(v, origin, k));
-    else if (k == "threads") c.threads = int(get_int(v, origin, k));
-    else if (k == "backend") c.backend = get_str(v, origin, k);
-    else if (k == "comm") c.comm = get_str(v, origin, k);
-    else if (k == "dtype") c.dtype = get_str(v, origin, k);
-    else if (k == "out") c.out = get_str(v, origin, k);
-    else if (k == "trace") c.trace = get_str(v, origin, k);
-    else if (k == "dump") c.dump = get_str(v, origin, k);
-    else if (k == "peak_tflops") {
-      if (!v.is_number()) bad(origin, k, "must be a number, got " + v.dump());
-      c.peak_tflops = v.get<double>();
-    }
-    else if (k == "progress") c.progress = get_bool(v, origin, k);
-    else
-      throw std::invalid_argument(origin + ": unknown key '" + k +
-                                  "' (known: model, batch, seq, heads, kv_heads, head_dim, dim, causal, rope, "
-                                  "strategies, ulysses, ring, placement, mesh, usp_layout, warmup, iters, seed, "
-                                  "threads, backend, comm, dtype, out, trace, dump, peak_tflops, progress)");
+    const OptionSpec* o = find_option_by_key(it.key());
+    if (!o)
+      throw std::invalid_argument(origin + ": unknown key '" + printable(it.key()) + "' (known: " +
+                                  known_option_keys() + ")");
+    o->set(c, check_option_value(*o, it.value(), origin + ": '" + it.key() + "'"));
   }
 }
+
+int planned_world_size(const RunConfig& c, int P) { return c.dry_run && c.world_size > 0 ? c.world_size : P; }
 
 void finalize_config(RunConfig& c, int P) {
   const ModelPreset* m = find_model(c.model);
@@ -200,7 +122,44 @@ void finalize_config(RunConfig& c, int P) {
     for (const auto& i : strategy_registry()) c.strategies.push_back(i.name);
   if (c.mesh_all && (c.ulysses || c.ring))
     throw std::invalid_argument("--mesh all enumerates every U x R; do not also give --ulysses/--ring");
-  (void)P;
+
+  // Second-wave options (DESIGN "Additions for the second wave"); strategy-dependent checks
+  // (inner ring dividing R, ...) belong to the strategies.
+  auto at_least_zero = [](const char* name, int64_t v, const char* zero) {
+    if (v < 0) throw std::invalid_argument(std::string(name) + " must be >= 0 (0: " + zero + "), got " + std::to_string(v));
+  };
+  at_least_zero("window", c.window, "no window");
+  at_least_zero("timeout", c.timeout_s, "no timeout");
+  at_least_zero("mem_limit", c.mem_limit_bytes, "no limit");
+  at_least_zero("ranks_per_node", c.ranks_per_node, "ranks sharing a host");
+  at_least_zero("inner_ring", c.inner_ring, "ranks per node");
+  at_least_zero("min_verified", c.min_verified, "no minimum");
+  at_least_zero("world_size", c.world_size, "the world's size");
+  if (c.world_size > 0 && !c.dry_run)
+    throw std::invalid_argument("world_size=" + std::to_string(c.world_size) +
+                                " plans for ranks that do not exist: it needs --dry-run");
+  if (c.min_verified > 0 && c.command != "verify")
+    throw std::invalid_argument("min_verified=" + std::to_string(c.min_verified) + " applies to cpbench verify only");
+  const int planned = planned_world_size(c, P);
+  if (c.ranks_per_node > 0 && planned % c.ranks_per_node != 0)
+    throw std::invalid_argument("ranks_per_node=" + std::to_string(c.ranks_per_node) + " must divide the world size " +
+                                std::to_string(planned));
+  for (const auto& [name, degree] : {std::pair<const char*, int>{"ulysses", c.ulysses}, {"ring", c.ring}})
+    if (degree > 0 && planned % degree != 0)
+      throw std::invalid_argument(std::string(name) + "=" + std::to_string(degree) + " must divide the world size " +
+                                  std::to_string(planned));
+  if (c.ulysses > 0 && c.ring > 0 && int64_t(c.ulysses) * c.ring != planned)
+    throw std::invalid_argument("ulysses x ring must equal the world size: ulysses=" + std::to_string(c.ulysses) +
+                                " ring=" + std::to_string(c.ring) + " world size=" + std::to_string(planned));
+  if (c.inner_ring > planned)
+    throw std::invalid_argument("inner_ring=" + std::to_string(c.inner_ring) + " exceeds the world size " +
+                                std::to_string(planned));
+  for (int64_t n : c.seqs) {
+    if (c.batch > std::numeric_limits<int64_t>::max() / n)
+      throw std::invalid_argument("batch x seq overflows 64 bits: batch=" + std::to_string(c.batch) +
+                                  " seq=" + std::to_string(n));
+    if (!c.docs_spec.empty()) resolve_doc_lens(c.docs_spec, n, c.seed);  // throws naming the spec
+  }
 }
 
 nlohmann::json RunConfig::to_json(int world_size) const {
@@ -228,6 +187,20 @@ nlohmann::json RunConfig::to_json(int world_size) const {
                {"ring", ring ? nlohmann::json(ring) : nlohmann::json(nullptr)},
                {"placement", placement_name(placement)},
                {"all", mesh_all}};
+  // Second wave: mask, pass, limits, nodes.
+  nlohmann::json docs = nullptr;
+  if (!docs_spec.empty()) {
+    docs = {{"spec", docs_spec}};
+    nlohmann::json by_seq = nlohmann::json::object();
+    for (int64_t n : seqs) by_seq[std::to_string(n)] = resolve_doc_lens(docs_spec, n, seed);
+    if (seqs.size() == 1) docs["lens"] = by_seq.begin().value();
+    docs["lens_by_seq"] = by_seq;
+  }
+  j["mask"] = {{"causal", causal}, {"window", window}, {"docs", docs}};
+  j["pass"] = pass;
+  j["mem_limit_bytes"] = mem_limit_bytes;
+  j["timeout_s"] = timeout_s;
+  j["ranks_per_node"] = ranks_per_node ? nlohmann::json(ranks_per_node) : nlohmann::json(nullptr);
   return j;
 }
 
