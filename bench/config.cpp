@@ -3,7 +3,11 @@
 #include "bench/options.h"
 #include "bench/workloads.h"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 namespace cpbench {
@@ -48,6 +52,42 @@ LayerShape RunConfig::shape(int64_t N) const {
   if (!docs_spec.empty()) s.doc_lens = resolve_doc_lens(docs_spec, N, seed);
   s.prefill = pass == "prefill";
   return s;
+}
+
+nlohmann::json read_run_preset(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::invalid_argument("cannot read config file '" + printable(path) + "': not a regular file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > (16u << 20))
+    throw std::invalid_argument("config file '" + printable(path) + "' is larger than 16 MiB (or unreadable)");
+  std::ifstream f(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (!f.good() && !f.eof()) throw std::invalid_argument("cannot read config file '" + printable(path) + "'");
+  // nlohmann keeps the last of two equal keys silently; a preset with one is a mistake to report.
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  std::string duplicate;
+  auto check_keys = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) keys_of_open_objects.emplace_back();
+    else if (ev == E::object_end && !keys_of_open_objects.empty()) keys_of_open_objects.pop_back();
+    else if (ev == E::key && !keys_of_open_objects.empty() &&
+             !keys_of_open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text, check_keys);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for huge numbers
+    std::string why = printable(e.what());
+    if (why.size() > 200) why = why.substr(0, 197) + "...";
+    throw std::invalid_argument("config file '" + printable(path) + "' is not valid JSON: " + why);
+  }
+  if (!duplicate.empty())
+    throw std::invalid_argument("config file '" + printable(path) + "': key '" + printable(duplicate) +
+                                "' is given more than once in one object");
+  return j;
 }
 
 void apply_settings(RunConfig& c, const nlohmann::json& j, const std::string& origin) {
@@ -122,6 +162,18 @@ void finalize_config(RunConfig& c, int P) {
     for (const auto& i : strategy_registry()) c.strategies.push_back(i.name);
   if (c.mesh_all && (c.ulysses || c.ring))
     throw std::invalid_argument("--mesh all enumerates every U x R; do not also give --ulysses/--ring");
+  // A mesh that no requested strategy uses would be silently ignored: say so instead.
+  if (c.mesh_all || c.ulysses || c.ring) {
+    bool used = false;
+    for (const auto& s : c.strategies) used = used || find_strategy(s)->make()->uses_mesh();
+    if (!used) {
+      std::string names;
+      for (const auto& s : c.strategies) names += (names.empty() ? "" : ",") + s;
+      throw std::invalid_argument("ulysses/ring/mesh set a mesh (ulysses=" + std::to_string(c.ulysses) + " ring=" +
+                                  std::to_string(c.ring) + (c.mesh_all ? " mesh=all" : "") +
+                                  ") but none of the strategies uses one (strategies: " + names + ")");
+    }
+  }
 
   // Second-wave options (DESIGN "Additions for the second wave"); strategy-dependent checks
   // (inner ring dividing R, ...) belong to the strategies.
@@ -144,13 +196,6 @@ void finalize_config(RunConfig& c, int P) {
   if (c.ranks_per_node > 0 && planned % c.ranks_per_node != 0)
     throw std::invalid_argument("ranks_per_node=" + std::to_string(c.ranks_per_node) + " must divide the world size " +
                                 std::to_string(planned));
-  for (const auto& [name, degree] : {std::pair<const char*, int>{"ulysses", c.ulysses}, {"ring", c.ring}})
-    if (degree > 0 && planned % degree != 0)
-      throw std::invalid_argument(std::string(name) + "=" + std::to_string(degree) + " must divide the world size " +
-                                  std::to_string(planned));
-  if (c.ulysses > 0 && c.ring > 0 && int64_t(c.ulysses) * c.ring != planned)
-    throw std::invalid_argument("ulysses x ring must equal the world size: ulysses=" + std::to_string(c.ulysses) +
-                                " ring=" + std::to_string(c.ring) + " world size=" + std::to_string(planned));
   if (c.inner_ring > planned)
     throw std::invalid_argument("inner_ring=" + std::to_string(c.inner_ring) + " exceeds the world size " +
                                 std::to_string(planned));

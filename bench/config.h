@@ -61,6 +61,9 @@ struct RunConfig {
 // Settings as JSON (the keys of bench/options.h's table: flag names without dashes, '-' as '_').
 // Throws std::invalid_argument naming the key and the value for unknown keys or wrong types.
 void apply_settings(RunConfig& cfg, const nlohmann::json& settings, const std::string& origin);
+// Reads a run preset file (a JSON object, at most 16 MiB, no key given twice in one object).
+// Throws std::invalid_argument naming the file and what is wrong.
+nlohmann::json read_run_preset(const std::string& path);
 // Fills dims from the model preset where not set, then validates everything that does not
 // depend on a strategy (positive sizes, kv_heads divides heads, head_dim limits, dtype/backend).
 // Throws std::invalid_argument with the constraint and the values.

@@ -3,7 +3,6 @@
 //   cpbench verify [options]   every strategy against single; non-zero exit on failure
 //   cpbench list               strategies, presets and their constraints
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -33,17 +32,6 @@ void print_list() {
     std::printf("  %-12s D=%-6d H=%-4d G=%-3d d=%-4d %s\n", m.name.c_str(), m.dim, m.heads, m.kv_heads, m.head_dim,
                 m.description.c_str());
   std::printf("\nDefault run (configs/runs/default.json, embedded): %s\n", default_run_preset().dump().c_str());
-}
-
-// Reads a run preset file; errors name the file.
-json read_config_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::invalid_argument("cannot read config file " + path);
-  try {
-    return json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument("config file " + path + " is not valid JSON: " + e.what());
-  }
 }
 
 }  // namespace
@@ -79,7 +67,7 @@ int main(int argc, char** argv) {
   try {
     cfg.command = verifying ? "verify" : "run";
     apply_settings(cfg, default_run_preset(), "default preset");
-    if (!cl.config_path.empty()) apply_settings(cfg, read_config_file(cl.config_path), cl.config_path);
+    if (!cl.config_path.empty()) apply_settings(cfg, read_run_preset(cl.config_path), cl.config_path);
     apply_settings(cfg, cl.settings, "command line");
     finalize_config(cfg, P);
     if (cfg.threads == 0)

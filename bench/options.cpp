@@ -188,6 +188,16 @@ std::vector<OptionSpec> make_table() {
       {"progress", "--progress", OptKind::boolean, "progress lines on stderr (default) or none (--no-progress)", {},
        true, [](RunConfig& c, const json& v) { c.progress = v.get<bool>(); }},
   };
+  // Sizes that must be given as positive numbers: 0 would read as "unset" (the model preset's
+  // value, the strategy's default mesh) and silently stand for something else.
+  const std::pair<const char*, int64_t> minimums[] = {
+      {"seq", 1},        {"batch", 1},      {"heads", 1},      {"kv_heads", 1},   {"head_dim", 1},
+      {"dim", 1},        {"ulysses", 1},    {"ring", 1},       {"iters", 1},      {"warmup", 0},
+      {"threads", 0},    {"window", 0},     {"inner_ring", 0}, {"ranks_per_node", 0},
+      {"timeout", 0},    {"min_verified", 0}, {"world_size", 0}};
+  for (auto& o : t)
+    for (const auto& [key, lo] : minimums)
+      if (o.key == key) o.min = lo;
   return t;
 }
 
@@ -243,14 +253,23 @@ int64_t parse_size(const std::string& text, const std::string& what) {
   return int64_t(v << shift);
 }
 
+// The option's lower bound on an integer already in range of its kind.
+int64_t at_least_min(const OptionSpec& o, int64_t x, const std::string& where) {
+  if (x < o.min)
+    bad_value(where, o.min == 1 ? "must be positive" : "must be >= " + std::to_string(o.min), std::to_string(x));
+  return x;
+}
+
 json check_option_value(const OptionSpec& o, const json& v, const std::string& where) {
   switch (o.kind) {
     case OptKind::count:
-      return checked_integer(v, where, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(),
-                             "an integer that fits 32 bits");
+      return at_least_min(o, checked_integer(v, where, std::numeric_limits<int32_t>::min(),
+                                             std::numeric_limits<int32_t>::max(), "an integer that fits 32 bits"),
+                          where);
     case OptKind::integer:
-      return checked_integer(v, where, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
-                             "an integer (64-bit)");
+      return at_least_min(o, checked_integer(v, where, std::numeric_limits<int64_t>::min(),
+                                             std::numeric_limits<int64_t>::max(), "an integer (64-bit)"),
+                          where);
     case OptKind::seed:
       if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
         bad_value(where, "must be an integer in 0 .. 2^64-1", shown(v));
@@ -266,12 +285,13 @@ json check_option_value(const OptionSpec& o, const json& v, const std::string& w
       if (!v.is_string()) bad_value(where, "must be a string", shown(v));
       return v;
     case OptKind::choice: {
-      std::string list;
-      for (const auto& c : o.choices) list += (list.empty() ? "" : " | ") + c;
-      if (!v.is_string()) bad_value(where, "must be one of " + list, shown(v));
+      std::string list;  // "a, b or c"
+      for (size_t i = 0; i < o.choices.size(); ++i)
+        list += (i == 0 ? "" : i + 1 == o.choices.size() ? " or " : ", ") + o.choices[i];
+      if (!v.is_string()) bad_value(where, "must be " + list, shown(v));
       for (const auto& c : o.choices)
         if (v.get<std::string>() == c) return v;
-      bad_value(where, "must be one of " + list, shown(v));
+      bad_value(where, "must be " + list, shown(v));
     }
     case OptKind::names: {
       json list = json::array();
@@ -291,12 +311,10 @@ json check_option_value(const OptionSpec& o, const json& v, const std::string& w
     case OptKind::ints: {
       json list = json::array();
       const char* what = "must be an integer or a non-empty list of integers";
-      if (v.is_number_integer()) list.push_back(checked_integer(v, where, std::numeric_limits<int64_t>::min(),
-                                                                std::numeric_limits<int64_t>::max(), what));
+      const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      if (v.is_number_integer()) list.push_back(at_least_min(o, checked_integer(v, where, lo, hi, what), where));
       else if (v.is_array() && !v.empty())
-        for (const auto& e : v)
-          list.push_back(checked_integer(e, where, std::numeric_limits<int64_t>::min(),
-                                         std::numeric_limits<int64_t>::max(), what));
+        for (const auto& e : v) list.push_back(at_least_min(o, checked_integer(e, where, lo, hi, what), where));
       else bad_value(where, what, shown(v));
       return list;
     }
@@ -360,7 +378,7 @@ json parse_option_text(const OptionSpec& o, const std::string& text) {
         int64_t v = 0;
         if (!parse_int64(item, v))
           bad_value(where, "must be integers (64-bit), comma-separated", "'" + printable(item) + "'");
-        list.push_back(v);
+        list.push_back(at_least_min(o, v, where));
       }
       return list;
     }
@@ -454,6 +472,18 @@ CommandLine parse_command_line(int argc, char** argv, bool print_help) {
   run_flags.add(app.add_subcommand("run", "time the strategies, print a table, write a report"));
   verify_flags.add(app.add_subcommand("verify", "every strategy against single; non-zero exit on failure"));
   app.add_subcommand("list", "strategies, presets and their constraints");
+  // CLI11 says only "A subcommand is required" for a mistyped command: name it.
+  if (argc < 2) {
+    cl.exit_code = 2;
+    cl.error = "a command is required: run, verify or list (cpbench --help)";
+    return cl;
+  }
+  const std::string first = argv[1];
+  if (first != "run" && first != "verify" && first != "list" && first.rfind("-", 0) != 0) {
+    cl.exit_code = 2;
+    cl.error = "unknown command '" + printable(first) + "' (commands: run, verify, list)";
+    return cl;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

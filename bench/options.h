@@ -4,7 +4,9 @@
 // key and the value) and `cpbench list`'s key list all walk this table; adding an option is one
 // entry here plus its RunConfig field (and its line in RunConfig::to_json when reported).
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,8 @@ struct OptionSpec {
   bool negatable = false;            // boolean: also --no-X (sets false)
   // Sets the field from a value already checked by check_option_value (canonical type).
   std::function<void(RunConfig&, const nlohmann::json&)> set;
+  // Integer kinds: the smallest accepted value (1: "must be positive"; 0: where 0 means none).
+  int64_t min = std::numeric_limits<int64_t>::min();
 };
 
 const std::vector<OptionSpec>& option_table();
