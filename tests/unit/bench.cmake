@@ -1,2 +1,4 @@
 # Harness pieces that need no MPI run: config parsing, job planning, inputs, npy, comm model.
 cpbench_unit_test(test_bench SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_bench.cpp LIBS cpbench_lib)
+# The one table of options, --docs, the second-wave settings (bench/options.cpp, workloads.cpp).
+cpbench_unit_test(test_options SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_options.cpp LIBS cpbench_lib)
