@@ -210,29 +210,14 @@ void finalize_config(RunConfig& c, int P) {
 nlohmann::json RunConfig::to_json(int world_size) const {
   nlohmann::json j;
   j["command"] = command;
-  j["model"] = model;
-  j["batch"] = batch;
-  j["heads"] = heads;
-  j["kv_heads"] = kv_heads;
-  j["head_dim"] = head_dim;
-  j["dim"] = dim;
-  j["causal"] = causal;
-  j["rope"] = rope;
-  j["dtype"] = dtype;
-  j["backend"] = backend;
-  j["comm"] = comm;
-  j["threads"] = threads;
   j["world_size"] = world_size;
-  j["seqs"] = seqs;
-  j["warmup"] = warmup;
-  j["iters"] = iters;
-  j["seed"] = seed;
-  j["strategies"] = strategies;
+  for (const auto& o : option_table())  // every reported option, under its report key
+    if (!o.report_key.empty()) j[o.report_key] = o.report(*this);
+  // Blocks made of several options.
   j["mesh"] = {{"ulysses", ulysses ? nlohmann::json(ulysses) : nlohmann::json(nullptr)},
                {"ring", ring ? nlohmann::json(ring) : nlohmann::json(nullptr)},
                {"placement", placement_name(placement)},
                {"all", mesh_all}};
-  // Second wave: mask, pass, limits, nodes.
   nlohmann::json docs = nullptr;
   if (!docs_spec.empty()) {
     docs = {{"spec", docs_spec}};
@@ -242,10 +227,6 @@ nlohmann::json RunConfig::to_json(int world_size) const {
     docs["lens_by_seq"] = by_seq;
   }
   j["mask"] = {{"causal", causal}, {"window", window}, {"docs", docs}};
-  j["pass"] = pass;
-  j["mem_limit_bytes"] = mem_limit_bytes;
-  j["timeout_s"] = timeout_s;
-  j["ranks_per_node"] = ranks_per_node ? nlohmann::json(ranks_per_node) : nlohmann::json(nullptr);
   return j;
 }
 

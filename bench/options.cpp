@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 namespace cpbench {
 
@@ -198,6 +199,38 @@ std::vector<OptionSpec> make_table() {
   for (auto& o : t)
     for (const auto& [key, lo] : minimums)
       if (o.key == key) o.min = lo;
+  // What config (RunConfig::to_json) reports, and under which key.
+  using Report = std::function<json(const RunConfig&)>;
+  const std::vector<std::tuple<const char*, const char*, Report>> reported = {
+      {"model", "model", [](const RunConfig& c) { return json(c.model); }},
+      {"batch", "batch", [](const RunConfig& c) { return json(c.batch); }},
+      {"seq", "seqs", [](const RunConfig& c) { return json(c.seqs); }},
+      {"heads", "heads", [](const RunConfig& c) { return json(c.heads); }},
+      {"kv_heads", "kv_heads", [](const RunConfig& c) { return json(c.kv_heads); }},
+      {"head_dim", "head_dim", [](const RunConfig& c) { return json(c.head_dim); }},
+      {"dim", "dim", [](const RunConfig& c) { return json(c.dim); }},
+      {"causal", "causal", [](const RunConfig& c) { return json(c.causal); }},
+      {"rope", "rope", [](const RunConfig& c) { return json(c.rope); }},
+      {"strategies", "strategies", [](const RunConfig& c) { return json(c.strategies); }},
+      {"warmup", "warmup", [](const RunConfig& c) { return json(c.warmup); }},
+      {"iters", "iters", [](const RunConfig& c) { return json(c.iters); }},
+      {"seed", "seed", [](const RunConfig& c) { return json(c.seed); }},
+      {"threads", "threads", [](const RunConfig& c) { return json(c.threads); }},
+      {"backend", "backend", [](const RunConfig& c) { return json(c.backend); }},
+      {"comm", "comm", [](const RunConfig& c) { return json(c.comm); }},
+      {"dtype", "dtype", [](const RunConfig& c) { return json(c.dtype); }},
+      {"pass", "pass", [](const RunConfig& c) { return json(c.pass); }},
+      {"mem_limit", "mem_limit_bytes", [](const RunConfig& c) { return json(c.mem_limit_bytes); }},
+      {"timeout", "timeout_s", [](const RunConfig& c) { return json(c.timeout_s); }},
+      {"ranks_per_node", "ranks_per_node",
+       [](const RunConfig& c) { return c.ranks_per_node ? json(c.ranks_per_node) : json(nullptr); }},
+  };
+  for (auto& o : t)
+    for (const auto& [key, report_key, report] : reported)
+      if (o.key == key) {
+        o.report_key = report_key;
+        o.report = report;
+      }
   return t;
 }
 

@@ -1,8 +1,8 @@
 // The one table of run options. Each entry names its preset key, its command-line flag, its
-// kind (which fixes the accepted JSON types and the flag's text syntax) and how it sets
-// RunConfig. The command line (CLI11), the preset reader (known keys, types, errors naming the
-// key and the value) and `cpbench list`'s key list all walk this table; adding an option is one
-// entry here plus its RunConfig field (and its line in RunConfig::to_json when reported).
+// kind (which fixes the accepted JSON types and the flag's text syntax), how it sets RunConfig
+// and how the report's config block shows it. The command line (CLI11), the preset reader (known
+// keys, types, errors naming the key and the value) and RunConfig::to_json all walk this table;
+// adding an option is one entry in bench/options.cpp plus its RunConfig field.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -41,6 +41,10 @@ struct OptionSpec {
   std::function<void(RunConfig&, const nlohmann::json&)> set;
   // Integer kinds: the smallest accepted value (1: "must be positive"; 0: where 0 means none).
   int64_t min = std::numeric_limits<int64_t>::min();
+  // The report's config block (RunConfig::to_json): the key it appears under and its value; empty
+  // report_key: not reported on its own (run-only settings, or part of config.mesh / config.mask).
+  std::string report_key{};
+  std::function<nlohmann::json(const RunConfig&)> report{};
 };
 
 const std::vector<OptionSpec>& option_table();

@@ -204,3 +204,19 @@ TEST_CASE("docs: bad specs are errors naming the spec and the values") {
   CHECK(contains(err("nosuch", 64), "docs 'nosuch': not a list of lengths, equal:K, random:MIN:MAX or a workload "
                                     "(workloads: bucket, mixed, outlier, rl"));
 }
+
+TEST_CASE("options: the report's config block has schema v1's keys plus the second wave's, no others") {
+  RunConfig c;
+  apply_settings(c, {{"model", "tiny"}, {"seq", 64}, {"docs", "equal:2"}}, "t");
+  finalize_config(c, 2);
+  const json j = c.to_json(2);
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  CHECK(keys == std::vector<std::string>{"backend", "batch", "causal", "comm", "command", "dim", "dtype", "head_dim",
+                                         "heads", "iters", "kv_heads", "mask", "mem_limit_bytes", "mesh", "model",
+                                         "pass", "ranks_per_node", "rope", "seed", "seqs", "strategies", "threads",
+                                         "timeout_s", "warmup", "world_size"});
+  CHECK(j["seqs"] == json::array({64}));
+  CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));
+  CHECK(j["mesh"] == json::parse(R"({"ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false})"));
+}
