@@ -53,6 +53,8 @@ void agree_on_case(const char* case_name, int64_t arg) {
                  "every rank, no random interleaving)\n",
                  w.rank(), w.size(), name.c_str());
     std::fflush(stderr);
+    // Every rank saw the same min and max, so every rank is here: let all print before the abort.
+    w.barrier();
     w.abort(2);
   }
 #else
