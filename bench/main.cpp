@@ -11,6 +11,7 @@
 #include "bench/options.h"
 #include "bench/harness.h"
 #include "bench/report.h"
+#include "bench/workloads.h"
 #include "comm/world.h"
 
 using namespace cpbench;
@@ -31,7 +32,11 @@ void print_list() {
   for (const auto& m : model_presets())
     std::printf("  %-12s D=%-6d H=%-4d G=%-3d d=%-4d %s\n", m.name.c_str(), m.dim, m.heads, m.kv_heads, m.head_dim,
                 m.description.c_str());
+  std::printf("\nWorkloads for --docs NAME (configs/workloads/, embedded; scaled to N):\n");
+  for (const auto& w : workloads())
+    std::printf("  %-12s %zu documents: %s\n", w.name.c_str(), w.weights.size(), w.description.c_str());
   std::printf("\nDefault run (configs/runs/default.json, embedded): %s\n", default_run_preset().dump().c_str());
+  std::printf("\nPreset keys (--config FILE; flags are the keys with '-' for '_'): %s\n", known_option_keys().c_str());
 }
 
 }  // namespace
