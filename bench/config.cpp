@@ -139,6 +139,13 @@ void finalize_config(RunConfig& c, int P) {
                                 " ring=" + std::to_string(c.ring));
   if (c.seqs.empty()) throw std::invalid_argument("no sequence length given (--seq)");
   for (int64_t n : c.seqs) positive("seq", n);
+  // Derived widths ((H + 2G)·d, H·d) are computed in 32-bit ints in places; these bounds keep
+  // them far from overflow and are far above any real model (H <= 128, D <= 16384 today).
+  if (c.heads > 65536 || c.kv_heads > 65536)
+    throw std::invalid_argument("heads=" + std::to_string(c.heads) + " kv_heads=" + std::to_string(c.kv_heads) +
+                                " exceed the supported maximum 65536");
+  if (c.dim > (1 << 24))
+    throw std::invalid_argument("dim=" + std::to_string(c.dim) + " exceeds the supported maximum 16777216");
   if (c.heads % c.kv_heads != 0)
     throw std::invalid_argument("kv_heads=" + std::to_string(c.kv_heads) + " must divide heads=" +
                                 std::to_string(c.heads));

@@ -65,8 +65,8 @@ BAD_TEXT = {
 }
 # Values that parse but are out of the option's range (finalize_config or the strategies).
 SEMANTIC = {
-    "batch": ["0", "-1"], "heads": ["0", "-4"], "kv_heads": ["0", "-1", "3"], "head_dim": ["0", "-8", "300"],
-    "dim": ["0", "-1"], "window": ["-1", "-9223372036854775808"], "iters": ["0", "-1"], "warmup": ["-1"],
+    "batch": ["0", "-1"], "heads": ["0", "-4", "65537", "2147483647"], "kv_heads": ["0", "-1", "3"],
+    "head_dim": ["0", "-8", "300"], "dim": ["0", "-1", "16777217"], "window": ["-1", "-9223372036854775808"], "iters": ["0", "-1"], "warmup": ["-1"],
     "threads": ["-1"], "ulysses": ["-1"], "ring": ["-2"], "inner_ring": ["-1"], "ranks_per_node": ["-1", "3"],
     "min_verified": ["-1", "2"], "world_size": ["-1", "8"], "timeout": ["-1", "-600"], "model": ["gpt5", ""],
 }
@@ -199,7 +199,7 @@ def generate(rng):
         ["--seed", "18446744073709551615"], ["--mem-limit", "8TiB"], ["--mem-limit", "0"], ["--timeout", "0"],
         ["--window", "0"], ["--window", "1", "--no-causal"], ["--docs", "equal:64"], ["--docs", "rl", "--seq", "4096"],
         ["--docs", "random:1:64", "--seq", "4096"], ["--seq", "1099511627776", "--world-size", "1024"],
-        ["--pass", "prefill"], ["--heads", "2147483647", "--kv-heads", "1", "--head-dim", "1", "--dim", "1"],
+        ["--pass", "prefill"], ["--heads", "65536", "--kv-heads", "65536", "--head-dim", "256", "--dim", "16777216"],
         ["--peak-tflops", "0"],
     ]
     for args in ok:
