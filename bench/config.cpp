@@ -1,6 +1,13 @@
 #include "bench/config.h"
 
-#include <sstream>
+#include "bench/options.h"
+#include "bench/workloads.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <set>
 #include <stdexcept>
 
 namespace cpbench {
@@ -41,41 +48,52 @@ LayerShape RunConfig::shape(int64_t N) const {
   LayerShape s;
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
   s.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
+  s.window = window;
+  if (!docs_spec.empty()) s.doc_lens = resolve_doc_lens(docs_spec, N, seed);
+  s.prefill = pass == "prefill";
   return s;
 }
 
-namespace {
-
-std::vector<std::string> split_csv(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
+nlohmann::json read_run_preset(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::invalid_argument("cannot read config file '" + printable(path) + "': not a regular file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > (16u << 20))
+    throw std::invalid_argument("config file '" + printable(path) + "' is larger than 16 MiB (or unreadable)");
+  std::ifstream f(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (!f.good() && !f.eof()) throw std::invalid_argument("cannot read config file '" + printable(path) + "'");
+  // nlohmann keeps the last of two equal keys silently; a preset with one is a mistake to report.
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  std::string duplicate;
+  auto check_keys = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) keys_of_open_objects.emplace_back();
+    else if (ev == E::object_end && !keys_of_open_objects.empty()) keys_of_open_objects.pop_back();
+    else if (ev == E::key && !keys_of_open_objects.empty() &&
+             !keys_of_open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text, check_keys);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for huge numbers
+    std::string why = printable(e.what());
+    if (why.size() > 200) why = why.substr(0, 197) + "...";
+    throw std::invalid_argument("config file '" + printable(path) + "' is not valid JSON: " + why);
+  }
+  if (!duplicate.empty())
+    throw std::invalid_argument("config file '" + printable(path) + "': key '" + printable(duplicate) +
+                                "' is given more than once in one object");
+  return j;
 }
-
-[[noreturn]] void bad(const std::string& origin, const std::string& key, const std::string& what) {
-  throw std::invalid_argument(origin + ": '" + key + "' " + what);
-}
-
-int64_t get_int(const nlohmann::json& v, const std::string& origin, const std::string& key) {
-  if (!v.is_number_integer()) bad(origin, key, "must be an integer, got " + v.dump());
-  return v.get<int64_t>();
-}
-bool get_bool(const nlohmann::json& v, const std::string& origin, const std::string& key) {
-  if (!v.is_boolean()) bad(origin, key, "must be true or false, got " + v.dump());
-  return v.get<bool>();
-}
-std::string get_str(const nlohmann::json& v, const std::string& origin, const std::string& key) {
-  if (!v.is_string()) bad(origin, key, "must be a string, got " + v.dump());
-  return v.get<std::string>();
-}
-
-}  // namespace
 
 void apply_settings(RunConfig& c, const nlohmann::json& j, const std::string& origin) {
-  if (!j.is_object()) throw std::invalid_argument(origin + ": expected a JSON object");
+  if (!j.is_object())
+    throw std::invalid_argument(origin + ": expected a JSON object of settings (keys: " + known_option_keys() +
+                                "), got " + j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace).substr(0, 80));
   // A layer that names the mesh replaces the mesh of the layers below it: --ulysses/--ring on
   // the command line override a preset's "mesh": "all" and the reverse. Both in one layer stay a
   // conflict (finalize_config reports it).
@@ -84,71 +102,15 @@ void apply_settings(RunConfig& c, const nlohmann::json& j, const std::string& or
   if (sets_degrees && !sets_all) c.mesh_all = false;
   if (sets_all && !sets_degrees) c.ulysses = c.ring = 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const nlohmann::json& v = it.value();
-    if (k == "model") c.model = get_str(v, origin, k);
-    else if (k == "batch") c.batch = get_int(v, origin, k);
-    else if (k == "seq") {
-      c.seqs.clear();
-      if (v.is_number_integer()) c.seqs.push_back(v.get<int64_t>());
-      else if (v.is_array() && !v.empty()) {
-        for (const auto& e : v) c.seqs.push_back(get_int(e, origin, k));
-      } else bad(origin, k, "must be an integer or a non-empty list of integers, got " + v.dump());
-    }
-    else if (k == "heads") c.heads = int(get_int(v, origin, k));
-    else if (k == "kv_heads") c.kv_heads = int(get_int(v, origin, k));
-    else if (k == "head_dim") c.head_dim = int(get_int(v, origin, k));
-    else if (k == "dim") c.dim = int(get_int(v, origin, k));
-    else if (k == "causal") c.causal = get_bool(v, origin, k);
-    else if (k == "rope") c.rope = get_bool(v, origin, k);
-    else if (k == "strategies") {
-      if (v.is_string()) c.strategies = split_csv(v.get<std::string>());
-      else if (v.is_array()) {
-        c.strategies.clear();
-        for (const auto& e : v) c.strategies.push_back(get_str(e, origin, k));
-      } else bad(origin, k, "must be a list of names or a comma-separated string, got " + v.dump());
-      c.strategies_explicit = !c.strategies.empty();
-    }
-    else if (k == "ulysses") c.ulysses = int(get_int(v, origin, k));
-    else if (k == "ring") c.ring = int(get_int(v, origin, k));
-    else if (k == "placement") {
-      try { c.placement = parse_placement(get_str(v, origin, k)); }
-      catch (const std::invalid_argument&) { bad(origin, k, "must be ulysses-inner or ring-inner, got " + v.dump()); }
-    }
-    else if (k == "mesh") {
-      const std::string m = get_str(v, origin, k);
-      if (m != "all") bad(origin, k, "must be \"all\" (set the mesh with ulysses and ring), got " + v.dump());
-      c.mesh_all = true;
-    }
-    else if (k == "usp_layout") {
-      const std::string m = get_str(v, origin, k);
-      if (m == "zigzag") c.ring_layout = RingLayout::zigzag;
-      else if (m == "contiguous") c.ring_layout = RingLayout::contiguous;
-      else if (m == "auto") c.ring_layout = RingLayout::auto_;
-      else bad(origin, k, "must be auto, zigzag or contiguous, got " + v.dump());
-    }
-    else if (k == "warmup") c.warmup = int(get_int(v, origin, k));
-    else if (k == "iters") c.iters = int(get_int(v, origin, k));
-    else if (k == "seed") c.seed = uint64_t(get_int(v, origin, k));
-    else if (k == "threads") c.threads = int(get_int(v, origin, k));
-    else if (k == "backend") c.backend = get_str(v, origin, k);
-    else if (k == "comm") c.comm = get_str(v, origin, k);
-    else if (k == "dtype") c.dtype = get_str(v, origin, k);
-    else if (k == "out") c.out = get_str(v, origin, k);
-    else if (k == "trace") c.trace = get_str(v, origin, k);
-    else if (k == "dump") c.dump = get_str(v, origin, k);
-    else if (k == "peak_tflops") {
-      if (!v.is_number()) bad(origin, k, "must be a number, got " + v.dump());
-      c.peak_tflops = v.get<double>();
-    }
-    else if (k == "progress") c.progress = get_bool(v, origin, k);
-    else
-      throw std::invalid_argument(origin + ": unknown key '" + k +
-                                  "' (known: model, batch, seq, heads, kv_heads, head_dim, dim, causal, rope, "
-                                  "strategies, ulysses, ring, placement, mesh, usp_layout, warmup, iters, seed, "
-                                  "threads, backend, comm, dtype, out, trace, dump, peak_tflops, progress)");
+    const OptionSpec* o = find_option_by_key(it.key());
+    if (!o)
+      throw std::invalid_argument(origin + ": unknown key '" + printable(it.key()) + "' (known: " +
+                                  known_option_keys() + ")");
+    o->set(c, check_option_value(*o, it.value(), origin + ": '" + it.key() + "'"));
   }
 }
+
+int planned_world_size(const RunConfig& c, int P) { return c.dry_run && c.world_size > 0 ? c.world_size : P; }
 
 void finalize_config(RunConfig& c, int P) {
   const ModelPreset* m = find_model(c.model);
@@ -177,6 +139,13 @@ void finalize_config(RunConfig& c, int P) {
                                 " ring=" + std::to_string(c.ring));
   if (c.seqs.empty()) throw std::invalid_argument("no sequence length given (--seq)");
   for (int64_t n : c.seqs) positive("seq", n);
+  // Derived widths ((H + 2G)·d, H·d) are computed in 32-bit ints in places; these bounds keep
+  // them far from overflow and are far above any real model (H <= 128, D <= 16384 today).
+  if (c.heads > 65536 || c.kv_heads > 65536)
+    throw std::invalid_argument("heads=" + std::to_string(c.heads) + " kv_heads=" + std::to_string(c.kv_heads) +
+                                " exceed the supported maximum 65536");
+  if (c.dim > (1 << 24))
+    throw std::invalid_argument("dim=" + std::to_string(c.dim) + " exceeds the supported maximum 16777216");
   if (c.heads % c.kv_heads != 0)
     throw std::invalid_argument("kv_heads=" + std::to_string(c.kv_heads) + " must divide heads=" +
                                 std::to_string(c.heads));
@@ -200,34 +169,71 @@ void finalize_config(RunConfig& c, int P) {
     for (const auto& i : strategy_registry()) c.strategies.push_back(i.name);
   if (c.mesh_all && (c.ulysses || c.ring))
     throw std::invalid_argument("--mesh all enumerates every U x R; do not also give --ulysses/--ring");
-  (void)P;
+  // A mesh that no requested strategy uses would be silently ignored: say so instead.
+  if (c.mesh_all || c.ulysses || c.ring) {
+    bool used = false;
+    for (const auto& s : c.strategies) used = used || find_strategy(s)->make()->uses_mesh();
+    if (!used) {
+      std::string names;
+      for (const auto& s : c.strategies) names += (names.empty() ? "" : ",") + s;
+      throw std::invalid_argument("ulysses/ring/mesh set a mesh (ulysses=" + std::to_string(c.ulysses) + " ring=" +
+                                  std::to_string(c.ring) + (c.mesh_all ? " mesh=all" : "") +
+                                  ") but none of the strategies uses one (strategies: " + names + ")");
+    }
+  }
+
+  // Second-wave options (DESIGN "Additions for the second wave"); strategy-dependent checks
+  // (inner ring dividing R, ...) belong to the strategies.
+  auto at_least_zero = [](const char* name, int64_t v, const char* zero) {
+    if (v < 0) throw std::invalid_argument(std::string(name) + " must be >= 0 (0: " + zero + "), got " + std::to_string(v));
+  };
+  at_least_zero("window", c.window, "no window");
+  at_least_zero("timeout", c.timeout_s, "no timeout");
+  at_least_zero("mem_limit", c.mem_limit_bytes, "no limit");
+  at_least_zero("ranks_per_node", c.ranks_per_node, "ranks sharing a host");
+  at_least_zero("inner_ring", c.inner_ring, "ranks per node");
+  at_least_zero("min_verified", c.min_verified, "no minimum");
+  at_least_zero("world_size", c.world_size, "the world's size");
+  if (c.world_size > 0 && !c.dry_run)
+    throw std::invalid_argument("world_size=" + std::to_string(c.world_size) +
+                                " plans for ranks that do not exist: it needs --dry-run");
+  if (c.min_verified > 0 && c.command != "verify")
+    throw std::invalid_argument("min_verified=" + std::to_string(c.min_verified) + " applies to cpbench verify only");
+  const int planned = planned_world_size(c, P);
+  if (c.ranks_per_node > 0 && planned % c.ranks_per_node != 0)
+    throw std::invalid_argument("ranks_per_node=" + std::to_string(c.ranks_per_node) + " must divide the world size " +
+                                std::to_string(planned));
+  if (c.inner_ring > planned)
+    throw std::invalid_argument("inner_ring=" + std::to_string(c.inner_ring) + " exceeds the world size " +
+                                std::to_string(planned));
+  for (int64_t n : c.seqs) {
+    if (c.batch > std::numeric_limits<int64_t>::max() / n)
+      throw std::invalid_argument("batch x seq overflows 64 bits: batch=" + std::to_string(c.batch) +
+                                  " seq=" + std::to_string(n));
+    if (!c.docs_spec.empty()) resolve_doc_lens(c.docs_spec, n, c.seed);  // throws naming the spec
+  }
 }
 
 nlohmann::json RunConfig::to_json(int world_size) const {
   nlohmann::json j;
   j["command"] = command;
-  j["model"] = model;
-  j["batch"] = batch;
-  j["heads"] = heads;
-  j["kv_heads"] = kv_heads;
-  j["head_dim"] = head_dim;
-  j["dim"] = dim;
-  j["causal"] = causal;
-  j["rope"] = rope;
-  j["dtype"] = dtype;
-  j["backend"] = backend;
-  j["comm"] = comm;
-  j["threads"] = threads;
   j["world_size"] = world_size;
-  j["seqs"] = seqs;
-  j["warmup"] = warmup;
-  j["iters"] = iters;
-  j["seed"] = seed;
-  j["strategies"] = strategies;
+  for (const auto& o : option_table())  // every reported option, under its report key
+    if (!o.report_key.empty()) j[o.report_key] = o.report(*this);
+  // Blocks made of several options.
   j["mesh"] = {{"ulysses", ulysses ? nlohmann::json(ulysses) : nlohmann::json(nullptr)},
                {"ring", ring ? nlohmann::json(ring) : nlohmann::json(nullptr)},
                {"placement", placement_name(placement)},
                {"all", mesh_all}};
+  nlohmann::json docs = nullptr;
+  if (!docs_spec.empty()) {
+    docs = {{"spec", docs_spec}};
+    nlohmann::json by_seq = nlohmann::json::object();
+    for (int64_t n : seqs) by_seq[std::to_string(n)] = resolve_doc_lens(docs_spec, n, seed);
+    if (seqs.size() == 1) docs["lens"] = by_seq.begin().value();
+    docs["lens_by_seq"] = by_seq;
+  }
+  j["mask"] = {{"causal", causal}, {"window", window}, {"docs", docs}};
   return j;
 }
 

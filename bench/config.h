@@ -41,17 +41,34 @@ struct RunConfig {
   std::string out, trace, dump;
   double peak_tflops = 0;  // 0: device table or calibrated
   bool progress = true;
+  // Second wave (DESIGN "Additions for the second wave").
+  int64_t mem_limit_bytes = 0;  // per-rank cap on the tracked allocator; 0 = none
+  int64_t timeout_s = 600;      // watchdog bound on one blocked call or job; 0 = none
+  int64_t window = 0;           // sliding window W; 0 = none
+  std::string docs_spec;        // --docs SPEC (bench/workloads.h); empty = one document
+  std::string pass = "train";   // train | prefill
+  int ranks_per_node = 0;       // 0: ranks sharing a host form a node
+  int inner_ring = 0;           // double ring's inner ring size w; 0 = ranks per node
+  std::string usp_ring = "single";  // usp's ring level: single | double
+  int min_verified = 0;         // verify: fail when fewer strategies were verified
+  bool dry_run = false;         // plan and model only, allocate nothing
+  int world_size = 0;           // dry run: plan for this many ranks; 0 = the world's size
 
   LayerShape shape(int64_t N) const;
   nlohmann::json to_json(int world_size) const;
 };
 
-// Settings as JSON (keys = flag names without dashes, "seq" is a list). Throws
-// std::invalid_argument naming the key for unknown keys or wrong types.
+// Settings as JSON (the keys of bench/options.h's table: flag names without dashes, '-' as '_').
+// Throws std::invalid_argument naming the key and the value for unknown keys or wrong types.
 void apply_settings(RunConfig& cfg, const nlohmann::json& settings, const std::string& origin);
+// Reads a run preset file (a JSON object, at most 16 MiB, no key given twice in one object).
+// Throws std::invalid_argument naming the file and what is wrong.
+nlohmann::json read_run_preset(const std::string& path);
 // Fills dims from the model preset where not set, then validates everything that does not
 // depend on a strategy (positive sizes, kv_heads divides heads, head_dim limits, dtype/backend).
 // Throws std::invalid_argument with the constraint and the values.
 void finalize_config(RunConfig& cfg, int world_size);
+// The number of ranks the jobs are planned for: --world-size in a dry run, else the world's.
+int planned_world_size(const RunConfig& cfg, int world_size);
 
 }  // namespace cpbench

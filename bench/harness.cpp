@@ -26,7 +26,7 @@ std::string agree_on_errors(World& w, const std::string& my_error) {
 
 Harness::Harness(const RunConfig& cfg, Backend& be, World& w, double timeout_s, Watchdog::OnFire on_timeout)
     : cfg_(cfg), be_(be), w_(w), trace_((w.barrier(), log_.now_ms())), meshes_(w, log_, be, cfg.comm) {
-  log_.set_node_map(w.node_map(0));
+  log_.set_node_map(w.node_map(cfg.ranks_per_node));
   if (timeout_s > 0) watchdog_ = std::make_unique<Watchdog>(w, log_, timeout_s, std::move(on_timeout));
 }
 
@@ -109,7 +109,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     // synchronisation) are agreed on here; a rank that fails while its peers wait in a collective
     // leaves them there until the watchdog (--timeout) ends the run.
     try {
-      m = measure(*strat, be_, w_, log_, MeasureOptions{cfg_.warmup, cfg_.iters, false});
+      m = measure(*strat, be_, w_, log_, MeasureOptions{cfg_.warmup, cfg_.iters, shape.prefill});
     } catch (const std::exception& e) {
       error = std::string("run: ") + e.what();
     }
@@ -144,7 +144,13 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   for (int r = 0; r < P; ++r) ranks.push_back(RankSummary::unpack(&all[size_t(r) * RankSummary::kFields]));
   const auto model = job.info->make();
   const int64_t elem = int64_t(dtype_size(shape.dtype));
-  const CommPrediction predicted = model->predicted_bytes(shape, P, job.mesh, elem, 4);
+  CommPrediction predicted = model->predicted_bytes(shape, P, job.mesh, elem, 4);
+  if (shape.prefill) {  // forward only: the backward's bytes are not sent
+    CommPrediction fwd_only;
+    for (const CommShare& c : predicted.shares)
+      if (c.phase == Phase::fwd) fwd_only.add(c.level, c.phase, c.to, c.bytes);
+    predicted = fwd_only;
+  }
   result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
                                    peak, model->activation_bytes_estimate(shape, P, job.mesh),
                                    predict_tiers(predicted, model->mesh_desc(job.mesh), P, log_.node_map()));

@@ -2,116 +2,25 @@
 //   cpbench run    [options]   time the strategies, print a table, write a report
 //   cpbench verify [options]   every strategy against single; non-zero exit on failure
 //   cpbench list               strategies, presets and their constraints
-#include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "bench/config.h"
+#include "bench/dry_run.h"
+#include "bench/options.h"
 #include "bench/harness.h"
 #include "bench/report.h"
+#include "bench/workloads.h"
 #include "comm/world.h"
 
 using namespace cpbench;
 using nlohmann::json;
 
 namespace {
-
-// Options shared by run and verify; each sets a key of the settings JSON when given.
-struct Flags {
-  std::string config, model, strategies, seq, placement, mesh, usp_layout, backend, comm, dtype, out, trace, dump;
-  int64_t batch = 0;
-  int heads = 0, kv_heads = 0, head_dim = 0, dim = 0, ulysses = 0, ring = 0, warmup = 0, iters = 0, threads = 0;
-  int64_t seed = 0;
-  bool causal = true, rope = true, no_progress = false;
-  double peak = 0;
-  std::vector<std::pair<std::string, CLI::Option*>> given;
-
-  void add(CLI::App* app) {
-    auto reg = [&](const std::string& key, CLI::Option* o) { given.emplace_back(key, o); };
-    app->add_option("--config", config, "run preset (JSON); flags given here override it")->check(CLI::ExistingFile);
-    reg("model", app->add_option("--model", model, "model preset (cpbench list)"));
-    reg("strategies", app->add_option("--strategies", strategies, "comma-separated; default: every applicable one"));
-    reg("seq", app->add_option("--seq", seq, "global sequence length(s), comma-separated"));
-    reg("batch", app->add_option("--batch", batch, "batch size B"));
-    reg("heads", app->add_option("--heads", heads, "query heads H"));
-    reg("kv_heads", app->add_option("--kv-heads", kv_heads, "key/value heads G"));
-    reg("head_dim", app->add_option("--head-dim", head_dim, "head dimension d"));
-    reg("dim", app->add_option("--dim", dim, "model dimension D"));
-    reg("causal", app->add_flag("--causal,!--no-causal", causal, "causal mask (default) or none"));
-    reg("rope", app->add_flag("--rope,!--no-rope", rope, "rotary embedding (default) or none"));
-    reg("ulysses", app->add_option("--ulysses", ulysses, "USP Ulysses degree U"));
-    reg("ring", app->add_option("--ring", ring, "USP ring degree R"));
-    reg("mesh", app->add_option("--mesh", mesh, "'all': every factorization U x R of P"));
-    reg("placement", app->add_option("--placement", placement, "ulysses-inner (default) | ring-inner"));
-    reg("usp_layout", app->add_option("--usp-layout", usp_layout, "usp ring layout: auto (zigzag iff causal) | zigzag | contiguous"));
-    reg("warmup", app->add_option("--warmup", warmup, "warm-up iterations (discarded)"));
-    reg("iters", app->add_option("--iters", iters, "timed iterations"));
-    reg("seed", app->add_option("--seed", seed, "input seed"));
-    reg("threads", app->add_option("--threads", threads, "compute threads per rank (default: cores per node / ranks per node)"));
-    reg("backend", app->add_option("--backend", backend, "cpu | cuda"));
-    reg("comm", app->add_option("--comm", comm, "mpi | nccl"));
-    reg("dtype", app->add_option("--dtype", dtype, "fp32 | bf16 | fp16"));
-    reg("out", app->add_option("--out", out, "write the JSON report here"));
-    reg("trace", app->add_option("--trace", trace, "write a Chrome/Perfetto trace here"));
-    reg("dump", app->add_option("--dump", dump, "verify: write .npy tensors and meta.json under DIR/STRATEGY/"));
-    reg("peak_tflops", app->add_option("--peak-tflops", peak, "peak TFLOP/s per rank for MFU"));
-    app->add_flag("--no-progress", no_progress, "no progress lines on stderr");
-  }
-
-  json settings() const {
-    json j = json::object();
-    for (const auto& [key, opt] : given) {
-      if (opt->count() == 0) continue;
-      if (key == "model") j[key] = model;
-      else if (key == "strategies") j[key] = strategies;
-      else if (key == "seq") {
-        json list = json::array();
-        std::stringstream ss(seq);
-        std::string item;
-        while (std::getline(ss, item, ',')) {
-          size_t used = 0;
-          long long v = 0;
-          try { v = std::stoll(item, &used); } catch (const std::exception&) { used = 0; }
-          if (used != item.size() || item.empty())
-            throw std::invalid_argument("--seq: '" + item + "' is not an integer");
-          list.push_back(v);
-        }
-        j[key] = list;
-      }
-      else if (key == "batch") j[key] = batch;
-      else if (key == "heads") j[key] = heads;
-      else if (key == "kv_heads") j[key] = kv_heads;
-      else if (key == "head_dim") j[key] = head_dim;
-      else if (key == "dim") j[key] = dim;
-      else if (key == "causal") j[key] = causal;
-      else if (key == "rope") j[key] = rope;
-      else if (key == "ulysses") j[key] = ulysses;
-      else if (key == "ring") j[key] = ring;
-      else if (key == "mesh") j[key] = mesh;
-      else if (key == "placement") j[key] = placement;
-      else if (key == "usp_layout") j[key] = usp_layout;
-      else if (key == "warmup") j[key] = warmup;
-      else if (key == "iters") j[key] = iters;
-      else if (key == "seed") j[key] = seed;
-      else if (key == "threads") j[key] = threads;
-      else if (key == "backend") j[key] = backend;
-      else if (key == "comm") j[key] = comm;
-      else if (key == "dtype") j[key] = dtype;
-      else if (key == "out") j[key] = out;
-      else if (key == "trace") j[key] = trace;
-      else if (key == "dump") j[key] = dump;
-      else if (key == "peak_tflops") j[key] = peak;
-    }
-    if (no_progress) j["progress"] = false;
-    return j;
-  }
-};
 
 void print_list() {
   std::printf("Strategies (DESIGN.md):\n");
@@ -126,18 +35,11 @@ void print_list() {
   for (const auto& m : model_presets())
     std::printf("  %-12s D=%-6d H=%-4d G=%-3d d=%-4d %s\n", m.name.c_str(), m.dim, m.heads, m.kv_heads, m.head_dim,
                 m.description.c_str());
+  std::printf("\nWorkloads for --docs NAME (configs/workloads/, embedded; scaled to N):\n");
+  for (const auto& w : workloads())
+    std::printf("  %-12s %zu documents: %s\n", w.name.c_str(), w.weights.size(), w.description.c_str());
   std::printf("\nDefault run (configs/runs/default.json, embedded): %s\n", default_run_preset().dump().c_str());
-}
-
-// Reads a run preset file; errors name the file.
-json read_config_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::invalid_argument("cannot read config file " + path);
-  try {
-    return json::parse(f);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument("config file " + path + " is not valid JSON: " + e.what());
-  }
+  std::printf("\nPreset keys (--config FILE; flags are the keys with '-' for '_'): %s\n", known_option_keys().c_str());
 }
 
 // SIGINT/SIGTERM: the sweep stops at the next job boundary (ranks agree there), the report is
@@ -152,11 +54,6 @@ void install_stop_handlers() {
   std::signal(SIGTERM, on_stop_signal);
 }
 
-int64_t cfg_mem_limit(const RunConfig&) { return 0; }  // --mem-limit arrives with the options table
-double cfg_timeout(const RunConfig&) {  // --timeout arrives with the options table
-  const char* t = std::getenv("CPBENCH_TIMEOUT");
-  return t ? std::atof(t) : 600.0;
-}
 
 }  // namespace
 
@@ -168,52 +65,45 @@ int main(int argc, char** argv) {
     else std::fprintf(stderr, "cpbench: error: %s\n", msg.c_str());
   };
 
-  CLI::App app{"cpbench: benchmark context-parallel attention strategies (run under mpirun)"};
-  app.require_subcommand(1);
-  Flags run_flags, verify_flags;
-  CLI::App* run_cmd = app.add_subcommand("run", "time the strategies, print a table, write a report");
-  CLI::App* verify_cmd = app.add_subcommand("verify", "every strategy against single; non-zero exit on failure");
-  app.add_subcommand("list", "strategies, presets and their constraints");
-  run_flags.add(run_cmd);
-  verify_flags.add(verify_cmd);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = 0;
-    if (rank == 0) code = app.exit(e);
-    else code = e.get_exit_code();
+  // The command line (bench/options.cpp): the same argv gives every rank the same result.
+  const CommandLine cl = parse_command_line(argc, argv, rank == 0);
+  if (cl.exit_code >= 0) {
+    if (!cl.error.empty()) fail(cl.error);
     world.finalize();
-    return code;
+    return cl.exit_code;
   }
-
-  if (app.got_subcommand("list")) {
+  if (cl.command == "list") {
     if (rank == 0) print_list();
     world.finalize();
     return 0;
   }
-  const bool verifying = app.got_subcommand("verify");
-  const Flags& flags = verifying ? verify_flags : run_flags;
+  const bool verifying = cl.command == "verify";
 
   // ---- configuration: every rank resolves the same config; invalid input fails on all ----
   RunConfig cfg;
   std::vector<Job> jobs;
   std::unique_ptr<Backend> backend;
   std::string setup_error;
+  json dry_plan;
   try {
     cfg.command = verifying ? "verify" : "run";
     apply_settings(cfg, default_run_preset(), "default preset");
-    if (!flags.config.empty()) apply_settings(cfg, read_config_file(flags.config), flags.config);
-    apply_settings(cfg, flags.settings(), "command line");
+    if (!cl.config_path.empty()) apply_settings(cfg, read_run_preset(cl.config_path), cl.config_path);
+    apply_settings(cfg, cl.settings, "command line");
     finalize_config(cfg, P);
     if (cfg.threads == 0)
       cfg.threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, world.local_size()));
-    jobs = plan_jobs(cfg, P);
-    BackendOptions bo;
-    bo.name = cfg.backend;
-    bo.threads = cfg.threads;
-    bo.local_rank = world.local_rank();
-    backend = make_backend(bo);
-    backend->set_threads(cfg.threads);
+    jobs = plan_jobs(cfg, planned_world_size(cfg, P), world.local_size());
+    if (cfg.dry_run) {
+      dry_plan = dry_run_plan(cfg, jobs, planned_world_size(cfg, P));  // no backend, nothing allocated
+    } else {
+      BackendOptions bo;
+      bo.name = cfg.backend;
+      bo.threads = cfg.threads;
+      bo.local_rank = world.local_rank();
+      backend = make_backend(bo);
+      backend->set_threads(cfg.threads);
+    }
   } catch (const std::exception& e) {
     setup_error = e.what();
   }
@@ -225,11 +115,18 @@ int main(int argc, char** argv) {
     world.finalize();
     return 2;
   }
+  if (cfg.dry_run) {
+    const int code = rank == 0 ? print_dry_run(cfg, dry_plan, planned_world_size(cfg, P)) : 0;
+    world.finalize();
+    return code;
+  }
 
   // ---- the work: a job that fails is recorded and the sweep goes on; a failure outside the jobs
   // (or on one rank while the others wait in a collective, ended by the watchdog) aborts the run.
   try {
-    const json context = report_context(world, *backend, argc, argv);
+    // NCCL's host waits poll under a deadline (comm/nccl_communicator.cpp): --timeout sets it.
+    if (cfg.timeout_s > 0) setenv("CPBENCH_NCCL_TIMEOUT_S", std::to_string(cfg.timeout_s).c_str(), 0);
+    const json context = report_context(world, *backend, argc, argv, cfg.ranks_per_node);
     std::string write_error;
     // Rank 0 rewrites the report after every job (atomically): a sweep killed late keeps its results.
     auto write_report = [&](const std::vector<JobResult>& results, bool complete, int interrupted) {
@@ -256,7 +153,7 @@ int main(int argc, char** argv) {
         if (current && current->current_job_failed(message, &failed_job)) last.push_back(failed_job);
         write_report(last, false, 0);
       };
-      Harness harness(cfg, *backend, world, cfg_timeout(cfg), on_timeout);
+      Harness harness(cfg, *backend, world, double(cfg.timeout_s), on_timeout);
       current = &harness;
       install_stop_handlers();
       auto sink = [&](const std::vector<JobResult>& so_far) {
@@ -268,7 +165,7 @@ int main(int argc, char** argv) {
         results = harness.verify(jobs, sink);
       } else {
         const Peak peak = resolve_peak(cfg, *backend, world);
-        backend->mem().set_limit(cfg_mem_limit(cfg));
+        backend->mem().set_limit(cfg.mem_limit_bytes);
         results = harness.run(jobs, peak, sink);
       }
       interrupted = harness.interrupted();
@@ -280,8 +177,14 @@ int main(int argc, char** argv) {
         }
       }
     }
-    int failed = 0;
-    for (const auto& r : results) failed += r.status == "failed";
+    int failed = 0, verified = 0;
+    for (const auto& r : results) {
+      failed += r.status == "failed";
+      verified += r.status == "ok" && r.verify && r.verify->passed;
+    }
+    // --min-verified N: fewer verified strategies than requested is a failure (a check that
+    // skips a strategy must not pass silently).
+    const bool too_few = verifying && verified < cfg.min_verified;
     if (rank == 0) {
       if (verifying) print_verify_table(results);
       else print_run_table(results);
@@ -289,11 +192,14 @@ int main(int argc, char** argv) {
       if (!write_error.empty()) std::fprintf(stderr, "cpbench: error: %s\n", write_error.c_str());
       if (interrupted) std::fprintf(stderr, "cpbench: stopped by signal %d; the report holds the jobs finished before it\n", interrupted);
       if (failed) std::fprintf(stderr, "cpbench: %d job(s) failed (see the table and the report's reasons)\n", failed);
-      if (verifying) std::printf("%s\n", failed ? "VERIFY FAILED" : "VERIFY PASSED");
+      if (too_few)
+        std::fprintf(stderr, "cpbench: --min-verified %d: only %d strateg%s verified\n", cfg.min_verified, verified,
+                     verified == 1 ? "y was" : "ies were");
+      if (verifying) std::printf("%s\n", failed || too_few ? "VERIFY FAILED" : "VERIFY PASSED");
       std::fflush(stdout);
     }
     // Rank 0 alone knows whether its report writes failed: everyone exits with the same code.
-    std::vector<double> code = {interrupted ? 128.0 + interrupted : failed || !write_error.empty() ? 1.0 : 0.0};
+    std::vector<double> code = {interrupted ? 128.0 + interrupted : failed || too_few || !write_error.empty() ? 1.0 : 0.0};
     world.allreduce_max(code);
     world.finalize();
     return int(code[0]);

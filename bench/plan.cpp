@@ -2,7 +2,7 @@
 
 namespace cpbench {
 
-std::vector<Job> plan_jobs(const RunConfig& cfg, int P) {
+std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node) {
   std::vector<Job> jobs;
   for (int64_t seq : cfg.seqs) {
     const LayerShape shape = cfg.shape(seq);
@@ -10,7 +10,10 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P) {
       const StrategyInfo* info = find_strategy(name);
       auto strat = info->make();
       // --mesh all: the meshes the strategy declares (usp: every U x R; double-ring: every w).
-      const MeshSpec base{cfg.ulysses, cfg.ring, cfg.placement, cfg.ring_layout};
+      MeshSpec base{cfg.ulysses, cfg.ring, cfg.placement, cfg.ring_layout};
+      base.inner_ring = cfg.inner_ring;
+      base.usp_ring = cfg.usp_ring == "double" ? UspRing::double_ : UspRing::single;
+      base.ranks_per_node = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : host_ranks_per_node;
       const std::vector<MeshSpec> candidates = strat->mesh_candidates(base, P);
       const bool enumerate = cfg.mesh_all && (strat->uses_mesh() || candidates.size() > 1);
       const std::vector<MeshSpec> requests = enumerate ? candidates : std::vector<MeshSpec>{base};

@@ -20,6 +20,8 @@ struct Job {
 // Expands the config into jobs. Constraint violations of explicitly requested strategies or
 // meshes throw ConstraintError (the caller exits before any work); those chosen by default are
 // returned as skipped.
-std::vector<Job> plan_jobs(const RunConfig& cfg, int P);
+// host_ranks_per_node: ranks sharing this host (the double ring's default inner ring when
+// --ranks-per-node is not given; 0 = unknown).
+std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node = 0);
 
 }  // namespace cpbench

@@ -64,13 +64,16 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
-json report_context(World& w, Backend& be, int argc, char** argv) {
+json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_node) {
   json c;
   c["date"] = iso_now();
   c["hosts"] = w.all_hosts();
   c["world_size"] = w.size();
   c["ranks_per_node"] = w.local_size();
   c["nodes"] = {{"source", "host"}, {"node_of_rank", w.node_map(0)}};
+  if (ranks_per_node > 0)
+    c["nodes"] = {{"source", "ranks-per-node"}, {"ranks_per_node", ranks_per_node},
+                  {"node_of_rank", w.node_map(ranks_per_node)}};
   c["cpu"] = {{"model", cpu_model()}, {"cores", std::max(1, int(std::thread::hardware_concurrency()))}};
   json gpus = json::array();
   if (be.name() != "cpu") gpus.push_back(be.device_name());

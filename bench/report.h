@@ -12,7 +12,8 @@
 namespace cpbench {
 
 // Context block: hosts, devices, versions, git sha, argv, allow-listed environment.
-nlohmann::json report_context(World& w, Backend& be, int argc, char** argv);
+// ranks_per_node: --ranks-per-node K (0: nodes are hosts). Collective.
+nlohmann::json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_node);
 
 // `complete` is false while the sweep runs (the report is rewritten after every job) and when it
 // stopped early; `interrupted` names the signal that stopped it (0: none).

@@ -30,6 +30,9 @@ struct LayerShape {
   float eps = 1e-5f;
   double rope_theta = 10000.0;
   DType dtype = DType::f32;
+  int64_t window = 0;                // sliding window W (0 = none)
+  std::vector<int64_t> doc_lens;     // packed documents, summing to N; empty = one document
+  bool prefill = false;              // --pass prefill: forward only
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };
 

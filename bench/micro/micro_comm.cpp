@@ -26,7 +26,7 @@
 // scripts/comm_ratios.py prints these ratios.
 //
 // NOTE: needs World::init before the benchmarks run (micro_main.cpp does it); all ranks must run
-// the same benchmark filter.
+// the same benchmark filter (each case checks it: micro_mpi.h).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
@@ -40,6 +40,7 @@
 #include "comm/communicator.h"
 #include "comm/world.h"
 #include "kernels/backend.h"
+#include "bench/micro/micro_mpi.h"
 
 namespace {
 
@@ -149,6 +150,7 @@ int64_t tokens_for(benchmark::State& st, int64_t bytes) {
 }
 
 void BM_CommAlltoallRaw(benchmark::State& st) {
+  CPBENCH_MICRO_SAME_CASE(st);  // before any collective: ranks must be in the same case
   CommEnv& e = env();
   const int64_t bytes = mib_bytes(st);
   const int64_t T = tokens_for(st, bytes);
@@ -162,6 +164,7 @@ void BM_CommAlltoallRaw(benchmark::State& st) {
 }
 
 void BM_CommAlltoallLayer(benchmark::State& st) {
+  CPBENCH_MICRO_SAME_CASE(st);  // before any collective: ranks must be in the same case
   CommEnv& e = env();
   const int64_t bytes = mib_bytes(st);
   const int64_t T = tokens_for(st, bytes);
@@ -194,6 +197,7 @@ std::pair<double, double> ulysses_layer_step(Backend& be, Communicator& comm, co
 }
 
 void BM_CommAlltoallUlysses(benchmark::State& st) {
+  CPBENCH_MICRO_SAME_CASE(st);  // before any collective: ranks must be in the same case
   CommEnv& e = env();
   Backend& be = *e.be;
   const int64_t bytes = mib_bytes(st);
@@ -220,6 +224,7 @@ void BM_CommAlltoallUlysses(benchmark::State& st) {
 }
 
 void BM_CommAlltoallUlyssesW(benchmark::State& st) {
+  CPBENCH_MICRO_SAME_CASE(st);  // before any collective: ranks must be in the same case
   CommEnv& e = env();
   Backend& be = *e.be;
   const int64_t bytes = mib_bytes(st);
@@ -258,6 +263,7 @@ void BM_CommAlltoallUlyssesW(benchmark::State& st) {
 }
 
 void BM_CommRingShiftRaw(benchmark::State& st) {
+  CPBENCH_MICRO_SAME_CASE(st);  // before any collective: ranks must be in the same case
   CommEnv& e = env();
   const int64_t bytes = mib_bytes(st);
   const int64_t n = bytes / 4;
@@ -270,6 +276,7 @@ void BM_CommRingShiftRaw(benchmark::State& st) {
 }
 
 void BM_CommRingShiftLayer(benchmark::State& st) {
+  CPBENCH_MICRO_SAME_CASE(st);  // before any collective: ranks must be in the same case
   CommEnv& e = env();
   const int64_t bytes = mib_bytes(st);
   const int64_t n = bytes / 4;

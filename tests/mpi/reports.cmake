@@ -57,6 +57,5 @@ set(_fault_run ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 2 $
     --seq 2048,4096 --strategies ring,ring-zigzag,ring-striped --iters 20 --no-progress)
 add_test(NAME fault_rank_killed COMMAND ${_py} ${_faults} kill ${CPBENCH_TEST_OUT}/fault_kill.json -- ${_fault_run})
 add_test(NAME fault_rank_stopped COMMAND ${_py} ${_faults} stop ${CPBENCH_TEST_OUT}/fault_stop.json --timeout 5 --
-         ${MPIEXEC_EXECUTABLE} -x CPBENCH_TIMEOUT=5 --oversubscribe --allow-run-as-root -np 2 ${CPBENCH_BIN} run --model tiny
-         --seq 2048,4096 --strategies ring,ring-zigzag,ring-striped --iters 20 --no-progress)
+         ${_fault_run} --timeout 5)
 set_tests_properties(fault_rank_killed fault_rank_stopped PROPERTIES LABELS "mpi;faults" TIMEOUT 300)

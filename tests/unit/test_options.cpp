@@ -1,0 +1,222 @@
+// Unit tests of the one table of options (bench/options.cpp), the --docs resolver
+// (bench/workloads.cpp) and the second-wave settings in RunConfig: values, exact messages,
+// 64-bit sizes, and that the command line and a preset reach the same RunConfig.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bench/config.h"
+#include "bench/options.h"
+#include "bench/workloads.h"
+
+using namespace cpbench;
+using nlohmann::json;
+
+namespace {
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+CommandLine parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "cpbench");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return parse_command_line(int(argv.size()), argv.data(), false);
+}
+int64_t sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t(0)); }
+}  // namespace
+
+TEST_CASE("options: every preset key has one entry, and its flag is the key with dashes") {
+  for (const auto& o : option_table()) {
+    CHECK(find_option_by_key(o.key) == &o);
+    std::string flag = "--" + o.key;
+    for (auto& ch : flag)
+      if (ch == '_') ch = '-';
+    CHECK(o.flag == flag);
+  }
+  for (const char* key : {"mem_limit", "timeout", "window", "docs", "pass", "ranks_per_node", "inner_ring", "usp_ring",
+                          "min_verified", "dry_run", "world_size"})
+    CHECK(find_option_by_key(key) != nullptr);
+}
+
+TEST_CASE("options: sizes in bytes and binary units, 64-bit, with errors naming the value") {
+  CHECK(parse_size("0", "x") == 0);
+  CHECK(parse_size("1024", "x") == 1024);
+  CHECK(parse_size("512MiB", "x") == int64_t(512) << 20);
+  CHECK(parse_size("80GiB", "x") == int64_t(80) << 30);
+  CHECK(parse_size("3TiB", "x") == int64_t(3) << 40);
+  CHECK(parse_size("8388607TiB", "x") == int64_t(8388607) << 40);  // just under 2^63
+  for (const char* bad : {"8388608TiB", "-1", "1.5GiB", "5XiB", "GiB", "", "1 GiB", "1gib", "1GB"})
+    CHECK(contains(error_of([&] { parse_size(bad, "--mem-limit"); }), std::string("--mem-limit must be a size in bytes")));
+  CHECK(contains(error_of([&] { parse_size("5XiB", "--mem-limit"); }), "got '5XiB'"));
+}
+
+TEST_CASE("options: the command line and a preset give the same RunConfig") {
+  const CommandLine cl = parse({"run", "--model", "tiny", "--seq", "64,128", "--mem-limit", "80GiB", "--timeout", "0",
+                                "--window", "16", "--docs", "equal:4", "--pass", "prefill", "--ranks-per-node", "2",
+                                "--inner-ring", "2", "--usp-ring", "double", "--no-causal", "--dry-run", "--world-size", "8",
+                                "--seed", "18446744073709551615"});
+  REQUIRE(cl.exit_code == -1);
+  CHECK(cl.command == "run");
+  RunConfig a, b;
+  apply_settings(a, cl.settings, "command line");
+  apply_settings(b, json::parse(R"({"model": "tiny", "seq": [64, 128], "mem_limit": "80GiB", "timeout": 0, "window": 16,
+      "docs": "equal:4", "pass": "prefill", "ranks_per_node": 2, "inner_ring": 2, "usp_ring": "double",
+      "causal": false, "dry_run": true, "world_size": 8, "seed": 18446744073709551615})"), "preset");
+  for (RunConfig* c : {&a, &b}) {
+    CHECK(c->seqs == std::vector<int64_t>{64, 128});
+    CHECK(c->mem_limit_bytes == int64_t(80) << 30);
+    CHECK(c->timeout_s == 0);
+    CHECK(c->window == 16);
+    CHECK(c->docs_spec == "equal:4");
+    CHECK(c->pass == "prefill");
+    CHECK(c->ranks_per_node == 2);
+    CHECK(c->inner_ring == 2);
+    CHECK(c->usp_ring == "double");
+    CHECK(!c->causal);
+    CHECK(c->dry_run);
+    CHECK(c->world_size == 8);
+    CHECK(c->seed == 18446744073709551615ull);
+  }
+  CHECK(a.to_json(8) == b.to_json(8));
+  finalize_config(a, 1);
+  CHECK(planned_world_size(a, 1) == 8);
+  const LayerShape s = a.shape(64);
+  CHECK(s.window == 16);
+  CHECK(s.doc_lens == std::vector<int64_t>{16, 16, 16, 16});
+  CHECK(s.prefill);
+  const json j = a.to_json(8);
+  CHECK(j["mask"] == json::parse(R"({"causal": false, "window": 16, "docs": {"spec": "equal:4",
+                                     "lens_by_seq": {"64": [16, 16, 16, 16], "128": [32, 32, 32, 32]}}})"));
+  CHECK(j["pass"] == "prefill");
+  CHECK(j["mem_limit_bytes"] == int64_t(80) << 30);
+  CHECK(j["timeout_s"] == 0);
+  CHECK(j["ranks_per_node"] == 2);
+}
+
+TEST_CASE("options: defaults of the second-wave settings") {
+  RunConfig c;
+  apply_settings(c, {{"model", "tiny"}, {"seq", 64}}, "t");
+  finalize_config(c, 2);
+  CHECK(c.timeout_s == 600);
+  CHECK(c.mem_limit_bytes == 0);
+  CHECK(c.pass == "train");
+  const json j = c.to_json(2);
+  CHECK(j["mask"] == json::parse(R"({"causal": true, "window": 0, "docs": null})"));
+  CHECK(j["ranks_per_node"].is_null());
+  CHECK(c.shape(64).doc_lens.empty());
+  CHECK(!c.shape(64).prefill);
+}
+
+TEST_CASE("options: bad values name the flag or key and the value") {
+  CHECK(parse({"run", "--heads", "0"}).error == "--heads must be positive, got 0");
+  CHECK(parse({"run", "--heads", "2147483648"}).error == "--heads must be an integer that fits 32 bits, got 2147483648");
+  CHECK(parse({"run", "--batch", "9223372036854775808"}).error ==
+        "--batch must be an integer (64-bit), got '9223372036854775808'");
+  CHECK(parse({"run", "--pass", "decode"}).error == "--pass must be train or prefill, got \"decode\"");
+  CHECK(parse({"run", "--seq", "64,,128"}).error == "--seq has an empty item, got '64,,128'");
+  CHECK(parse({"run", "--window", "4", "--window", "8"}).error == "--window given 2 times (give it once)");
+  CHECK(parse({"run", "--causal", "--no-causal"}).error == "--causal/--no-causal given 2 times (give it once)");
+  CHECK(parse({"run", "--model", "\xff"}).error == "--model must be valid UTF-8, got '\\xff'");
+  CHECK(parse({"runn"}).error == "unknown command 'runn' (commands: run, verify, list)");
+  CHECK(parse({"run", "--no-such-flag"}).exit_code == 2);
+  CHECK(parse({"run", "--help"}).exit_code == 0);
+  RunConfig c;
+  CHECK(error_of([&] { apply_settings(c, {{"timeout", "10"}}, "p.json"); }) ==
+        "p.json: 'timeout' must be an integer (64-bit), got \"10\"");
+  CHECK(error_of([&] { apply_settings(c, {{"mem_limit", -1}}, "p.json"); }) ==
+        "p.json: 'mem_limit' must be a size in bytes (an integer >= 0, or a string such as \"80GiB\"), got -1");
+  CHECK(error_of([&] { apply_settings(c, {{"docs", json::array()}}, "p.json"); }).rfind("p.json: 'docs' must be", 0) == 0);
+  CHECK(contains(error_of([&] { apply_settings(c, {{"windows", 4}}, "p.json"); }), "p.json: unknown key 'windows' (known: "));
+}
+
+TEST_CASE("config: second-wave constraints that do not depend on a strategy") {
+  auto finalize_error = [](json settings, int P) {
+    RunConfig c;
+    c.command = settings.value("command", "run");
+    settings.erase("command");
+    apply_settings(c, {{"model", "tiny"}, {"seq", 64}}, "t");
+    return error_of([&] {
+      apply_settings(c, settings, "t");
+      finalize_config(c, P);
+    });
+  };
+  CHECK(finalize_error({{"window", -1}}, 2) == "t: 'window' must be >= 0, got -1");
+  CHECK(finalize_error({{"window", 8}, {"causal", false}}, 2) == "");  // a window without causality is allowed
+  CHECK(finalize_error({{"world_size", 8}}, 2) == "world_size=8 plans for ranks that do not exist: it needs --dry-run");
+  CHECK(finalize_error({{"min_verified", 3}}, 2) == "min_verified=3 applies to cpbench verify only");
+  CHECK(finalize_error({{"min_verified", 3}, {"command", "verify"}}, 2) == "");
+  CHECK(finalize_error({{"ranks_per_node", 3}}, 4) == "ranks_per_node=3 must divide the world size 4");
+  CHECK(finalize_error({{"ranks_per_node", 3}, {"dry_run", true}, {"world_size", 6}}, 1) == "");
+  CHECK(finalize_error({{"docs", "1,2"}}, 2) == "docs '1,2': lengths sum to 3, not seq=64");
+  CHECK(finalize_error({{"ulysses", 2}, {"strategies", "ring"}}, 2) ==
+        "ulysses/ring/mesh set a mesh (ulysses=2 ring=0) but none of the strategies uses one (strategies: ring)");
+  CHECK(finalize_error({{"batch", int64_t(1) << 40}, {"seq", int64_t(1) << 40}}, 2) ==
+        "batch x seq overflows 64 bits: batch=1099511627776 seq=1099511627776");
+}
+
+TEST_CASE("docs: lists, equal, random and workloads resolve to lengths summing to N") {
+  CHECK(resolve_doc_lens("10,20,34", 64, 1) == std::vector<int64_t>{10, 20, 34});
+  CHECK(resolve_doc_lens("equal:8", 64, 1) == std::vector<int64_t>(8, 8));
+  const auto r = resolve_doc_lens("random:5:9", 1000, 7);
+  CHECK(sum(r) == 1000);
+  for (size_t i = 0; i + 1 < r.size(); ++i) CHECK((r[i] >= 5 && r[i] <= 9));
+  CHECK((r.back() >= 1 && r.back() <= 9));
+  CHECK(resolve_doc_lens("random:5:9", 1000, 7) == r);   // seeded: the same on every rank
+  CHECK(resolve_doc_lens("random:5:9", 1000, 8) != r);
+  // Workloads: at least these four, each scaled to N exactly (64-bit N too).
+  std::vector<std::string> names;
+  for (const auto& w : workloads()) names.push_back(w.name);
+  for (const char* want : {"bucket", "mixed", "outlier", "rl"})
+    CHECK(std::find(names.begin(), names.end(), want) != names.end());
+  for (const auto& w : workloads())
+    for (int64_t N : {int64_t(4096), int64_t(100003), int64_t(1) << 40}) {
+      const auto lens = resolve_doc_lens(w.name, N, 1);
+      CHECK(sum(lens) == N);
+      CHECK(lens.size() == w.weights.size());
+      for (auto l : lens) CHECK(l >= 1);
+    }
+  CHECK(resolve_doc_lens("bucket", 64, 1) == std::vector<int64_t>(8, 8));
+  CHECK(resolve_doc_lens("outlier", 64, 1) == std::vector<int64_t>{48, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+}
+
+TEST_CASE("docs: bad specs are errors naming the spec and the values") {
+  auto err = [](const std::string& spec, int64_t N) { return error_of([&] { resolve_doc_lens(spec, N, 1); }); };
+  CHECK(err("1,2", 64) == "docs '1,2': lengths sum to 3, not seq=64");
+  CHECK(err("0,64", 64) == "docs '0,64': document 0 has length 0 (lengths must be >= 1)");
+  CHECK(err("60,60", 64) == "docs '60,60': lengths sum to more than seq=64");
+  CHECK(err("equal:3", 64) == "docs 'equal:3': K=3 does not divide seq=64");
+  CHECK(err("equal:0", 64) == "docs 'equal:0': K must be an integer >= 1");
+  CHECK(err("random:9:5", 64) == "docs 'random:9:5': MIN=9 is greater than MAX=5");
+  CHECK(err("random:0:5", 64) == "docs 'random:0:5': MIN must be >= 1, got 0");
+  CHECK(err("random:100:200", 64) == "docs 'random:100:200': MIN=100 is greater than seq=64");
+  CHECK(err("outlier", 10) == "docs 'outlier': workload of 17 documents needs seq >= 17, got seq=10");
+  CHECK(contains(err("nosuch", 64), "docs 'nosuch': not a list of lengths, equal:K, random:MIN:MAX or a workload "
+                                    "(workloads: bucket, mixed, outlier, rl"));
+}
+
+TEST_CASE("options: the report's config block has schema v1's keys plus the second wave's, no others") {
+  RunConfig c;
+  apply_settings(c, {{"model", "tiny"}, {"seq", 64}, {"docs", "equal:2"}}, "t");
+  finalize_config(c, 2);
+  const json j = c.to_json(2);
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  CHECK(keys == std::vector<std::string>{"backend", "batch", "causal", "comm", "command", "dim", "dtype", "head_dim",
+                                         "heads", "iters", "kv_heads", "mask", "mem_limit_bytes", "mesh", "model",
+                                         "pass", "ranks_per_node", "rope", "seed", "seqs", "strategies", "threads",
+                                         "timeout_s", "warmup", "world_size"});
+  CHECK(j["seqs"] == json::array({64}));
+  CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));
+  CHECK(j["mesh"] == json::parse(R"({"ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false})"));
+}
