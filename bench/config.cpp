@@ -172,7 +172,12 @@ void finalize_config(RunConfig& c, int P) {
   // A mesh that no requested strategy uses would be silently ignored: say so instead.
   if (c.mesh_all || c.ulysses || c.ring) {
     bool used = false;
-    for (const auto& s : c.strategies) used = used || find_strategy(s)->make()->uses_mesh();
+    for (const auto& s : c.strategies) {
+      const auto strat = find_strategy(s)->make();
+      // --mesh all also enumerates the meshes a strategy declares (double-ring: every inner ring).
+      used = used || strat->uses_mesh() ||
+             (c.mesh_all && !c.ulysses && !c.ring && strat->mesh_candidates(MeshSpec{}, planned_world_size(c, P)).size() > 1);
+    }
     if (!used) {
       std::string names;
       for (const auto& s : c.strategies) names += (names.empty() ? "" : ",") + s;
