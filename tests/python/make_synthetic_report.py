@@ -236,6 +236,8 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
         "comm": "mpi" if dtype == "fp32" else "nccl", "threads": 1, "world_size": P, "seqs": seqs,
         "warmup": 2, "iters": iters, "seed": 42, "strategies": names,
         "mesh": {"ulysses": None, "ring": None, "placement": "ulysses-inner", "all": False},
+        "mask": {"causal": causal, "window": 0, "docs": None}, "pass": "train", "mem_limit_bytes": 0,
+        "timeout_s": 600, "ranks_per_node": None,
     }
     tol = 1e-5 if dtype == "fp32" else 2e-2
     results = []
