@@ -1,0 +1,175 @@
+// SimBackend: checks, FLOP counting and simulated time of every backend call (see sim_backend.h).
+#include "kernels/sim/sim_backend.h"
+
+#include <mpi.h>
+#include <simgrid/host.h>
+#include <smpi/smpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
+namespace cpbench {
+
+namespace {
+
+double attn_fwd_flops(const AttnShape& s, const Positions& qpos, const Positions& kpos) {
+  // DESIGN's count (as count_attn): QK^T and PV, 2*d FLOPs each per visible pair and query head.
+  return 4.0 * double(s.d) * double(s.hq) * double(s.B) * double(count_visible_pairs(qpos, kpos, s.causal));
+}
+
+double block_size(const AttnShape& s) { return double(std::min(s.nq, s.nk)); }
+
+}  // namespace
+
+SimBackend::SimBackend(SimPlatform platform) : platform_(std::move(platform)) {}
+
+std::string SimBackend::device_name() const {
+  return platform_.device + " (simulated, platform " + platform_.name + ")";
+}
+
+// ---- memory ---------------------------------------------------------------------------------------
+Tensor SimBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) {
+  Tensor t;
+  t.dtype = dtype;
+  t.kind = kind;
+  t.shape = std::move(shape);
+  const int64_t bytes = t.numel() * static_cast<int64_t>(dtype_size(dtype));  // numel validates
+  // Every rank's tensors share the same physical pages: sizes cost address space, not memory.
+  void* p = SMPI_SHARED_MALLOC(static_cast<size_t>(std::max<int64_t>(bytes, 64)));
+  if (!p) throw std::bad_alloc();
+  mem_.on_alloc(kind, bytes);
+  MemTracker* tracker = &mem_;  // the backend outlives its tensors (contract)
+  t.holder = std::shared_ptr<void>(p, [tracker, kind, bytes](void* ptr) {
+    tracker->on_free(kind, bytes);
+    SMPI_SHARED_FREE(ptr);
+  });
+  t.data = p;
+  return t;
+}
+
+void SimBackend::upload(const std::vector<float>& host, Tensor& dst) {
+  if (static_cast<int64_t>(host.size()) != dst.numel())
+    throw std::invalid_argument("upload: " + std::to_string(host.size()) + " host values for a tensor of " +
+                                std::to_string(dst.numel()) + " elements " + dst.shape_str());
+}
+
+std::vector<float> SimBackend::download(const Tensor& src) {
+  throw std::runtime_error("download of " + src.shape_str() +
+                           ": the sim backend keeps no tensor data (a simulated run times the work, it does not "
+                           "compute it); verify and --dump need --backend cpu or cuda");
+}
+
+// ---- time -----------------------------------------------------------------------------------------
+Event SimBackend::record_event() {
+  Event e;
+  e.host_ms = MPI_Wtime() * 1e3;
+  return e;
+}
+
+double SimBackend::elapsed_ms(const Event& a, const Event& b) { return b.host_ms - a.host_ms; }
+
+void SimBackend::advance(const char* op, double seconds) {
+  const double t0 = now_ms();
+  // smpi_execute_flops runs at the host's speed from the platform XML; convert our seconds.
+  if (seconds > 0) smpi_execute_flops(seconds * sg_host_get_speed(sg_host_self()));
+  compute_log_.push_back(ComputeRecord{op, phase_, t0, now_ms()});
+}
+
+void SimBackend::compute(const char* op, double seconds) {
+  if (compute_enabled_) advance(op, seconds);
+}
+
+void SimBackend::layout(const char* op, double seconds) { advance(op, seconds); }
+
+// ---- element-wise and layout (memory-bound: bytes read + written) ---------------------------------
+void SimBackend::fill(Tensor& t, float) { layout("fill", platform_.memory_seconds(double(t.bytes()))); }
+
+void SimBackend::copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch, int64_t rows,
+                         int64_t cols) {
+  check_copy_2d(dst, dst_pitch, src, src_pitch, rows, cols);
+  layout("copy_2d", platform_.memory_seconds(2.0 * double(rows) * double(cols) * double(dtype_size(dst.dtype))));
+}
+
+void SimBackend::add(Tensor& out, const Tensor& a, const Tensor& b) {
+  check_same_numel("add", out, a);
+  check_same_numel("add", out, b);
+  compute("add", platform_.memory_seconds(3.0 * double(out.bytes())));
+}
+
+void SimBackend::convert(Tensor& dst, const Tensor& src) {
+  check_same_numel("convert", dst, src);
+  layout("convert", platform_.memory_seconds(double(src.bytes() + dst.bytes())));
+}
+
+// ---- GEMM -------------------------------------------------------------------------------------------
+void SimBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float, const Tensor& A,
+                      int64_t lda, const Tensor& B, int64_t ldb, float, Tensor& C, int64_t ldc) {
+  check_gemm(trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc);
+  if (!compute_enabled_) return;
+  count_gemm(m, n, k);
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  compute("gemm", platform_.compute_seconds(SimClass::gemm, flops, double(std::min({m, n, k})), A.dtype));
+}
+
+// ---- normalisation and rotary embedding -------------------------------------------------------------
+void SimBackend::rmsnorm_fwd(const Tensor& x, const Tensor& w, float, Tensor& y, Tensor& rstd) {
+  check_rmsnorm_fwd(x, w, y, rstd);
+  compute("rmsnorm_fwd", platform_.memory_seconds(double(x.bytes() + y.bytes() + w.bytes() + rstd.bytes())));
+}
+
+void SimBackend::rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, Tensor& dx,
+                             Tensor& dw) {
+  check_rmsnorm_bwd(x, w, rstd, dy, dx, dw);
+  compute("rmsnorm_bwd",
+          platform_.memory_seconds(double(x.bytes() + dy.bytes() + dx.bytes() + rstd.bytes() + w.bytes() + dw.bytes())));
+}
+
+void SimBackend::rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
+                      double theta, bool) {
+  check_rope(x, B, T, heads, d, pitch, pos, theta);
+  compute("rope", platform_.memory_seconds(2.0 * double(B * T) * heads * d * double(dtype_size(x.dtype))));
+}
+
+// ---- attention ----------------------------------------------------------------------------------------
+void SimBackend::attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) {
+  check_attn_fwd(s, q, k, v, qpos, kpos, o, lse);
+  if (!compute_enabled_) return;
+  count_attn(s, qpos, kpos, false);
+  compute("attn_fwd", platform_.compute_seconds(SimClass::attn_fwd, attn_fwd_flops(s, qpos, kpos), block_size(s),
+                                                q.dtype));
+}
+
+void SimBackend::attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                            const Tensor& lse_blk) {
+  check_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk);
+  compute("attn_merge", platform_.memory_seconds(3.0 * double(o_acc.bytes() + lse_acc.bytes())));
+}
+
+void SimBackend::attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout, Tensor& delta) {
+  check_attn_bwd_delta(s, o, dout, delta);
+  compute("attn_bwd_delta", platform_.memory_seconds(double(o.bytes() + dout.bytes() + delta.bytes())));
+}
+
+void SimBackend::attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& dout, const Tensor& lse, const Tensor& delta, const Positions& qpos,
+                          const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv) {
+  check_attn_bwd(s, q, k, v, dout, lse, delta, qpos, kpos, dq, dk, dv);
+  if (!compute_enabled_) return;
+  count_attn(s, qpos, kpos, true);
+  // The hardware count (2.5x forward: the backward recomputes the scores), as count_attn's.
+  compute("attn_bwd", platform_.compute_seconds(SimClass::attn_bwd, 2.5 * attn_fwd_flops(s, qpos, kpos),
+                                                block_size(s), q.dtype));
+}
+
+std::unique_ptr<Backend> make_sim_backend(const BackendOptions&) {
+  const char* path = std::getenv("CPBENCH_SIM_PLATFORM");
+  if (!path || !*path)
+    throw std::invalid_argument("backend 'sim': CPBENCH_SIM_PLATFORM is not set (the platform JSON); "
+                                "launch cpbench-sim through scripts/simulate.sh --platform NAME");
+  return std::make_unique<SimBackend>(SimPlatform::load(path));
+}
+
+}  // namespace cpbench
