@@ -5,8 +5,11 @@
 #include <simgrid/host.h>
 #include <smpi/smpi.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <stdexcept>
 
@@ -23,7 +26,15 @@ double block_size(const AttnShape& s) { return double(std::min(s.nq, s.nk)); }
 
 }  // namespace
 
-SimBackend::SimBackend(SimPlatform platform) : platform_(std::move(platform)) {}
+SimBackend::SimBackend(SimPlatform platform) : platform_(std::move(platform)) {
+  // Every simulated rank is a context of this one process and builds its host-side inputs (up
+  // to hundreds of MiB each, zero-filled: bench/inputs.cpp) one after the other. Keeping freed
+  // blocks in the heap instead of returning them to the kernel spares a page fault per 4 KiB of
+  // each of them, which otherwise dominates the simulation's run time at scale.
+  // (glibc caps M_MMAP_THRESHOLD at 32 MiB, so large blocks are kept off mmap with M_MMAP_MAX.)
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
 
 std::string SimBackend::device_name() const {
   return platform_.device + " (simulated, platform " + platform_.name + ")";
@@ -36,17 +47,28 @@ Tensor SimBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) 
   t.kind = kind;
   t.shape = std::move(shape);
   const int64_t bytes = t.numel() * static_cast<int64_t>(dtype_size(dtype));  // numel validates
-  // Every rank's tensors share the same physical pages: sizes cost address space, not memory.
-  void* p = SMPI_SHARED_MALLOC(static_cast<size_t>(std::max<int64_t>(bytes, 64)));
-  if (!p) throw std::bad_alloc();
+  const size_t block = static_cast<size_t>(std::max<int64_t>(bytes, 64));
+  void* p = nullptr;
+  if (auto it = free_blocks_.find(block); it != free_blocks_.end()) {
+    p = it->second;
+    free_blocks_.erase(it);
+  } else {
+    // Every rank's tensors share the same physical pages: sizes cost address space, not memory.
+    p = SMPI_SHARED_MALLOC(block);
+    if (!p) throw std::bad_alloc();
+  }
   mem_.on_alloc(kind, bytes);
-  MemTracker* tracker = &mem_;  // the backend outlives its tensors (contract)
-  t.holder = std::shared_ptr<void>(p, [tracker, kind, bytes](void* ptr) {
-    tracker->on_free(kind, bytes);
-    SMPI_SHARED_FREE(ptr);
+  // The backend outlives its tensors (contract): the block goes back to this backend's cache.
+  t.holder = std::shared_ptr<void>(p, [this, kind, bytes, block](void* ptr) {
+    mem_.on_free(kind, bytes);
+    free_blocks_.emplace(block, ptr);
   });
   t.data = p;
   return t;
+}
+
+SimBackend::~SimBackend() {
+  for (auto& [size, ptr] : free_blocks_) SMPI_SHARED_FREE(ptr);
 }
 
 void SimBackend::upload(const std::vector<float>& host, Tensor& dst) {

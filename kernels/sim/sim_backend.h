@@ -9,6 +9,7 @@
 // The platform is read from the JSON named by the environment variable CPBENCH_SIM_PLATFORM
 // (scripts/simulate.sh sets it).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ namespace cpbench {
 class SimBackend final : public Backend, public SimulatedBackend {
  public:
   explicit SimBackend(SimPlatform platform);
+  ~SimBackend() override;
 
   std::string name() const override { return "sim"; }
   std::string device_name() const override;
@@ -67,6 +69,10 @@ class SimBackend final : public Backend, public SimulatedBackend {
   void advance(const char* op, double seconds);
 
   SimPlatform platform_;
+  // Freed shared blocks by byte size, reused by later allocations of the same size (the next job
+  // allocates much the same tensors): SMPI maps every new shared block page by page, which at
+  // hundreds of ranks costs more than the simulation itself.
+  std::multimap<size_t, void*> free_blocks_;
 };
 
 std::unique_ptr<Backend> make_sim_backend(const BackendOptions& opt);

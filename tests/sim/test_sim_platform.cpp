@@ -86,10 +86,13 @@ TEST_CASE("every shipped platform loads and is internally consistent", "[sim]") 
     const SimPlatform p = SimPlatform::load(e.path().string());
     CHECK(p.name == e.path().stem().string());
     CHECK(p.peak(DType::f32) > 0);
-    for (int c = 0; c < kNumSimClasses; ++c)  // efficiency does not fall as blocks grow
-      for (size_t i = 1; i < p.efficiency[c].size(); ++i)
-        CHECK(p.efficiency[c][i].second >= p.efficiency[c][i - 1].second);
+    // Hand-written (assumed) tables do not fall as blocks grow; measured ones (local.json, from
+    // calibrate_platform.py) are what the machine gave.
+    if (p.name != "local")
+      for (int c = 0; c < kNumSimClasses; ++c)
+        for (size_t i = 1; i < p.efficiency[c].size(); ++i)
+          CHECK(p.efficiency[c][i].second >= p.efficiency[c][i - 1].second);
     ++n;
   }
-  CHECK(n >= 4);
+  CHECK(n >= 4);  // dgx-h100, dgx-a100, a800, l20-pcie (+ local)
 }
