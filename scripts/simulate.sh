@@ -10,12 +10,16 @@
 # --exe PATH            cpbench-sim (default: $BUILD_DIR/sim/bench/cpbench-sim, BUILD_DIR=build)
 # --keep DIR            keep the generated platform.xml and hostfile in DIR
 # --smpi ARG            an extra argument for smpirun (repeatable), e.g. --smpi --cfg=tracing:yes
+# --ram-tmp             run smpirun in a private mount namespace with a RAM /tmp (needs root and
+#                       unshare): SMPI keeps its shared-allocation file in /tmp, and on a disk-backed
+#                       /tmp hundreds of ranks stall in page-cache writeback. The simulation then
+#                       cannot see the real /tmp: do not write --out/--trace there.
 # Everything after `--` goes to cpbench-sim; `--backend sim` and, unless given, `--peak-tflops`
 # (the platform's peak for the run's dtype) are added. The run's times are simulated seconds of
 # the platform; the compute is not executed (only its declared cost advances the clock).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-platform="" np="" exe="" keep=""
+platform="" np="" exe="" keep="" ram_tmp=0
 smpi_extra=()
 while (($#)); do
   case "$1" in
@@ -24,8 +28,9 @@ while (($#)); do
     --exe) exe="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     --smpi) smpi_extra+=("$2"); shift 2 ;;
+    --ram-tmp) ram_tmp=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "simulate.sh: unknown option '$1' (cpbench's own flags go after --)" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +50,7 @@ exe="${exe:-$root/${BUILD_DIR:-build}/sim/bench/cpbench-sim}"
 [[ -x "$exe" ]] || { echo "simulate.sh: $exe not found; build with SimGrid installed (scripts/deps.sh; CPBENCH_SIMGRID=AUTO|ON)" >&2; exit 2; }
 command -v smpirun >/dev/null || { echo "simulate.sh: smpirun not found (apt-get install libsimgrid-dev)" >&2; exit 2; }
 
-work="${keep:-$(mktemp -d)}"
+work="${keep:-$(mktemp -d -p "$([[ -w /dev/shm ]] && echo /dev/shm || echo "${TMPDIR:-/tmp}")")}"
 mkdir -p "$work"
 [[ -n "$keep" ]] || trap 'rm -rf "$work"' EXIT
 python3 "$root/scripts/sim_platform.py" "$plat_json" "$np" "$work"
@@ -70,14 +75,26 @@ if [[ "${args[0]}" == run || "${args[0]}" == verify ]]; then
   fi
 fi
 
+# SMPI's shared-allocation file and the per-rank copies of the binary go to a RAM file system:
+# on a disk-backed /tmp, mapping the shared file stalls in writeback at hundreds of ranks.
+# (Through TMPDIR: smpirun 3.32's -tmpdir option does not consume its argument.)
+tmpdir="${CPBENCH_SIM_TMPDIR:-/dev/shm}"
+[[ -d "$tmpdir" && -w "$tmpdir" ]] || tmpdir="${TMPDIR:-/tmp}"
+
 export CPBENCH_SIM_PLATFORM="$plat_json"
 # simulate-computation:no   only the backend's declared work advances the clock, not host time
-# shared-malloc-blocksize   1 GiB folding blocks: thousands of ranks stay under vm.max_map_count
+# shared-malloc-blocksize   64 MiB folding blocks: few mappings per tensor (vm.max_map_count), and
+#                           a small shared file (SMPI keeps it in /tmp, where copies into it are
+#                           written back to disk)
 # bw-factor/lat-factor 1, crosstraffic 0: the platform's link numbers are the effective rates
 # coll-selector ompi        Open MPI's choice of collective algorithms
-smpirun -np "$np" -platform "$work/platform.xml" -hostfile "$work/hostfile" \
+launcher=()
+if ((ram_tmp)); then
+  launcher=(unshare -m --propagation private sh -c 'mount -t tmpfs -o size=50% tmpfs /tmp && exec "$@"' sh)
+fi
+TMPDIR="$tmpdir" "${launcher[@]}" smpirun -np "$np" -platform "$work/platform.xml" -hostfile "$work/hostfile" \
   --cfg=smpi/simulate-computation:no \
-  --cfg=smpi/shared-malloc-blocksize:1073741824 \
+  --cfg=smpi/shared-malloc-blocksize:67108864 \
   --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0 \
   --cfg=smpi/coll-selector:ompi \
   --log=root.thresh:warning \

@@ -20,7 +20,7 @@ def main():
     g, B, P = m["gpus_per_node"], m["bytes"], m["ranks"]
     intra, inter = net["intra"], net.get("inter")
     nics = net.get("nics_per_node", g)
-    rows = []  # (what, simulated, expected, rel tolerance)
+    rows = []  # (what, simulated, expected, rel tolerance; ping-pongs may also be off by 0.1 us)
 
     lat = intra["lat_us"] * 1e-6
     bw = intra["bw_gbs"] * 1e9
@@ -39,7 +39,10 @@ def main():
         rows.append(("world all-to-all", m["alltoall_world_s"], max(remote / ibw, local / bw), 0.10))
     bad = 0
     for what, sim, exp, tol in rows:
-        ok = abs(sim / exp - 1) <= tol if "all-to-all" not in what else 1 - 1e-6 <= sim / exp <= 1 + tol
+        if "all-to-all" in what:
+            ok = 1 - 1e-6 <= sim / exp <= 1 + tol
+        else:  # SMPI adds a few hundredths of a microsecond to tiny messages on slow links
+            ok = abs(sim / exp - 1) <= tol or abs(sim - exp) <= 0.1e-6
         bad += not ok
         print("%-34s simulated %12.3f us  expected %12.3f us  ratio %.4f  %s"
               % (what, sim * 1e6, exp * 1e6, sim / exp, "ok" if ok else "OFF (tolerance %g)" % tol))
