@@ -83,7 +83,10 @@ tmpdir="${CPBENCH_SIM_TMPDIR:-/dev/shm}"
 
 export CPBENCH_SIM_PLATFORM="$plat_json"
 # simulate-computation:no   only the backend's declared work advances the clock, not host time
-# shared-malloc-blocksize   64 MiB folding blocks: few mappings per tensor (vm.max_map_count), and
+# shared-malloc:local       the sim backend's shared tensors all come from one call site, so they
+#                           map one file lazily (global mode maps and populates every block: at
+#                           256 ranks x GiBs that alone took longer than the simulation)
+# shared-malloc-blocksize   64 MiB folding blocks (global mode, for other programs): few mappings per tensor (vm.max_map_count), and
 #                           a small shared file (SMPI keeps it in /tmp, where copies into it are
 #                           written back to disk)
 # bw-factor/lat-factor 1, crosstraffic 0: the platform's link numbers are the effective rates
@@ -94,7 +97,7 @@ if ((ram_tmp)); then
 fi
 TMPDIR="$tmpdir" "${launcher[@]}" smpirun -np "$np" -platform "$work/platform.xml" -hostfile "$work/hostfile" \
   --cfg=smpi/simulate-computation:no \
-  --cfg=smpi/shared-malloc-blocksize:67108864 \
+  --cfg=smpi/shared-malloc:local --cfg=smpi/shared-malloc-blocksize:67108864 \
   --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0 \
   --cfg=smpi/coll-selector:ompi \
   --log=root.thresh:warning \

@@ -24,6 +24,9 @@ double attn_fwd_flops(const AttnShape& s, const Positions& qpos, const Positions
 
 double block_size(const AttnShape& s) { return double(std::min(s.nq, s.nk)); }
 
+// Tensors from this size on are SMPI shared blocks; smaller ones ordinary memory (see alloc).
+constexpr size_t kSharedFrom = size_t(1) << 20;
+
 }  // namespace
 
 SimBackend::SimBackend(SimPlatform platform) : platform_(std::move(platform)) {
@@ -52,8 +55,14 @@ Tensor SimBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) 
   if (auto it = free_blocks_.find(block); it != free_blocks_.end()) {
     p = it->second;
     free_blocks_.erase(it);
+  } else if (block < kSharedFrom) {
+    // Small tensors are ordinary memory: a shared block costs a mapping each, and thousands of
+    // ranks would run out of them (vm.max_map_count); SMPI copies these few bytes when sent.
+    p = std::malloc(block);
+    if (!p) throw std::bad_alloc();
   } else {
-    // Every rank's tensors share the same physical pages: sizes cost address space, not memory.
+    // Every rank's tensors share the same physical pages (simulate.sh: smpi/shared-malloc:local,
+    // and this is the one call site): sizes cost address space, not memory.
     p = SMPI_SHARED_MALLOC(block);
     if (!p) throw std::bad_alloc();
   }
@@ -68,7 +77,10 @@ Tensor SimBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) 
 }
 
 SimBackend::~SimBackend() {
-  for (auto& [size, ptr] : free_blocks_) SMPI_SHARED_FREE(ptr);
+  for (auto& [size, ptr] : free_blocks_) {
+    if (size < kSharedFrom) std::free(ptr);
+    else SMPI_SHARED_FREE(ptr);
+  }
 }
 
 void SimBackend::upload(const std::vector<float>& host, Tensor& dst) {

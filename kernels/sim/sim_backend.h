@@ -2,8 +2,8 @@
 // It executes no kernel: every call is checked like on the other backends, its FLOPs are counted
 // by the same count_gemm / count_attn, and it advances the rank's simulated clock by the call's
 // cost on the platform (SimPlatform: FLOPs / (peak x efficiency) or bytes / memory bandwidth).
-// Tensors are logical: SMPI_SHARED_MALLOC gives all ranks the same physical pages, so their
-// contents are meaningless, while the MemTracker still accounts every byte. Events and the
+// Tensors are logical: from 1 MiB on, SMPI_SHARED_MALLOC gives all ranks the same physical
+// pages, so their contents are meaningless, while the MemTracker still accounts every byte. Events and the
 // compute log are on SMPI's simulated clock (MPI_Wtime).
 //
 // The platform is read from the JSON named by the environment variable CPBENCH_SIM_PLATFORM
