@@ -69,9 +69,8 @@ class SimBackend final : public Backend, public SimulatedBackend {
   void advance(const char* op, double seconds);
 
   SimPlatform platform_;
-  // Freed shared blocks by byte size, reused by later allocations of the same size (the next job
-  // allocates much the same tensors): SMPI maps every new shared block page by page, which at
-  // hundreds of ranks costs more than the simulation itself.
+  // Freed blocks by byte size, reused by later allocations of the same size (the next job
+  // allocates much the same tensors): saves a mapping (shared) or a heap block per tensor and job.
   std::multimap<size_t, void*> free_blocks_;
 };
 
