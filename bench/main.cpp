@@ -103,6 +103,9 @@ int main(int argc, char** argv) {
       bo.local_rank = world.local_rank();
       backend = make_backend(bo);
       backend->set_threads(cfg.threads);
+      if (verifying && backend->name() == "sim")
+        throw std::invalid_argument("verify compares computed values, and the sim backend only times the work; "
+                                    "simulate with `run`, verify with --backend cpu or cuda");
     }
   } catch (const std::exception& e) {
     setup_error = e.what();

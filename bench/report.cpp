@@ -11,6 +11,7 @@
 
 #include "comm/world.h"
 #include "kernels/backend.h"
+#include "kernels/sim/sim_platform.h"
 
 #ifndef CPBENCH_GIT_SHA
 #define CPBENCH_GIT_SHA "unknown"
@@ -93,9 +94,11 @@ json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_
   json env = json::object();
   for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "CUDA_VISIBLE_DEVICES",
                         "NCCL_DEBUG", "NCCL_ALGO", "NCCL_PROTO", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME",
-                        "OMPI_MCA_btl", "OMPI_MCA_pml", "SLURM_JOB_ID", "CPBENCH_THREADS"})
+                        "OMPI_MCA_btl", "OMPI_MCA_pml", "SLURM_JOB_ID", "CPBENCH_THREADS", "CPBENCH_COMM_PROGRESS",
+                        "CPBENCH_SIM_PLATFORM"})
     if (const char* v = std::getenv(k)) env[k] = v;
   c["env"] = env;
+  if (json sim = simulated_context(be); !sim.is_null()) c["simulated"] = sim;  // cpbench-sim
   return c;
 }
 

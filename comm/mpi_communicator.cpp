@@ -170,6 +170,19 @@ void from_f32(DType t, const float* src, void* dst, size_t n) {
   }
 }
 
+#ifdef CPBENCH_SIMULATED
+// The reduction operator of cpbench-sim's reduce_scatter (see there): leaves the data as it is.
+void sim_noop_reduce(void*, void*, int*, MPI_Datatype*) {}
+MPI_Op sim_noop_sum() {
+  static MPI_Op op = [] {
+    MPI_Op o = MPI_OP_NULL;
+    MPI_CHECK(MPI_Op_create(&sim_noop_reduce, 1, &o));
+    return o;
+  }();
+  return op;
+}
+#endif
+
 // ---- the communication thread ------------------------------------------------------------------
 
 // An MPI communicator handle shared by the communicator and its in-flight operations, freed
@@ -220,6 +233,30 @@ struct P2POp {
   P2POp(const P2POp&) = delete;
   P2POp& operator=(const P2POp&) = delete;
 };
+
+// A completed receive must have filled its whole buffer: a shorter message is a layout bug.
+std::string check_status(const P2POp& op, MPI_Status& st, bool status_has_error) {
+  if (status_has_error && st.MPI_ERROR != MPI_SUCCESS)
+    return std::string(op.kind == OpKind::send ? "send" : "recv") + " to/from peer " +
+           std::to_string(op.peer) + " tag " + std::to_string(op.tag) + " failed (" + where() +
+           "): " + mpi_error_string(st.MPI_ERROR);
+  if (op.kind == OpKind::recv) {
+#ifdef CPBENCH_SIMULATED
+    // SMPI has no MPI_Get_elements_x; its int count is MPI_UNDEFINED past 2 GiB (then unchecked).
+    int got_int = 0;
+    const bool counted = MPI_Get_count(&st, MPI_BYTE, &got_int) == MPI_SUCCESS && got_int != MPI_UNDEFINED;
+    const MPI_Count got = got_int;
+#else
+    MPI_Count got = 0;
+    const bool counted = MPI_Get_elements_x(&st, MPI_BYTE, &got) == MPI_SUCCESS;
+#endif
+    if (counted && got != static_cast<MPI_Count>(op.bytes))
+      return "recv from peer " + std::to_string(op.peer) + " tag " + std::to_string(op.tag) +
+             " got " + std::to_string(static_cast<long long>(got)) + " bytes, expected " +
+             std::to_string(op.bytes) + " (" + where() + ")";
+  }
+  return {};
+}
 
 class P2PEngine {
  public:
@@ -339,22 +376,6 @@ class P2PEngine {
     return true;
   }
 
-  // A completed receive must have filled its whole buffer: a shorter message is a layout bug.
-  static std::string check_status(const P2POp& op, MPI_Status& st, bool status_has_error) {
-    if (status_has_error && st.MPI_ERROR != MPI_SUCCESS)
-      return std::string(op.kind == OpKind::send ? "send" : "recv") + " to/from peer " +
-             std::to_string(op.peer) + " tag " + std::to_string(op.tag) + " failed (" + where() +
-             "): " + mpi_error_string(st.MPI_ERROR);
-    if (op.kind == OpKind::recv) {
-      MPI_Count got = 0;
-      if (MPI_Get_elements_x(&st, MPI_BYTE, &got) == MPI_SUCCESS && got != static_cast<MPI_Count>(op.bytes))
-        return "recv from peer " + std::to_string(op.peer) + " tag " + std::to_string(op.tag) +
-               " got " + std::to_string(static_cast<long long>(got)) + " bytes, expected " +
-               std::to_string(op.bytes) + " (" + where() + ")";
-    }
-    return {};
-  }
-
   void run() {
     std::vector<std::shared_ptr<P2POp>> active, fresh;
     std::vector<MPI_Request> reqs;
@@ -449,7 +470,11 @@ std::string shape_of(const Tensor& t) {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, const std::string& name, CommLog& log, Backend& be)
-      : comm_(std::make_shared<CommHandle>(comm)), log_(log), be_(be), staged_(be.device_memory()) {
+      : comm_(std::make_shared<CommHandle>(comm)),
+        log_(log),
+        be_(be),
+        staged_(be.device_memory()),
+        progress_(mpi_p2p_progress()) {
     name_ = name;
     MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_rank(comm, &rank_));
@@ -525,6 +550,16 @@ class MpiCommunicator final : public Communicator {
       throw std::invalid_argument("reduce_scatter on '" + name_ + "': " + std::to_string(c) +
                                   " elements per rank exceed MPI's int count");
     const size_t n = static_cast<size_t>(send.numel());
+#ifdef CPBENCH_SIMULATED
+    // cpbench-sim: the sim backend's tensors hold no data, so the sum is a no-op operator over
+    // elements of the tensor's own size: the network carries the same bytes, the host adds nothing.
+    (void)n;
+    MPI_CHECK(MPI_Reduce_scatter_block(send.data, recv.data, static_cast<int>(c),
+                                       send.dtype == DType::f32 ? MPI_FLOAT : MPI_UINT16_T, sim_noop_sum(),
+                                       comm_->comm));
+    record(OpKind::reduce_scatter, ph, static_cast<int64_t>(send.bytes()), -1, t0, log_.now_ms());
+    return;
+#endif
     if (!staged_ && send.dtype == DType::f32) {
       MPI_CHECK(MPI_Reduce_scatter_block(send.data, recv.data, static_cast<int>(c), MPI_FLOAT, MPI_SUM, comm_->comm));
     } else {
@@ -553,13 +588,13 @@ class MpiCommunicator final : public Communicator {
   Request isend(const Tensor& buf, int peer, int tag) override {
     auto op = make_op(OpKind::send, buf, peer, tag);
     if (staged_) be_.copy_to_host_raw(op->stage.get(), buf, op->bytes);  // caller's thread: after its compute
-    P2PEngine::get().submit(op);
+    start(op);
     return Request{op};
   }
 
   Request irecv(Tensor& buf, int peer, int tag) override {
     auto op = make_op(OpKind::recv, buf, peer, tag);
-    P2PEngine::get().submit(op);
+    start(op);
     return Request{op};
   }
 
@@ -575,7 +610,8 @@ class MpiCommunicator final : public Communicator {
       throw std::invalid_argument("wait on '" + name_ + "': the request was issued by another communicator");
     {
       InCall in_call(log_, op->kind, name_, {world_ranks_[static_cast<size_t>(op->peer)]});
-      P2PEngine::get().wait(*op);
+      if (progress_ == P2PProgress::inline_) finish_inline(*op);
+      else P2PEngine::get().wait(*op);
     }
     r.impl.reset();
     if (!op->error.empty()) throw std::runtime_error("comm '" + name_ + "': " + op->error);
@@ -596,6 +632,35 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // Comm thread: queue the op for it. Inline: post it now, on the caller's thread.
+  void start(std::shared_ptr<P2POp>& op) {
+    if (progress_ == P2PProgress::thread) {
+      P2PEngine::get().submit(op);
+      return;
+    }
+    ByteSpan span(op->bytes);
+    const int rc = op->kind == OpKind::send
+                       ? MPI_Isend(op->buf, span.count(), span.type(), op->peer, op->tag, comm_->comm, &op->req)
+                       : MPI_Irecv(op->buf, span.count(), span.type(), op->peer, op->tag, comm_->comm, &op->req);
+    if (rc != MPI_SUCCESS)
+      throw std::runtime_error("comm '" + name_ + "': " + (op->kind == OpKind::send ? "MPI_Isend" : "MPI_Irecv") +
+                               " to/from peer " + std::to_string(op->peer) + " failed (" + where() + "): " +
+                               mpi_error_string(rc));
+  }
+
+  // Inline progress: MPI_Wait on the caller's thread; sets the op's completion time and error as
+  // the comm thread would.
+  static void finish_inline(P2POp& op) {
+    MPI_Status st;
+    const int rc = MPI_Wait(&op.req, &st);
+    op.req = MPI_REQUEST_NULL;
+    op.error = rc == MPI_SUCCESS ? check_status(op, st, false)
+                                 : std::string(op.kind == OpKind::send ? "send" : "recv") + " to/from peer " +
+                                       std::to_string(op.peer) + " failed (" + where() + "): " + mpi_error_string(rc);
+    op.t_done = now_ms();
+    op.done.store(true, std::memory_order_release);
+  }
+
   std::shared_ptr<P2POp> make_op(OpKind kind, const Tensor& buf, int peer, int tag) {
     const char* what = kind == OpKind::send ? "isend" : "irecv";
     if (peer < 0 || peer >= size_)
@@ -670,6 +735,7 @@ class MpiCommunicator final : public Communicator {
   CommLog& log_;
   Backend& be_;
   const bool staged_;
+  const P2PProgress progress_;
   int rank_ = 0, size_ = 1;
   int tag_ub_ = 32767;
   std::vector<unsigned char> host_send_, host_recv_;  // staging for collectives (grow-only)
@@ -681,6 +747,29 @@ class MpiCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::string& name, CommLog& log,
                                                     Backend& be) {
   return std::make_unique<MpiCommunicator>(comm, name, log, be);
+}
+
+const char* p2p_progress_name(P2PProgress p) { return p == P2PProgress::thread ? "thread" : "inline"; }
+
+P2PProgress mpi_p2p_progress() {
+#ifdef CPBENCH_SIMULATED
+  const P2PProgress build_default = P2PProgress::inline_;
+#else
+  const P2PProgress build_default = P2PProgress::thread;
+#endif
+  const char* env = std::getenv("CPBENCH_COMM_PROGRESS");
+  if (!env || !*env) return build_default;
+  const std::string v = env;
+  if (v == "inline") return P2PProgress::inline_;
+  if (v == "thread") {
+#ifdef CPBENCH_SIMULATED
+    throw std::invalid_argument("CPBENCH_COMM_PROGRESS=thread: cpbench-sim cannot use a communication thread "
+                                "(SMPI refuses MPI calls from threads other than the rank's own); use inline");
+#else
+    return P2PProgress::thread;
+#endif
+  }
+  throw std::invalid_argument("CPBENCH_COMM_PROGRESS='" + v + "': expected 'thread' or 'inline'");
 }
 
 int64_t mpi_p2p_live_ops() {

@@ -45,6 +45,16 @@ class Backend;
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::string& name,
                                                     CommLog& log, Backend& be);
 
+// How isend/irecv progress. thread: the comm thread above (the default of cpbench). inline: posted
+// with MPI_Isend/MPI_Irecv on the caller's thread and completed by MPI_Wait in wait(), no thread
+// (the default and only mode of cpbench-sim: SMPI refuses MPI calls from other threads). The
+// environment variable CPBENCH_COMM_PROGRESS=thread|inline overrides the default, read when a
+// communicator is created (tests run inline with real MPI). Records and bytes are the same in
+// both modes. Throws std::invalid_argument on another value.
+enum class P2PProgress { thread, inline_ };
+P2PProgress mpi_p2p_progress();
+const char* p2p_progress_name(P2PProgress p);
+
 // Point-to-point operations alive in this process (queued, in flight, or completed but not yet
 // released by wait() / by dropping the Request). 0 when every request has been waited.
 int64_t mpi_p2p_live_ops();

@@ -2,11 +2,19 @@
 #include "kernels/tensor.h"
 
 #include <chrono>
+#ifdef CPBENCH_SIMULATED
+#include <mpi.h>
+#endif
 #include <sstream>
 
 namespace cpbench {
 
 // ---- clock ------------------------------------------------------------------------------------
+#ifdef CPBENCH_SIMULATED
+// cpbench-sim: SMPI's simulated clock, so compute records, comm records and events all lie on
+// the simulated timeline (the host's real clock means nothing there).
+double now_ms() { return MPI_Wtime() * 1e3; }
+#else
 namespace {
 std::chrono::steady_clock::time_point clock_origin() {
   static const std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
@@ -22,6 +30,7 @@ double now_ms() {
                                                    clock_origin())
       .count();
 }
+#endif
 
 // ---- dtypes -----------------------------------------------------------------------------------
 size_t dtype_size(DType t) {

@@ -11,6 +11,7 @@ debs=(
   catch2                                # unit tests (Catch2 v3)
   libbenchmark-dev                      # micro-benchmarks
   libopenblas-dev                       # CPU GEMMs
+  libsimgrid-dev                        # SimGrid SMPI: smpicxx/smpirun for cpbench-sim (simulated clusters)
   python3 python3-numpy python3-matplotlib python3-jsonschema  # dump checks, plots, schema validation
 )
 

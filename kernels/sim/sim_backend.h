@@ -1,0 +1,75 @@
+// The `sim` backend of cpbench-sim (built with smpicxx, run by smpirun; docs/SIMULATION.md).
+// It executes no kernel: every call is checked like on the other backends, its FLOPs are counted
+// by the same count_gemm / count_attn, and it advances the rank's simulated clock by the call's
+// cost on the platform (SimPlatform: FLOPs / (peak x efficiency) or bytes / memory bandwidth).
+// Tensors are logical: from 1 MiB on, SMPI_SHARED_MALLOC gives all ranks the same physical
+// pages, so their contents are meaningless, while the MemTracker still accounts every byte. Events and the
+// compute log are on SMPI's simulated clock (MPI_Wtime).
+//
+// The platform is read from the JSON named by the environment variable CPBENCH_SIM_PLATFORM
+// (scripts/simulate.sh sets it).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/sim/sim_platform.h"
+
+namespace cpbench {
+
+class SimBackend final : public Backend, public SimulatedBackend {
+ public:
+  explicit SimBackend(SimPlatform platform);
+  ~SimBackend() override;
+
+  std::string name() const override { return "sim"; }
+  std::string device_name() const override;
+  const SimPlatform& platform() const override { return platform_; }
+
+  // Any dtype; memory from SMPI's shared allocator (contents are not kept).
+  Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) override;
+  // upload checks the size and keeps nothing; download refuses (there is no data).
+  void upload(const std::vector<float>& host, Tensor& dst) override;
+  std::vector<float> download(const Tensor& src) override;
+
+  Event record_event() override;
+  double elapsed_ms(const Event& a, const Event& b) override;
+  void synchronize() override {}
+
+ protected:
+  void do_fill(Tensor& t, float value) override;
+  void do_copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch, int64_t rows,
+                  int64_t cols) override;
+  void do_add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void do_convert(Tensor& dst, const Tensor& src) override;
+  void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& A,
+               int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C, int64_t ldc) override;
+  void do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows, Tensor& y, Tensor& rstd) override;
+  void do_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, int64_t rows,
+                      Tensor& dx, Tensor& dw) override;
+  void do_rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
+               double theta, bool inverse, const DocStarts& docs) override;
+  void do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v, const Positions& qpos,
+                   const Positions& kpos, Tensor& o, Tensor& lse) override;
+  void do_attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
+                     const Tensor& lse_blk) override;
+  void do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout, Tensor& delta) override;
+  void do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                   const Tensor& lse, const Tensor& delta, const Positions& qpos, const Positions& kpos, Tensor& dq,
+                   Tensor& dk, Tensor& dv) override;
+
+ private:
+  // Advances this rank's simulated clock (the base class logs the op around it).
+  void execute(double seconds);
+
+  SimPlatform platform_;
+  // Freed blocks by byte size, reused by later allocations of the same size (the next job
+  // allocates much the same tensors): saves a mapping (shared) or a heap block per tensor and job.
+  std::multimap<size_t, void*> free_blocks_;
+};
+
+std::unique_ptr<Backend> make_sim_backend(const BackendOptions& opt);
+
+}  // namespace cpbench

@@ -1,0 +1,145 @@
+// SimPlatform: reading a platform JSON and the cost of one kernel on it (see sim_platform.h).
+#include "kernels/sim/sim_platform.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include "kernels/backend.h"
+
+namespace cpbench {
+
+using nlohmann::json;
+
+const char* sim_class_name(SimClass c) {
+  switch (c) {
+    case SimClass::gemm: return "gemm";
+    case SimClass::attn_fwd: return "attn_fwd";
+    case SimClass::attn_bwd: return "attn_bwd";
+  }
+  return "?";
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw std::invalid_argument("platform " + where + ": " + what);
+}
+
+double positive(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j.at(key).is_number())
+    bad(where, std::string("needs a number '") + key + "'");
+  const double v = j.at(key).get<double>();
+  if (!(v > 0) || !std::isfinite(v)) bad(where, std::string("'") + key + "' must be > 0, got " + std::to_string(v));
+  return v;
+}
+
+}  // namespace
+
+SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) bad(where, "is not a JSON object");
+  SimPlatform p;
+  p.file = where;
+  p.name = j.value("name", "");
+  if (p.name.empty()) bad(where, "needs a non-empty 'name'");
+  p.device = j.value("device", p.name);
+  if (!j.contains("peak_tflops") || !j.at("peak_tflops").is_object() || j.at("peak_tflops").empty())
+    bad(where, "needs 'peak_tflops': {dtype: TFLOP/s, ...}");
+  for (const auto& [dt, v] : j.at("peak_tflops").items()) {
+    parse_dtype(dt);  // throws on an unknown dtype name
+    if (!v.is_number() || !(v.get<double>() > 0)) bad(where, "peak_tflops." + dt + " must be a number > 0");
+    p.peak_tflops[dt] = v.get<double>();
+  }
+  if (!j.contains("efficiency") || !j.at("efficiency").is_object()) bad(where, "needs an 'efficiency' object");
+  for (int c = 0; c < kNumSimClasses; ++c) {
+    const char* cls = sim_class_name(SimClass(c));
+    const json& e = j.at("efficiency");
+    if (!e.contains(cls) || !e.at(cls).is_array() || e.at(cls).empty())
+      bad(where, std::string("efficiency.") + cls + " must be a non-empty array of [size, efficiency]");
+    double last = 0;
+    for (const json& pt : e.at(cls)) {
+      if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number() || !pt[1].is_number())
+        bad(where, std::string("efficiency.") + cls + ": each point is [size, efficiency]");
+      const double size = pt[0].get<double>(), eff = pt[1].get<double>();
+      if (!(size >= 1) || size <= last)
+        bad(where, std::string("efficiency.") + cls + ": sizes must be >= 1 and increasing");
+      if (!(eff > 0 && eff <= 1))
+        bad(where, std::string("efficiency.") + cls + ": efficiency " + std::to_string(eff) + " is not in (0, 1]");
+      p.efficiency[c].emplace_back(size, eff);
+      last = size;
+    }
+  }
+  p.memory_bw_gbs = positive(j, "memory_bw_gbs", where);
+  p.hbm_gib = positive(j, "hbm_gib", where);
+  p.launch_us = j.value("kernel_launch_us", 0.0);
+  if (!(p.launch_us >= 0)) bad(where, "kernel_launch_us must be >= 0");
+  return p;
+}
+
+SimPlatform SimPlatform::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad(path, "cannot be read");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    bad(path, std::string("is not valid JSON: ") + e.what());
+  }
+  return from_json(j, path);
+}
+
+double SimPlatform::peak(DType t) const {
+  auto it = peak_tflops.find(dtype_name(t));
+  if (it == peak_tflops.end())
+    bad(file, std::string("has no peak_tflops for ") + dtype_name(t) + " (the run's dtype)");
+  return it->second;
+}
+
+double SimPlatform::efficiency_at(SimClass c, double size) const {
+  const auto& pts = efficiency[int(c)];
+  if (size <= pts.front().first) return pts.front().second;
+  if (size >= pts.back().first) return pts.back().second;
+  auto hi = std::upper_bound(pts.begin(), pts.end(), size,
+                             [](double s, const std::pair<double, double>& p) { return s < p.first; });
+  auto lo = hi - 1;
+  const double f = (std::log2(size) - std::log2(lo->first)) / (std::log2(hi->first) - std::log2(lo->first));
+  return lo->second + f * (hi->second - lo->second);
+}
+
+double SimPlatform::compute_seconds(SimClass c, double flops, double size, DType t) const {
+  if (flops <= 0) return launch_us * 1e-6;
+  return launch_us * 1e-6 + flops / (peak(t) * 1e12 * efficiency_at(c, std::max(size, 1.0)));
+}
+
+double SimPlatform::memory_seconds(double bytes) const {
+  return launch_us * 1e-6 + std::max(bytes, 0.0) / (memory_bw_gbs * 1e9);
+}
+
+json SimPlatform::context() const {
+  json eff = json::object();
+  for (int c = 0; c < kNumSimClasses; ++c) {
+    json pts = json::array();
+    for (const auto& [size, e] : efficiency[c]) pts.push_back({size, e});
+    eff[sim_class_name(SimClass(c))] = pts;
+  }
+  json peaks = json::object();
+  for (const auto& [dt, v] : peak_tflops) peaks[dt] = v;
+  return {{"platform", name},
+          {"platform_file", file},
+          {"device", device},
+          {"peak_tflops", peaks},
+          {"efficiencies", eff},
+          {"efficiency_size", {{"gemm", "min(m, n, k)"}, {"attn_fwd", "min(nq, nk)"}, {"attn_bwd", "min(nq, nk)"}}},
+          {"memory_bw", memory_bw_gbs * 1e9},
+          {"hbm_bytes", hbm_gib * 1073741824.0},
+          {"kernel_launch_us", launch_us}};
+}
+
+json simulated_context(const Backend& be) {
+  const auto* sim = dynamic_cast<const SimulatedBackend*>(&be);
+  if (!sim) return nullptr;
+  return sim->platform().context();
+}
+
+}  // namespace cpbench

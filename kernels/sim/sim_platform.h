@@ -1,0 +1,64 @@
+// The compute side of a simulated platform (configs/platforms/NAME.json): peak rate per dtype,
+// kernel efficiency tables over shape buckets, memory bandwidth, HBM size, per-kernel launch
+// cost. It turns one backend call into simulated seconds; plain C++ (no SimGrid), so it is
+// unit-tested in the normal build. The network side of the platform is SimGrid's (the XML that
+// scripts/simulate.sh writes from the same JSON).
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/tensor.h"
+
+namespace cpbench {
+
+class Backend;
+
+// Compute-bound kernel classes, each with its own efficiency table.
+enum class SimClass { gemm = 0, attn_fwd = 1, attn_bwd = 2 };
+constexpr int kNumSimClasses = 3;
+const char* sim_class_name(SimClass c);
+
+struct SimPlatform {
+  std::string name;       // "dgx-h100"
+  std::string file;       // where it was read from
+  std::string device;     // the modelled device, e.g. "NVIDIA H100 SXM5 80GB"
+  std::map<std::string, double> peak_tflops;  // by dtype name ("bf16", "fp16", "fp32")
+  // Efficiency (fraction of peak) at a shape size, per class: points (size, eff) sorted by
+  // size, interpolated linearly in log2(size) and held constant beyond the ends.
+  // Size: gemm min(m, n, k); attention min(nq, nk) (tokens of the smaller side of the block).
+  std::vector<std::pair<double, double>> efficiency[kNumSimClasses];
+  double memory_bw_gbs = 0;  // achievable device-memory bandwidth, GB/s (1e9 B/s)
+  double hbm_gib = 0;        // device memory per GPU
+  double launch_us = 0;      // fixed cost added to every kernel (launch and tail)
+
+  // Reads and checks a platform JSON; throws std::invalid_argument naming the file and field.
+  static SimPlatform load(const std::string& path);
+  static SimPlatform from_json(const nlohmann::json& j, const std::string& where);
+
+  double peak(DType t) const;  // TFLOP/s; throws if the platform has no peak for that dtype
+  double efficiency_at(SimClass c, double size) const;
+  // Seconds of one compute-bound kernel: launch + flops / (peak(dtype) * efficiency(size)).
+  double compute_seconds(SimClass c, double flops, double size, DType t) const;
+  // Seconds of one memory-bound kernel moving `bytes` (reads + writes).
+  double memory_seconds(double bytes) const;
+  // context.simulated of the report: platform, peak_tflops, efficiencies, memory_bw.
+  nlohmann::json context() const;
+};
+
+// Implemented by backends that simulate (kernels/sim/sim_backend.h): gives the report its
+// platform without the report knowing the backend's type.
+class SimulatedBackend {
+ public:
+  virtual ~SimulatedBackend() = default;
+  virtual const SimPlatform& platform() const = 0;
+};
+
+// The report's context.simulated for `be`, or null when the backend does not simulate.
+// (For bench/report.cpp: `if (auto s = simulated_context(be); !s.is_null()) c["simulated"] = s;`)
+nlohmann::json simulated_context(const Backend& be);
+
+}  // namespace cpbench

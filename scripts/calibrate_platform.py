@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Writes configs/platforms/local.json: this machine as a simulated platform, from its own
+micro-benchmarks (bench/micro cpbench_micro), so that simulated runs can be checked against
+measured ones (docs/SIMULATION.md, "local").
+
+  scripts/calibrate_platform.py [--build build] [--threads 1] [--out configs/platforms/local.json]
+
+Measured, with --threads kernel threads per rank (one rank = one core by default):
+  - GEMM rates (BM_backend_gemm): the best is the fp32 peak, the others give the GEMM
+    efficiency at their smallest dimension;
+  - attention forward and backward rates (BM_attn_fwd/bwd, causal, d = --head-dim, N = 1024 and 4096,
+    hardware FLOPs) as efficiencies at block size N;
+  - memory bandwidth: the best of the memory-bound kernels (rmsnorm, rope, merge) in GB/s;
+  - MPI between two ranks (BM_CommRingShiftRaw at 1 to 64 MiB under mpirun -np 2): the
+    per-direction bandwidth and the latency of a least-squares line through the points.
+The local platform is one node of --gpus-per-node "GPUs" (ranks), all behind that link.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform as pyplatform
+import subprocess
+import sys
+
+
+def run_micro(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    start = out.find("{")
+    return json.loads(out[start:])["benchmarks"]
+
+
+def rate(benches, prefix, counter):
+    vals = [b[counter] for b in benches if b["name"].startswith(prefix) and counter in b]
+    if not vals:
+        sys.exit("calibrate_platform.py: no %s result for %s" % (counter, prefix))
+    return max(vals)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=64, choices=(64, 128),
+                    help="attention benchmarks' head dim (the 'small' preset's is 64)")
+    ap.add_argument("--min-time", default="0.3")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "configs", "platforms", "local.json"))
+    a = ap.parse_args()
+    micro = os.path.join(a.build, "bench", "micro", "cpbench_micro")
+    if not os.access(micro, os.X_OK):
+        sys.exit("calibrate_platform.py: %s not found (build with CPBENCH_MICRO=ON)" % micro)
+
+    common = ["--benchmark_format=json", "--benchmark_min_time=%s" % a.min_time]
+    k = run_micro([micro, "--threads=%d" % a.threads,
+                   ("--benchmark_filter=^BM_backend_gemm/|^BM_attn_(fwd|bwd)/N:(1024|4096)/d:%d/causal:1/|"
+                    "^BM_(rmsnorm_fwd|rmsnorm_bwd|rope|attn_merge)/") % a.head_dim] + common)
+    gemm = {}
+    for b in k:
+        if b["name"].startswith("BM_backend_gemm/"):
+            parts = dict(p.split(":") for p in b["name"].split("/")[1:] if ":" in p)
+            gemm[min(int(parts["M"]), int(parts["N"]), int(parts["K"]))] = b["GFLOP/s"]
+    peak_gflops = max(gemm.values())
+    eff = {"gemm": sorted([[size, round(r / peak_gflops, 4)] for size, r in gemm.items()])}
+    # several shapes may share a smallest dimension: keep the best of each
+    dedup = {}
+    for size, e in eff["gemm"]:
+        dedup[size] = max(e, dedup.get(size, 0))
+    eff["gemm"] = [[s, dedup[s]] for s in sorted(dedup)]
+    for kind in ("fwd", "bwd"):
+        pts = []
+        for n in (1024, 4096):
+            r = rate(k, "BM_attn_%s/N:%d/d:%d/causal:1/" % (kind, n, a.head_dim), "hw_GFLOP/s")
+            pts.append([n, round(min(1.0, r / peak_gflops), 4)])
+        eff["attn_" + kind] = pts
+    mem_bw = max(b["GB/s"] for b in k if "GB/s" in b)
+
+    c = run_micro(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", micro,
+                   "--benchmark_filter=^BM_CommRingShiftRaw/"] + common)
+    t = {int(b["name"].split("MiB:")[1].split("/")[0]): b["p50_ms"] * 1e-3 for b in c if "p50_ms" in b}
+    # least-squares line time = lat + bytes / bw through every size (a loaded machine is noisy)
+    xs = [m * 1048576.0 for m in sorted(t)]
+    ys = [t[m] for m in sorted(t)]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    bw = 1.0 / slope  # bytes/s, per direction (both directions move at once)
+    lat = max(1e-6, my - slope * mx)
+
+    today = datetime.date.today().isoformat()
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    plat = {
+        "name": "local",
+        "comment": [
+            "This machine (%s, %s), written by scripts/calibrate_platform.py on %s from its micro-benchmarks"
+            % (cpu, pyplatform.node(), today),
+            "with %d kernel thread(s) per rank: fp32 peak = best BM_backend_gemm rate; efficiencies = measured"
+            % a.threads,
+            "rates / peak (attention: causal, d=%d, hardware FLOPs); memory_bw = best memory-bound kernel;" % a.head_dim,
+            "intra = MPI ring shift between 2 ranks (BM_CommRingShiftRaw 1-64 MiB: bandwidth per direction and",
+            "latency of a least-squares line). One node; a 'GPU' is one rank. Re-run the script to refresh.",
+        ],
+        "device": "%s, %d thread(s) per rank" % (cpu, a.threads),
+        "peak_tflops": {"fp32": round(peak_gflops / 1e3, 6)},
+        "efficiency": eff,
+        "memory_bw_gbs": round(mem_bw, 3),
+        "hbm_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "kernel_launch_us": 1,
+        "network": {
+            "gpus_per_node": a.gpus_per_node,
+            "max_nodes": 1,
+            "intra": {"what": "MPI between ranks of this machine (shared memory)",
+                      "bw_gbs": round(bw / 1e9, 4), "lat_us": round(lat * 1e6, 3)},
+        },
+        "measured": {"gemm_gflops": gemm, "ring_shift_p50_s": t, "date": today},
+    }
+    with open(a.out, "w") as f:
+        json.dump(plat, f, indent=2)
+        f.write("\n")
+    print("calibrate_platform.py: wrote %s (peak %.1f GFLOP/s, memory %.1f GB/s, MPI %.2f GB/s, %.1f us)"
+          % (a.out, peak_gflops, mem_bw, bw / 1e9, lat * 1e6))
+
+
+if __name__ == "__main__":
+    main()

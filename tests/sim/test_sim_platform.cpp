@@ -1,0 +1,98 @@
+// The platform model of the sim backend: efficiency interpolation, kernel costs, the report's
+// context.simulated, loading every shipped platform and rejecting broken ones.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "kernels/sim/sim_platform.h"
+
+using namespace cpbench;
+using nlohmann::json;
+
+namespace {
+
+json toy() {
+  return json::parse(R"({
+    "name": "toy", "device": "Toy GPU",
+    "peak_tflops": {"bf16": 100, "fp32": 50},
+    "efficiency": {"gemm": [[16, 0.2], [256, 0.6]],
+                   "attn_fwd": [[64, 0.5]],
+                   "attn_bwd": [[64, 0.25], [4096, 0.4]]},
+    "memory_bw_gbs": 1000, "hbm_gib": 16, "kernel_launch_us": 2})");
+}
+
+}  // namespace
+
+TEST_CASE("efficiency: constant beyond the ends, linear in log2(size) between points", "[sim]") {
+  const SimPlatform p = SimPlatform::from_json(toy(), "toy");
+  CHECK(p.efficiency_at(SimClass::gemm, 1) == Approx(0.2));
+  CHECK(p.efficiency_at(SimClass::gemm, 16) == Approx(0.2));
+  CHECK(p.efficiency_at(SimClass::gemm, 64) == Approx(0.4));  // log2: halfway from 16 to 256
+  CHECK(p.efficiency_at(SimClass::gemm, 128) == Approx(0.5));
+  CHECK(p.efficiency_at(SimClass::gemm, 1e6) == Approx(0.6));
+  CHECK(p.efficiency_at(SimClass::attn_fwd, 3) == Approx(0.5));
+  CHECK(p.efficiency_at(SimClass::attn_bwd, 512) == Approx(0.25 + 0.15 * 0.5));
+}
+
+TEST_CASE("kernel cost: launch + flops / (peak x efficiency), launch + bytes / bandwidth", "[sim]") {
+  const SimPlatform p = SimPlatform::from_json(toy(), "toy");
+  // 1e12 FLOPs of bf16 GEMM at size 256: 100 TFLOP/s x 0.6 -> 1/60 s, plus 2 us.
+  CHECK(p.compute_seconds(SimClass::gemm, 1e12, 256, DType::bf16) == Approx(1.0 / 60 + 2e-6));
+  CHECK(p.compute_seconds(SimClass::gemm, 1e12, 256, DType::f32) == Approx(1.0 / 30 + 2e-6));
+  CHECK(p.compute_seconds(SimClass::attn_fwd, 0, 64, DType::bf16) == Approx(2e-6));
+  CHECK(p.memory_seconds(1e9) == Approx(1e-3 + 2e-6));
+  CHECK_THROWS_WITH(p.compute_seconds(SimClass::gemm, 1, 1, DType::f16),
+                    Catch::Contains("no peak_tflops for fp16"));
+}
+
+TEST_CASE("context.simulated names the platform, its peaks, efficiencies and bandwidth", "[sim]") {
+  const json c = SimPlatform::from_json(toy(), "toy.json").context();
+  CHECK(c.at("platform") == "toy");
+  CHECK(c.at("peak_tflops").at("bf16") == 100.0);
+  CHECK(c.at("efficiencies").at("attn_bwd") == json::parse("[[64.0, 0.25], [4096.0, 0.4]]"));
+  CHECK(c.at("memory_bw").get<double>() == Approx(1e12));
+  CHECK(c.at("hbm_bytes").get<double>() == Approx(16.0 * 1073741824.0));
+}
+
+TEST_CASE("broken platforms are refused with the field named", "[sim]") {
+  auto refuse = [](json j, const std::string& msg) {
+    CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains(msg) && Catch::Contains("bad.json"));
+  };
+  json j = toy();
+  j.erase("memory_bw_gbs");
+  refuse(j, "memory_bw_gbs");
+  j = toy();
+  j["efficiency"]["gemm"] = json::parse("[[256, 0.6], [16, 0.2]]");
+  refuse(j, "increasing");
+  j = toy();
+  j["efficiency"]["attn_fwd"] = json::parse("[[64, 1.5]]");
+  refuse(j, "not in (0, 1]");
+  j = toy();
+  j["efficiency"].erase("attn_bwd");
+  refuse(j, "efficiency.attn_bwd");
+  j = toy();
+  j["peak_tflops"] = json::object();
+  refuse(j, "peak_tflops");
+  CHECK_THROWS_WITH(SimPlatform::load("/nonexistent/platform.json"), Catch::Contains("cannot be read"));
+}
+
+TEST_CASE("every shipped platform loads and is internally consistent", "[sim]") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(CPBENCH_PLATFORM_DIR)) {
+    if (e.path().extension() != ".json") continue;
+    INFO(e.path().string());
+    const SimPlatform p = SimPlatform::load(e.path().string());
+    CHECK(p.name == e.path().stem().string());
+    CHECK(p.peak(DType::f32) > 0);
+    // Hand-written (assumed) tables do not fall as blocks grow; measured ones (local.json, from
+    // calibrate_platform.py) are what the machine gave.
+    if (p.name != "local")
+      for (int c = 0; c < kNumSimClasses; ++c)
+        for (size_t i = 1; i < p.efficiency[c].size(); ++i)
+          CHECK(p.efficiency[c][i].second >= p.efficiency[c][i - 1].second);
+    ++n;
+  }
+  CHECK(n >= 4);  // dgx-h100, dgx-a100, a800, l20-pcie (+ local)
+}
