@@ -16,6 +16,9 @@
 #include "bench/report.h"
 #include "bench/workloads.h"
 #include "comm/world.h"
+#ifdef CPBENCH_HAVE_MPI
+#include "comm/mpi_communicator.h"
+#endif
 
 using namespace cpbench;
 using nlohmann::json;
@@ -91,6 +94,9 @@ int main(int argc, char** argv) {
     if (!cl.config_path.empty()) apply_settings(cfg, read_run_preset(cl.config_path), cl.config_path);
     apply_settings(cfg, cl.settings, "command line");
     finalize_config(cfg, P);
+#ifdef CPBENCH_HAVE_MPI
+    (void)mpi_p2p_progress();  // a bad CPBENCH_COMM_PROGRESS is bad input, refused before any job
+#endif
     if (cfg.threads == 0)
       cfg.threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, world.local_size()));
     jobs = plan_jobs(cfg, planned_world_size(cfg, P), world.local_size());

@@ -160,7 +160,7 @@ std::vector<OptionSpec> make_table() {
       {"threads", "--threads", OptKind::count,
        "compute threads per rank (default: cores per node / ranks per node)", {}, false,
        [](RunConfig& c, const json& v) { c.threads = as_int(v); }},
-      {"backend", "--backend", OptKind::choice, "cpu | cuda", {"cpu", "cuda"}, false,
+      {"backend", "--backend", OptKind::choice, "cpu | cuda | sim (cpbench-sim only)", {"cpu", "cuda", "sim"}, false,
        [](RunConfig& c, const json& v) { c.backend = v.get<std::string>(); }},
       {"comm", "--comm", OptKind::choice, "mpi | nccl", {"mpi", "nccl"}, false,
        [](RunConfig& c, const json& v) { c.comm = v.get<std::string>(); }},

@@ -213,8 +213,9 @@ def mpi_subset(cases, rng):
     that need ranks, plus a seeded sample of the single-rank cases."""
     out = [
         Case("mpi-ulysses-3-of-2", base_args() + ["--ulysses", "3"], "ulysses", "ulysses=3", np=2),
-        Case("mpi-ulysses-kv", base_args() + ["--strategies", "ulysses", "--heads", "4", "--kv-heads", "1"],
-             "ulysses", "kv_heads=1", np=2),
+        # G=3 with U=2: neither divides the other, so not even KV replication can shard the heads.
+        Case("mpi-ulysses-kv", base_args() + ["--strategies", "ulysses", "--heads", "6", "--kv-heads", "3"],
+             "ulysses", "kv_heads=3", np=2),
         Case("mpi-usp-product", base_args() + ["--ulysses", "2", "--ring", "4"], "usp", "ring=4", np=4),
         Case("mpi-ring-zigzag-seq", base_args("--seq") + ["--seq", "66", "--strategies", "ring-zigzag"],
              "ring-zigzag", "66", np=4),
