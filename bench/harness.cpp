@@ -151,6 +151,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
       if (c.phase == Phase::fwd) fwd_only.add(c.level, c.phase, c.to, c.bytes);
     predicted = fwd_only;
   }
+  result.warning = placement_warning(job.info->name, model->mesh_desc(job.mesh), P, log_.node_map());
   result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
                                    peak, model->activation_bytes_estimate(shape, P, job.mesh),
                                    predict_tiers(predicted, model->mesh_desc(job.mesh), P, log_.node_map()));

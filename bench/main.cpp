@@ -2,6 +2,7 @@
 //   cpbench run    [options]   time the strategies, print a table, write a report
 //   cpbench verify [options]   every strategy against single; non-zero exit on failure
 //   cpbench list               strategies, presets and their constraints
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
@@ -201,7 +202,10 @@ int main(int argc, char** argv) {
     const bool too_few = verifying && verified < cfg.min_verified;
     if (rank == 0) {
       if (verifying) print_verify_table(results);
-      else print_run_table(results);
+      else {
+        const auto nodes = context["nodes"]["node_of_rank"].get<std::vector<int>>();
+        print_run_table(results, *std::max_element(nodes.begin(), nodes.end()) > 0);
+      }
       if (!cfg.out.empty() && write_error.empty()) std::printf("report: %s\n", cfg.out.c_str());
       if (!write_error.empty()) std::fprintf(stderr, "cpbench: error: %s\n", write_error.c_str());
       if (interrupted) std::fprintf(stderr, "cpbench: stopped by signal %d; the report holds the jobs finished before it\n", interrupted);

@@ -138,10 +138,10 @@ void write_json_file(const std::string& path, const json& j) {
   }
 }
 
-void print_run_table(const std::vector<JobResult>& results) {
-  std::printf("\n%-22s %8s %6s %10s %9s %9s %8s %7s %11s %11s %5s %8s %5s %10s %6s\n", "strategy", "seq", "status",
+void print_run_table(const std::vector<JobResult>& results, bool several_nodes) {
+  std::printf("\n%-22s %8s %6s %10s %9s %9s %8s %7s %11s %11s %5s %8s %5s %10s %6s%s\n", "strategy", "seq", "status",
               "step_ms", "fwd_ms", "bwd_ms", "TFLOP/s", "MFU", "comm_fwd", "comm_bwd", "model", "overlap", "hta",
-              "peak_mem", "imbal");
+              "peak_mem", "imbal", several_nodes ? "  inter_node" : "");
   for (const auto& r : results) {
     if (r.status != "ok" || !r.timed) {
       std::printf("%-22s %8lld %6s  %s\n", r.label.c_str(), static_cast<long long>(r.seq), r.status.c_str(),
@@ -152,16 +152,22 @@ void print_run_table(const std::vector<JobResult>& results) {
     const bool model_ok = t.comm_fwd.matches_model && t.comm_bwd.matches_model;
     char mfu[16] = "    n/a";
     if (t.mfu) std::snprintf(mfu, sizeof mfu, "%6.1f%%", 100 * *t.mfu);
-    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %7s %11s %11s %5s %7.0f%% %4.0f%% %10s %6.2f\n",
+    int64_t inter = 0;  // the rank that sends most across nodes, fwd + bwd
+    for (size_t i = 0; i < t.comm_fwd.inter_per_rank.size(); ++i)
+      inter = std::max(inter, t.comm_fwd.inter_per_rank[i] + t.comm_bwd.inter_per_rank[i]);
+    const std::string inter_col = several_nodes ? "  " + human_bytes(double(inter)) : "";
+    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %7s %11s %11s %5s %7.0f%% %4.0f%% %10s %6.2f%s\n",
                 r.label.c_str(), static_cast<long long>(r.seq), "ok", t.step_ms.median, t.fwd_ms.median,
                 t.bwd_ms.median, t.tflops, mfu, human_bytes(double(t.comm_fwd.bytes_sent)).c_str(),
                 human_bytes(double(t.comm_bwd.bytes_sent)).c_str(), model_ok ? "=" : "DIFF",
                 100 * t.overlap_ratio(), 100 * t.hta_overlap_ratio(),
-                human_bytes(double(max_of(t.mem_per_rank))).c_str(), t.imbalance());
+                human_bytes(double(max_of(t.mem_per_rank))).c_str(), t.imbalance(), inter_col.c_str());
+    if (!r.warning.empty()) std::printf("%-22s warning: %s\n", "", r.warning.c_str());
   }
   std::printf("(times: median over iterations of the max over ranks; comm: bytes sent per rank per layer; "
               "model: '=' when equal to the analytic model; overlap: 1 - exposed/standalone; hta: comm time "
-              "covered by own compute)\n");
+              "covered by own compute%s)\n",
+              several_nodes ? "; inter_node: bytes per layer step sent to other nodes by the rank that sends most" : "");
 }
 
 void print_verify_table(const std::vector<JobResult>& results) {

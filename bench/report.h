@@ -23,7 +23,8 @@ nlohmann::json make_report(const nlohmann::json& context, const RunConfig& cfg, 
 // Writes atomically (temp file + rename) so no half-written report is ever left.
 void write_json_file(const std::string& path, const nlohmann::json& j);
 
-void print_run_table(const std::vector<JobResult>& results);
+// several_nodes: add the inter-node bytes column (more than one node).
+void print_run_table(const std::vector<JobResult>& results, bool several_nodes = false);
 void print_verify_table(const std::vector<JobResult>& results);
 
 }  // namespace cpbench

@@ -155,6 +155,7 @@ json JobResult::to_json() const {
   r["mesh"] = mesh_json(mesh);
   r["status"] = status;
   if (status != "ok") r["reason"] = reason;
+  if (!warning.empty()) r["warning"] = warning;
   if (timed) {
     const TimedResult& t = *timed;
     r["timing"] = {{"fwd_ms", stats_json(t.fwd_ms)}, {"bwd_ms", stats_json(t.bwd_ms)}, {"step_ms", stats_json(t.step_ms)}};

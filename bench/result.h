@@ -76,6 +76,7 @@ struct JobResult {
   MeshSpec mesh;
   std::string status = "ok";  // ok | skipped | failed
   std::string reason;         // when not ok
+  std::string warning;        // placement advice (tiers.h placement_warning); empty when none
   std::optional<TimedResult> timed;
   std::optional<VerifyResult> verify;
 

@@ -37,4 +37,33 @@ std::vector<RankTiers> predict_tiers(const CommPrediction& p, const MeshDesc& d,
   return out;
 }
 
+std::string placement_warning(const std::string& strategy, const MeshDesc& d, int P, const std::vector<int>& node_of) {
+  if (node_of.empty()) return "";
+  auto spans = [&](const std::vector<int>& members) {
+    for (int m : members)
+      if (node_of.at(size_t(m)) != node_of.at(size_t(members.front()))) return true;
+    return false;
+  };
+  auto any_spans = [&](const std::string& level) {
+    for (int r = 0; r < P; ++r)
+      if (spans(Mesh::group_of(r, d, level))) return true;
+    return false;
+  };
+  std::vector<int> all(static_cast<size_t>(P));
+  std::iota(all.begin(), all.end(), 0);
+  if (strategy == "megatron-sp" && spans(all))
+    return "megatron-sp's tensor-parallel all-gather/reduce-scatter spans nodes (it belongs inside one node)";
+  if (!d.has("ulysses") || d.size_of("ulysses") < 2 || !any_spans("ulysses")) return "";
+  bool has_ring = false, rings_inside = true;  // a ring level of more than one rank, all inside nodes
+  for (const char* level : {"ring", "ring_inner", "ring_outer"})
+    if (d.has(level) && d.size_of(level) > 1) {
+      has_ring = true;
+      rings_inside = rings_inside && !any_spans(level);
+    }
+  if (!has_ring || !rings_inside) return "";
+  return "Ulysses groups of " + std::to_string(d.size_of("ulysses")) +
+         " ranks span nodes while the ring groups stay inside them: the all-to-all belongs on the fast "
+         "intra-node links (try --placement ulysses-inner, or a Ulysses degree that divides the ranks per node)";
+}
+
 }  // namespace cpbench

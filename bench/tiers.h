@@ -3,6 +3,7 @@
 // communicators use for the measured bytes (comm/communicator.h split_by_tier), on the mesh's
 // groups. A pure function of the model, the mesh description, P and the node map: no MPI.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "bench/strategy.h"
@@ -16,5 +17,11 @@ struct RankTiers {
 // One entry per world rank. node_of: the node of every world rank (empty: one node).
 std::vector<RankTiers> predict_tiers(const CommPrediction& p, const MeshDesc& d, int P,
                                      const std::vector<int>& node_of);
+
+// The seed's placement rule: the heavy all-to-all (and Megatron-SP's tensor-parallel
+// collectives) belong on the fast links. Returns a warning when a Ulysses group, or Megatron-SP's
+// group ("cp" of a strategy without ring levels), spans nodes while the mesh's ring groups stay
+// inside them; "" otherwise (also on one node).
+std::string placement_warning(const std::string& strategy, const MeshDesc& d, int P, const std::vector<int>& node_of);
 
 }  // namespace cpbench

@@ -218,3 +218,20 @@ TEST_CASE("tiers: split_by_tier follows DESIGN's per-destination convention") {
   CHECK(split_by_tier(OpKind::send, 9, members, 1, 2, nodes).inter == 9);
   CHECK(split_by_tier(OpKind::recv, 9, members, 1, 2, nodes).inter == 0);
 }
+
+TEST_CASE("tiers: the placement warning appears exactly when a Ulysses group spans nodes and the rings do not") {
+  const std::vector<int> k4 = {0, 0, 0, 0, 1, 1, 1, 1};  // P = 8, K = 4
+  // ulysses-inner: Ulysses groups are neighbours, inside a node -> no warning.
+  CHECK(placement_warning("usp", MeshDesc::two_level(2, 4, Placement::ulysses_inner), 8, k4).empty());
+  CHECK(placement_warning("usp", MeshDesc::two_level(4, 2, Placement::ulysses_inner), 8, k4).empty());
+  // ring-inner: rings of 4 or 2 neighbours stay inside a node, Ulysses groups cross -> warning.
+  CHECK(placement_warning("usp", MeshDesc::two_level(2, 4, Placement::ring_inner), 8, k4).find("span nodes") != std::string::npos);
+  CHECK(placement_warning("usp", MeshDesc::two_level(4, 2, Placement::ring_inner), 8, k4).find("Ulysses groups of 4") != std::string::npos);
+  // U = 8 > K: the Ulysses group must span nodes, but there is no ring to put inside instead.
+  CHECK(placement_warning("usp", MeshDesc::two_level(8, 1, Placement::ulysses_inner), 8, k4).empty());
+  // ring-inner with ring groups that also cross (K = 2, rings of 4): no better placement -> none.
+  CHECK(placement_warning("usp", MeshDesc::two_level(2, 4, Placement::ring_inner), 8, {0, 0, 1, 1, 2, 2, 3, 3}).empty());
+  CHECK(placement_warning("megatron-sp", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, k4).find("megatron-sp") != std::string::npos);
+  CHECK(placement_warning("megatron-sp", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, {}).empty());
+  CHECK(placement_warning("ring", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, k4).empty());
+}
