@@ -49,7 +49,13 @@ LayerShape RunConfig::shape(int64_t N) const {
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
   s.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
   s.window = window;
-  if (!docs_spec.empty()) s.doc_lens = resolve_doc_lens(docs_spec, N, seed);
+  if (!docs_spec.empty()) {
+    s.doc_lens = resolve_doc_lens(docs_spec, N, seed);
+    auto starts = std::make_shared<std::vector<int64_t>>();
+    int64_t at = 0;
+    for (int64_t len : s.doc_lens) starts->push_back(at), at += len;
+    s.docs = starts;
+  }
   s.prefill = pass == "prefill";
   return s;
 }

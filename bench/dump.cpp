@@ -66,11 +66,13 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
   std::filesystem::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
   for (const auto& [name, data] : tensors) write_npy(dir + "/" + name + ".npy", data, global_tensor_shape(name, shape));
-  const nlohmann::json meta = {
+  nlohmann::json meta = {
       {"strategy", label}, {"B", shape.B}, {"N", shape.N}, {"H", shape.H}, {"G", shape.G}, {"d", shape.d},
       {"D", shape.D}, {"causal", shape.causal}, {"rope", shape.rope}, {"P", world_size},
       {"mesh", mesh_json(mesh)},
-      {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg.seed}, {"dtype", cfg.dtype}};
+      {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg.seed}, {"dtype", cfg.dtype},
+      {"window", shape.window}, {"pass", shape.prefill ? "prefill" : "train"}};
+  if (!shape.doc_lens.empty()) meta["doc_lens"] = shape.doc_lens;  // absent: one document
   std::ofstream mf(dir + "/meta.json");
   mf << meta.dump(2) << "\n";
   if (!mf) throw std::runtime_error("error writing " + dir + "/meta.json");

@@ -104,11 +104,6 @@ int main(int argc, char** argv) {
     if (cfg.dry_run) {
       dry_plan = dry_run_plan(cfg, jobs, planned_world_size(cfg, P));  // no backend, nothing allocated
     } else {
-      // The kernels take masks (window, documents), but the strategies do not pass them to the
-      // kernels yet (issue 11): refuse rather than silently run the plain causal mask.
-      if (cfg.window > 0 || !cfg.docs_spec.empty())
-        throw std::invalid_argument("--window/--docs: the strategies do not apply masks yet (the kernels do; "
-                                    "README: masks); only --dry-run accepts them for now");
       BackendOptions bo;
       bo.name = cfg.backend;
       bo.threads = cfg.threads;

@@ -32,6 +32,7 @@ struct LayerShape {
   DType dtype = DType::f32;
   int64_t window = 0;                // sliding window W (0 = none)
   std::vector<int64_t> doc_lens;     // packed documents, summing to N; empty = one document
+  DocStarts docs;                    // their start positions (null = one document), for the kernels
   bool prefill = false;              // --pass prefill: forward only
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };

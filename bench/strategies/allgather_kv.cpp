@@ -54,6 +54,7 @@ class AllgatherKV final : public SeqShardedLayer {
     const LayerShape& s = shape();
     AttnShape a;
     a.B = s.B; a.nq = T_; a.nk = s.N; a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.causal;
+    a.window = s.window; a.docs = s.docs;
     return a;
   }
 

@@ -74,6 +74,7 @@ class DoubleRing final : public SeqShardedLayer {
     const LayerShape& s = shape();
     RingCoreShape cs;
     cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
+  cs.window = s.window; cs.docs = s.docs;
     const int P = mesh().P;
     core_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
                 [this, P](int j) { return rank_positions(shape(), P, j); });

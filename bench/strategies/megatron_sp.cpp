@@ -271,7 +271,7 @@ class MegatronSP final : public Strategy {
   }
   QkvLayout qkv_layout() const {  // this rank's heads over the whole sequence
     QkvLayout l;
-    l.B = env_.shape.B; l.T = env_.shape.N; l.hq = hl_; l.hk = gl_; l.d = env_.shape.d;
+    l.B = env_.shape.B; l.T = env_.shape.N; l.hq = hl_; l.hk = gl_; l.d = env_.shape.d; l.docs = env_.shape.docs;
     return l;
   }
   // KV replication (P > G): f = P/G ranks hold copies of one KV head; the first of them exports
@@ -297,6 +297,7 @@ class MegatronSP final : public Strategy {
     const LayerShape& s = env_.shape;
     AttnShape a;
     a.B = s.B; a.nq = s.N; a.nk = s.N; a.hq = hl_; a.hk = gl_; a.d = s.d; a.causal = s.causal;
+    a.window = s.window; a.docs = s.docs;
     return a;
   }
 

@@ -11,8 +11,8 @@ void rope_and_split_qkv(Backend& be, const QkvLayout& l, bool rope, const Positi
   if (rope) {
     Tensor qpart = qkv.view(0, {qkv.numel()});
     Tensor kpart = qkv.view(Hd, {qkv.numel() - Hd});
-    be.rope(qpart, l.B, l.T, l.hq, l.d, C, pos, theta, false);
-    be.rope(kpart, l.B, l.T, l.hk, l.d, C, pos, theta, false);
+    be.rope(qpart, l.B, l.T, l.hq, l.d, C, pos, theta, false, l.docs);
+    be.rope(kpart, l.B, l.T, l.hk, l.d, C, pos, theta, false, l.docs);
   }
   be.copy_2d(q, Hd, qkv, C, rows, Hd);
   be.copy_2d(k, Gd, qkv.view(Hd, {qkv.numel() - Hd}), C, rows, Gd);
@@ -30,8 +30,8 @@ void merge_and_unrope_dqkv(Backend& be, const QkvLayout& l, bool rope, const Pos
   be.copy_2d(dv_dst, C, dv, Gd, rows, Gd);
   if (rope) {
     Tensor qpart = dqkv.view(0, {dqkv.numel()});
-    be.rope(qpart, l.B, l.T, l.hq, l.d, C, pos, theta, true);
-    be.rope(dk_dst, l.B, l.T, l.hk, l.d, C, pos, theta, true);
+    be.rope(qpart, l.B, l.T, l.hq, l.d, C, pos, theta, true, l.docs);
+    be.rope(dk_dst, l.B, l.T, l.hk, l.d, C, pos, theta, true, l.docs);
   }
 }
 

@@ -15,6 +15,7 @@ namespace cpbench {
 struct QkvLayout {
   int64_t B = 1, T = 0;
   int hq = 0, hk = 0, d = 0;
+  DocStarts docs;  // packed documents: RoPE positions restart in each (null = one document)
   int64_t cols() const { return int64_t(hq + 2 * hk) * d; }
 };
 

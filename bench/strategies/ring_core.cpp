@@ -15,17 +15,18 @@ namespace {
 // a tag; within a stream, MPI's non-overtaking order matches step i's message to step i's recv.
 constexpr int kTagFwdKV = 101, kTagBwdKV = 102, kTagBwdAcc = 103;
 
-// A block whose every key comes after every query contributes nothing under the causal mask:
+// A block none of whose pairs is visible (causal, window, documents) contributes nothing:
 // skipping it (instead of calling the kernel, which would skip its tiles anyway) also skips the
 // merge. count_visible_pairs is closed-form, not a scan.
 bool invisible(const AttnShape& a, const Positions& qpos, const Positions& kpos) {
-  return count_visible_pairs(qpos, kpos, a.causal) == 0;
+  return count_visible_pairs(qpos, kpos, a.mask()) == 0;
 }
 }  // namespace
 
 AttnShape RingCore::attn_shape() const {
   AttnShape a;
   a.B = s_.B; a.nq = s_.n; a.nk = s_.n; a.hq = s_.hq; a.hk = s_.hk; a.d = s_.d; a.causal = s_.causal;
+  a.window = s_.window; a.docs = s_.docs;
   return a;
 }
 
@@ -252,15 +253,32 @@ CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t hk, int R, int6
 
 CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                           int64_t acc) const {
-  return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, -1, "cp");
+  return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, ring_hops(s, P), "cp");
+}
+
+int RingLayer::ring_hops(const LayerShape& s, int P) const {
+  if (P <= 1) return 0;
+  AttnShape a;
+  a.causal = s.causal;
+  a.window = s.window;
+  a.docs = s.docs;
+  const AttnMask mask = a.mask();
+  std::vector<Positions> pos;
+  for (int j = 0; j < P; ++j) pos.push_back(rank_positions(s, P, j));
+  for (int k = P - 1; k >= 1; --k)  // at hop k, rank r holds the block of rank r - k
+    for (int r = 0; r < P; ++r)
+      if (count_visible_pairs(pos[size_t(r)], pos[size_t((r - k + P) % P)], mask) > 0) return k;
+  return 0;
 }
 
 void RingLayer::core_setup() {
   const LayerShape& s = shape();
   RingCoreShape cs;
   cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
+  cs.window = s.window; cs.docs = s.docs;
   const int P = mesh().P;
   core_.setup(be(), *mesh().cp, cs, [this, P](int j) { return rank_positions(shape(), P, j); });
+  hops_ = ring_hops(s, P);
 }
 
 void RingLayer::export_lse(std::vector<float>& global) {

@@ -34,6 +34,8 @@ struct RingCoreShape {
   int64_t B = 1, n = 0;  // batch, tokens per batch row on each ring rank
   int hq = 0, hk = 0, d = 0;
   bool causal = true;
+  int64_t window = 0;  // sliding window (0 = none)
+  DocStarts docs;      // packed documents (null = one)
   DType dtype = DType::f32;
 };
 
@@ -122,8 +124,13 @@ class RingLayer : public SeqShardedLayer {
     return rank_positions(s, m.P, m.cp->rank());
   }
   void core_setup() override;
-  void core_forward() override { core_.forward(q_, k_, v_, o_); }
-  void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_); }
+  void core_forward() override { core_.forward(q_, k_, v_, o_, hops_); }
+  void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_, hops_); }
+  // DESIGN's ring hop truncation: K_eff, the farthest hop k at which some rank receives a block
+  // it has a visible pair with (R-1 without a window or documents; 1 for a window W <= N/P on the
+  // contiguous ring: a halo exchange). A pure function of the layout and the mask: every rank
+  // computes the same value, and predicted_bytes uses it.
+  int ring_hops(const LayerShape& s, int P) const;
   void core_teardown() override { core_.teardown(); }
   void export_lse(std::vector<float>& global) override;
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
@@ -133,6 +140,7 @@ class RingLayer : public SeqShardedLayer {
   void require_seq_multiple(const LayerShape& s, int64_t multiple, const std::string& what) const;
 
   RingCore core_;
+  int hops_ = -1;
 };
 
 }  // namespace cpbench

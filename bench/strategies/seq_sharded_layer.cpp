@@ -14,7 +14,7 @@ Tensor SeqShardedLayer::alloc_f32(std::vector<int64_t> shape, MemKind kind) {
 QkvLayout SeqShardedLayer::qkv_layout() const {
   const LayerShape& s = env_.shape;
   QkvLayout l;
-  l.B = s.B; l.T = T_; l.hq = s.H; l.hk = s.G; l.d = s.d;
+  l.B = s.B; l.T = T_; l.hq = s.H; l.hk = s.G; l.d = s.d; l.docs = s.docs;
   return l;
 }
 

@@ -29,6 +29,7 @@ class Single final : public SeqShardedLayer {
     const LayerShape& s = shape();
     AttnShape a;
     a.B = s.B; a.nq = s.N; a.nk = s.N; a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.causal;
+    a.window = s.window; a.docs = s.docs;
     return a;
   }
   void core_setup() override {

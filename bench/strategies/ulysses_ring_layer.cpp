@@ -86,6 +86,7 @@ void UlyssesRingLayer::core_setup() {
   }
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
+  cs.window = s.window; cs.docs = s.docs;
   if (double_ring())
     dring_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
                  [this](int j) { return ring_block(j); });

@@ -32,6 +32,11 @@ cpbench_report_test(tiers_p6_k2_ring_inner 6 "--model;tiny;--seq;144;--heads;6;-
 cpbench_report_test(tiers_p8_k4 8 "--model;tiny;--seq;128;--heads;8;--kv-heads;2;--mesh;all;--ranks-per-node;4;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(tiers_p8_k2_ring_inner_double 8 "--model;tiny;--seq;160;--heads;8;--kv-heads;8;--strategies;usp,double-ring;--usp-ring;double;--mesh;all;--ranks-per-node;2;--placement;ring-inner;${_fast}" "${_py} ${_chk} model REPORT --min-ok 5")
 
+# Ring hop truncation (K_eff): a window W <= N/P makes the contiguous ring a one-hop halo exchange;
+# documents cut hops too. Bytes (total and per tier) == the model with K_eff for every strategy.
+cpbench_report_test(keff_window_p4 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--window;32;--mesh;all;--ranks-per-node;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 12")
+cpbench_report_test(keff_docs_p6 6 "--model;tiny;--seq;144;--heads;6;--kv-heads;6;--docs;24,24,48,48;--no-causal;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
+
 # Memory: sequence-sharded activations scale as 1/P; megatron-sp shards its weights.
 set(_mem "--model tiny --seq 4096 --heads 4 --kv-heads 4 --strategies ulysses,ring,ring-zigzag,megatron-sp --warmup 0 --iters 1 --no-progress")
 add_test(NAME report_memory_scaling

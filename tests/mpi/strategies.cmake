@@ -1,29 +1,43 @@
 # Strategy-set verification: megatron-sp, usp on every mesh, allgather-kv, both placements,
 # causal and not, MHA and GQA (including kv_heads < P, where usp runs with U <= kv_heads).
 set(_all usp,megatron-sp,allgather-kv,ulysses,ring-zigzag)
-cpbench_verify_test(p4_mesh_causal_gqa            4 --model tiny --seq 136 --heads 8 --kv-heads 4 --strategies ${_all} --mesh all)
-cpbench_verify_test(p4_mesh_causal_gqa_ringinner  4 --model tiny --seq 136 --heads 8 --kv-heads 4 --strategies usp --mesh all --placement ring-inner)
-cpbench_verify_test(p4_mesh_noncausal_mha_ringinner 4 --model tiny --seq 104 --heads 4 --kv-heads 4 --no-causal --strategies ${_all} --mesh all --placement ring-inner)
-cpbench_verify_test(p4_mesh_noncausal_contiguous  4 --model tiny --seq 100 --heads 4 --kv-heads 4 --no-causal --strategies usp --mesh all --usp-layout contiguous)
-cpbench_verify_test(p4_kv2_lt_p                   4 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies usp,allgather-kv --mesh all)
-cpbench_verify_test(p4_usp_2x2_b2                 4 --model tiny --seq 72 --heads 4 --kv-heads 2 --batch 2 --strategies usp --ulysses 2 --ring 2)
-cpbench_verify_test(p6_mesh_causal_mha            6 --model tiny --seq 144 --heads 6 --kv-heads 6 --strategies ${_all} --mesh all)
-cpbench_verify_test(p6_mesh_noncausal_ringinner   6 --model tiny --seq 132 --heads 6 --kv-heads 6 --no-causal --strategies usp --mesh all --placement ring-inner)
-cpbench_verify_test(p6_kv2_lt_p                   6 --model tiny --seq 144 --heads 6 --kv-heads 2 --strategies usp --mesh all)
-cpbench_verify_test(p8_mesh_causal_gqa            8 --model tiny --seq 160 --heads 16 --kv-heads 8 --strategies ${_all} --mesh all)
-cpbench_verify_test(p8_kv4_lt_p                   8 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies usp --mesh all)
+cpbench_verify_test(p4_mesh_causal_gqa            4 --min-verified 7 --model tiny --seq 136 --heads 8 --kv-heads 4 --strategies ${_all} --mesh all)
+cpbench_verify_test(p4_mesh_causal_gqa_ringinner  4 --min-verified 3 --model tiny --seq 136 --heads 8 --kv-heads 4 --strategies usp --mesh all --placement ring-inner)
+cpbench_verify_test(p4_mesh_noncausal_mha_ringinner 4 --min-verified 7 --model tiny --seq 104 --heads 4 --kv-heads 4 --no-causal --strategies ${_all} --mesh all --placement ring-inner)
+cpbench_verify_test(p4_mesh_noncausal_contiguous  4 --min-verified 3 --model tiny --seq 100 --heads 4 --kv-heads 4 --no-causal --strategies usp --mesh all --usp-layout contiguous)
+cpbench_verify_test(p4_kv2_lt_p                   4 --min-verified 4 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies usp,allgather-kv --mesh all)
+cpbench_verify_test(p4_usp_2x2_b2                 4 --min-verified 1 --model tiny --seq 72 --heads 4 --kv-heads 2 --batch 2 --strategies usp --ulysses 2 --ring 2)
+cpbench_verify_test(p6_mesh_causal_mha            6 --min-verified 8 --model tiny --seq 144 --heads 6 --kv-heads 6 --strategies ${_all} --mesh all)
+cpbench_verify_test(p6_mesh_noncausal_ringinner   6 --min-verified 4 --model tiny --seq 132 --heads 6 --kv-heads 6 --no-causal --strategies usp --mesh all --placement ring-inner)
+cpbench_verify_test(p6_kv2_lt_p                   6 --min-verified 3 --model tiny --seq 144 --heads 6 --kv-heads 2 --strategies usp --mesh all)
+cpbench_verify_test(p8_mesh_causal_gqa            8 --min-verified 8 --model tiny --seq 160 --heads 16 --kv-heads 8 --strategies ${_all} --mesh all)
+cpbench_verify_test(p8_kv4_lt_p                   8 --min-verified 4 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies usp --mesh all)
 # KV replication (kv_heads < Ulysses degree, kv_heads dividing it): ulysses, megatron-sp and every
 # usp mesh, including u4 and u8 with kv_heads=2 (copies per head 2 and 4), causal and not, B=2.
-cpbench_verify_test(p4_kv_replicated              4 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all)
-cpbench_verify_test(p4_kv_replicated_noncausal_b2 4 --model tiny --seq 72 --heads 4 --kv-heads 1 --batch 2 --no-causal --strategies ulysses,megatron-sp,usp --mesh all --placement ring-inner)
-cpbench_verify_test(p8_kv_replicated              8 --model tiny --seq 160 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all)
-cpbench_verify_test(p8_mesh_noncausal_ringinner   8 --model tiny --seq 160 --heads 8 --kv-heads 8 --no-causal --strategies usp --mesh all --placement ring-inner)
+cpbench_verify_test(p4_kv_replicated              4 --min-verified 5 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all)
+cpbench_verify_test(p4_kv_replicated_noncausal_b2 4 --min-verified 5 --model tiny --seq 72 --heads 4 --kv-heads 1 --batch 2 --no-causal --strategies ulysses,megatron-sp,usp --mesh all --placement ring-inner)
+cpbench_verify_test(p8_kv_replicated              8 --min-verified 6 --model tiny --seq 160 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all)
+cpbench_verify_test(p8_mesh_noncausal_ringinner   8 --min-verified 4 --model tiny --seq 160 --heads 8 --kv-heads 8 --no-causal --strategies usp --mesh all --placement ring-inner)
 
 # Double ring (LoongTrain): every inner ring size w dividing P (w = 1 and w = P are single rings
 # over the outer or the inner level), causal and not, GQA, B=2, both placements.
-cpbench_verify_test(p4_double_ring_mesh           4 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies double-ring --mesh all)
-cpbench_verify_test(p6_double_ring_noncausal_b2   6 --model tiny --seq 72 --heads 6 --kv-heads 3 --batch 2 --no-causal --strategies double-ring --mesh all --placement ring-inner)
-cpbench_verify_test(p8_double_ring_mesh           8 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies double-ring,ring-zigzag --mesh all)
+cpbench_verify_test(p4_double_ring_mesh           4 --min-verified 3 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies double-ring --mesh all)
+cpbench_verify_test(p6_double_ring_noncausal_b2   6 --min-verified 4 --model tiny --seq 72 --heads 6 --kv-heads 3 --batch 2 --no-causal --strategies double-ring --mesh all --placement ring-inner)
+cpbench_verify_test(p8_double_ring_mesh           8 --min-verified 5 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies double-ring,ring-zigzag --mesh all)
+
+# Masks (issue 11): sliding window, packed documents (lists, equal:K, random:MIN:MAX) and both,
+# causal and not, at P = 2, 3, 4, 6, 8, shapes that do not divide into tiles; every strategy
+# against single (which applies the same mask), --min-verified pins how many must pass.
+cpbench_verify_test(p2_window                     2 --min-verified 8 --model tiny --seq 100 --heads 4 --kv-heads 2 --window 30)
+cpbench_verify_test(p3_docs_noncausal             3 --min-verified 8 --model tiny --seq 150 --heads 6 --kv-heads 3 --docs 40,50,60 --no-causal)
+cpbench_verify_test(p4_window_docs_b2             4 --min-verified 8 --model tiny --seq 136 --heads 8 --kv-heads 4 --window 20 --docs random:10:60 --batch 2)
+cpbench_verify_test(p6_window_noncausal_mesh      6 --min-verified 8 --model tiny --seq 144 --heads 6 --kv-heads 6 --window 25 --no-causal --strategies ${_all} --mesh all)
+cpbench_verify_test(p8_docs_window_ringinner      8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 8 --docs equal:5 --window 24 --strategies ${_all},ring,ring-striped,double-ring --mesh all --placement ring-inner)
+# The masked layer of every strategy against an independent float64 NumPy recomputation that
+# rebuilds the mask and the per-document RoPE positions from meta.json.
+add_test(NAME dump_p4_float64_masks
+         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_masks && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --seq 112 --heads 4 --kv-heads 2 --batch 2 --window 20 --docs 30,50,32 --dump ${CPBENCH_TEST_OUT}/dump_masks && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_masks")
+set_tests_properties(dump_p4_float64_masks PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 
 # Bad meshes and shapes: a clear message on every rank, non-zero exit, no hang.
 cpbench_fail_test(usp_mesh_product 4 "usp: ulysses=3 x ring=2 = 6 ranks, but P=4" run --model tiny --seq 64 --strategies usp --ulysses 3 --ring 2)

@@ -32,20 +32,28 @@ def expected_jobs(m, P):
     ring_f = S * T * 2 * hk * (P - 1)
     ring_b = ring_f + S_ACC * T * 2 * hk * P
     out = {"single": (0, 0)}
-    heads_ok = H % P == 0 and G % P == 0
-    out["megatron-sp"] = (2 * S * T * D * (P - 1), 3 * S * T * D * (P - 1)) if heads_ok else None
-    ul = S * T * (2 * hq + 2 * hk) * Fraction(P - 1, P)
-    out["ulysses"] = (ul, ul) if heads_ok and N % P == 0 else None
+
+    def heads_ok(U):  # U | H, and G, U divide one another (U > G: KV heads replicated U/G times)
+        return H % U == 0 and (G % U == 0 or U % G == 0)
+
+    def a2a(U):  # DESIGN: s*T*(2hq + 2*d*max(G, U))*(U-1)/U
+        return S * T * (2 * hq + 2 * d * max(G, U)) * Fraction(U - 1, U)
+
+    out["megatron-sp"] = (2 * S * T * D * (P - 1), 3 * S * T * D * (P - 1)) if heads_ok(P) else None
+    out["ulysses"] = (a2a(P), a2a(P)) if heads_ok(P) and N % P == 0 else None
     for name, div in (("ring", P), ("ring-zigzag", 2 * P), ("ring-striped", P)):
         out[name] = (ring_f, ring_b) if N % div == 0 else None
     for U in divisors(P):
         R = P // U
-        ok = H % U == 0 and G % U == 0
-        a2a = S * T * (2 * hq + 2 * hk) * Fraction(U - 1, U)
-        rf = S * T * 2 * hk * (R - 1) if R > 1 else 0
-        rb = rf + S_ACC * T * 2 * hk * R if R > 1 else 0
-        out[f"usp[u{U}xr{R}]"] = (a2a + rf, a2a + rb) if ok else None
+        hk_u = d * max(G, U)  # the ring carries the (replicated) KV heads
+        rf = S * T * 2 * hk_u * (R - 1) if R > 1 else 0
+        rb = rf + S_ACC * T * 2 * hk_u * R if R > 1 else 0
+        out[f"usp[u{U}xr{R}]"] = (a2a(U) + rf, a2a(U) + rb) if heads_ok(U) else None
     out["allgather-kv"] = (ring_f, ring_f + S_ACC * T * 2 * hk * (P - 1)) if N % (2 * P) == 0 else None
+    for w in divisors(P):  # double ring: inner rings of w, W = P/w windows
+        W = P // w
+        bwd = ring_f + S_ACC * T * 2 * hk * (P + W) if 1 < w < P else ring_b
+        out[f"double-ring[w{w}]"] = (ring_f, bwd) if N % (2 * P) == 0 else None
     for k, v in out.items():
         if v is not None:
             assert all(Fraction(x).denominator == 1 for x in v), (k, v)

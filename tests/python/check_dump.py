@@ -34,6 +34,17 @@ def reference(inp, meta):
     eps, theta = meta["eps"], meta.get("rope_theta", 10000.0)
     x, w, wqkv, wo, dy = (inp[k].astype(np.float64) for k in ("x", "norm_w", "w_qkv", "w_o", "dy"))
     pos = np.arange(N)
+    # DESIGN's visibility rule on global positions; RoPE positions restart in each document.
+    lens = meta.get("doc_lens") or [N]
+    doc = np.repeat(np.arange(len(lens)), lens)
+    rope_pos = pos - np.repeat(np.cumsum([0] + list(lens[:-1])), lens)
+    qi, kj = pos[:, None], pos[None, :]
+    vis = doc[:, None] == doc[None, :]
+    if meta["causal"]:
+        vis &= kj <= qi
+    W = meta.get("window", 0)
+    if W:
+        vis &= (qi - kj < W) if meta["causal"] else (np.abs(qi - kj) < W)
     r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
     xn = x * r * w
     qkv = xn @ wqkv
@@ -41,14 +52,13 @@ def reference(inp, meta):
     k = qkv[..., H * d: (H + G) * d].reshape(B, N, G, d)
     v = qkv[..., (H + G) * d:].reshape(B, N, G, d)
     if meta["rope"]:
-        q, k = rope(q, pos, theta), rope(k, pos, theta)
+        q, k = rope(q, rope_pos, theta), rope(k, rope_pos, theta)
     rep = H // G
     kh = np.repeat(k, rep, axis=2)  # query head h uses kv head h // rep
     vh = np.repeat(v, rep, axis=2)
     scale = 1.0 / np.sqrt(d)
     s = np.einsum("bqhd,bkhd->bhqk", q, kh) * scale
-    if meta["causal"]:
-        s = np.where(pos[None, None, None, :] <= pos[None, None, :, None], s, -np.inf)
+    s = np.where(vis[None, None], s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     p = np.exp(s - m)
     l = p.sum(axis=-1, keepdims=True)
@@ -67,7 +77,7 @@ def reference(inp, meta):
     dkh = np.einsum("bhqk,bqhd->bkhd", ds, q) * scale
     dk = dkh.reshape(B, N, G, rep, d).sum(axis=3)
     dv = dvh.reshape(B, N, G, rep, d).sum(axis=3)
-    dq_pre, dk_pre = (rope(dq, pos, theta, True), rope(dk, pos, theta, True)) if meta["rope"] else (dq, dk)
+    dq_pre, dk_pre = (rope(dq, rope_pos, theta, True), rope(dk, rope_pos, theta, True)) if meta["rope"] else (dq, dk)
     dqkv = np.concatenate([dq_pre.reshape(B, N, H * d), dk_pre.reshape(B, N, G * d), dv.reshape(B, N, G * d)], axis=-1)
     dxn = dqkv @ wqkv.T
     dw_qkv = xn.reshape(B * N, D).T @ dqkv.reshape(B * N, -1)
