@@ -5,6 +5,7 @@ Results are matched by (label, seq). For each pair the tool prints a Markdown ta
 metrics (BASE -> NEW and the change) and decides whether NEW regressed. See --help for the rule.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -244,6 +245,15 @@ def main(argv=None):
     except validate_report.ReportError as e:
         print(f"compare_reports: invalid input:\n{e}", file=sys.stderr)
         return 2
+
+    # Different masks or passes measure different work: a comparison would report a "regression"
+    # that is only the workload changing.
+    for key in ("mask", "pass"):
+        if base["config"][key] != new["config"][key]:
+            print(f"compare_reports: the reports measure different workloads: config.{key} is "
+                  f"{json.dumps(base['config'][key], sort_keys=True)} in {args.base} and "
+                  f"{json.dumps(new['config'][key], sort_keys=True)} in {args.new}", file=sys.stderr)
+            return 2
 
     text, failures = compare(base, new, args.threshold, args.allow_missing_verified, args.base, args.new)
     print(text, end="")

@@ -330,6 +330,17 @@ class CompareTest(TempDirCase):
         self.assertIn("**PASS**", res.stdout)
         self.assertIn("p90 − p10", res.stdout)  # the footer states the rule
 
+    def test_different_masks_or_passes_refused_exit_2(self):
+        kw = dict(strategies=self.LABELS, seqs=[1024, 2048])
+        b = self.write("base.json", synth.make_report(**kw))
+        for key, value in (("mask", {"causal": True, "window": 256, "docs": None}), ("pass", "prefill")):
+            rep = synth.make_report(**kw)
+            rep["config"][key] = value
+            n = self.write("new.json", rep)
+            res = run_script("compare_reports.py", b, n)
+            self.assertEqual(res.returncode, 2, res.stdout + res.stderr)
+            self.assertIn(f"config.{key}", res.stderr)
+
     def test_planted_25_percent_regression_exit_1(self):
         res = self.pair({"spread": 0.01}, {"spread": 0.01, "step_ms": {("ring-zigzag", 2048): 10.0 * 2 ** 1.5 * 1.25}})
         self.assertEqual(res.returncode, 1, res.stdout)
