@@ -34,6 +34,7 @@ void print_list() {
     size_t pos = 0;
     while ((pos = sum.find('\n', pos)) != std::string::npos) sum.replace(pos, 1, "\n                "), pos += 17;
     std::printf("                %s\n", sum.c_str());
+    std::printf("                tiers: %s\n", s.tiers.c_str());
   }
   std::printf("\nModel presets (configs/models/, embedded):\n");
   for (const auto& m : model_presets())

@@ -29,7 +29,7 @@ CPBENCH_STRATEGIES(CPBENCH_DECLARE)
 namespace {
 StrategyInfo info_of(std::unique_ptr<Strategy> (*make)()) {
   const auto s = make();
-  return {s->name(), s->summary(), s->constraints(), make};
+  return {s->name(), s->summary(), s->constraints(), s->tiers(), make};
 }
 }  // namespace
 

@@ -101,6 +101,8 @@ class Strategy {
   virtual std::string name() const = 0;  // registered name: "ring-zigzag"
   virtual std::string summary() const = 0;      // two lines for README / `cpbench list`
   virtual std::string constraints() const = 0;  // human-readable constraints, one line
+  // Where its bytes go on a cluster of nodes (intra- vs inter-node), one line for `cpbench list`.
+  virtual std::string tiers() const = 0;
   // Label of one result: name plus mesh when the strategy takes one ("usp[u2xr2]"). The one
   // place a result's label is formatted (reports, tables, dump directories use it).
   virtual std::string label(const MeshSpec& m) const { (void)m; return name(); }
@@ -150,6 +152,7 @@ struct StrategyInfo {
   std::string name;
   std::string summary;      // two lines for README / `cpbench list`
   std::string constraints;  // human-readable constraints
+  std::string tiers;        // where its bytes go on nodes (one line)
   std::function<std::unique_ptr<Strategy>()> make;
 };
 const std::vector<StrategyInfo>& strategy_registry();

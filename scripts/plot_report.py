@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Plot cpbench reports: four figures, each as PNG and SVG, in the output folder.
+"""Plot cpbench reports: six figures, each as PNG and SVG, in the output folder.
 
   step_time    step time per strategy label, one panel per sequence length, each bar split into
                compute (step - exposed communication) and exposed communication; whiskers p10..p90
   mfu_vs_seq   MFU against sequence length, one line per label (across all given reports)
   comm_bytes   measured against predicted bytes (forward and backward), with the y = x line
   peak_memory  peak memory per rank: bar = maximum over ranks, dots = each rank; one panel per seq
+  comm_tiers   bytes per layer step by network tier: intra-node and inter-node (maximum over ranks
+               of each), forward + backward; one panel per seq
+  balance      work balance per label: flops_imbalance (exact visible pairs) beside the time-based
+               imbalance; one panel per seq
 
 Only results with status 'ok' and metrics are plotted; skipped and failed ones (and results of
 'verify' reports, which carry no metrics) are listed in a note under each figure. When several
@@ -20,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_report  # noqa: E402  (same folder; shares the report loader)
 
-PLOTS = ("step_time", "mfu_vs_seq", "comm_bytes", "peak_memory")
+PLOTS = ("step_time", "mfu_vs_seq", "comm_bytes", "peak_memory", "comm_tiers", "balance")
 FORMATS = ("png", "svg")
 MiB = float(1 << 20)
 
@@ -61,6 +65,12 @@ def collect(reports, paths):
                               r["comm"][ph]["matches_model"]) for ph in ("fwd", "bwd")},
                 "mem": r["memory"]["per_rank"],
                 "peak": r["memory"]["peak_bytes"],
+                "intra": max(f["intra_node_bytes"] + b["intra_node_bytes"] for f, b in
+                             zip(r["comm"]["fwd"]["tiers"]["per_rank"], r["comm"]["bwd"]["tiers"]["per_rank"])),
+                "inter": max(f["inter_node_bytes"] + b["inter_node_bytes"] for f, b in
+                             zip(r["comm"]["fwd"]["tiers"]["per_rank"], r["comm"]["bwd"]["tiers"]["per_rank"])),
+                "flops_imbalance": r["balance"]["flops_imbalance"],
+                "time_imbalance": r["balance"]["imbalance"],
             })
     return points, excluded
 
@@ -166,7 +176,8 @@ def plot_mfu(plt, points, colors, seqs, title, note, outdir, written):
         empty_axes(ax, "no ok results with timing")
         return finish(fig, "mfu_vs_seq", outdir, title, note, written)
     for s in series_order(points):
-        ps = sorted((p for p in points if p["series"] == s), key=lambda p: p["seq"])
+        # mfu is null when the report has no peak (peak.source 'unavailable'): not plotted
+        ps = sorted((p for p in points if p["series"] == s and p["mfu"] is not None), key=lambda p: p["seq"])
         ax.plot([p["seq"] for p in ps], [100 * p["mfu"] for p in ps], marker="o", color=colors[s], label=s)
     if len(seqs) > 1:
         ax.set_xscale("log", base=2)
@@ -258,6 +269,29 @@ def plot_memory(plt, points, colors, seqs, title, note, outdir, written):
     finish(fig, "peak_memory", outdir, title + " — peak memory per rank (bar: max; dots: ranks 0..P-1)", note, written)
 
 
+def plot_pairs(plt, points, seqs, title, note, outdir, written, name, keys, ylabel, what):
+    """One panel per seq; per label, two bars side by side (keys[0], keys[1])."""
+    if not points:
+        fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+        empty_axes(ax, "no ok results with metrics")
+        return finish(fig, name, outdir, title, note, written)
+    per_seq = {s: [p for p in points if p["seq"] == s] for s in seqs}
+    fig, axes = panel_grid(plt, len(seqs), max(len(v) for v in per_seq.values()))
+    for ax, seq in zip(axes, seqs):
+        ps = per_seq[seq]
+        x = list(range(len(ps)))
+        for j, (key, label, color) in enumerate(keys):
+            ax.bar([xi - 0.2 + 0.4 * j for xi in x], [key(p) for p in ps], width=0.4, color=color,
+                   edgecolor="black", linewidth=0.5, label=label)
+        ax.set_xticks(x)
+        ax.set_xticklabels([p["series"] for p in ps], rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"seq {seq}", fontsize=10)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+    finish(fig, name, outdir, title + " — " + what, note, written)
+
+
 def make_title(reports):
     cfgs = [r["config"] for r in reports]
     c = cfgs[0]
@@ -308,6 +342,14 @@ def main(argv=None):
         plot_mfu(plt, points, colors, seqs, title, note, outdir, written)
         plot_comm(plt, points, colors, title, note, outdir, written)
         plot_memory(plt, points, colors, seqs, title, note, outdir, written)
+        plot_pairs(plt, points, seqs, title, note, outdir, written, "comm_tiers",
+                   [(lambda p: p["intra"] / MiB, "intra-node", "tab:blue"),
+                    (lambda p: p["inter"] / MiB, "inter-node", "tab:red")],
+                   "MiB per layer step (max over ranks)", "bytes by network tier (forward + backward)")
+        plot_pairs(plt, points, seqs, title, note, outdir, written, "balance",
+                   [(lambda p: p["flops_imbalance"], "FLOPs (exact)", "tab:green"),
+                    (lambda p: p["time_imbalance"], "compute time", "tab:gray")],
+                   "max / mean over ranks", "work balance per strategy")
     except OSError as e:
         print(f"plot_report: cannot write into {outdir}: {e.strerror or e}", file=sys.stderr)
         return 2

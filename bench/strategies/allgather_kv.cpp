@@ -26,6 +26,7 @@ class AllgatherKV final : public SeqShardedLayer {
     return "Llama 3 context parallelism: all-gather K,V, attention of the zigzag query\n"
            "chunks against the whole sequence; bwd re-gathers and reduce-scatters dK,dV.";
   }
+  std::string tiers() const override { return "all-gather/reduce-scatter over all P ranks: (P-K)/(P-1) of its bytes cross nodes"; }
   std::string constraints() const override { return "2P divides seq"; }
 
   void check(const LayerShape& s, int P, const MeshSpec&) const override {

@@ -24,6 +24,7 @@ class DoubleRing final : public SeqShardedLayer {
     return "LoongTrain double ring: K,V circulate in windows of w ranks (inner ring) while\n"
            "blocks hop between windows (outer ring), overlapped; zigzag layout.";
   }
+  std::string tiers() const override { return "inner rings inside a node; each rank sends only its R/w-1 outer blocks across nodes, not all R-1"; }
   std::string constraints() const override { return "2P divides seq; inner ring w divides P"; }
   std::string label(const MeshSpec& m) const override {
     return name() + "[w" + std::to_string(m.inner_ring) + "]";

@@ -39,6 +39,7 @@ class MegatronSP final : public Strategy {
     return "Megatron-LM tensor + sequence parallelism: all-gather xn, head-sharded QKV,\n"
            "attention and w_o, reduce-scatter back to token shards; weights sharded.";
   }
+  std::string tiers() const override { return "all-gather/reduce-scatter over all P ranks: tensor parallelism, keep its P ranks inside one node"; }
   std::string constraints() const override {
     return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq";
   }

@@ -17,6 +17,7 @@ class Ring final : public RingLayer {
     return "Ring attention on contiguous token shards: K,V circulate P-1 hops, dK,dV\n"
            "accumulators P hops back to their owner; causal work is imbalanced.";
   }
+  std::string tiers() const override { return "K,V to the next rank only: intra-node except at node boundaries, where a rank sends all its hops across"; }
   std::string constraints() const override { return "P divides seq"; }
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     require_seq_multiple(s, P, "P");

@@ -15,6 +15,7 @@ class RingStriped final : public RingLayer {
     return "Ring attention with token t on rank t mod P (Striped Attention):\n"
            "the causal work is balanced without reordering chunks.";
   }
+  std::string tiers() const override { return "K,V to the next rank only: intra-node except at node boundaries, where a rank sends all its hops across"; }
   std::string constraints() const override { return "P divides seq"; }
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     require_seq_multiple(s, P, "P");

@@ -16,6 +16,7 @@ class RingZigzag final : public RingLayer {
     return "Ring attention with rank r holding chunks r and 2P-1-r of 2P:\n"
            "the causal work is balanced (ring-flash-attention, Llama 3).";
   }
+  std::string tiers() const override { return "K,V to the next rank only: intra-node except at node boundaries, where a rank sends all its hops across"; }
   std::string constraints() const override { return "2P divides seq"; }
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     require_seq_multiple(s, 2 * int64_t(P), "2*P");

@@ -14,6 +14,7 @@ class Single final : public SeqShardedLayer {
     return "Reference: every rank computes the whole layer on the whole sequence.\n"
            "Nothing travels; the strong-scaling baseline.";
   }
+  std::string tiers() const override { return "nothing crosses any link"; }
   std::string constraints() const override { return "none"; }
   void check(const LayerShape&, int, const MeshSpec&) const override {}
   CommPrediction predicted_bytes(const LayerShape&, int, const MeshSpec&, int64_t, int64_t) const override {

@@ -20,6 +20,7 @@ class Ulysses final : public UlyssesRingLayer {
     return "DeepSpeed Ulysses: all-to-all q,k,v from token shards to head shards,\n"
            "attention on the full sequence for H/P heads, all-to-all o back.";
   }
+  std::string tiers() const override { return "all-to-all over all P ranks: (P-K)/(P-1) of its bytes cross nodes when P > K ranks per node"; }
   std::string constraints() const override {
     return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq";
   }

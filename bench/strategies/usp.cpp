@@ -23,6 +23,7 @@ class Usp final : public UlyssesRingLayer {
     return "Unified sequence parallelism: Ulysses all-to-all inside U groups, ring attention\n"
            "(zigzag when causal) across R groups; U x R = P (--ulysses, --ring, --mesh all).";
   }
+  std::string tiers() const override { return "all-to-all inside Ulysses groups (keep them in a node: --placement ulysses-inner), ring hops across the R groups"; }
   std::string constraints() const override {
     return "U divides heads; U divides kv_heads or is a multiple (kv heads replicated); U*R = P; "
            "2P divides seq (zigzag) or P divides seq";

@@ -71,3 +71,15 @@ add_test(NAME fault_rank_killed COMMAND ${_py} ${_faults} kill ${CPBENCH_TEST_OU
 add_test(NAME fault_rank_stopped COMMAND ${_py} ${_faults} stop ${CPBENCH_TEST_OUT}/fault_stop.json --timeout 5 --
          ${_fault_run} --timeout 5)
 set_tests_properties(fault_rank_killed fault_rank_stopped PROPERTIES LABELS "mpi;faults" TIMEOUT 300)
+
+# `cpbench list` states each strategy's tier behaviour in a line.
+add_test(NAME list_tiers COMMAND ${CPBENCH_BIN} list)
+set_tests_properties(list_tiers PROPERTIES LABELS "report"
+  PASS_REGULAR_EXPRESSION "tiers: inner rings inside a node; each rank sends only its R/w-1 outer blocks")
+
+# --mem-limit: a job that needs more than the cap fails with the bytes needed and the limit in its
+# reason, on every rank's behalf, and the sweep goes on (the small sequence runs, the large one
+# fails); run exits 1 and the report is complete and valid.
+add_test(NAME report_mem_limit_fails_job_sweep_goes_on
+         COMMAND sh -c "rm -f ${CPBENCH_TEST_OUT}/memlim.json; ${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 256,8192 --strategies ring --mem-limit 2MiB ${_fast_s} --out ${CPBENCH_TEST_OUT}/memlim.json; rc=$?; test $rc -eq 1 && ${_py} ${_val} ${CPBENCH_TEST_OUT}/memlim.json && ${_py} -c \"import json,sys; r=json.load(open('${CPBENCH_TEST_OUT}/memlim.json')); s=[(x['seq'],x['status'],x.get('reason','')) for x in r['results']]; print(s); ok=r['complete'] and r['config']['mem_limit_bytes']==2097152 and s[0][1]=='ok' and s[1][1]=='failed' and 'mem-limit exceeded' in s[1][2] and 'limit 2097152' in s[1][2] and 'rank 0' in s[1][2] and 'rank 1' in s[1][2]; sys.exit(0 if ok else 1)\"")
+set_tests_properties(report_mem_limit_fails_job_sweep_goes_on PROPERTIES LABELS "mpi;report" TIMEOUT 300)
