@@ -50,6 +50,8 @@ void BlockCache::empty_cache() noexcept {
 }
 
 void BlockCache::empty_cache_locked() noexcept {
+  if (free_.empty()) return;
+  if (before_free_) before_free_();
   for (auto& kv : free_) {
     raw_free_(kv.second);
     reserved_ -= kv.first;

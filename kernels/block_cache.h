@@ -15,8 +15,10 @@ class BlockCache {
  public:
   using RawAlloc = std::function<void*(size_t bytes)>;  // nullptr on failure
   using RawFree = std::function<void(void* p)>;
-  BlockCache(RawAlloc raw_alloc, RawFree raw_free)
-      : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
+  // before_free (optional) runs once before cached blocks are freed (CUDA: wait for the device,
+  // since queued work may still use a released block).
+  BlockCache(RawAlloc raw_alloc, RawFree raw_free, std::function<void()> before_free = nullptr)
+      : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)), before_free_(std::move(before_free)) {}
   ~BlockCache() { empty_cache(); }
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
@@ -39,6 +41,7 @@ class BlockCache {
   void empty_cache_locked() noexcept;
   RawAlloc raw_alloc_;
   RawFree raw_free_;
+  std::function<void()> before_free_;
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;  // bucket size -> cached blocks
   size_t reserved_ = 0, cached_ = 0;

@@ -12,7 +12,6 @@ through OMPI_COMM_WORLD_RANK in the environment of mpirun's children) and assert
 Prints the time from the signal to the exit.
 """
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import validate_report  # noqa: E402
+from sweep_runner import start_and_wait_for_a_job  # noqa: E402  (this folder)
 
 
 def world_rank_pid(launcher_pid, rank):
@@ -52,18 +52,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=5)
     a = ap.parse_args(argv[:cut])
     report = Path(a.report)
-    report.unlink(missing_ok=True)
-    proc = subprocess.Popen(argv[cut + 1:] + ["--out", str(report)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    seen, deadline = 0, time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            seen = len(json.loads(report.read_text())["results"])
-        except (OSError, ValueError, KeyError):
-            seen = 0
-        if seen >= 1:
-            break
-        time.sleep(0.05)
+    proc, seen = start_and_wait_for_a_job(argv[cut + 1:], report)
     victim = world_rank_pid(proc.pid, 1) if proc.poll() is None else None
     if victim is None:
         proc.kill()

@@ -8,16 +8,14 @@ rewritten after every job), sends SIGTERM to the launcher, and asserts: a non-ze
 120 s, a report that passes validate_report.py with complete == false, interrupted_by_signal 15
 (when the ranks got to write it) and at least the job seen before the signal.
 """
-import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import validate_report  # noqa: E402
+from sweep_runner import start_and_wait_for_a_job  # noqa: E402  (this folder)
 
 
 def main():
@@ -26,19 +24,7 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     report = Path(argv[0])
-    cmd = argv[2:] + ["--out", str(report)]
-    report.unlink(missing_ok=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = 0
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            seen = len(json.loads(report.read_text())["results"])
-        except (OSError, ValueError, KeyError):
-            seen = 0
-        if seen >= 1:
-            break
-        time.sleep(0.05)
+    proc, seen = start_and_wait_for_a_job(argv[2:], report)
     if proc.poll() is not None:
         print(f"FAIL: the sweep ended (rc {proc.returncode}) before a job was seen; make it longer", file=sys.stderr)
         return 1
