@@ -30,6 +30,7 @@ cpbench_report_test(model_p8 8 "--model;tiny;--seq;128;--heads;8;--kv-heads;2;--
 cpbench_report_test(tiers_p4_k2 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--mesh;all;--ranks-per-node;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 12")
 cpbench_report_test(tiers_p6_k2_ring_inner 6 "--model;tiny;--seq;144;--heads;6;--kv-heads;6;--mesh;all;--ranks-per-node;2;--placement;ring-inner;--no-causal;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(tiers_p8_k4 8 "--model;tiny;--seq;128;--heads;8;--kv-heads;2;--mesh;all;--ranks-per-node;4;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
+cpbench_report_test(tiers_p8_k4_ring_inner 8 "--model;tiny;--seq;128;--heads;8;--kv-heads;4;--mesh;all;--ranks-per-node;4;--placement;ring-inner;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(tiers_p8_k2_ring_inner_double 8 "--model;tiny;--seq;160;--heads;8;--kv-heads;8;--strategies;usp,double-ring;--usp-ring;double;--mesh;all;--ranks-per-node;2;--placement;ring-inner;${_fast}" "${_py} ${_chk} model REPORT --min-ok 5")
 
 # Ring hop truncation (K_eff): a window W <= N/P makes the contiguous ring a one-hop halo exchange;
