@@ -257,17 +257,21 @@ CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const Mesh
 }
 
 int RingLayer::ring_hops(const LayerShape& s, int P) const {
-  if (P <= 1) return 0;
+  return RingCore::effective_hops(P, [&](int j) { return rank_positions(s, P, j); }, s);
+}
+
+int RingCore::effective_hops(int R, const BlockPositions& block_pos, const LayerShape& s) {
+  if (R <= 1) return 0;
   AttnShape a;
   a.causal = s.causal;
   a.window = s.window;
   a.docs = s.docs;
   const AttnMask mask = a.mask();
   std::vector<Positions> pos;
-  for (int j = 0; j < P; ++j) pos.push_back(rank_positions(s, P, j));
-  for (int k = P - 1; k >= 1; --k)  // at hop k, rank r holds the block of rank r - k
-    for (int r = 0; r < P; ++r)
-      if (count_visible_pairs(pos[size_t(r)], pos[size_t((r - k + P) % P)], mask) > 0) return k;
+  for (int j = 0; j < R; ++j) pos.push_back(block_pos(j));
+  for (int k = R - 1; k >= 1; --k)  // at hop k, rank r holds the block of rank r - k
+    for (int r = 0; r < R; ++r)
+      if (count_visible_pairs(pos[size_t(r)], pos[size_t((r - k + R) % R)], mask) > 0) return k;
   return 0;
 }
 

@@ -85,6 +85,10 @@ class RingCore {
   // Bytes the core keeps allocated per rank: lse, delta, block o and lse, the float32 running
   // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv
   // accumulators (float32).
+  // DESIGN's ring hop truncation: K_eff, the farthest hop k (1..R-1) at which some ring rank r
+  // receives a block (that of rank r-k) it has a visible pair with; 0 if none. R-1 without a
+  // window or documents. A pure function of the blocks' positions and the mask.
+  static int effective_hops(int R, const BlockPositions& block_pos, const LayerShape& s);
   static int64_t activation_bytes(const RingCoreShape& s, int R);
   // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `hk` = kv heads * d, `hops` hops
   // (-1: R-1, the full ring).

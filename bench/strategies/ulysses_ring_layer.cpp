@@ -16,7 +16,7 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   CommPrediction p;
   p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
   return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc)
-                                : RingCore::predicted_bytes(T, hk, m.R, elem, acc));
+                                : RingCore::predicted_bytes(T, hk, m.R, elem, acc, ring_hops(s, m)));
 }
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
@@ -36,15 +36,21 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
   if (!e.str().empty()) throw ConstraintError(e.str());
 }
 
-Positions UlyssesRingLayer::ring_block(int j) const {
-  const LayerShape& s = shape();
-  const int64_t Rn = R();
-  if (zigzag()) {
+Positions UlyssesRingLayer::ring_block(int j) const { return ring_block_of(shape(), env_.spec, j); }
+
+Positions UlyssesRingLayer::ring_block_of(const LayerShape& s, const MeshSpec& m, int j) {
+  const int64_t Rn = m.R;
+  if (zigzag_layout(m.ring_layout, s.causal)) {
     const int64_t C = s.N / (2 * Rn);
     return Positions::two(j * C, C, (2 * Rn - 1 - j) * C, C);
   }
   const int64_t L = s.N / Rn;
   return Positions::contiguous(j * L, L);
+}
+
+int UlyssesRingLayer::ring_hops(const LayerShape& s, const MeshSpec& m) {
+  if (m.inner_ring > 0) return -1;  // the double ring: every hop (no truncation yet)
+  return RingCore::effective_hops(m.R, [&](int j) { return ring_block_of(s, m, j); }, s);
 }
 
 int UlyssesRingLayer::ring_position(const Mesh& m) {
@@ -92,6 +98,7 @@ void UlyssesRingLayer::core_setup() {
                  [this](int j) { return ring_block(j); });
   else
     ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); });
+  hops_ = ring_hops(s, env_.spec);
 }
 
 void UlyssesRingLayer::core_forward() {
@@ -119,7 +126,7 @@ void UlyssesRingLayer::core_forward() {
   c.all_to_all(send, recv);
   unpack_peers_to_sequence(b, recv, s.B, T_, s.d, Un, nseg(), {{&q_r_, s.H}, {&k_r_, Ge}, {&v_r_, Ge}});
   if (double_ring()) dring_.forward(q_r_, k_r_, v_r_, o_r_);
-  else ring_.forward(q_r_, k_r_, v_r_, o_r_);
+  else ring_.forward(q_r_, k_r_, v_r_, o_r_, hops_);
   // o: back to my tokens, all heads
   Tensor send_o = send_.view(0, {s.B * T_ * s.H * s.d});
   Tensor recv_o = recv_.view(0, {send_o.numel()});
@@ -158,7 +165,7 @@ void UlyssesRingLayer::core_backward() {
   c.all_to_all(send_do, recv_do);
   unpack_peers_to_sequence(b, recv_do, s.B, T_, s.d, Un, nseg(), {{&do_r_, s.H}});
   if (double_ring()) dring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
-  else ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
+  else ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_, hops_);
   // dq, dk, dv: back to my tokens, sent in the run dtype (converted into q_r_, k_r_, v_r_,
   // which the step no longer needs).
   Tensor dq = in_dtype(b, s.dtype, dq_r_, q_r_), dk = in_dtype(b, s.dtype, dk_r_, k_r_),

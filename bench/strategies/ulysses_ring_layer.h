@@ -63,6 +63,11 @@ class UlyssesRingLayer : public SeqShardedLayer {
   int kv_copies() const { return replicated_kv_heads(U(), shape()) / shape().G; }  // f
   // The U*T tokens (per batch row) of ring index j, in position order.
   Positions ring_block(int j) const;
+  // Positions of ring index j's block on a resolved mesh (pure: what ring_block returns).
+  static Positions ring_block_of(const LayerShape& s, const MeshSpec& m, int j);
+  // The single ring's K_eff (RingCore::effective_hops); the double ring runs every hop.
+  static int ring_hops(const LayerShape& s, const MeshSpec& m);
+  int hops_ = -1;
 
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;
   void core_setup() override;
