@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
       if (verifying) print_verify_table(results);
       else {
         const auto nodes = context["nodes"]["node_of_rank"].get<std::vector<int>>();
-        print_run_table(results, *std::max_element(nodes.begin(), nodes.end()) > 0);
+        print_run_table(results, *std::max_element(nodes.begin(), nodes.end()) > 0, cfg.pass == "prefill");
       }
       if (!cfg.out.empty() && write_error.empty()) std::printf("report: %s\n", cfg.out.c_str());
       if (!write_error.empty()) std::fprintf(stderr, "cpbench: error: %s\n", write_error.c_str());

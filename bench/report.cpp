@@ -138,7 +138,8 @@ void write_json_file(const std::string& path, const json& j) {
   }
 }
 
-void print_run_table(const std::vector<JobResult>& results, bool several_nodes) {
+void print_run_table(const std::vector<JobResult>& results, bool several_nodes, bool prefill) {
+  if (prefill) std::printf("\npass: prefill (forward only: bwd_ms, backward bytes and FLOPs are 0)");
   std::printf("\n%-22s %8s %6s %10s %9s %9s %8s %7s %11s %11s %5s %8s %5s %10s %6s%s\n", "strategy", "seq", "status",
               "step_ms", "fwd_ms", "bwd_ms", "TFLOP/s", "MFU", "comm_fwd", "comm_bwd", "model", "overlap", "hta",
               "peak_mem", "imbal", several_nodes ? "  inter_node" : "");

@@ -297,8 +297,12 @@ def make_title(reports):
     c = cfgs[0]
     keys = ("world_size", "backend", "dtype", "batch", "heads", "kv_heads", "head_dim", "causal")
     if all(all(x[k] == c[k] for k in keys) for x in cfgs):
+        extra = " prefill (forward only)" if c["pass"] == "prefill" else ""
+        m = c["mask"]
+        extra += f" window {m['window']}" if m["window"] else ""
+        extra += f" docs {m['docs']['spec']}" if m["docs"] else ""
         return (f"cpbench: P={c['world_size']} {c['backend']} {c['dtype']}, B={c['batch']} H={c['heads']} "
-                f"G={c['kv_heads']} d={c['head_dim']}{' causal' if c['causal'] else ''}")
+                f"G={c['kv_heads']} d={c['head_dim']}{' causal' if c['causal'] else ''}{extra}")
     return f"cpbench: {len(reports)} reports (configs differ)"
 
 
