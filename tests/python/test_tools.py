@@ -428,7 +428,7 @@ class CompareTest(TempDirCase):
 
 
 class PlotTest(TempDirCase):
-    EXPECTED = sorted(f"{n}.{f}" for n in ("step_time", "mfu_vs_seq", "comm_bytes", "peak_memory")
+    EXPECTED = sorted(f"{n}.{f}" for n in ("step_time", "mfu_vs_seq", "comm_bytes", "peak_memory", "comm_tiers", "balance")
                       for f in ("png", "svg"))
 
     def check_outputs(self, outdir, res):
