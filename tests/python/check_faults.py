@@ -19,9 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import validate_report  # noqa: E402
-from sweep_runner import start_and_wait_for_a_job  # noqa: E402  (this folder)
+from sweep_runner import check_kept_report, start_and_wait_for_a_job  # noqa: E402  (this folder)
 
 
 def world_rank_pid(launcher_pid, rank):
@@ -76,17 +74,7 @@ def main():
         pass
     if proc.returncode == 0:
         problems.append("exit code 0")
-    try:
-        rep = validate_report.load_report(str(report))
-    except validate_report.ReportError as e:
-        problems.append(f"report invalid: {e}")
-        rep = None
-    if rep is not None:
-        ok = [r for r in rep["results"] if r["status"] == "ok"]
-        if len(ok) < seen:
-            problems.append(f"{len(ok)} ok results kept, {seen} were finished before the signal")
-        if rep["complete"]:
-            problems.append("report says complete")
+    rep = check_kept_report(report, seen, problems)
     if a.mode == "stop":
         if "rank 1 did not answer" not in err:
             problems.append("stderr does not name rank 1 as the rank that did not answer")

@@ -13,9 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import validate_report  # noqa: E402
-from sweep_runner import start_and_wait_for_a_job  # noqa: E402  (this folder)
+from sweep_runner import check_kept_report, start_and_wait_for_a_job  # noqa: E402  (this folder)
 
 
 def main():
@@ -42,18 +40,8 @@ def main():
     problems = []
     if proc.returncode == 0:
         problems.append("exit code 0 after SIGTERM")
-    try:
-        rep = validate_report.load_report(str(report))
-    except validate_report.ReportError as e:
-        problems.append(f"report invalid: {e}")
-        rep = None
+    rep = check_kept_report(report, seen, problems)
     if rep is not None:
-        if rep["complete"]:
-            problems.append("complete is true after SIGTERM")
-        if len(rep["results"]) < seen:
-            problems.append(f"{len(rep['results'])} results on disk, {seen} were there before the signal")
-        if not any(r["status"] == "ok" for r in rep["results"]):
-            problems.append("no ok result kept")
         if "interrupted_by_signal" in rep and rep["interrupted_by_signal"] != signal.SIGTERM:
             problems.append(f"interrupted_by_signal {rep['interrupted_by_signal']}")
     print(f"rc {proc.returncode}; results before the signal {seen}, on disk "
