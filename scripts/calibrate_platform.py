@@ -105,6 +105,8 @@ def main():
             "rates / peak (attention: causal, d=%d, hardware FLOPs); memory_bw = best memory-bound kernel;" % a.head_dim,
             "intra = MPI ring shift between 2 ranks (BM_CommRingShiftRaw 1-64 MiB: bandwidth per direction and",
             "latency of a least-squares line). One node; a 'GPU' is one rank. Re-run the script to refresh.",
+            "cores_per_node = this machine's cores / threads per rank: more ranks than that share cores (as",
+            "mpirun --oversubscribe runs them here), and the simulation shares each core's speed alike.",
         ],
         "device": "%s, %d thread(s) per rank" % (cpu, a.threads),
         "peak_tflops": {"fp32": round(peak_gflops / 1e3, 6)},
@@ -112,6 +114,7 @@ def main():
         "memory_bw_gbs": round(mem_bw, 3),
         "hbm_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "kernel_launch_us": 1,
+        "cores_per_node": max(1, (os.cpu_count() or 1) // a.threads),
         "network": {
             "gpus_per_node": a.gpus_per_node,
             "max_nodes": 1,

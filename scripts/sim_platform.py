@@ -52,6 +52,15 @@ def write_generated(plat, path, P, out_dir):
     if g < 1 or nics < 1 or nics > g:
         fail("%s: need 1 <= nics_per_node <= gpus_per_node (got %d, %d)" % (path, nics, g))
     nodes = int(math.ceil(P / g))
+    # cores_per_node (optional): the node's ranks time-share that many cores (the `local` platform
+    # when more ranks than cores run, as mpirun --oversubscribe does here). Each core is one host;
+    # local rank i runs on core i % cores, so two ranks on one core share its speed (SimGrid
+    # divides a host's speed among the actors computing on it) and talk through a loopback link
+    # with the intra-node rate.
+    cores = int(plat.get("cores_per_node", g))
+    if cores < 1:
+        fail("%s: cores_per_node must be >= 1 (got %d)" % (path, cores))
+    hosts_per_node = min(g, cores)
     if "max_nodes" in net and nodes > int(net["max_nodes"]):
         fail("%s: %d ranks need %d nodes of %d GPUs; this platform has %d nodes"
              % (path, P, nodes, g, int(net["max_nodes"])))
@@ -67,21 +76,29 @@ def write_generated(plat, path, P, out_dir):
     w('<zone id="world" routing="Full">')
     for n in range(nodes):
         w('  <zone id="node%d" routing="Full">' % n)
-        for i in range(g):
+        for i in range(hosts_per_node):
             w('    <host id="node%d-gpu%d" speed="1Gf"/>' % (n, i))
         w('    <router id="node%d-gw"/>' % n)
-        for i in range(g):
+        for i in range(hosts_per_node):
             w('    <link id="node%d-port%d" bandwidth="%s" latency="%s" sharing_policy="SPLITDUPLEX"/>'
               % (n, i, gbs(intra["bw_gbs"]), us(intra["lat_us"] / 2)))
+        if hosts_per_node < g:  # ranks sharing a core talk through memory: the intra-node rate
+            for i in range(hosts_per_node):
+                w('    <link id="node%d-loop%d" bandwidth="%s" latency="%s"/>'
+                  % (n, i, gbs(intra["bw_gbs"]), us(intra["lat_us"])))
         if inter is not None:
             for i in range(nics):
                 w('    <link id="node%d-nic%d" bandwidth="%s" latency="%s" sharing_policy="SPLITDUPLEX"/>'
                   % (n, i, gbs(inter["bw_gbs"]), us(inter["lat_us"] / 2)))
-        for i in range(g):
-            for j in range(i + 1, g):
+        for i in range(hosts_per_node):
+            if hosts_per_node < g:
+                w('    <route src="node%d-gpu%d" dst="node%d-gpu%d"><link_ctn id="node%d-loop%d"/></route>'
+                  % (n, i, n, i, n, i))
+            for j in range(i + 1, hosts_per_node):
                 w('    <route src="node%d-gpu%d" dst="node%d-gpu%d">'
                   '<link_ctn id="node%d-port%d" direction="UP"/><link_ctn id="node%d-port%d" direction="DOWN"/></route>'
                   % (n, i, n, j, n, i, n, j))
+        for i in range(hosts_per_node):
             if inter is not None:
                 w('    <route src="node%d-gpu%d" dst="node%d-gw"><link_ctn id="node%d-nic%d" direction="UP"/></route>'
                   % (n, i, n, n, i % nics))
@@ -98,8 +115,8 @@ def write_generated(plat, path, P, out_dir):
     w("</platform>")
     with open(os.path.join(out_dir, "platform.xml"), "w") as f:
         f.write("\n".join(L) + "\n")
-    hosts = ["node%d-gpu%d" % (r // g, r % g) for r in range(P)]
-    return hosts
+    hosts = ["node%d-gpu%d" % (r // g, (r % g) % hosts_per_node) for r in range(P)]
+    return hosts, g
 
 
 def main():
@@ -122,10 +139,17 @@ def main():
         with open(xml) as src, open(os.path.join(out_dir, "platform.xml"), "w") as dst:
             dst.write(src.read())
         hosts = hosts[:P]
+        g = int(plat.get("network", {}).get("gpus_per_node", 0))
     else:
-        hosts = write_generated(plat, path, P, out_dir)
+        hosts, g = write_generated(plat, path, P, out_dir)
     with open(os.path.join(out_dir, "hostfile"), "w") as f:
         f.write("\n".join(hosts) + "\n")
+    # The platform's nodes for cpbench's --ranks-per-node (simulate.sh passes it): SMPI's
+    # MPI_COMM_TYPE_SHARED groups the ranks of one simulated *host*, and a host here is one GPU
+    # (or one core), not one node. Empty when the nodes are not equal blocks of ranks.
+    rpn = min(P, g) if g > 0 else 0
+    with open(os.path.join(out_dir, "ranks_per_node"), "w") as f:
+        f.write("%d\n" % rpn if rpn > 0 and P % rpn == 0 else "\n")
 
 
 if __name__ == "__main__":

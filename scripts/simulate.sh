@@ -15,7 +15,8 @@
 #                       /tmp hundreds of ranks stall in page-cache writeback. The simulation then
 #                       cannot see the real /tmp: do not write --out/--trace there.
 # Everything after `--` goes to cpbench-sim; `--backend sim` and, unless given, `--peak-tflops`
-# (the platform's peak for the run's dtype) are added. The run's times are simulated seconds of
+# (the platform's peak for the run's dtype) and `--ranks-per-node` (the platform's GPUs per node,
+# so that bytes per tier follow the platform's nodes) are added. The run's times are simulated seconds of
 # the platform; the compute is not executed (only its declared cost advances the clock).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -57,12 +58,13 @@ python3 "$root/scripts/sim_platform.py" "$plat_json" "$np" "$work"
 
 # The peak for MFU: the platform's, for the run's dtype (fp32 unless --dtype is given).
 args=("$@")
-dtype=fp32 have_peak=0
+dtype=fp32 have_peak=0 have_rpn=0
 for ((i = 0; i < ${#args[@]}; ++i)); do
   case "${args[i]}" in
     --dtype) dtype="${args[i + 1]:-fp32}" ;;
     --dtype=*) dtype="${args[i]#--dtype=}" ;;
     --peak-tflops|--peak-tflops=*) have_peak=1 ;;
+    --ranks-per-node|--ranks-per-node=*) have_rpn=1 ;;
   esac
 done
 extra=()
@@ -73,6 +75,9 @@ if [[ "${args[0]}" == run || "${args[0]}" == verify ]]; then
     [[ -n "$peak" ]] || { echo "simulate.sh: platform $plat_json has no peak_tflops for dtype $dtype" >&2; exit 2; }
     extra+=(--peak-tflops "$peak")
   fi
+  # Nodes as the platform has them (sim_platform.py): SMPI would group ranks by simulated host.
+  rpn=$(cat "$work/ranks_per_node")
+  if ((!have_rpn)) && [[ -n "$rpn" ]]; then extra+=(--ranks-per-node "$rpn"); fi
 fi
 
 # SMPI's shared-allocation file and the per-rank copies of the binary go to a RAM file system:

@@ -5,6 +5,10 @@
       context.simulated is the platform's (name, peaks, efficiency tables, memory bandwidth), the
       GPU is the simulated device, MFU uses the platform's peak, every ok result has positive
       simulated times; with --same-times, OTHER (the same run again) has identical step times.
+  check_sim_report.py shared-cores REPORT_P REPORT_2P
+      the platform's ranks time-share cores (cores_per_node = P): `single` does the same work on
+      every rank, so with twice the ranks on the same cores its simulated step takes twice as long
+      (less the latencies that ranks do not share: the ratio must lie in [1.99, 2]).
   check_sim_report.py env REPORT NAME=VALUE
       context.env records NAME=VALUE (the run used that setting).
 Prints what failed and exits 1 on any failure."""
@@ -37,6 +41,11 @@ def cmd_simulated(args):
     check(abs(sim["memory_bw"] - plat["memory_bw_gbs"] * 1e9) < 1, "memory_bw %r" % sim["memory_bw"])
     check(any("simulated" in g and plat["device"] in g for g in ctx["gpus"]), "gpus %r" % ctx["gpus"])
     dtype = rep["config"].get("dtype", "fp32")
+    if "xml" not in plat:  # generated platforms: nodes of gpus_per_node ranks, not one node per host
+        P = ctx["world_size"]
+        g = min(P, int(plat["network"]["gpus_per_node"]))
+        nodes = ctx["nodes"]["node_of_rank"]
+        check(nodes == [r // g for r in range(P)], "context.nodes.node_of_rank %r, expected blocks of %d" % (nodes, g))
     oks = [r for r in rep["results"] if r["status"] == "ok"]
     check(len(oks) > 0, "no ok result")
     for r in oks:
@@ -52,6 +61,23 @@ def cmd_simulated(args):
     print("%d ok results checked against %s" % (len(oks), plat["name"]))
 
 
+def cmd_shared_cores(args):
+    def single(path):
+        rep = json.load(open(path))
+        r = [x for x in rep["results"] if x["label"] == "single" and x["status"] == "ok"]
+        check(len(r) == 1, "%s: no ok 'single' result" % path)
+        return rep["context"]["world_size"], r[0]["timing"]["step_ms"]["median"] if r else float("nan")
+    p1, t1 = single(args[0])
+    p2, t2 = single(args[1])
+    check(p2 == 2 * p1, "world sizes %d and %d: expected P and 2P" % (p1, p2))
+    # Compute shares the core: exactly twice as long. What the ranks do not share (latencies of
+    # the step's closing collectives: microseconds against the step's milliseconds) keeps the
+    # ratio a little under 2; without core sharing it would be 1.
+    check(1.99 <= t2 / t1 <= 2.0, "single: %.6f ms at P=%d, %.6f ms at P=%d: ratio %.6f, expected 2 (two ranks "
+          "per core) less the unshared latencies" % (t1, p1, t2, p2, t2 / t1))
+    print("single: %.4f ms with one rank per core, %.4f ms with two (ratio %.6f)" % (t1, t2, t2 / t1))
+
+
 def cmd_env(args):
     rep = json.load(open(args[0]))
     name, value = args[1].split("=", 1)
@@ -60,7 +86,7 @@ def cmd_env(args):
 
 
 def main():
-    {"simulated": cmd_simulated, "env": cmd_env}[sys.argv[1]](sys.argv[2:])
+    {"simulated": cmd_simulated, "shared-cores": cmd_shared_cores, "env": cmd_env}[sys.argv[1]](sys.argv[2:])
     return 1 if failed else 0
 
 
