@@ -99,6 +99,10 @@ struct Request {
 // backend's compute stream: a buffer written by compute issued before the call is sent, and
 // compute issued after the call (after wait(), for non-blocking ones) sees received data.
 // On CPU the collectives block; isend/irecv progress in the background (comm thread).
+//
+// The public operations are non-virtual: they check their arguments here, once for every
+// implementation (comm/communicator.cpp: sizes, dtypes, memory, overlap, peer, tag), and then
+// call the implementation's do_*, which only moves data and logs it.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -108,20 +112,39 @@ class Communicator {
 
   // send [g * c] elements -> recv [g * c]: chunk j of send goes to rank j; chunk j of recv
   // comes from rank j.
-  virtual void all_to_all(const Tensor& send, Tensor& recv) = 0;
+  void all_to_all(const Tensor& send, Tensor& recv);
   // send [c] -> recv [g * c], chunk j from rank j.
-  virtual void all_gather(const Tensor& send, Tensor& recv) = 0;
+  void all_gather(const Tensor& send, Tensor& recv);
   // send [g * c] -> recv [c] = sum over ranks of their chunk rank(); float32 sum (dtype of send).
-  virtual void reduce_scatter(const Tensor& send, Tensor& recv) = 0;
-  // Non-blocking point-to-point; the buffer must stay alive until wait().
-  virtual Request isend(const Tensor& buf, int peer, int tag) = 0;
-  virtual Request irecv(Tensor& buf, int peer, int tag) = 0;
+  void reduce_scatter(const Tensor& send, Tensor& recv);
+  // Non-blocking point-to-point; the buffer must stay alive until wait(). peer in [0, size()),
+  // tag in [0, max_tag()].
+  Request isend(const Tensor& buf, int peer, int tag);
+  Request irecv(Tensor& buf, int peer, int tag);
   // Completes the request; afterwards compute may use (recv) or overwrite (send) the buffer.
   virtual void wait(Request& r) = 0;
   virtual void barrier() = 0;
 
  protected:
+  // Called with arguments that passed the checks.
+  virtual void do_all_to_all(const Tensor& send, Tensor& recv) = 0;
+  virtual void do_all_gather(const Tensor& send, Tensor& recv) = 0;
+  virtual void do_reduce_scatter(const Tensor& send, Tensor& recv) = 0;
+  virtual Request do_isend(const Tensor& buf, int peer, int tag) = 0;
+  virtual Request do_irecv(Tensor& buf, int peer, int tag) = 0;
+  // The largest tag the transport accepts (MPI: the communicator's MPI_TAG_UB).
+  virtual int max_tag() const;
+  // True when the implementation copies send and recv through host buffers of its own, so that
+  // they may overlap (MPI on device memory); otherwise in-place calls are refused.
+  virtual bool stages_buffers() const { return false; }
+  // What the checks' messages call the implementation ("mpi", "nccl", "self").
+  virtual const char* kind() const = 0;
+
   std::string name_;
+
+ private:
+  void check_collective(OpKind op, const Tensor& send, const Tensor& recv) const;
+  void check_p2p(OpKind op, const Tensor& buf, int peer, int tag) const;
 };
 
 }  // namespace cpbench

@@ -457,16 +457,6 @@ class P2PEngine {
 
 // ---- the communicator ----------------------------------------------------------------------------
 
-bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
-  if (na == 0 || nb == 0) return false;
-  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + nb && pb < pa + na;
-}
-
-std::string shape_of(const Tensor& t) {
-  return t.shape_str() + " " + dtype_name(t.dtype) + " (" + std::to_string(t.numel()) + " elements)";
-}
-
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, const std::string& name, CommLog& log, Backend& be)
@@ -498,12 +488,15 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void all_to_all(const Tensor& send, Tensor& recv) override {
+ protected:
+  const char* kind() const override { return "mpi"; }
+  int max_tag() const override { return tag_ub_; }
+  bool stages_buffers() const override { return staged_; }
+
+  void do_all_to_all(const Tensor& send, Tensor& recv) override {
     const double t0 = log_.now_ms();
     const Phase ph = log_.phase();
     InCall in_call(log_, OpKind::all_to_all, name_, others());
-    check_divisible("all_to_all", send);
-    check_pair("all_to_all", send, recv, send.numel(), "recv.numel() == send.numel()");
     const size_t bytes = send.bytes();
     ByteSpan chunk(bytes / static_cast<size_t>(size_));
     const void* sb = send.data;
@@ -519,11 +512,10 @@ class MpiCommunicator final : public Communicator {
     record(OpKind::all_to_all, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
   }
 
-  void all_gather(const Tensor& send, Tensor& recv) override {
+  void do_all_gather(const Tensor& send, Tensor& recv) override {
     const double t0 = log_.now_ms();
     const Phase ph = log_.phase();
     InCall in_call(log_, OpKind::all_gather, name_, others());
-    check_pair("all_gather", send, recv, send.numel() * size_, "recv.numel() == group size * send.numel()");
     const size_t bytes = send.bytes();
     ByteSpan chunk(bytes);
     const void* sb = send.data;
@@ -539,12 +531,10 @@ class MpiCommunicator final : public Communicator {
     record(OpKind::all_gather, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
   }
 
-  void reduce_scatter(const Tensor& send, Tensor& recv) override {
+  void do_reduce_scatter(const Tensor& send, Tensor& recv) override {
     const double t0 = log_.now_ms();
     const Phase ph = log_.phase();
     InCall in_call(log_, OpKind::reduce_scatter, name_, others());
-    check_divisible("reduce_scatter", send);
-    check_pair("reduce_scatter", send, recv, send.numel() / size_, "send.numel() == group size * recv.numel()");
     const int64_t c = recv.numel();
     if (c > INT_MAX)
       throw std::invalid_argument("reduce_scatter on '" + name_ + "': " + std::to_string(c) +
@@ -585,19 +575,20 @@ class MpiCommunicator final : public Communicator {
     record(OpKind::reduce_scatter, ph, static_cast<int64_t>(send.bytes()), -1, t0, log_.now_ms());
   }
 
-  Request isend(const Tensor& buf, int peer, int tag) override {
+  Request do_isend(const Tensor& buf, int peer, int tag) override {
     auto op = make_op(OpKind::send, buf, peer, tag);
     if (staged_) be_.copy_to_host_raw(op->stage.get(), buf, op->bytes);  // caller's thread: after its compute
     start(op);
     return Request{op};
   }
 
-  Request irecv(Tensor& buf, int peer, int tag) override {
+  Request do_irecv(Tensor& buf, int peer, int tag) override {
     auto op = make_op(OpKind::recv, buf, peer, tag);
     start(op);
     return Request{op};
   }
 
+ public:
   void wait(Request& r) override {
     if (!r.active()) return;  // like MPI_Wait on MPI_REQUEST_NULL
     {
@@ -661,18 +652,9 @@ class MpiCommunicator final : public Communicator {
     op.done.store(true, std::memory_order_release);
   }
 
-  std::shared_ptr<P2POp> make_op(OpKind kind, const Tensor& buf, int peer, int tag) {
-    const char* what = kind == OpKind::send ? "isend" : "irecv";
-    if (peer < 0 || peer >= size_)
-      throw std::invalid_argument(std::string(what) + " on '" + name_ + "': peer " + std::to_string(peer) +
-                                  " outside the group [0, " + std::to_string(size_) + ")");
-    if (tag < 0 || tag > tag_ub_)
-      throw std::invalid_argument(std::string(what) + " on '" + name_ + "': tag " + std::to_string(tag) +
-                                  " outside [0, " + std::to_string(tag_ub_) + "]");
-    if (buf.data == nullptr && buf.numel() > 0)
-      throw std::invalid_argument(std::string(what) + " on '" + name_ + "': buffer has no memory");
+  std::shared_ptr<P2POp> make_op(OpKind op_kind, const Tensor& buf, int peer, int tag) {
     auto op = std::make_shared<P2POp>();
-    op->kind = kind;
+    op->kind = op_kind;
     op->comm = comm_;
     op->owner = this;
     op->peer = peer;
@@ -689,26 +671,6 @@ class MpiCommunicator final : public Communicator {
   void stage_in(const Tensor& t, std::vector<unsigned char>& host) {
     host.resize(t.bytes());
     be_.copy_to_host_raw(host.data(), t, t.bytes());
-  }
-
-  void check_pair(const char* op, const Tensor& send, const Tensor& recv, int64_t want_recv, const char* rule) {
-    auto fail = [&](const std::string& why) {
-      throw std::invalid_argument(std::string(op) + " on '" + name_ + "' (group size " + std::to_string(size_) +
-                                  "): " + why + "; send " + shape_of(send) + ", recv " + shape_of(recv));
-    };
-    if (send.dtype != recv.dtype) fail("send and recv dtypes differ");
-    if (recv.numel() != want_recv) fail(std::string("need ") + rule);
-    if ((send.data == nullptr && send.numel() > 0) || (recv.data == nullptr && recv.numel() > 0))
-      fail("a buffer has no memory");
-    if (!staged_ && overlaps(send.data, send.bytes(), recv.data, recv.bytes()))
-      fail("send and recv overlap (in-place is not supported)");
-  }
-
-  void check_divisible(const char* op, const Tensor& send) {
-    if (send.numel() % size_ != 0)
-      throw std::invalid_argument(std::string(op) + " on '" + name_ + "': send has " +
-                                  std::to_string(send.numel()) + " elements, not a multiple of the group size " +
-                                  std::to_string(size_));
   }
 
   void record(OpKind k, Phase ph, int64_t buffer_bytes, int peer, double t0, double t1) {

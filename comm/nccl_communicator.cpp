@@ -86,12 +86,6 @@ void mpi_ok(int rc, const char* call) {
   throw std::runtime_error(std::string("MPI error in ") + call + " (" + error_context() + "): " + msg);
 }
 
-bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
-  if (na == 0 || nb == 0) return false;
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + nb && pb < pa + na;
-}
-
 // Start and end events of one operation (or one group of p2p operations) on the comm stream.
 struct Span {
   cudaEvent_t start = nullptr, end = nullptr;
@@ -140,13 +134,16 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void all_to_all(const Tensor& send, Tensor& recv) override;
-  void all_gather(const Tensor& send, Tensor& recv) override;
-  void reduce_scatter(const Tensor& send, Tensor& recv) override;
-  Request isend(const Tensor& buf, int peer, int tag) override;
-  Request irecv(Tensor& buf, int peer, int tag) override;
   void wait(Request& r) override;
   void barrier() override;
+
+ protected:
+  const char* kind() const override { return "nccl"; }
+  void do_all_to_all(const Tensor& send, Tensor& recv) override;
+  void do_all_gather(const Tensor& send, Tensor& recv) override;
+  void do_reduce_scatter(const Tensor& send, Tensor& recv) override;
+  Request do_isend(const Tensor& buf, int peer, int tag) override;
+  Request do_irecv(Tensor& buf, int peer, int tag) override;
 
  private:
   std::vector<int> world_ranks_;  // of the members, in group order
@@ -156,7 +153,7 @@ class NcclCommunicator final : public Communicator {
   // end event; the compute stream waits on it.
   void end_op(Span& sp);
   void flush();  // post the queued isend/irecv as one group
-  Request queue_p2p(OpKind kind, const Tensor& buf, int peer);
+  Request queue_p2p(OpKind op_kind, const Tensor& buf, int peer);
   void log_record(OpKind op, Phase ph, int64_t buffer_bytes, int peer, double t_issue,
                   const std::shared_ptr<Span>& sp);
   void on_sync();
@@ -169,9 +166,6 @@ class NcclCommunicator final : public Communicator {
   Tensor& staging(Tensor& t, int64_t numel);  // an fp32 comm buffer of at least numel elements
   void resolve_timings();
   void take_reference();
-  void check_pair(const char* op, const Tensor& send, const Tensor& recv, int64_t want_recv,
-                  const char* rule) const;
-  void check_divisible(const char* op, const Tensor& send) const;
 
   CudaBackend& be_;
   CommLog& log_;
@@ -415,37 +409,10 @@ Tensor& NcclCommunicator::staging(Tensor& t, int64_t numel) {
   return t;
 }
 
-// ---- checks -------------------------------------------------------------------------------------
-void NcclCommunicator::check_pair(const char* op, const Tensor& send, const Tensor& recv,
-                                  int64_t want_recv, const char* rule) const {
-  auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(std::string(op) + " on '" + name_ + "' (group size " +
-                                std::to_string(size_) + ", nccl): " + why + "; send " +
-                                send.shape_str() + " " + dtype_name(send.dtype) + ", recv " +
-                                recv.shape_str() + " " + dtype_name(recv.dtype));
-  };
-  if (send.dtype != recv.dtype) fail("send and recv dtypes differ");
-  if (recv.numel() != want_recv) fail(std::string("need ") + rule);
-  if ((send.data == nullptr && send.numel() > 0) || (recv.data == nullptr && recv.numel() > 0))
-    fail("a buffer has no memory");
-  if (overlaps(send.data, send.bytes(), recv.data, recv.bytes()))
-    fail("send and recv overlap (in-place is not supported)");
-}
-
-void NcclCommunicator::check_divisible(const char* op, const Tensor& send) const {
-  if (send.numel() % size_ != 0)
-    throw std::invalid_argument(std::string(op) + " on '" + name_ + "': send has " +
-                                std::to_string(send.numel()) +
-                                " elements, not a multiple of the group size " +
-                                std::to_string(size_));
-}
-
 // ---- collectives ----------------------------------------------------------------------------------
-void NcclCommunicator::all_to_all(const Tensor& send, Tensor& recv) {
+void NcclCommunicator::do_all_to_all(const Tensor& send, Tensor& recv) {
   const double t0 = log_.now_ms();
   const Phase ph = log_.phase();
-  check_divisible("all_to_all", send);
-  check_pair("all_to_all", send, recv, send.numel(), "recv.numel() == send.numel()");
   flush();
   auto sp = begin_op();
   const size_t bytes = send.bytes(), cb = bytes / size_t(size_);
@@ -471,11 +438,9 @@ void NcclCommunicator::all_to_all(const Tensor& send, Tensor& recv) {
   log_record(OpKind::all_to_all, ph, int64_t(bytes), -1, t0, sp);
 }
 
-void NcclCommunicator::all_gather(const Tensor& send, Tensor& recv) {
+void NcclCommunicator::do_all_gather(const Tensor& send, Tensor& recv) {
   const double t0 = log_.now_ms();
   const Phase ph = log_.phase();
-  check_pair("all_gather", send, recv, send.numel() * size_,
-             "recv.numel() == group size * send.numel()");
   flush();
   auto sp = begin_op();
   const size_t bytes = send.bytes();
@@ -491,12 +456,9 @@ void NcclCommunicator::all_gather(const Tensor& send, Tensor& recv) {
   log_record(OpKind::all_gather, ph, int64_t(bytes), -1, t0, sp);
 }
 
-void NcclCommunicator::reduce_scatter(const Tensor& send, Tensor& recv) {
+void NcclCommunicator::do_reduce_scatter(const Tensor& send, Tensor& recv) {
   const double t0 = log_.now_ms();
   const Phase ph = log_.phase();
-  check_divisible("reduce_scatter", send);
-  check_pair("reduce_scatter", send, recv, send.numel() / size_,
-             "send.numel() == group size * recv.numel()");
   flush();
   // Staging before begin_op: a new buffer's poisoning fill runs on the compute stream, which the
   // comm stream then waits for.
@@ -540,18 +502,11 @@ void NcclCommunicator::barrier() {
 }
 
 // ---- point-to-point ----------------------------------------------------------------------------
-Request NcclCommunicator::queue_p2p(OpKind kind, const Tensor& buf, int peer) {
-  const char* what = kind == OpKind::send ? "isend" : "irecv";
-  check_alive(what);
-  if (peer < 0 || peer >= size_)
-    throw std::invalid_argument(std::string(what) + " on '" + name_ + "': peer " +
-                                std::to_string(peer) + " outside the group [0, " +
-                                std::to_string(size_) + ")");
-  if (buf.data == nullptr && buf.numel() > 0)
-    throw std::invalid_argument(std::string(what) + " on '" + name_ + "': buffer has no memory");
+Request NcclCommunicator::queue_p2p(OpKind op_kind, const Tensor& buf, int peer) {
+  check_alive(op_kind == OpKind::send ? "isend" : "irecv");
   auto op = std::make_shared<P2POp>();
   op->owner = this;
-  op->kind = kind;
+  op->kind = op_kind;
   op->buf = buf;
   op->peer = peer;
   op->bytes = buf.bytes();
@@ -565,11 +520,11 @@ Request NcclCommunicator::queue_p2p(OpKind kind, const Tensor& buf, int peer) {
   return Request{op};
 }
 
-Request NcclCommunicator::isend(const Tensor& buf, int peer, int /*tag: see header*/) {
+Request NcclCommunicator::do_isend(const Tensor& buf, int peer, int /*tag: see header*/) {
   return queue_p2p(OpKind::send, buf, peer);
 }
 
-Request NcclCommunicator::irecv(Tensor& buf, int peer, int /*tag: see header*/) {
+Request NcclCommunicator::do_irecv(Tensor& buf, int peer, int /*tag: see header*/) {
   return queue_p2p(OpKind::recv, buf, peer);
 }
 

@@ -330,6 +330,16 @@ void check_errors(Ctx& c, World& w, Communicator& comm, Backend& be, CommLog& lo
   expect_throw<std::invalid_argument>(c, [&] { comm.all_to_all(a, bf); }, "all_to_all with mixed dtypes", "dtype");
   if (!be.device_memory())
     expect_throw<std::invalid_argument>(c, [&] { comm.all_to_all(a, a); }, "all_to_all in place", "overlap");
+  // The checks live in the Communicator base (comm/communicator.cpp): one rule and one message for
+  // every implementation, naming the group, its size and the implementation.
+  if (g > 1) {
+    Tensor rs_out = make(be, 4);
+    expect_throw<std::invalid_argument>(c, [&] { comm.reduce_scatter(b, rs_out); },
+                                        "reduce_scatter of a send that does not split into g chunks",
+                                        "not a multiple of the group size");
+  }
+  expect_throw<std::invalid_argument>(c, [&] { comm.all_gather(sh, b); }, "all_gather into a recv of the wrong size",
+                                      "(group size " + str(g) + ", mpi)");
   expect_throw<std::invalid_argument>(c, [&] { comm.isend(sh, g, 0); }, "isend to a peer outside the group",
                                       "peer " + str(g));
   expect_throw<std::invalid_argument>(c, [&] { comm.irecv(sh, -1, 0); }, "irecv from peer -1");
