@@ -2,5 +2,6 @@
 cpbench_unit_test(test_bench SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_bench.cpp LIBS cpbench_lib)
 # Metrics, typed results, block cache and memory limit (pure functions, no MPI).
 cpbench_unit_test(test_metrics SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_metrics.cpp LIBS cpbench_lib)
+target_compile_definitions(test_metrics PRIVATE CPBENCH_REPORT_SCHEMA="${PROJECT_SOURCE_DIR}/results_schema/report.schema.json")
 # The one table of options, --docs, the second-wave settings (bench/options.cpp, workloads.cpp).
 cpbench_unit_test(test_options SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_options.cpp LIBS cpbench_lib)

@@ -4,12 +4,18 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <fstream>
 #include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "bench/dump.h"
 #include "bench/metrics.h"
 #include "bench/result.h"
 #include "bench/tiers.h"
+#include "comm/world.h"
 #include "kernels/block_cache.h"
 
 using namespace cpbench;
@@ -234,4 +240,45 @@ TEST_CASE("tiers: the placement warning appears exactly when a Ulysses group spa
   CHECK(placement_warning("megatron-sp", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, k4).find("megatron-sp") != std::string::npos);
   CHECK(placement_warning("megatron-sp", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, {}).empty());
   CHECK(placement_warning("ring", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, k4).empty());
+}
+
+// The names the code writes into reports are the report schema's (results_schema), both ways: a
+// renamed enum value, or a schema edit the code does not follow, fails here before a report
+// fails validation in the field.
+TEST_CASE("names written into reports are exactly the report schema's", "[report]") {
+  std::ifstream f(CPBENCH_REPORT_SCHEMA);
+  REQUIRE(f.good());
+  const nlohmann::json schema = nlohmann::json::parse(f);
+  auto as_set = [](const nlohmann::json& arr) {
+    std::set<std::string> out;
+    for (const auto& v : arr) out.insert(v.get<std::string>());
+    return out;
+  };
+  std::set<std::string> ops;
+  for (OpKind k : {OpKind::all_to_all, OpKind::all_gather, OpKind::reduce_scatter, OpKind::send, OpKind::recv,
+                   OpKind::barrier})
+    ops.insert(op_name(k));
+  CHECK(ops.size() == 6);  // distinct
+  CHECK(ops == as_set(schema["$defs"]["comm_op"]["properties"]["op"]["enum"]));
+
+  std::set<std::string> placements;
+  for (Placement p : {Placement::ulysses_inner, Placement::ring_inner}) {
+    placements.insert(placement_name(p));
+    CHECK(parse_placement(placement_name(p)) == p);
+  }
+  CHECK(placements == as_set(schema["$defs"]["placement"]["enum"]));
+
+  std::set<std::string> dtypes;
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) dtypes.insert(dtype_name(t));
+  CHECK(dtypes == as_set(schema["properties"]["config"]["properties"]["dtype"]["enum"]));
+
+  // Phases and memory kinds are keys of a result's comm and memory blocks.
+  const auto& result = schema["$defs"]["result"]["properties"];
+  const std::vector<std::string> comm_required = result["comm"]["required"];
+  CHECK(comm_required == std::vector<std::string>{phase_name(Phase::fwd), phase_name(Phase::bwd)});
+  const auto& memory = result["memory"]["properties"];
+  for (MemKind k : {MemKind::weights, MemKind::activations, MemKind::comm}) {
+    INFO(mem_kind_name(k));
+    CHECK(memory.contains(mem_kind_name(k)));
+  }
 }

@@ -18,9 +18,6 @@ TEST_CASE("dtype helpers", "[tensor]") {
   for (DType t : {DType::f32, DType::bf16, DType::f16}) CHECK(parse_dtype(dtype_name(t)) == t);
   CHECK(parse_dtype("float32") == DType::f32);
   CHECK_THROWS_WITH(parse_dtype("fp8"), Catch::Contains("fp8") && Catch::Contains("fp32, bf16 or fp16"));
-  CHECK(std::string(mem_kind_name(MemKind::weights)) == "weights");
-  CHECK(std::string(mem_kind_name(MemKind::activations)) == "activations");
-  CHECK(std::string(mem_kind_name(MemKind::comm)) == "comm_buffers");
 }
 
 TEST_CASE("MemTracker keeps live and peak bytes per kind and in total", "[tensor]") {
@@ -222,7 +219,9 @@ TEST_CASE("AttnMask bounds follow DESIGN's visibility rule", "[positions][mask]"
   CHECK_THROWS_WITH(check_attn_shape(bad, "attn_fwd"), Catch::Contains("begin with 0"));
 }
 
-TEST_CASE("count_visible_pairs is fast at N = 262144", "[positions]") {
+// Exact counts at N = 262144 from the closed forms (per segment and document): a brute-force
+// count would take minutes, so this also shows no N^2 loop is hiding behind the API.
+TEST_CASE("count_visible_pairs gives exact closed-form counts at N = 262144", "[positions]") {
   const int64_t N = 262144;
   const Positions all = Positions::contiguous(0, N);
   CHECK(count_visible_pairs(all, all, true) == N * (N + 1) / 2);
