@@ -8,7 +8,8 @@
 (causal, tiny preset, one timed iteration: the figures are deterministic: FLOP counts and bytes)
 and then prints the table. Per report and strategy: flops_imbalance (max/mean of the exact
 per-rank model FLOPs), the ring hops actually run (ring strategies: forward bytes over one hop's
-K,V block, i.e. DESIGN's K_eff), and the bytes per rank per step (forward + backward).
+K,V block, i.e. DESIGN's K_eff; for the double ring, inner rings of w = 2, the K,V blocks sent
+over both levels), and the bytes per rank per step (forward + backward).
 """
 import argparse
 import json
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RING = ("ring", "ring-zigzag", "ring-striped")
+RING = ("ring", "ring-zigzag", "ring-striped", "double-ring")
 
 
 def table(paths):
@@ -66,7 +67,8 @@ def main():
             out = Path(a.out_dir) / f"{name}_p{P}.json"
             cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(P), a.binary, "run", "--model", "tiny",
                    "--seq", str(a.seq), "--heads", "8", "--kv-heads", "8", "--docs", name, "--threads", "1",
-                   "--strategies", "ulysses,ring,ring-zigzag,ring-striped,allgather-kv,usp", "--warmup", "0",
+                   "--strategies", "ulysses,ring,ring-zigzag,ring-striped,allgather-kv,usp,double-ring",
+                   "--inner-ring", "2", "--warmup", "0",
                    "--iters", "1", "--peak-tflops", "1", "--no-progress", "--out", str(out)]
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
             paths.append(out)

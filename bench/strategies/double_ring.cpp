@@ -6,8 +6,10 @@
 // balanced as in ring-zigzag. Forward bytes equal the ring's; what changes is where they go:
 // each rank sends P/w - 1 blocks across windows (inter-node when windows are nodes) instead of
 // the node's boundary ranks sending all of theirs.
-// Bytes per rank: fwd = s*T*2hk*(P-1); bwd = fwd + s_acc*T*2hk*(A), A = P when w = P or w = 1,
-// P + P/w otherwise (the accumulators close the inner circle each round, then hop windows).
+// Bytes per rank (full double ring): fwd = s*T*2hk*(P-1); bwd = fwd + s_acc*T*2hk*(A), A = P when
+// w = P or w = 1, P + P/w otherwise (the accumulators close the inner circle each round, then hop
+// windows). Under a window or documents the schedule skips the hops no rank needs
+// (DoubleRingCore::effective_hops; bytes as double_ring_core.h says).
 #include <sstream>
 
 #include "bench/strategies/double_ring_core.h"
@@ -59,7 +61,8 @@ class DoubleRing final : public SeqShardedLayer {
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override {
     const int w = m.inner_ring > 0 ? m.inner_ring : P;
-    return DoubleRingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, w, P / w, elem, acc);
+    return DoubleRingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, w, P / w, elem, acc,
+                                           ring_hops(s, P, w));
   }
 
  protected:
@@ -68,6 +71,11 @@ class DoubleRing final : public SeqShardedLayer {
     const int64_t c = s.N / (2 * int64_t(P));
     return Positions::two(j * c, c, (2 * int64_t(P) - 1 - j) * c, c);
   }
+  // DESIGN's hop truncation on the two-level schedule: a pure function of the layout and the
+  // mask (every rank computes the same; predicted_bytes uses it).
+  DoubleRingHops ring_hops(const LayerShape& s, int P, int w) const {
+    return DoubleRingCore::effective_hops(w, P / w, [&](int j) { return rank_positions(s, P, j); }, s);
+  }
   Positions token_positions(const LayerShape& s, const Mesh& m) const override {
     return rank_positions(s, m.P, m.cp->rank());
   }
@@ -75,13 +83,15 @@ class DoubleRing final : public SeqShardedLayer {
     const LayerShape& s = shape();
     RingCoreShape cs;
     cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
-  cs.window = s.window; cs.docs = s.docs;
+    cs.window = s.window; cs.docs = s.docs;
     const int P = mesh().P;
-    core_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
+    Communicator& inner = mesh().group("ring_inner");
+    core_.setup(be(), inner, mesh().group("ring_outer"), cs,
                 [this, P](int j) { return rank_positions(shape(), P, j); });
+    hops_ = ring_hops(s, P, inner.size());
   }
-  void core_forward() override { core_.forward(q_, k_, v_, o_); }
-  void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_); }
+  void core_forward() override { core_.forward(q_, k_, v_, o_, hops_); }
+  void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_, hops_); }
   void core_teardown() override { core_.teardown(); }
   void export_lse(std::vector<float>& global) override {
     const LayerShape& s = shape();
@@ -95,6 +105,7 @@ class DoubleRing final : public SeqShardedLayer {
   }
 
   DoubleRingCore core_;
+  DoubleRingHops hops_;
 };
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "bench/strategies/double_ring_core.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace cpbench {
 
 namespace {
@@ -44,55 +47,69 @@ void DoubleRingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
   be_->copy_2d(vd, e, v, e, 1, e);
 }
 
-void DoubleRingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o) {
+void DoubleRingCore::check_hops(const DoubleRingHops& h) const {
+  const int w = inner_->size(), W = outer_->size();
+  if (!h.fits(w, W))
+    throw std::logic_error("double ring core: hops (rounds=" + std::to_string(h.rounds) + ", " +
+                           std::to_string(h.inner.size()) + " inner counts) do not fit w=" + std::to_string(w) +
+                           " x W=" + std::to_string(W));
+}
+
+void DoubleRingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
+                             const DoubleRingHops& hops) {
+  check_hops(hops);
   Communicator& in = *inner_;
   Communicator& out = *outer_;
-  const int w = in.size(), W = out.size();
+  const int w = in.size(), W = out.size(), T = hops.rounds;
   const int inext = (in.rank() + 1) % w, iprev = (in.rank() + w - 1) % w;
   const int onext = (out.rank() + 1) % W, oprev = (out.rank() + W - 1) % W;
   steps_.fwd_begin();
   pack_kv(k, v, round_[0]);
-  for (int t = 0; t < W; ++t) {
+  for (int t = 0; t <= T; ++t) {
     Tensor& start = round_[t % 2];
     RingCore::Hop outer_hop;  // the round's starting block to the next window, during the round
-    if (t + 1 < W) outer_hop = steps_.post_hop(out, start, onext, round_[(t + 1) % 2], oprev, kTagOuterKV);
+    if (t < T) outer_hop = steps_.post_hop(out, start, onext, round_[(t + 1) % 2], oprev, kTagOuterKV);
     const Tensor* cur = &start;
-    for (int j = 0; j < w; ++j) {
+    const int J = hops.inner[size_t(t)];
+    for (int j = 0; j <= J; ++j) {
       RingCore::Hop inner_hop;
-      if (j + 1 < w) inner_hop = steps_.post_hop(in, *cur, inext, hop_[j % 2], iprev, kTagInnerKV);
+      if (j < J) inner_hop = steps_.post_hop(in, *cur, inext, hop_[j % 2], iprev, kTagInnerKV);
       steps_.fwd_block(q, *cur, owner(t, j), o);
-      if (j + 1 < w) {
+      if (j < J) {
         steps_.wait_hop(in, inner_hop);
         cur = &hop_[j % 2];
       }
     }
-    if (t + 1 < W) steps_.wait_hop(out, outer_hop);
+    if (t < T) steps_.wait_hop(out, outer_hop);
   }
   steps_.fwd_end(o);
 }
 
 void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                              const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+                              const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, const DoubleRingHops& hops) {
+  check_hops(hops);
   Backend& b = *be_;
   Communicator& in = *inner_;
   Communicator& out = *outer_;
-  const int w = in.size(), W = out.size();
+  const int w = in.size(), W = out.size(), T = hops.rounds;
   steps_.bwd_begin(o, dout, dq);
   const int64_t e = s_.B * s_.n * s_.hk * s_.d;
-  const int inext = (in.rank() + 1) % w, iprev = (in.rank() + w - 1) % w;
-  const int onext = (out.rank() + 1) % W, oprev = (out.rank() + W - 1) % W;
+  const int me_in = in.rank(), me_out = out.rank();
+  const int inext = (me_in + 1) % w, iprev = (me_in + w - 1) % w;
+  const int onext = (me_out + 1) % W, oprev = (me_out + W - 1) % W;
   pack_kv(k, v, round_[0]);
   RingCore::Hop acc_inner, acc_outer;  // accumulator hops in flight
   const Tensor* result = nullptr;      // after the loop: this rank's own block, all contributions
   int step = 0;                        // steps so far: alternates the scratch accumulators
-  for (int t = 0; t < W; ++t) {
+  for (int t = 0; t <= T; ++t) {
     Tensor& start = round_[t % 2];
     RingCore::Hop outer_hop;
-    if (t + 1 < W) outer_hop = steps_.post_hop(out, start, onext, round_[(t + 1) % 2], oprev, kTagOuterKV);
+    if (t < T) outer_hop = steps_.post_hop(out, start, onext, round_[(t + 1) % 2], oprev, kTagOuterKV);
     const Tensor* cur = &start;
-    for (int j = 0; j < w; ++j) {
+    const int J = hops.inner[size_t(t)];
+    for (int j = 0; j <= J; ++j) {
       RingCore::Hop inner_hop;
-      if (j + 1 < w) inner_hop = steps_.post_hop(in, *cur, inext, hop_[j % 2], iprev, kTagInnerKV);
+      if (j < J) inner_hop = steps_.post_hop(in, *cur, inext, hop_[j % 2], iprev, kTagInnerKV);
       Tensor& scratch = acc_[step++ % 2];  // its inner send was waited for at the previous step
       steps_.bwd_block(q, *cur, owner(t, j), dout, dq, scratch);
       if (j == 0 && t > 0) {  // the block's sum over the previous windows
@@ -104,25 +121,34 @@ void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v,
         b.add(scratch, scratch, acc_[2]);
         in.wait(acc_inner.send);
       }
-      if (w > 1) acc_inner = steps_.post_hop(in, scratch, inext, acc_[2], iprev, kTagInnerAcc);
-      if (j + 1 < w) {
+      // On with the block (j < J), or after the round's last step back J places to the rank
+      // that started the round with it (J = w-1: the next rank, a full circle).
+      if (J > 0) {
+        const int to = j < J ? inext : (me_in - J + w) % w, from = j < J ? iprev : (me_in + J) % w;
+        acc_inner = steps_.post_hop(in, scratch, to, acc_[2], from, kTagInnerAcc);
+      }
+      if (j < J) {
         steps_.wait_hop(in, inner_hop);
         cur = &hop_[j % 2];
       }
     }
     // The sum for the block this rank started the round with: back from the inner circle (or
-    // the one scratch when the window is one rank); on to the next window, where that block
-    // starts the next round (after the last round: its owner).
+    // the one scratch when the round ran no inner hop); on to the next window, where that block
+    // starts the next round (after the last round: T windows back, to its owner).
     const Tensor* round_sum = &acc_[(step - 1) % 2];
-    if (w > 1) {
+    if (J > 0) {
       steps_.wait_hop(in, acc_inner);
       round_sum = &acc_[2];
     }
-    if (W > 1) acc_outer = steps_.post_hop(out, *round_sum, onext, acc_out_, oprev, kTagOuterAcc);
-    else result = round_sum;
-    if (t + 1 < W) steps_.wait_hop(out, outer_hop);
+    if (T > 0) {
+      const int to = t < T ? onext : (me_out - T + W) % W, from = t < T ? oprev : (me_out + T) % W;
+      acc_outer = steps_.post_hop(out, *round_sum, to, acc_out_, from, kTagOuterAcc);
+    } else {
+      result = round_sum;
+    }
+    if (t < T) steps_.wait_hop(out, outer_hop);
   }
-  if (W > 1) {
+  if (T > 0) {
     steps_.wait_hop(out, acc_outer);
     result = &acc_out_;
   }
@@ -141,18 +167,80 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
 }
 
 CommPrediction DoubleRingCore::predicted_bytes(int64_t tokens, int64_t hk, int w, int W, int64_t elem,
-                                               int64_t acc) {
+                                               int64_t acc, const DoubleRingHops& hops) {
+  if (!hops.fits(w, W))
+    throw std::logic_error("double ring: predicted_bytes with hops that do not fit w=" + std::to_string(w) +
+                           " x W=" + std::to_string(W));
   CommPrediction p;
   const int64_t block = tokens * 2 * hk;
-  // Every round (W of them) passes the K,V block w-1 hops round the inner ring; between rounds
-  // the round's starting block goes one hop round the outer ring (W-1 times): R-1 hops in all.
-  // Backward adds the dK,dV accumulators: one inner hop per step when w > 1 (R steps) and one
-  // outer hop per round when W > 1. Every hop goes to the next rank of its ring.
-  const int64_t inner_kv = elem * block * W * (w - 1), outer_kv = elem * block * (W - 1);
+  const int T = hops.rounds, S = hops.inner_total();
+  // Round t passes the K,V block J(t) hops round the inner ring; between rounds the round's
+  // starting block goes one hop round the outer ring (T times). Backward adds the dK,dV
+  // accumulators: in a round with J(t) > 0, J(t) inner hops with the block and one send J(t)
+  // places back to the round's starter; with T > 0, T outer hops and one send T windows back to
+  // the owner. K,V hops go to the next rank of their ring.
+  const int64_t inner_kv = elem * block * S, outer_kv = elem * block * T;
   p.add("ring_inner", Phase::fwd, 1, inner_kv).add("ring_outer", Phase::fwd, 1, outer_kv);
-  p.add("ring_inner", Phase::bwd, 1, inner_kv + (w > 1 ? acc * block * w * W : 0));
-  p.add("ring_outer", Phase::bwd, 1, outer_kv + (W > 1 ? acc * block * W : 0));
+  p.add("ring_inner", Phase::bwd, 1, inner_kv + acc * block * S);
+  for (int J : hops.inner)
+    if (J > 0) p.add("ring_inner", Phase::bwd, -J, acc * block);
+  p.add("ring_outer", Phase::bwd, 1, outer_kv + acc * block * T);
+  if (T > 0) p.add("ring_outer", Phase::bwd, -T, acc * block);
   return p;
+}
+
+int DoubleRingHops::inner_total() const {
+  int n = 0;
+  for (int j : inner) n += j;
+  return n;
+}
+
+bool DoubleRingHops::fits(int w, int W) const {
+  bool ok = rounds >= 0 && rounds <= W - 1 && inner.size() == size_t(rounds) + 1;
+  for (int j : inner) ok = ok && j >= 0 && j <= w - 1;
+  return ok;
+}
+
+DoubleRingHops DoubleRingHops::full(int w, int W) {
+  DoubleRingHops h;
+  h.rounds = W - 1;
+  h.inner.assign(size_t(W), w - 1);
+  return h;
+}
+
+DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions& block_pos, const LayerShape& s) {
+  AttnShape a;
+  a.causal = s.causal;
+  a.window = s.window;
+  a.docs = s.docs;
+  const AttnMask mask = a.mask();
+  const int R = w * W;
+  std::vector<Positions> pos;
+  for (int rho = 0; rho < R; ++rho) pos.push_back(block_pos(rho));
+  // needed[t][j]: some rank (o, i) sees the block it holds at round t, inner step j: that of
+  // ring position ((o-t) mod W)*w + (i-j) mod w.
+  std::vector<std::vector<bool>> needed(size_t(W), std::vector<bool>(size_t(w), false));
+  for (int t = 0; t < W; ++t)
+    for (int j = 0; j < w; ++j)
+      for (int o = 0; o < W && !needed[size_t(t)][size_t(j)]; ++o)
+        for (int i = 0; i < w; ++i) {
+          const int held = ((o - t + W) % W) * w + (i - j + w) % w;
+          if (count_visible_pairs(pos[size_t(o * w + i)], pos[size_t(held)], mask) > 0) {
+            needed[size_t(t)][size_t(j)] = true;
+            break;
+          }
+        }
+  DoubleRingHops h;
+  for (int t = 0; t < W; ++t)
+    for (int j = 0; j < w; ++j)
+      if (needed[size_t(t)][size_t(j)]) h.rounds = t;
+  for (int t = 0; t <= h.rounds; ++t) {
+    int J = 0;
+    for (int j = 0; j < w; ++j)
+      if (needed[size_t(t)][size_t(j)]) J = j;
+    h.inner.push_back(J);
+  }
+  return h;
 }
 
 }  // namespace cpbench

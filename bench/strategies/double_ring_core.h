@@ -11,13 +11,39 @@
 // the next window, where the same block starts the next round and the partial sum is added to
 // it; after the last round that outer hop reaches the block's owner.
 //
-// Bytes per rank (T = B*n tokens, hk = kv heads * d): fwd = s*T*2hk*(R-1) (inner W*(w-1) + outer
-// W-1 hops: the ring's total); bwd = fwd + s_acc*T*2hk*(A_in + A_out), A_in = R when w > 1 (else
-// 0), A_out = W when W > 1 (else 0): R for a single window or windows of one, R + W otherwise.
+// Hop truncation (DESIGN's K_eff on the two-level schedule, DoubleRingHops): at round t, inner
+// step j, rank (o, i) holds the block of ring position ((o-t) mod W)*w + (i-j) mod w. The pair
+// (t, j) is needed when some rank has a visible pair with the block it holds there. The schedule
+// runs rounds 0..T (T = the last round with a needed pair: T outer hops) and, in round t, inner
+// steps 0..J(t) (J(t) = the last needed step of round t, 0 when none: J(t) inner hops); a block
+// no rank sees at (t, j) beyond those is never sent. Backward: the accumulator of a round goes
+// J(t) hops with its block, then one send back J(t) places to the round's starter (for
+// J(t) = w-1 that is the next rank: the full circle); after round T, one outer send T windows
+// back to the block's owner (for T = W-1, the next window). Without a window or documents every
+// pair is needed: T = W-1, J(t) = w-1, the full double ring.
+//
+// Bytes per rank (T_k = B*n tokens, hk = kv heads * d, S = sum over t of J(t)):
+//   fwd = s*T_k*2hk*(S + T)     (inner S hops, outer T hops; full: W*(w-1) + W-1 = R-1)
+//   bwd = fwd + s_acc*T_k*2hk*(A_in + A_out), A_in = sum over t of (J(t)+1 if J(t) > 0 else 0),
+//         A_out = T+1 if T > 0 else 0 (full: A_in = R when w > 1, A_out = W when W > 1).
 #pragma once
+#include <vector>
+
 #include "bench/strategies/ring_core.h"
 
 namespace cpbench {
+
+// Which hops a double ring of W windows of w runs (see above): rounds 0..rounds, round t with
+// inner steps 0..inner[t].
+struct DoubleRingHops {
+  int rounds = 0;          // T: outer hops of the K,V blocks
+  std::vector<int> inner;  // J(t), t = 0..rounds: inner hops of round t
+  int inner_total() const;  // S, the sum of inner[]
+  bool fits(int w, int W) const;  // rounds in [0, W-1], rounds+1 inner counts, each in [0, w-1]
+  bool operator==(const DoubleRingHops& o) const { return rounds == o.rounds && inner == o.inner; }
+  // The full double ring: rounds = W-1, inner[t] = w-1.
+  static DoubleRingHops full(int w, int W);
+};
 
 class DoubleRingCore {
  public:
@@ -25,19 +51,28 @@ class DoubleRingCore {
   // + inner.rank(); block_pos(rho) are the tokens of ring position rho.
   void setup(Backend& be, Communicator& inner, Communicator& outer, const RingCoreShape& s,
              BlockPositions block_pos);
-  // Same contracts as RingCore::forward / backward (the full double ring).
-  void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o);
+  // Same contracts as RingCore::forward / backward, running the hops `hops` (a valid schedule
+  // for this w, W: rounds <= W-1, one inner[t] in [0, w-1] per round; the same on every rank).
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, const DoubleRingHops& hops);
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout,
-                Tensor& dq, Tensor& dk, Tensor& dv);
+                Tensor& dq, Tensor& dk, Tensor& dv, const DoubleRingHops& hops);
   const Tensor& lse() const { return steps_.lse(); }
   void teardown();
 
+  // DESIGN's hop truncation for the double ring: the needed (round, inner step) pairs of the
+  // blocks `block_pos` (ring position -> positions) under the mask of `s`. A pure function of
+  // the layout and the mask: every rank computes the same schedule. full(w, W) without a window
+  // or documents (every block is seen by some rank in these layouts).
+  static DoubleRingHops effective_hops(int w, int W, const BlockPositions& block_pos, const LayerShape& s);
   static int64_t activation_bytes(const RingCoreShape& s, int w, int W);
-  static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int w, int W, int64_t elem, int64_t acc);
+  // The bytes above for `hops`, by level (ring_inner, ring_outer) and destination offset.
+  static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int w, int W, int64_t elem, int64_t acc,
+                                        const DoubleRingHops& hops);
 
  private:
   int owner(int t, int j) const;  // ring position of the block held at round t, inner step j
   void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);
+  void check_hops(const DoubleRingHops& hops) const;  // throws std::logic_error on a bad schedule
 
   Backend* be_ = nullptr;
   Communicator* inner_ = nullptr;

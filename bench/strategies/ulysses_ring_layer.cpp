@@ -15,7 +15,8 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   const int64_t a2a = elem * T * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
   CommPrediction p;
   p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
-  return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc)
+  return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc,
+                                                                double_ring_hops(s, m))
                                 : RingCore::predicted_bytes(T, hk, m.R, elem, acc, ring_hops(s, m)));
 }
 
@@ -49,8 +50,14 @@ Positions UlyssesRingLayer::ring_block_of(const LayerShape& s, const MeshSpec& m
 }
 
 int UlyssesRingLayer::ring_hops(const LayerShape& s, const MeshSpec& m) {
-  if (m.inner_ring > 0) return -1;  // the double ring: every hop (no truncation yet)
+  if (m.inner_ring > 0) throw std::logic_error("usp: ring_hops on a double ring (double_ring_hops)");
   return RingCore::effective_hops(m.R, [&](int j) { return ring_block_of(s, m, j); }, s);
+}
+
+DoubleRingHops UlyssesRingLayer::double_ring_hops(const LayerShape& s, const MeshSpec& m) {
+  if (m.inner_ring <= 0) throw std::logic_error("usp: double_ring_hops on a single ring (ring_hops)");
+  return DoubleRingCore::effective_hops(m.inner_ring, m.R / m.inner_ring,
+                                        [&](int j) { return ring_block_of(s, m, j); }, s);
 }
 
 int UlyssesRingLayer::ring_position(const Mesh& m) {
@@ -93,12 +100,14 @@ void UlyssesRingLayer::core_setup() {
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
   cs.window = s.window; cs.docs = s.docs;
-  if (double_ring())
+  if (double_ring()) {
     dring_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
                  [this](int j) { return ring_block(j); });
-  else
+    dring_hops_ = double_ring_hops(s, env_.spec);
+  } else {
     ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); });
-  hops_ = ring_hops(s, env_.spec);
+    hops_ = ring_hops(s, env_.spec);
+  }
 }
 
 void UlyssesRingLayer::core_forward() {
@@ -125,7 +134,7 @@ void UlyssesRingLayer::core_forward() {
   pack_heads_to_peers(b, {{&q_, s.H}, {k, Ge}, {v, Ge}}, s.B, T_, s.d, Un, send);
   c.all_to_all(send, recv);
   unpack_peers_to_sequence(b, recv, s.B, T_, s.d, Un, nseg(), {{&q_r_, s.H}, {&k_r_, Ge}, {&v_r_, Ge}});
-  if (double_ring()) dring_.forward(q_r_, k_r_, v_r_, o_r_);
+  if (double_ring()) dring_.forward(q_r_, k_r_, v_r_, o_r_, dring_hops_);
   else ring_.forward(q_r_, k_r_, v_r_, o_r_, hops_);
   // o: back to my tokens, all heads
   Tensor send_o = send_.view(0, {s.B * T_ * s.H * s.d});
@@ -164,7 +173,7 @@ void UlyssesRingLayer::core_backward() {
   pack_heads_to_peers(b, {{&do_, s.H}}, s.B, T_, s.d, Un, send_do);
   c.all_to_all(send_do, recv_do);
   unpack_peers_to_sequence(b, recv_do, s.B, T_, s.d, Un, nseg(), {{&do_r_, s.H}});
-  if (double_ring()) dring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
+  if (double_ring()) dring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_, dring_hops_);
   else ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_, hops_);
   // dq, dk, dv: back to my tokens, sent in the run dtype (converted into q_r_, k_r_, v_r_,
   // which the step no longer needs).

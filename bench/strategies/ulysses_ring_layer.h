@@ -26,8 +26,9 @@
 //
 // Bytes per rank, with Ge = max(G, U): fwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1);
 // bwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1) + s_acc*T*2*d*Ge*R. Ulysses terms vanish
-// when U = 1, ring terms when R = 1 (DESIGN's usp model; Ge = G without replication). A double
-// ring changes the accumulator term as double_ring_core.h says.
+// when U = 1, ring terms when R = 1 (DESIGN's usp model; Ge = G without replication). Under a
+// window or documents the ring runs K_eff hops (ring_core.h's terms with h = K_eff); a double
+// ring's terms are double_ring_core.h's, with its truncated schedule.
 #pragma once
 #include <string>
 #include <vector>
@@ -65,9 +66,12 @@ class UlyssesRingLayer : public SeqShardedLayer {
   Positions ring_block(int j) const;
   // Positions of ring index j's block on a resolved mesh (pure: what ring_block returns).
   static Positions ring_block_of(const LayerShape& s, const MeshSpec& m, int j);
-  // The single ring's K_eff (RingCore::effective_hops); the double ring runs every hop.
+  // The single ring's K_eff (RingCore::effective_hops), or the double ring's schedule
+  // (DoubleRingCore::effective_hops), on a resolved mesh: pure functions of layout and mask.
   static int ring_hops(const LayerShape& s, const MeshSpec& m);
+  static DoubleRingHops double_ring_hops(const LayerShape& s, const MeshSpec& m);
   int hops_ = -1;
+  DoubleRingHops dring_hops_;
 
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;
   void core_setup() override;

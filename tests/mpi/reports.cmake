@@ -37,6 +37,18 @@ cpbench_report_test(tiers_p8_k2_ring_inner_double 8 "--model;tiny;--seq;160;--he
 # documents cut hops too. Bytes (total and per tier) == the model with K_eff for every strategy.
 cpbench_report_test(keff_window_p4 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--window;32;--mesh;all;--ranks-per-node;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 12")
 cpbench_report_test(keff_docs_p6 6 "--model;tiny;--seq;144;--heads;6;--kv-heads;6;--docs;24,24,48,48;--no-causal;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
+# The double ring's truncation (both levels): bytes == the model with the truncated schedule, per
+# rank and tier, and rank 0's sends on ring_inner / ring_outer equal the schedule rebuilt by
+# check_report.py from the mask, with at least --min-cut results below the full ring's sends and
+# bytes. Documents of N/P on the zigzag layout (rank r sees only r xor 1), a causal window on
+# usp's contiguous layout (only r-1), non-causal documents.
+set(_dr_run "--strategies;double-ring,usp;--usp-ring;double;--mesh;all")
+cpbench_report_test(keff_double_docs_p8 8 "--model;tiny;--seq;160;--heads;8;--kv-heads;4;--docs;equal:8;${_dr_run};--ranks-per-node;2;${_fast}"
+  "${_py} ${_chk} model REPORT --min-ok 14 && ${_py} ${_chk} hops REPORT --min-ok 14 --min-cut 9")
+cpbench_report_test(keff_double_window_p8 8 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--window;32;--usp-layout;contiguous;${_dr_run};--ranks-per-node;4;${_fast}"
+  "${_py} ${_chk} model REPORT --min-ok 14 && ${_py} ${_chk} hops REPORT --min-ok 14 --min-cut 7 --usp-layout contiguous")
+cpbench_report_test(keff_double_docs_p6 6 "--model;tiny;--seq;144;--heads;6;--kv-heads;6;--docs;24,24,48,48;--no-causal;${_dr_run};--placement;ring-inner;${_fast}"
+  "${_py} ${_chk} model REPORT --min-ok 13 && ${_py} ${_chk} hops REPORT --min-ok 13 --min-cut 3")
 
 # Memory: sequence-sharded activations scale as 1/P; megatron-sp shards its weights.
 set(_mem "--model tiny --seq 4096 --heads 4 --kv-heads 4 --strategies ulysses,ring,ring-zigzag,megatron-sp --warmup 0 --iters 1 --no-progress")

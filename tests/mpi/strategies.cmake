@@ -33,6 +33,17 @@ cpbench_verify_test(p3_docs_noncausal             3 --min-verified 8 --model tin
 cpbench_verify_test(p4_window_docs_b2             4 --min-verified 8 --model tiny --seq 136 --heads 8 --kv-heads 4 --window 20 --docs random:10:60 --batch 2)
 cpbench_verify_test(p6_window_noncausal_mesh      6 --min-verified 8 --model tiny --seq 144 --heads 6 --kv-heads 6 --window 25 --no-causal --strategies ${_all} --mesh all)
 cpbench_verify_test(p8_docs_window_ringinner      8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 8 --docs equal:5 --window 24 --strategies ${_all},ring,ring-striped,double-ring --mesh all --placement ring-inner)
+# The double ring's hop truncation under masks (double-ring and usp --usp-ring double, every
+# inner ring w and usp mesh): window, documents and both, causal and not, P = 4, 6, 8, against
+# single at 1e-5; the contiguous usp layout under a causal window and documents of N/P on the
+# zigzag layout are where the schedule drops most hops.
+set(_dr --strategies double-ring,usp --usp-ring double --mesh all)
+cpbench_verify_test(p4_double_ring_window          4 --min-verified 9 --model tiny --seq 136 --heads 8 --kv-heads 4 --window 20 ${_dr})
+cpbench_verify_test(p4_double_ring_docs_window_noncausal_b2 4 --min-verified 9 --model tiny --seq 72 --heads 8 --kv-heads 4 --batch 2 --docs random:10:40 --window 15 --no-causal ${_dr})
+cpbench_verify_test(p6_double_ring_docs_noncausal  6 --min-verified 13 --model tiny --seq 144 --heads 6 --kv-heads 6 --docs 30,42,72 --no-causal ${_dr} --placement ring-inner)
+cpbench_verify_test(p6_double_ring_window_contiguous 6 --min-verified 13 --model tiny --seq 132 --heads 6 --kv-heads 6 --window 22 --usp-layout contiguous ${_dr})
+cpbench_verify_test(p8_double_ring_docs_window     8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs equal:4 --window 24 ${_dr})
+cpbench_verify_test(p8_double_ring_docs_pairs      8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs equal:8 ${_dr} --placement ring-inner)
 # The masked layer of every strategy against an independent float64 NumPy recomputation that
 # rebuilds the mask and the per-document RoPE positions from meta.json.
 add_test(NAME dump_p4_float64_masks

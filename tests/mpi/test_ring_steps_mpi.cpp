@@ -4,15 +4,18 @@
 // r-h, and the dK,dV returned to rank j must be the sum of the contributions of ranks j .. j+h
 // (the accumulators' return-to-owner send). Also checks the bytes each rank sent per phase
 // against RingCore::predicted_bytes. Random inputs, seeded identically on every rank. Also the
-// mesh cache: one build per description, reused.
+// mesh cache: one build per description, reused. The same for DoubleRingCore on every w x W = R
+// and every truncated schedule (DoubleRingHops): outputs, dK,dV back at their owners, bytes.
 //
 //   mpirun -np 4 --oversubscribe ./test_ring_steps_mpi      prints "ring steps: N passed, M failed"
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/strategies/double_ring_core.h"
 #include "bench/strategies/ring_core.h"
 #include "comm/communicator.h"
 #include "comm/world.h"
@@ -102,34 +105,28 @@ int main(int argc, char** argv) {
     expect(m2.group("ring").size() == R && m2.group("ring").rank() == me, "mesh cache: ring group of the new mesh");
   }
 
-  for (int h = 0; h < R; ++h) {
-    RingCore core;
-    core.setup(*be, ring, cs, [&](int j) { return Positions::contiguous(j * n, n); });
-    Tensor q = tensor(Q[size_t(me)], {B, n, cs.hq, cs.d}), k = tensor(K[size_t(me)], {B, n, cs.hk, cs.d}),
-           v = tensor(V[size_t(me)], {B, n, cs.hk, cs.d}), dout = tensor(DO[size_t(me)], {B, n, cs.hq, cs.d});
-    Tensor o = be->alloc({B, n, cs.hq, cs.d}, DType::f32, MemKind::activations);
-    Tensor dq = be->alloc({B, n, cs.hq, cs.d}, DType::f32, MemKind::activations);
-    Tensor dk = be->alloc({B, n, cs.hk, cs.d}, DType::f32, MemKind::activations);
-    Tensor dv = be->alloc({B, n, cs.hk, cs.d}, DType::f32, MemKind::activations);
+  // One case: `run` computes this rank's o, dq, dk, dv (bytes logged per phase); rank r must
+  // have attended to exactly the blocks of ranks srcs(r), and the dK,dV returned to this rank
+  // must be the sum of the contributions of the ranks whose srcs include it.
+  Tensor q = tensor(Q[size_t(me)], {B, n, cs.hq, cs.d}), k = tensor(K[size_t(me)], {B, n, cs.hk, cs.d}),
+         v = tensor(V[size_t(me)], {B, n, cs.hk, cs.d}), dout = tensor(DO[size_t(me)], {B, n, cs.hq, cs.d});
+  Tensor o = be->alloc({B, n, cs.hq, cs.d}, DType::f32, MemKind::activations);
+  Tensor dq = be->alloc({B, n, cs.hq, cs.d}, DType::f32, MemKind::activations);
+  Tensor dk = be->alloc({B, n, cs.hk, cs.d}, DType::f32, MemKind::activations);
+  Tensor dv = be->alloc({B, n, cs.hk, cs.d}, DType::f32, MemKind::activations);
+  auto check_case = [&](const std::string& id, const std::function<void()>& run,
+                        const std::function<std::vector<int>(int)>& srcs, const CommPrediction& pred) {
     log.clear();
-    log.set_phase(Phase::fwd);
-    core.forward(q, k, v, o, h);
-    log.set_phase(Phase::bwd);
-    core.backward(q, k, v, o, dout, dq, dk, dv, h);
+    run();
     log.set_phase(Phase::other);
     int64_t sent[2] = {0, 0};
     for (const CommRecord& c : log.records()) sent[int(c.phase)] += c.bytes_sent;
-    const CommPrediction pred = RingCore::predicted_bytes(B * n, krow, R, 4, 4, h);
-    const std::string id = "R=" + std::to_string(R) + " hops=" + std::to_string(h);
     expect(sent[0] == pred.fwd && sent[1] == pred.bwd,
            id + ": bytes fwd " + std::to_string(sent[0]) + " bwd " + std::to_string(sent[1]) + ", predicted " +
                std::to_string(pred.fwd) + " / " + std::to_string(pred.bwd));
-
-    // Reference: every rank r's attention over the blocks of ranks r, r-1, ..., r-h.
     std::vector<float> dk_ref(static_cast<size_t>(B * n * krow), 0.0f), dv_ref(dk_ref.size(), 0.0f);
     for (int r = 0; r < R; ++r) {
-      std::vector<int> src;
-      for (int i = 0; i <= h; ++i) src.push_back((r - i + R) % R);
+      const std::vector<int> src = srcs(r);
       const int64_t nk = int64_t(src.size()) * n;
       AttnShape a;
       a.B = B; a.nq = n; a.nk = nk; a.hq = cs.hq; a.hk = cs.hk; a.d = cs.d; a.causal = false;
@@ -170,7 +167,80 @@ int main(int argc, char** argv) {
     const double ek = rel_l2(be->download(dk), dk_ref), ev = rel_l2(be->download(dv), dv_ref);
     expect(ek < 1e-5, id + ": dk rel_l2 " + std::to_string(ek));
     expect(ev < 1e-5, id + ": dv rel_l2 " + std::to_string(ev));
+  };
+  const BlockPositions contiguous = [&](int j) { return Positions::contiguous(j * n, n); };
+
+  // The single ring: every rank r attends to the blocks of ranks r, r-1, ..., r-h.
+  for (int h = 0; h < R; ++h) {
+    RingCore core;
+    core.setup(*be, ring, cs, contiguous);
+    check_case(
+        "R=" + std::to_string(R) + " hops=" + std::to_string(h),
+        [&] {
+          log.set_phase(Phase::fwd);
+          core.forward(q, k, v, o, h);
+          log.set_phase(Phase::bwd);
+          core.backward(q, k, v, o, dout, dq, dk, dv, h);
+        },
+        [&](int r) {
+          std::vector<int> src;
+          for (int i = 0; i <= h; ++i) src.push_back((r - i + R) % R);
+          return src;
+        },
+        RingCore::predicted_bytes(B * n, krow, R, 4, 4, h));
     core.teardown();
+  }
+
+  // The double ring, every w x W = R and every schedule (rounds T <= W-1, inner hops J(t) <= w-1
+  // per round): rank (o, i) attends to the blocks of ring positions ((o-t) mod W)*w + (i-j) mod w
+  // for t <= T, j <= J(t); the accumulators must come back to their owners along the truncated
+  // path. Bytes == DoubleRingCore::predicted_bytes for the schedule.
+  for (int wr = 1; wr <= R; ++wr) {
+    if (R % wr) continue;
+    const int W = R / wr;
+    MeshDesc dd;
+    dd.levels = {{"ring_outer", W}, {"ring_inner", wr}};
+    Mesh& dm = meshes.get(dd);
+    Communicator& inner = dm.group("ring_inner");
+    Communicator& outer = dm.group("ring_outer");
+    expect(outer.rank() * wr + inner.rank() == me, "double ring mesh: ring position = rank");
+    std::vector<DoubleRingHops> schedules;
+    for (int T = 0; T < W; ++T) {
+      DoubleRingHops h;
+      h.rounds = T;
+      h.inner.assign(size_t(T) + 1, 0);
+      for (;;) {  // every inner[] in [0, wr-1]^(T+1)
+        schedules.push_back(h);
+        size_t t = 0;
+        while (t < h.inner.size() && h.inner[t] == wr - 1) h.inner[t++] = 0;
+        if (t == h.inner.size()) break;
+        ++h.inner[t];
+      }
+    }
+    for (const DoubleRingHops& h : schedules) {
+      DoubleRingCore core;
+      core.setup(*be, inner, outer, cs, contiguous);
+      std::string id = "double ring w=" + std::to_string(wr) + " W=" + std::to_string(W) + " rounds=" +
+                       std::to_string(h.rounds) + " inner=";
+      for (int j : h.inner) id += std::to_string(j) + ",";
+      check_case(
+          id,
+          [&] {
+            log.set_phase(Phase::fwd);
+            core.forward(q, k, v, o, h);
+            log.set_phase(Phase::bwd);
+            core.backward(q, k, v, o, dout, dq, dk, dv, h);
+          },
+          [&](int r) {
+            const int ro = r / wr, ri = r % wr;
+            std::vector<int> src;
+            for (int t = 0; t <= h.rounds; ++t)
+              for (int j = 0; j <= h.inner[size_t(t)]; ++j) src.push_back(((ro - t + W) % W) * wr + (ri - j + wr) % wr);
+            return src;
+          },
+          DoubleRingCore::predicted_bytes(B * n, krow, wr, W, 4, 4, h));
+      core.teardown();
+    }
   }
 
   std::vector<double> f = {double(failed)}, p = {double(passed)};

@@ -7,6 +7,11 @@
   check_report.py weights P1.json P4.json STRAT      peak weight bytes at P=4 within 20% of 1/4 of P=1
   check_report.py balance REPORT --above ring=1.4 --below ring-zigzag=1.02 ...   on flops_imbalance
   check_report.py trace TRACE --ranks P              Chrome trace: one process per rank, compute and comm tracks
+  check_report.py hops REPORT --min-ok N --min-cut C [--usp-layout L]
+                                                     double rings (double-ring, usp with an inner ring): rank 0's
+                                                     sends and bytes on ring_inner / ring_outer equal the truncated
+                                                     schedule rebuilt here from the mask, and at least C results
+                                                     send fewer K,V blocks and bytes than the full double ring
 Prints 'N passed, M failed' and exits 1 on any failure.
 """
 import argparse
@@ -100,6 +105,92 @@ def cmd_trace(a):
     check({"compute", "communication"} <= names, f"thread names {names}")
 
 
+def visible(i, j, causal, window, doc_of):
+    """DESIGN's visibility rule on global token indices."""
+    if doc_of[i] != doc_of[j] or (causal and j > i):
+        return False
+    return window == 0 or (i - j < window if causal else abs(i - j) < window)
+
+
+def double_ring_schedule(blocks, w, W, causal, window, doc_of):
+    """(T, [J(t)]): at round t, inner step j, rank (o, i) holds the block of ring position
+    ((o-t) mod W)*w + (i-j) mod w; (t, j) is needed when some rank sees a key of that block.
+    T = the last round with a needed pair, J(t) = the last needed inner step of round t."""
+    R = w * W
+    vis = [[any(visible(i, j, causal, window, doc_of) for i in blocks[a] for j in blocks[b]) for b in range(R)]
+           for a in range(R)]
+    needed = [[any(vis[o * w + i][((o - t) % W) * w + (i - j) % w] for o in range(W) for i in range(w))
+               for j in range(w)] for t in range(W)]
+    T = max(t for t in range(W) if any(needed[t]))
+    return T, [max([j for j in range(w) if needed[t][j]], default=0) for t in range(T + 1)]
+
+
+def ring_blocks(r, cfg, P, usp_layout):
+    """Token positions of each ring position: double-ring's zigzag over P, usp's ring layout over R
+    (usp_layout: the run's --usp-layout, which the report does not record)."""
+    N, causal = r["seq"], cfg["mask"]["causal"]
+    if r["strategy"] == "double-ring":
+        R, zigzag = P, True
+    else:
+        R = r["mesh"]["ring"]
+        zigzag = usp_layout == "zigzag" or (usp_layout == "auto" and causal)
+    if zigzag:
+        c = N // (2 * R)
+        return [list(range(j * c, (j + 1) * c)) + list(range((2 * R - 1 - j) * c, (2 * R - j) * c)) for j in range(R)]
+    L = N // R
+    return [list(range(j * L, (j + 1) * L)) for j in range(R)]
+
+
+def cmd_hops(a):
+    rep = json.load(open(a.report))
+    cfg = rep["config"]
+    P, mask = cfg["world_size"], cfg["mask"]
+    elem = {"fp32": 4, "bf16": 2, "fp16": 2}[cfg["dtype"]]
+    seen = cut = 0
+    for r in ok_results(rep):
+        w = r["mesh"].get("inner_ring")
+        if not w or r["strategy"] not in ("double-ring", "usp"):
+            continue
+        seen += 1
+        N = r["seq"]
+        lens = (mask["docs"] or {}).get("lens_by_seq", {}).get(str(N)) or [N]
+        doc_of = [d for d, n in enumerate(lens) for _ in range(n)]
+        R = P if r["strategy"] == "double-ring" else r["mesh"]["ring"]
+        U = P // R
+        W = R // w
+        T, J = double_ring_schedule(ring_blocks(r, cfg, P, a.usp_layout), w, W, mask["causal"], mask["window"], doc_of)
+        S = sum(J)
+        # One send of a K,V block (or its float32 accumulator): the B*N/P tokens of a rank times
+        # the ring's kv heads, max(G, U) of them over the whole ring group.
+        per_tok = 2 * cfg["head_dim"] * max(cfg["kv_heads"], U) * cfg["batch"] * N // P
+        kv, acc = elem * per_tok, 4 * per_tok
+        a_in, a_out = sum(j + 1 for j in J if j > 0), (T + 1 if T > 0 else 0)
+        want = {("fwd", "ring_inner"): (S, S * kv), ("fwd", "ring_outer"): (T, T * kv),
+                ("bwd", "ring_inner"): (S + a_in, S * kv + a_in * acc),
+                ("bwd", "ring_outer"): (T + a_out, T * kv + a_out * acc)}
+        for (ph, group), (count, nbytes) in want.items():
+            ops = [op for op in r["comm"][ph]["ops"] if op["group"] == group and op["op"] == "send"]
+            got = (sum(op["count"] for op in ops), sum(op["bytes_sent"] for op in ops))
+            check(got == (count, nbytes),
+                  f"{r['label']} seq={N} {ph} {group}: rank 0 sent {got} (sends, bytes), schedule T={T} J={J} "
+                  f"gives {(count, nbytes)}")
+        # The full double ring, independently: W(w-1) inner + (W-1) outer K,V hops = R-1; the
+        # accumulators R inner sends when w > 1 and W outer sends when W > 1.
+        full_fwd = (R - 1) * kv
+        full_bwd = full_fwd + ((R if w > 1 else 0) + (W if W > 1 else 0)) * acc
+        ring = {ph: [op for op in r["comm"][ph]["ops"] if op["group"] in ("ring_inner", "ring_outer") and op["op"] == "send"]
+                for ph in ("fwd", "bwd")}
+        sends = sum(op["count"] for op in ring["fwd"])
+        fwd_b, bwd_b = (sum(op["bytes_sent"] for op in ring[ph]) for ph in ("fwd", "bwd"))
+        check(fwd_b <= full_fwd and bwd_b <= full_bwd, f"{r['label']}: ring bytes {fwd_b}/{bwd_b} above the full ring's")
+        print(f"{r['label']} seq={N}: T={T} J={J}: {sends} K,V sends of {R - 1}, "
+              f"ring bytes fwd {fwd_b} of {full_fwd}, bwd {bwd_b} of {full_bwd}")
+        if sends < R - 1 and fwd_b < full_fwd and bwd_b < full_bwd:
+            cut += 1
+    check(seen >= a.min_ok, f"{seen} double-ring results, expected at least {a.min_ok}")
+    check(cut >= a.min_cut, f"{cut} double rings ran fewer hops than R-1, expected at least {a.min_cut}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -109,6 +200,10 @@ def main():
     b = sub.add_parser("balance"); b.add_argument("report")
     b.add_argument("--above", nargs="*", default=[]); b.add_argument("--below", nargs="*", default=[])
     t = sub.add_parser("trace"); t.add_argument("trace"); t.add_argument("--ranks", type=int, required=True)
+    h = sub.add_parser("hops"); h.add_argument("report"); h.add_argument("--min-ok", type=int, default=1)
+    h.add_argument("--min-cut", type=int, default=1)
+    h.add_argument("--usp-layout", default="auto", choices=("auto", "zigzag", "contiguous"),
+                   help="the --usp-layout the run used (not in the report)")
     a = ap.parse_args()
     if a.cmd == "model":
         cmd_model(a)
@@ -118,6 +213,8 @@ def main():
         ratio_check(a, "weights")
     elif a.cmd == "balance":
         cmd_balance(a)
+    elif a.cmd == "hops":
+        cmd_hops(a)
     else:
         cmd_trace(a)
     print(f"{passed} passed, {failed} failed")

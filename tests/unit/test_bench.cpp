@@ -14,6 +14,7 @@
 #include "bench/config.h"
 #include "bench/dump.h"
 #include "bench/plan.h"
+#include "bench/strategies/double_ring_core.h"
 #include "bench/inputs.h"
 
 using namespace cpbench;
@@ -235,6 +236,89 @@ TEST_CASE("comm model: KV replication and the double ring", "[model]") {
   CHECK(find_strategy("usp")->make()->mesh_candidates({}, 8).size() == 4);
   CHECK(dr->mesh_candidates({}, 8).size() == 4);
   CHECK(find_strategy("ring")->make()->mesh_candidates({}, 8).size() == 1);
+}
+
+TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
+  // P = 8 ranks of N/P = 16 tokens; ring position rho = o*w + i. At round t, inner step j, rank
+  // (o, i) holds the block of ((o-t) mod W)*w + (i-j) mod w.
+  LayerShape s;
+  s.B = 1; s.N = 128; s.H = 4; s.G = 4; s.d = 8; s.D = 32;
+  const int P = 8;
+  const int64_t L = s.N / P, c = s.N / (2 * P);
+  const BlockPositions contiguous = [&](int j) { return Positions::contiguous(j * L, L); };
+  const BlockPositions zigzag = [&](int j) { return Positions::two(j * c, c, (2 * P - 1 - j) * c, c); };
+  auto hops = [](int rounds, std::vector<int> inner) {
+    DoubleRingHops h;
+    h.rounds = rounds;
+    h.inner = std::move(inner);
+    return h;
+  };
+  SECTION("no window, no documents: the full double ring, causal or not") {
+    for (bool causal : {true, false})
+      for (int w : {1, 2, 4, 8}) {
+        s.causal = causal;
+        CAPTURE(causal, w);
+        CHECK(DoubleRingCore::effective_hops(w, P / w, contiguous, s) == DoubleRingHops::full(w, P / w));
+        CHECK(DoubleRingCore::effective_hops(w, P / w, zigzag, s) == DoubleRingHops::full(w, P / w));
+      }
+  }
+  SECTION("contiguous, causal window <= N/P: only the block of rank r-1") {
+    // r-1 is (0, 1) inside a window and (1, 1) across (i = 0 holds (o-1, w-1) at t = 1, j = 1).
+    s.causal = true;
+    s.window = L;
+    CHECK(DoubleRingCore::effective_hops(2, 4, contiguous, s) == hops(1, {1, 1}));
+    CHECK(DoubleRingCore::effective_hops(4, 2, contiguous, s) == hops(1, {1, 1}));
+    CHECK(DoubleRingCore::effective_hops(1, 8, contiguous, s) == hops(1, {0, 0}));  // a ring over the outer level
+    CHECK(DoubleRingCore::effective_hops(8, 1, contiguous, s) == hops(0, {1}));     // over the inner level
+  }
+  SECTION("zigzag, causal window <= N/2P: ranks r-1 and r+1, a middle round without inner hops") {
+    // r-1: (0,1) or (1,1); r+1: (0, w-1), or (W-1, w-1) from the last rank of a window; round 2
+    // of W = 4 has no needed pair but the block that starts it must still travel on.
+    s.causal = true;
+    s.window = c;
+    CHECK(DoubleRingCore::effective_hops(2, 4, zigzag, s) == hops(3, {1, 1, 0, 1}));
+    CHECK(DoubleRingCore::effective_hops(4, 2, zigzag, s) == hops(1, {3, 3}));
+    CHECK(DoubleRingCore::effective_hops(1, 8, zigzag, s) == DoubleRingHops::full(1, 8));
+  }
+  SECTION("zigzag, documents of 2 chunks: rank r sees only r xor 1, inside its window when w is even") {
+    s.window = 0;
+    for (bool causal : {true, false}) {
+      s.causal = causal;
+      s.docs = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{0, 16, 32, 48, 64, 80, 96, 112});
+      CAPTURE(causal);
+      CHECK(DoubleRingCore::effective_hops(2, 4, zigzag, s) == hops(0, {1}));
+      CHECK(DoubleRingCore::effective_hops(4, 2, zigzag, s) == hops(0, {3}));  // j = 1 (r-1) and j = 3 (r+1)
+      CHECK(DoubleRingCore::effective_hops(1, 8, zigzag, s) == DoubleRingHops::full(1, 8));
+      // Bytes: forward one K,V hop instead of P-1; backward adds the accumulator's hop and its
+      // return to the owner (fp32: s = s_acc = 4).
+      MeshSpec req;
+      req.inner_ring = 2;
+      const auto dr = find_strategy("double-ring")->make();
+      const CommPrediction p = dr->predicted_bytes(s, P, dr->resolve_mesh(req, s, P), 4, 4);
+      const int64_t block = s.B * L * 2 * int64_t(s.G) * s.d * 4;
+      CHECK(p.fwd == block);
+      CHECK(p.bwd == block + 2 * block);
+    }
+  }
+  SECTION("predicted bytes by level and destination follow the schedule") {
+    const DoubleRingHops h = hops(2, {1, 0, 2});  // w = 3, W = 4
+    const CommPrediction p = DoubleRingCore::predicted_bytes(10, 2, 3, 4, 2, 4, h);
+    const int64_t block = 10 * 2 * 2;
+    CHECK(p.fwd == 2 * block * (3 + 2));                  // inner 1+0+2, outer 2
+    CHECK(p.bwd == p.fwd + 4 * block * (2 + 3 + 2 + 1));  // inner (1+1) + (2+1), outer 2 + 1
+    int64_t back_inner = 0, back_outer = 0;
+    for (const CommShare& sh : p.shares) {
+      if (sh.phase == Phase::bwd && sh.level == "ring_inner" && sh.to < 0) back_inner += sh.bytes;
+      if (sh.phase == Phase::bwd && sh.level == "ring_outer" && sh.to < 0) {
+        CHECK(sh.to == -2);
+        back_outer += sh.bytes;
+      }
+    }
+    CHECK(back_inner == 2 * 4 * block);
+    CHECK(back_outer == 4 * block);
+    CHECK_THROWS_AS(DoubleRingCore::predicted_bytes(10, 2, 3, 4, 2, 4, hops(1, {3, 0})), std::logic_error);
+    CHECK_THROWS_AS(DoubleRingCore::predicted_bytes(10, 2, 3, 4, 2, 4, hops(4, {0, 0, 0, 0, 0})), std::logic_error);
+  }
 }
 
 TEST_CASE("config: a layer naming the mesh replaces the lower layer's mesh") {
