@@ -10,6 +10,9 @@
 #include <thread>
 
 #include "comm/world.h"
+#ifdef CPBENCH_HAVE_NCCL
+#include "comm/nccl_communicator.h"
+#endif
 #include "kernels/backend.h"
 #include "kernels/sim/sim_platform.h"
 
@@ -102,6 +105,37 @@ json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_
   return c;
 }
 
+json nccl_context(const NcclCallCounts& c, const char* version) {
+  auto ops = [](const NcclOpCounts& o) {
+    return json{{"all_to_all", o.all_to_all}, {"all_gather", o.all_gather},
+                {"reduce_scatter", o.reduce_scatter}, {"send", o.send}, {"recv", o.recv},
+                {"barrier", o.barrier}};
+  };
+  NcclOpCounts through;
+  through.all_to_all = c.all_to_all;
+  through.all_gather = c.all_gather;
+  through.reduce_scatter = c.reduce_scatter;
+  through.send = c.send;
+  through.recv = c.recv;
+  through.barrier = c.barrier;
+  json j;
+  j["used"] = c.communicators > 0;
+  j["communicators"] = c.communicators;
+  j["one_rank_mode"] = c.one_rank_mode;
+  j["version"] = version ? json(version) : json(nullptr);
+  j["calls_through_nccl"] = ops(through);
+  j["calls_local"] = ops(c.local);
+  return j;
+}
+
+NcclCallCounts current_nccl_counts() {
+#ifdef CPBENCH_HAVE_NCCL
+  return nccl_call_counts();
+#else
+  return {};
+#endif
+}
+
 json make_report(const json& context, const RunConfig& cfg, int world_size, const std::vector<JobResult>& results,
                  bool complete, int interrupted) {
   json r;
@@ -110,6 +144,13 @@ json make_report(const json& context, const RunConfig& cfg, int world_size, cons
   r["complete"] = complete;
   if (interrupted) r["interrupted_by_signal"] = interrupted;
   r["context"] = context;
+  if (cfg.comm == "nccl") {
+#ifdef CPBENCH_NCCL_VERSION
+    r["context"]["nccl"] = nccl_context(current_nccl_counts(), CPBENCH_NCCL_VERSION);
+#else
+    r["context"]["nccl"] = nccl_context(current_nccl_counts(), nullptr);
+#endif
+  }
   r["config"] = cfg.to_json(world_size);
   json list = json::array();
   for (const auto& res : results) list.push_back(res.to_json());

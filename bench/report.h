@@ -8,12 +8,21 @@
 
 #include "bench/config.h"
 #include "bench/result.h"
+#include "comm/nccl_counts.h"
 
 namespace cpbench {
 
 // Context block: hosts, devices, versions, git sha, argv, allow-listed environment.
 // ranks_per_node: --ranks-per-node K (0: nodes are hosts). Collective.
 nlohmann::json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_node);
+
+// context.nccl (a run with --comm nccl): whether NCCL communicators were made, one-rank mode, the
+// NCCL version (null when not built with NCCL), and per operation the calls that went through NCCL
+// and those done locally (comm/nccl_counts.h), as counted in this process (rank 0 writes the
+// report).
+nlohmann::json nccl_context(const NcclCallCounts& c, const char* version);
+// This process's counts so far (all zero when built without NCCL).
+NcclCallCounts current_nccl_counts();
 
 // `complete` is false while the sweep runs (the report is rewritten after every job) and when it
 // stopped early; `interrupted` names the signal that stopped it (0: none).

@@ -50,10 +50,26 @@ namespace {
 
 constexpr size_t kMaxPendingTimings = 4096;  // resolve early past this many
 
-// Process-wide counts of the calls that went through NCCL itself (not a local copy).
+// Process-wide counts of the calls that went through NCCL itself, and of those done locally
+// (comm/nccl_counts.h says which is which).
+struct OpCounters {
+  std::atomic<int64_t> all_to_all{0}, all_gather{0}, reduce_scatter{0}, send{0}, recv{0}, barrier{0};
+  NcclOpCounts load() const {
+    NcclOpCounts c;
+    c.all_to_all = all_to_all.load();
+    c.all_gather = all_gather.load();
+    c.reduce_scatter = reduce_scatter.load();
+    c.send = send.load();
+    c.recv = recv.load();
+    c.barrier = barrier.load();
+    return c;
+  }
+};
 struct Counters {
   std::atomic<int64_t> all_to_all{0}, all_gather{0}, reduce_scatter{0}, send{0}, recv{0}, barrier{0};
+  std::atomic<int64_t> communicators{0};
   std::atomic<bool> one_rank{false};
+  OpCounters local;
 };
 Counters& counters() {
   static Counters c;
@@ -248,6 +264,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, const std::string& name, CommL
     if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     mpi_ok(MPI_Bcast(&id, int(sizeof(id)), MPI_BYTE, 0, comm), "MPI_Bcast");
     NCCL_CHECK(ncclCommInitRank(&nc_, size_, id, rank_));
+    counters().communicators++;
     CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_buf_), sizeof(int)));
     CUDA_CHECK(cudaMemset(barrier_buf_, 0, sizeof(int)));
   }
@@ -432,6 +449,8 @@ void NcclCommunicator::do_all_to_all(const Tensor& send, Tensor& recv) {
         NCCL_CHECK(ncclRecv(rb + size_t(j) * cb, cb, ncclUint8, j, nc_, cs_));
       }
       NCCL_CHECK(ncclGroupEnd());
+    } else {
+      counters().local.all_to_all++;
     }
   }
   end_op(*sp);
@@ -446,6 +465,7 @@ void NcclCommunicator::do_all_gather(const Tensor& send, Tensor& recv) {
   const size_t bytes = send.bytes();
   if (bytes > 0) {
     if (!use_nccl()) {
+      counters().local.all_gather++;
       CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, bytes, cudaMemcpyDeviceToDevice, cs_));
     } else {
       counters().all_gather++;
@@ -468,6 +488,7 @@ void NcclCommunicator::do_reduce_scatter(const Tensor& send, Tensor& recv) {
   auto sp = begin_op();
   if (recv.numel() > 0) {
     if (!use_nccl()) {
+      counters().local.reduce_scatter++;
       CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, recv.bytes(), cudaMemcpyDeviceToDevice, cs_));
     } else if (send.dtype == DType::f32) {
       counters().reduce_scatter++;
@@ -497,6 +518,8 @@ void NcclCommunicator::barrier() {
     counters().barrier++;
     NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, nc_, cs_));
     wait_comm_stream("barrier");
+  } else {
+    counters().local.barrier++;  // one rank: nothing to wait for
   }
   log_.add(OpKind::barrier, name_, world_ranks_, rank_, ph, 0, -1, t0, log_.now_ms());
 }
@@ -560,9 +583,12 @@ void NcclCommunicator::flush() {
       throw std::invalid_argument("nccl communicator '" + name_ + "': self send of " +
                                   std::to_string(self_send[i]->bytes) + " bytes matched with a receive of " +
                                   std::to_string(self_recv[i]->bytes) + " bytes");
-    if (self_send[i]->bytes && !one_rank_nccl_)
+    if (self_send[i]->bytes && !one_rank_nccl_) {
+      counters().local.send++;
+      counters().local.recv++;
       CUDA_CHECK(cudaMemcpyAsync(self_recv[i]->buf.data, self_send[i]->buf.data, self_send[i]->bytes,
                                  cudaMemcpyDeviceToDevice, cs_));
+    }
   }
   if (remote) {
     NCCL_CHECK(ncclGroupStart());
@@ -605,9 +631,17 @@ void NcclCommunicator::wait(Request& r) {
 
 NcclCallCounts nccl_call_counts() {
   const Counters& c = counters();
-  return NcclCallCounts{c.one_rank.load(), c.all_to_all.load(), c.all_gather.load(),
-                        c.reduce_scatter.load(),  c.send.load(),     c.recv.load(),
-                        c.barrier.load()};
+  NcclCallCounts r;
+  r.one_rank_mode = c.one_rank.load();
+  r.communicators = c.communicators.load();
+  r.all_to_all = c.all_to_all.load();
+  r.all_gather = c.all_gather.load();
+  r.reduce_scatter = c.reduce_scatter.load();
+  r.send = c.send.load();
+  r.recv = c.recv.load();
+  r.barrier = c.barrier.load();
+  r.local = c.local.load();
+  return r;
 }
 
 namespace {

@@ -51,18 +51,15 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/nccl_counts.h"
 
 namespace cpbench {
 
 class Backend;
 
-// Counts of the calls that went through NCCL in this process (a group of one rank copies locally
-// and calls NCCL for nothing, unless CPBENCH_NCCL_ONE_RANK=1), so a report can say what a run
-// exercised. one_rank_mode: some one-rank group used NCCL.
-struct NcclCallCounts {
-  bool one_rank_mode = false;
-  int64_t all_to_all = 0, all_gather = 0, reduce_scatter = 0, send = 0, recv = 0, barrier = 0;
-};
+// Counts of the calls that went through NCCL in this process, and of those done locally (a group
+// of one rank copies locally and calls NCCL for nothing, unless CPBENCH_NCCL_ONE_RANK=1), so a
+// report can say what a run exercised (comm/nccl_counts.h; the report's context.nccl).
 NcclCallCounts nccl_call_counts();
 std::string nccl_call_summary();  // one line, e.g. "NCCL calls: all_to_all 4, all_gather 2, ..."
 

@@ -11,7 +11,8 @@
 # kernels/cuda/*.cpp and *.cu, and bench/micro/cuda_attn_bench.cu, so new kernel files need no
 # edit here. ccache is used when present (CPBENCH_CCACHE=0 turns it off).
 # Output in DIR (default build-cuda-only): cpbench_cuda_bench, obj/, logs/<file>.log, and
-# ptxas.txt (registers, spills, static shared memory of every kernel, from -Xptxas -v).
+# ptxas.txt (registers, spills, static shared memory of every kernel, from -Xptxas -v; and, when
+# cuobjdump is found, each kernel's LDSM/HMMA/atomic instruction counts from its SASS).
 # Environment: NVCC (nvcc on PATH, else /usr/local/cuda/bin/nvcc), NVCC_FLAGS (extra flags).
 # Exit status: 0 built; 1 a compile or link failed (the failing file's log is printed); 2 usage.
 set -uo pipefail
@@ -99,7 +100,9 @@ if ! "$NVCC" -gencode "arch=compute_${ARCH},code=[sm_${ARCH},compute_${ARCH}]" "
 fi
 
 if ((PTXAS)); then
-  python3 "$ROOT/scripts/ptxas_table.py" "$OUTDIR"/logs/*.log >"$OUTDIR/ptxas.txt" 2>"$OUTDIR/logs/ptxas_table.err" ||
+  # With the SASS counts (LDSM, HMMA, atomics per kernel) when cuobjdump is found.
+  python3 "$ROOT/scripts/ptxas_table.py" "$OUTDIR"/logs/*.log --sass "$OUTDIR"/obj/*.o \
+    >"$OUTDIR/ptxas.txt" 2>"$OUTDIR/logs/ptxas_table.err" ||
     echo "build_cuda_only: could not tabulate ptxas output (see $OUTDIR/logs/ptxas_table.err)"
 fi
 echo "build_cuda_only: built $OUTDIR/cpbench_cuda_bench"

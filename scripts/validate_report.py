@@ -144,6 +144,28 @@ def _close(a, b, rtol, atol=1e-12):
     return abs(a - b) <= max(atol, rtol * max(abs(a), abs(b)))
 
 
+def _check_nccl(n, comm, err):
+    """context.nccl: present exactly with --comm nccl, and consistent in itself."""
+    where = ["context", "nccl"]
+    if comm != "nccl":
+        if n is not None:
+            err(where, f"present although config.comm is {comm!r} (only --comm nccl reports it)")
+        return
+    if n is None:
+        err(["context"], "config.comm is 'nccl' but context.nccl (what went through NCCL) is missing")
+        return
+    if n["used"] != (n["communicators"] > 0):
+        err(where + ["used"], f"{n['used']} but {n['communicators']} NCCL communicators were created")
+    if n["one_rank_mode"] and n["communicators"] == 0:
+        err(where + ["one_rank_mode"], "one-rank NCCL mode without any NCCL communicator")
+    through = sum(n["calls_through_nccl"].values())
+    if through and n["communicators"] == 0:
+        err(where + ["calls_through_nccl"], f"{through} calls through NCCL without any NCCL communicator")
+    loc = n["calls_local"]
+    if loc["send"] != loc["recv"]:
+        err(where + ["calls_local"], f"local send {loc['send']} != local recv {loc['recv']} (self messages pair up)")
+
+
 def semantic_errors(report):
     """[(path, message)] of the checks beyond the schema. Assumes the report is schema-valid."""
     errs = []
@@ -168,6 +190,7 @@ def semantic_errors(report):
             err(["context", "gpus"], f"backend cpu: expected no GPUs, got {ctx['gpus']}")
     elif not ctx["gpus"]:
         err(["context", "gpus"], "backend cuda: expected at least one GPU name")
+    _check_nccl(ctx.get("nccl"), cfg["comm"], err)
 
     seen = {}
     for i, r in enumerate(report["results"]):

@@ -232,7 +232,7 @@ void reference(int nq, int nk, int hq, int hk, int d, bool causal, int qoff,
   }
 }
 
-// One check problem: sizes that are not multiples of the 64-row tiles.
+// One check problem: sizes that are not multiples of the tiles (32, 64 or 128 rows).
 struct CheckShape {
   int nq, nk, hq, hk, d;
 };

@@ -5,8 +5,9 @@
 // keys (all "transposed": keys are the M dimension):
 //   S^T = K Q^T,  P^T = exp2(S^T * scale*log2e - lse*log2e)   (masked -> 0)
 //   dV += P^T dO,  dP^T = V dO^T,  dS^T = P^T o (dP^T - delta),  dK += dS^T Q
+// (dP^T..dS^T in two halves of 32 queries, to stay within 255 registers at d = 128)
 // then dS^T goes to shared memory and the CTA computes dQ_tile = dS K (each warp 16 query rows),
-// added to the fp32 dq with atomics. At the end dK (times scale) and dV are added to the fp32
+// added to the fp32 dq with atomics (four floats per atomic: float4 atomics on sm_90). At the end dK (times scale) and dV are added to the fp32
 // dk, dv with atomics (several query heads share a kv head under GQA). All three are accumulated:
 // "+=" as backend.h says.
 //
@@ -227,63 +228,83 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
       }
     }
 
-    // (4) dP^T = V dO^T: A = V rows of this warp, B[k][n] = dO[n][k] (ldmatrix of dO rows).
-    float dpt[QT][4];
+    // (4)-(7) in two halves of the query tile (32 queries each), so that only half of dP^T is
+    // live next to P^T and the dK, dV accumulators: at d = 128 the whole of it does not fit in
+    // 255 registers without spilling (issue 10). The V fragments are loaded once per half.
 #pragma unroll
-    for (int x = 0; x < QT; ++x) dpt[x][0] = dpt[x][1] = dpt[x][2] = dpt[x][3] = 0.0f;
+    for (int hh = 0; hh < 2; ++hh) {
+      constexpr int HT = QT / 2;  // n-tiles of a half
+      // (4) dP^T = V dO^T: A = V rows of this warp, B[k][n] = dO[n][k] (ldmatrix of dO rows).
+      float dpt[HT][4];
 #pragma unroll
-    for (int kk = 0; kk < KT; ++kk) {
-      uint32_t a[4];
-      ldsm_x4(a[0], a[1], a[2], a[3], Vs + (warp * 16 + (li & 1) * 8 + lr) * LD + kk * 16 + (li >> 1) * 8);
+      for (int x = 0; x < HT; ++x) dpt[x][0] = dpt[x][1] = dpt[x][2] = dpt[x][3] = 0.0f;
 #pragma unroll
-      for (int np = 0; np < BM / 16; ++np) {
-        uint32_t b0, b1, b2, b3;
-        ldsm_x4(b0, b1, b2, b3, dOb + (np * 16 + (li >> 1) * 8 + lr) * LD + kk * 16 + (li & 1) * 8);
-        mma16816<T>(dpt[2 * np], a, b0, b1);
-        mma16816<T>(dpt[2 * np + 1], a, b2, b3);
+      for (int kk = 0; kk < KT; ++kk) {
+        uint32_t a[4];
+        ldsm_x4(a[0], a[1], a[2], a[3], Vs + (warp * 16 + (li & 1) * 8 + lr) * LD + kk * 16 + (li >> 1) * 8);
+#pragma unroll
+        for (int np2 = 0; np2 < HT / 2; ++np2) {
+          const int np = hh * (HT / 2) + np2;
+          uint32_t b0, b1, b2, b3;
+          ldsm_x4(b0, b1, b2, b3, dOb + (np * 16 + (li >> 1) * 8 + lr) * LD + kk * 16 + (li & 1) * 8);
+          mma16816<T>(dpt[2 * np2], a, b0, b1);
+          mma16816<T>(dpt[2 * np2 + 1], a, b2, b3);
+        }
       }
-    }
 
-    // (5) dS^T = P^T o (dP^T - delta[query]).
+      // (5) dS^T = P^T o (dP^T - delta[query]).
 #pragma unroll
-    for (int nt = 0; nt < QT; ++nt) {
+      for (int x = 0; x < HT; ++x) {
+        const int nt = hh * HT + x;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float dl = dl_s[nt * 8 + 2 * t + e];
-        dpt[nt][e] = st[nt][e] * (dpt[nt][e] - dl);
-        dpt[nt][e + 2] = st[nt][e + 2] * (dpt[nt][e + 2] - dl);
+        for (int e = 0; e < 2; ++e) {
+          const float dl = dl_s[nt * 8 + 2 * t + e];
+          dpt[x][e] = st[nt][e] * (dpt[x][e] - dl);
+          dpt[x][e + 2] = st[nt][e + 2] * (dpt[x][e + 2] - dl);
+        }
       }
-    }
 
-    // (6) dK += dS^T Q: A = dS^T (C fragments), B[k][n] = Q[k][n] (ldmatrix.trans of Q rows).
+      // (6) dK += dS^T Q: A = dS^T (C fragments), B[k][n] = Q[k][n] (ldmatrix.trans of Q rows).
 #pragma unroll
-    for (int ks = 0; ks < BM / 16; ++ks) {
-      uint32_t a[4];
-      a[0] = pack2<T>(dpt[2 * ks][0], dpt[2 * ks][1]);
-      a[1] = pack2<T>(dpt[2 * ks][2], dpt[2 * ks][3]);
-      a[2] = pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]);
-      a[3] = pack2<T>(dpt[2 * ks + 1][2], dpt[2 * ks + 1][3]);
+      for (int ks2 = 0; ks2 < HT / 2; ++ks2) {
+        const int ks = hh * (HT / 2) + ks2;
+        uint32_t a[4];
+        a[0] = pack2<T>(dpt[2 * ks2][0], dpt[2 * ks2][1]);
+        a[1] = pack2<T>(dpt[2 * ks2][2], dpt[2 * ks2][3]);
+        a[2] = pack2<T>(dpt[2 * ks2 + 1][0], dpt[2 * ks2 + 1][1]);
+        a[3] = pack2<T>(dpt[2 * ks2 + 1][2], dpt[2 * ks2 + 1][3]);
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t b0, b1, b2, b3;
-        ldsm_x4_t(b0, b1, b2, b3, Qb + (ks * 16 + (li & 1) * 8 + lr) * LD + dp * 16 + (li >> 1) * 8);
-        mma16816<T>(dk_acc[2 * dp], a, b0, b1);
-        mma16816<T>(dk_acc[2 * dp + 1], a, b2, b3);
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t b0, b1, b2, b3;
+          ldsm_x4_t(b0, b1, b2, b3, Qb + (ks * 16 + (li & 1) * 8 + lr) * LD + dp * 16 + (li >> 1) * 8);
+          mma16816<T>(dk_acc[2 * dp], a, b0, b1);
+          mma16816<T>(dk_acc[2 * dp + 1], a, b2, b3);
+        }
       }
-    }
 
-    // (7) dS^T -> shared memory, [key][query], in the element type.
+      // (7) dS^T -> shared memory, [key][query], in the element type.
 #pragma unroll
-    for (int nt = 0; nt < QT; ++nt) {
-      st_u32(dSs + (warp * 16 + g) * LDS + nt * 8 + 2 * t, pack2<T>(dpt[nt][0], dpt[nt][1]));
-      st_u32(dSs + (warp * 16 + g + 8) * LDS + nt * 8 + 2 * t, pack2<T>(dpt[nt][2], dpt[nt][3]));
+      for (int x = 0; x < HT; ++x) {
+        const int nt = hh * HT + x;
+        st_u32(dSs + (warp * 16 + g) * LDS + nt * 8 + 2 * t, pack2<T>(dpt[x][0], dpt[x][1]));
+        st_u32(dSs + (warp * 16 + g + 8) * LDS + nt * 8 + 2 * t, pack2<T>(dpt[x][2], dpt[x][3]));
+      }
     }
     __syncthreads();
 
     // (8) dQ[query rows warp*16..+15] += scale * dS K. A[m][k] = dS^T[k][m] (ldmatrix.trans of
-    //     dS^T rows), B[k][n] = K[k][n] (ldmatrix.trans of K rows). Two n-tiles at a time.
+    //     dS^T rows), loaded once for the whole head dim (BN/16 fragments); B[k][n] = K[k][n]
+    //     (ldmatrix.trans of K rows), two n-tiles per load. Added to the fp32 dq with one
+    //     four-float atomic per row and lane (atomic_add_frag16; vector atomics on sm_90).
     {
+      uint32_t adq[BN / 16][4];
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks)
+        ldsm_x4_t(adq[ks][0], adq[ks][1], adq[ks][2], adq[ks][3],
+                  dSs + (ks * 16 + (li >> 1) * 8 + lr) * LDS + warp * 16 + (li & 1) * 8);
       const int qr0 = m0 + warp * 16 + g, qr1 = qr0 + 8;
+      float* dq0 = qr0 < p.nq ? p.dq + (int64_t(b) * p.nq + qr0) * qstride + int64_t(h) * D : nullptr;
+      float* dq1 = qr1 < p.nq ? p.dq + (int64_t(b) * p.nq + qr1) * qstride + int64_t(h) * D : nullptr;
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         float acc[2][4];
@@ -291,27 +312,13 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
         for (int e = 0; e < 4; ++e) acc[0][e] = acc[1][e] = 0.0f;
 #pragma unroll
         for (int ks = 0; ks < BN / 16; ++ks) {
-          uint32_t a[4];
-          ldsm_x4_t(a[0], a[1], a[2], a[3], dSs + (ks * 16 + (li >> 1) * 8 + lr) * LDS + warp * 16 + (li & 1) * 8);
           uint32_t b0, b1, b2, b3;
           ldsm_x4_t(b0, b1, b2, b3, Ks + (ks * 16 + (li & 1) * 8 + lr) * LD + dp * 16 + (li >> 1) * 8);
-          mma16816<T>(acc[0], a, b0, b1);
-          mma16816<T>(acc[1], a, b2, b3);
+          mma16816<T>(acc[0], adq[ks], b0, b1);
+          mma16816<T>(acc[1], adq[ks], b2, b3);
         }
-        if (qr0 < p.nq) {
-          float* d0 = p.dq + (int64_t(b) * p.nq + qr0) * qstride + int64_t(h) * D + dp * 16 + 2 * t;
-          atomicAdd(d0, acc[0][0] * p.scale);
-          atomicAdd(d0 + 1, acc[0][1] * p.scale);
-          atomicAdd(d0 + 8, acc[1][0] * p.scale);
-          atomicAdd(d0 + 9, acc[1][1] * p.scale);
-        }
-        if (qr1 < p.nq) {
-          float* d1 = p.dq + (int64_t(b) * p.nq + qr1) * qstride + int64_t(h) * D + dp * 16 + 2 * t;
-          atomicAdd(d1, acc[0][2] * p.scale);
-          atomicAdd(d1 + 1, acc[0][3] * p.scale);
-          atomicAdd(d1 + 8, acc[1][2] * p.scale);
-          atomicAdd(d1 + 9, acc[1][3] * p.scale);
-        }
+        atomic_add_frag16(dq0 ? dq0 + dp * 16 : nullptr, dq1 ? dq1 + dp * 16 : nullptr, acc[0], acc[1],
+                          p.scale, t);
       }
     }
     __syncthreads();  // lse_s, dl_s, dSs and buffer `buf` are rewritten next iteration
@@ -319,19 +326,18 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
     i = inx;
   }
 
-  // dK (times scale) and dV of this warp's keys.
+  // dK (times scale) and dV of this warp's keys, four floats per atomic (atomic_add_frag16).
+  const int64_t koff = int64_t(kvh) * D;
+  float* dk0 = kin0 ? p.dk + (int64_t(b) * p.nk + key0) * kstride + koff : nullptr;
+  float* dk1 = kin1 ? p.dk + (int64_t(b) * p.nk + key1) * kstride + koff : nullptr;
+  float* dv0 = kin0 ? p.dv + (int64_t(b) * p.nk + key0) * kstride + koff : nullptr;
+  float* dv1 = kin1 ? p.dv + (int64_t(b) * p.nk + key1) * kstride + koff : nullptr;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int key = half ? key1 : key0;
-    if (key >= p.nk) continue;
-    const int64_t off = (int64_t(b) * p.nk + key) * kstride + int64_t(kvh) * D + 2 * t;
-#pragma unroll
-    for (int nt = 0; nt < OT; ++nt) {
-      atomicAdd(p.dk + off + nt * 8, dk_acc[nt][2 * half] * p.scale);
-      atomicAdd(p.dk + off + nt * 8 + 1, dk_acc[nt][2 * half + 1] * p.scale);
-      atomicAdd(p.dv + off + nt * 8, dv_acc[nt][2 * half]);
-      atomicAdd(p.dv + off + nt * 8 + 1, dv_acc[nt][2 * half + 1]);
-    }
+  for (int dp = 0; dp < D / 16; ++dp) {
+    atomic_add_frag16(dk0 ? dk0 + dp * 16 : nullptr, dk1 ? dk1 + dp * 16 : nullptr, dk_acc[2 * dp],
+                      dk_acc[2 * dp + 1], p.scale, t);
+    atomic_add_frag16(dv0 ? dv0 + dp * 16 : nullptr, dv1 ? dv1 + dp * 16 : nullptr, dv_acc[2 * dp],
+                      dv_acc[2 * dp + 1], 1.0f, t);
   }
 }
 

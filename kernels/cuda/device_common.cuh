@@ -230,6 +230,53 @@ __device__ __forceinline__ void st_u32(T* p, uint32_t v) {
 #endif
 }
 
+// p[0..3] += (x, y, z, w), p 16-byte aligned, global memory. One vector atomic (`red.global.add`
+// on four floats) on sm_90 and newer, four scalar ones before (sm_80-89 have no vector float
+// atomics). The host emulator (tests/unit/cuda_emu.h) takes the vector path and checks the
+// alignment the hardware requires.
+__device__ __forceinline__ void atomic_add4(float* p, float x, float y, float z, float w) {
+#if defined(CPB_CUDA_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+  float4 v;
+  v.x = x;
+  v.y = y;
+  v.z = z;
+  v.w = w;
+  atomicAdd(reinterpret_cast<float4*>(p), v);
+#else
+  atomicAdd(p, x);
+  atomicAdd(p + 1, y);
+  atomicAdd(p + 2, z);
+  atomicAdd(p + 3, w);
+#endif
+}
+
+// Adds s * (two m16n8 fp32 C fragments side by side: c0 = columns 0..7, c1 = columns 8..15) to a
+// 16 x 16 block of global memory whose rows g and g + 8 of this lane (lane = 4g + t) start at
+// row_g and row_g8 (16-byte aligned; a null row is skipped: past the tensor's end). Lanes t and
+// t ^ 1 swap halves with one shuffle per element so that each lane holds four consecutive
+// columns of each of its rows: even t columns 2t..2t+3 (from c0), odd t columns 2t+6..2t+9
+// (from c1); then one atomic_add4 per row instead of four scalar atomics. All 32 lanes must call.
+__device__ __forceinline__ void atomic_add_frag16(float* row_g, float* row_g8, const float (&c0)[4],
+                                                  const float (&c1)[4], float s, int t) {
+  const bool odd = t & 1;
+  float y[4];  // the partner's half this lane needs (it sends the half the partner needs)
+#pragma unroll
+  for (int e = 0; e < 4; ++e) y[e] = __shfl_xor_sync(0xffffffffu, odd ? c0[e] : c1[e], 1);
+  const int col = odd ? 2 * t + 6 : 2 * t;
+  if (row_g != nullptr) {
+    if (odd)
+      atomic_add4(row_g + col, s * y[0], s * y[1], s * c1[0], s * c1[1]);
+    else
+      atomic_add4(row_g + col, s * c0[0], s * c0[1], s * y[0], s * y[1]);
+  }
+  if (row_g8 != nullptr) {
+    if (odd)
+      atomic_add4(row_g8 + col, s * y[2], s * y[3], s * c1[2], s * c1[3]);
+    else
+      atomic_add4(row_g8 + col, s * c0[2], s * c0[3], s * y[2], s * y[3]);
+  }
+}
+
 // Grid size for a grid-stride loop over n elements with 256-thread blocks.
 inline unsigned grid_for(int64_t n) {
   const int64_t b = (n + 255) / 256;

@@ -115,6 +115,10 @@ int main(int argc, char** argv) {
            "every collective went through NCCL (3 dtypes)");
     expect(n.send == 6 && n.recv == 6, "every self send/recv went through NCCL");
     expect(n.barrier == 3, "every barrier went through NCCL");
+    expect(n.communicators == 1, "one NCCL communicator was created");
+    expect(n.local.all_to_all == 0 && n.local.all_gather == 0 && n.local.reduce_scatter == 0 &&
+               n.local.send == 0 && n.local.recv == 0 && n.local.barrier == 0,
+           "nothing was done locally (context.nccl.calls_local all zero)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nccl_one_rank_check: %s\n", e.what());
     ++failures;

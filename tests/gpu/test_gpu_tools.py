@@ -153,6 +153,44 @@ ptxas info    : Used 255 registers, used 1 barriers, 128 bytes smem, 392 bytes c
         self.assertIn("| sm_90 | 255 | 20 | 16 | 24 | 128 |", r.stdout)
         self.assertIn("add_kernel", r.stdout)
 
+    SASS = """
+\tcode for sm_90
+\t\tFunction : _Z8big_kernv
+\t.headerflags\t@"EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDSM.16.M88.4 R4, [R2] ;
+        /*0010*/                   LDSM.16.MT88.4 R8, [R2+0x800] ;
+        /*0020*/                   HMMA.16816.F32.BF16 R12, R4, R8, R12 ;
+        /*0030*/                   HMMA.16816.F32.BF16 R16, R4, R10, R16 ;
+        /*0040*/                   HMMA.16816.F32.BF16 R20, R4, R12, R20 ;
+        /*0050*/                   REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R4 ;
+        /*0060*/                   REDG.E.ADD.F32.FTZ.RN.STRONG.GPU desc[UR4][R2.64], R4 ;
+\t\t..........
+"""
+
+    def test_sass_counts(self):
+        """--sass: LDSM, HMMA, HMMA per LDSM and atomics (vector ones counted apart) per kernel, from
+        cuobjdump -sass (a stand-in that prints the text above)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            log, obj, fake = (os.path.join(tmp, n) for n in ("k.log", "k.o", "cuobjdump"))
+            with open(log, "w") as f:
+                f.write(self.LOG)
+            open(obj, "w").close()
+            with open(os.path.join(tmp, "sass.txt"), "w") as f:
+                f.write(self.SASS)
+            with open(fake, "w") as f:
+                f.write(f"#!/bin/sh\ncat {os.path.join(tmp, 'sass.txt')}\n")
+            os.chmod(fake, 0o755)
+            r = run([sys.executable, os.path.join(SCRIPTS, "ptxas_table.py"), log, "--sass", obj],
+                    env={"CUOBJDUMP": fake})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("| sm_90 | 255 | 20 | 16 | 24 | 128 | 2 | 3 | 1.50 | 2 (v1) |", r.stdout)
+            self.assertIn("| sm_90 | 20 | 0 | 0 | 0 | 0 | n/a | n/a | n/a | n/a |", r.stdout)  # not in the SASS
+            r = run([sys.executable, os.path.join(SCRIPTS, "ptxas_table.py"), log, "--sass", obj],
+                    env={"CUOBJDUMP": os.path.join(tmp, "missing")})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("no SASS counts", r.stderr)
+            self.assertIn("| sm_90 | 255 | 20 | 16 | 24 | 128 | n/a | n/a | n/a | n/a |", r.stdout)
+
     def test_no_kernel_is_an_error(self):
         with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
             f.write("nothing here\n")

@@ -121,6 +121,26 @@ class SchemaTest(unittest.TestCase):
         rep["context"]["env"]["NCCL_DEBUG"] = "INFO"
         self.assertValid(rep)
 
+    def test_context_nccl(self):
+        rep = synth.make_report(dtype="bf16")  # comm nccl: carries context.nccl
+        self.assertValid(rep)
+        bad = synth.make_report(dtype="bf16")
+        del bad["context"]["nccl"]
+        self.assertInvalid(bad, "$.context", "context.nccl")
+        bad = synth.make_report()  # comm mpi
+        bad["context"]["nccl"] = rep["context"]["nccl"]
+        self.assertInvalid(bad, "$.context.nccl", "config.comm is 'mpi'")
+        bad = synth.make_report(dtype="bf16")
+        bad["context"]["nccl"]["communicators"] = 0
+        self.assertInvalid(bad, "$.context.nccl.used", "0 NCCL communicators")
+        self.assertInvalid(bad, "$.context.nccl.calls_through_nccl", "without any NCCL communicator")
+        bad = synth.make_report(dtype="bf16")
+        bad["context"]["nccl"]["calls_local"]["send"] = 1
+        self.assertInvalid(bad, "$.context.nccl.calls_local", "self messages pair up")
+        bad = synth.make_report(dtype="bf16")
+        bad["context"]["nccl"]["calls_local"]["put"] = 1
+        self.assertInvalid(bad, "$.context.nccl.calls_local", "put")
+
     def test_rejects_missing_field(self):
         rep = synth.make_report()
         del rep["results"][2]["timing"]

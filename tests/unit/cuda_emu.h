@@ -6,7 +6,7 @@
 //   mma.sync.m16n8k16 (bf16/f16 in, f32 accumulate)   "Matrix Fragments for mma.m16n8k16 with
 //                                                       floating point type"
 //   ldmatrix.x4 (.trans)                               "Warp-level matrix load instruction"
-//   __shfl_xor_sync
+//   __shfl_xor_sync, atomicAdd on float and (sm_90) float4
 // A collective waits until all 32 lanes of the warp have arrived (it checks that they all call the
 // same operation), then computes every lane's result from all lanes' inputs. cp.async copies at
 // once (zero-filling past src-size), with the alignment and bounds checks of the hardware.
@@ -26,6 +26,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <ucontext.h>
+#include <vector_types.h>
 
 #include <cmath>
 #include <cstdint>
@@ -252,6 +253,17 @@ inline float atomicAdd(float* p, float v) {  // one OS thread: a plain read-modi
   ::cpb_emu::Emu::get().check_global(p, sizeof(float), "atomicAdd");
   const float old = *p;
   *p = old + v;
+  return old;
+}
+// The sm_90 vector form (global memory, 16-byte aligned, as the hardware requires).
+inline float4 atomicAdd(float4* p, float4 v) {
+  ::cpb_emu::Emu::get().check_global(p, sizeof(float4), "atomicAdd(float4)");
+  if (reinterpret_cast<uintptr_t>(p) % 16) ::cpb_emu::fail("atomicAdd(float4): misaligned address");
+  const float4 old = *p;
+  p->x = old.x + v.x;
+  p->y = old.y + v.y;
+  p->z = old.z + v.z;
+  p->w = old.w + v.w;
   return old;
 }
 inline int min(int a, int b) { return a < b ? a : b; }

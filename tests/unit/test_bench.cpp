@@ -16,6 +16,7 @@
 #include "bench/plan.h"
 #include "bench/strategies/double_ring_core.h"
 #include "bench/inputs.h"
+#include "bench/report.h"
 
 using namespace cpbench;
 
@@ -337,4 +338,40 @@ TEST_CASE("config: a layer naming the mesh replaces the lower layer's mesh") {
   RunConfig e = tiny(64);  // both in one layer: a conflict
   apply_settings(e, {{"mesh", "all"}, {"ulysses", 2}}, "command line");
   CHECK(error_of([&] { finalize_config(e, 4); }).find("--mesh all enumerates every U x R") == 0);
+}
+
+TEST_CASE("report: context.nccl says what went through NCCL and what was local (--comm nccl only)") {
+  NcclCallCounts c;
+  c.one_rank_mode = true;
+  c.communicators = 2;
+  c.all_to_all = 3;
+  c.reduce_scatter = 1;
+  c.send = 4;
+  c.recv = 4;
+  c.local.all_gather = 5;
+  c.local.barrier = 2;
+  const nlohmann::json j = nccl_context(c, "2.28.9");
+  CHECK(j["used"] == true);
+  CHECK(j["communicators"] == 2);
+  CHECK(j["one_rank_mode"] == true);
+  CHECK(j["version"] == "2.28.9");
+  CHECK(j["calls_through_nccl"] == nlohmann::json{{"all_to_all", 3}, {"all_gather", 0}, {"reduce_scatter", 1},
+                                                  {"send", 4}, {"recv", 4}, {"barrier", 0}});
+  CHECK(j["calls_local"] == nlohmann::json{{"all_to_all", 0}, {"all_gather", 5}, {"reduce_scatter", 0},
+                                           {"send", 0}, {"recv", 0}, {"barrier", 2}});
+  const nlohmann::json none = nccl_context(NcclCallCounts{}, nullptr);
+  CHECK(none["used"] == false);
+  CHECK(none["version"].is_null());
+
+  // make_report adds it for --comm nccl only (this process made no NCCL communicator: used false).
+  RunConfig cfg = tiny(64);
+  const nlohmann::json ctx = {{"world_size", 1}};
+  CHECK_FALSE(make_report(ctx, cfg, 1, {}, true)["context"].contains("nccl"));
+  cfg.backend = "cuda";
+  cfg.comm = "nccl";
+  const nlohmann::json rep = make_report(ctx, cfg, 1, {}, true);
+  REQUIRE(rep["context"].contains("nccl"));
+  CHECK(rep["context"]["nccl"]["used"] == false);
+  CHECK(rep["context"]["nccl"]["calls_through_nccl"]["all_to_all"] == 0);
+  CHECK(rep["context"]["world_size"] == 1);
 }
