@@ -235,7 +235,14 @@ nlohmann::json RunConfig::to_json(int world_size) const {
   j["mesh"] = {{"ulysses", ulysses ? nlohmann::json(ulysses) : nlohmann::json(nullptr)},
                {"ring", ring ? nlohmann::json(ring) : nlohmann::json(nullptr)},
                {"placement", placement_name(placement)},
-               {"all", mesh_all}};
+               {"all", mesh_all},
+               // usp's ring: its layout and level, and the double ring's inner size (0 = ranks per
+               // node), so that a report says which schedule its bytes and hops come from.
+               {"usp_layout", ring_layout == RingLayout::zigzag       ? "zigzag"
+                              : ring_layout == RingLayout::contiguous ? "contiguous"
+                                                                      : "auto"},
+               {"usp_ring", usp_ring},
+               {"inner_ring", inner_ring}};
   nlohmann::json docs = nullptr;
   if (!docs_spec.empty()) {
     docs = {{"spec", docs_spec}};

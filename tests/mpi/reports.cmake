@@ -46,7 +46,7 @@ set(_dr_run "--strategies;double-ring,usp;--usp-ring;double;--mesh;all")
 cpbench_report_test(keff_double_docs_p8 8 "--model;tiny;--seq;160;--heads;8;--kv-heads;4;--docs;equal:8;${_dr_run};--ranks-per-node;2;${_fast}"
   "${_py} ${_chk} model REPORT --min-ok 14 && ${_py} ${_chk} hops REPORT --min-ok 14 --min-cut 9")
 cpbench_report_test(keff_double_window_p8 8 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--window;32;--usp-layout;contiguous;${_dr_run};--ranks-per-node;4;${_fast}"
-  "${_py} ${_chk} model REPORT --min-ok 14 && ${_py} ${_chk} hops REPORT --min-ok 14 --min-cut 7 --usp-layout contiguous")
+  "${_py} ${_chk} model REPORT --min-ok 14 && ${_py} ${_chk} hops REPORT --min-ok 14 --min-cut 7")
 cpbench_report_test(keff_double_docs_p6 6 "--model;tiny;--seq;144;--heads;6;--kv-heads;6;--docs;24,24,48,48;--no-causal;${_dr_run};--placement;ring-inner;${_fast}"
   "${_py} ${_chk} model REPORT --min-ok 13 && ${_py} ${_chk} hops REPORT --min-ok 13 --min-cut 3")
 

@@ -7,7 +7,7 @@
   check_report.py weights P1.json P4.json STRAT      peak weight bytes at P=4 within 20% of 1/4 of P=1
   check_report.py balance REPORT --above ring=1.4 --below ring-zigzag=1.02 ...   on flops_imbalance
   check_report.py trace TRACE --ranks P              Chrome trace: one process per rank, compute and comm tracks
-  check_report.py hops REPORT --min-ok N --min-cut C [--usp-layout L]
+  check_report.py hops REPORT --min-ok N --min-cut C
                                                      double rings (double-ring, usp with an inner ring): rank 0's
                                                      sends and bytes on ring_inner / ring_outer equal the truncated
                                                      schedule rebuilt here from the mask, and at least C results
@@ -127,7 +127,7 @@ def double_ring_schedule(blocks, w, W, causal, window, doc_of):
 
 def ring_blocks(r, cfg, P, usp_layout):
     """Token positions of each ring position: double-ring's zigzag over P, usp's ring layout over R
-    (usp_layout: the run's --usp-layout, which the report does not record)."""
+    (usp_layout: the run's --usp-layout, config.mesh.usp_layout)."""
     N, causal = r["seq"], cfg["mask"]["causal"]
     if r["strategy"] == "double-ring":
         R, zigzag = P, True
@@ -158,7 +158,7 @@ def cmd_hops(a):
         R = P if r["strategy"] == "double-ring" else r["mesh"]["ring"]
         U = P // R
         W = R // w
-        T, J = double_ring_schedule(ring_blocks(r, cfg, P, a.usp_layout), w, W, mask["causal"], mask["window"], doc_of)
+        T, J = double_ring_schedule(ring_blocks(r, cfg, P, cfg["mesh"]["usp_layout"]), w, W, mask["causal"], mask["window"], doc_of)
         S = sum(J)
         # One send of a K,V block (or its float32 accumulator): the B*N/P tokens of a rank times
         # the ring's kv heads, max(G, U) of them over the whole ring group.
@@ -202,8 +202,6 @@ def main():
     t = sub.add_parser("trace"); t.add_argument("trace"); t.add_argument("--ranks", type=int, required=True)
     h = sub.add_parser("hops"); h.add_argument("report"); h.add_argument("--min-ok", type=int, default=1)
     h.add_argument("--min-cut", type=int, default=1)
-    h.add_argument("--usp-layout", default="auto", choices=("auto", "zigzag", "contiguous"),
-                   help="the --usp-layout the run used (not in the report)")
     a = ap.parse_args()
     if a.cmd == "model":
         cmd_model(a)

@@ -218,5 +218,14 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
                                          "timeout_s", "warmup", "world_size"});
   CHECK(j["seqs"] == json::array({64}));
   CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));
-  CHECK(j["mesh"] == json::parse(R"({"ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false})"));
+  CHECK(j["mesh"] == json::parse(R"({"ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false,
+                                      "usp_layout": "auto", "usp_ring": "single", "inner_ring": 0})"));
+  RunConfig d;
+  apply_settings(d, {{"model", "tiny"}, {"seq", 64}, {"usp_layout", "contiguous"}, {"usp_ring", "double"},
+                     {"inner_ring", 2}}, "t");
+  finalize_config(d, 4);
+  const json dm = d.to_json(4)["mesh"];
+  CHECK(dm["usp_layout"] == "contiguous");
+  CHECK(dm["usp_ring"] == "double");
+  CHECK(dm["inner_ring"] == 2);
 }
