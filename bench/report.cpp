@@ -111,19 +111,12 @@ json nccl_context(const NcclCallCounts& c, const char* version) {
                 {"reduce_scatter", o.reduce_scatter}, {"send", o.send}, {"recv", o.recv},
                 {"barrier", o.barrier}};
   };
-  NcclOpCounts through;
-  through.all_to_all = c.all_to_all;
-  through.all_gather = c.all_gather;
-  through.reduce_scatter = c.reduce_scatter;
-  through.send = c.send;
-  through.recv = c.recv;
-  through.barrier = c.barrier;
   json j;
   j["used"] = c.communicators > 0;
   j["communicators"] = c.communicators;
   j["one_rank_mode"] = c.one_rank_mode;
   j["version"] = version ? json(version) : json(nullptr);
-  j["calls_through_nccl"] = ops(through);
+  j["calls_through_nccl"] = ops(c);  // the base: calls through NCCL
   j["calls_local"] = ops(c.local);
   return j;
 }

@@ -66,10 +66,9 @@ struct OpCounters {
   }
 };
 struct Counters {
-  std::atomic<int64_t> all_to_all{0}, all_gather{0}, reduce_scatter{0}, send{0}, recv{0}, barrier{0};
+  OpCounters nccl, local;
   std::atomic<int64_t> communicators{0};
   std::atomic<bool> one_rank{false};
-  OpCounters local;
 };
 Counters& counters() {
   static Counters c;
@@ -441,7 +440,7 @@ void NcclCommunicator::do_all_to_all(const Tensor& send, Tensor& recv) {
       CUDA_CHECK(cudaMemcpyAsync(rb + size_t(rank_) * cb, sb + size_t(rank_) * cb, cb,
                                  cudaMemcpyDeviceToDevice, cs_));
     if (use_nccl()) {
-      counters().all_to_all++;
+      counters().nccl.all_to_all++;
       NCCL_CHECK(ncclGroupStart());
       for (int j = 0; j < size_; ++j) {
         if (j == rank_ && !one_rank_nccl_) continue;
@@ -468,7 +467,7 @@ void NcclCommunicator::do_all_gather(const Tensor& send, Tensor& recv) {
       counters().local.all_gather++;
       CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, bytes, cudaMemcpyDeviceToDevice, cs_));
     } else {
-      counters().all_gather++;
+      counters().nccl.all_gather++;
       NCCL_CHECK(ncclAllGather(send.data, recv.data, bytes, ncclUint8, nc_, cs_));
     }
   }
@@ -491,7 +490,7 @@ void NcclCommunicator::do_reduce_scatter(const Tensor& send, Tensor& recv) {
       counters().local.reduce_scatter++;
       CUDA_CHECK(cudaMemcpyAsync(recv.data, send.data, recv.bytes(), cudaMemcpyDeviceToDevice, cs_));
     } else if (send.dtype == DType::f32) {
-      counters().reduce_scatter++;
+      counters().nccl.reduce_scatter++;
       NCCL_CHECK(ncclReduceScatter(send.data, recv.data, size_t(recv.numel()), ncclFloat32, ncclSum,
                                    nc_, cs_));
     } else {
@@ -499,7 +498,7 @@ void NcclCommunicator::do_reduce_scatter(const Tensor& send, Tensor& recv) {
       // per hop): widen into fp32 staging, reduce-scatter fp32, round once into recv. The wire
       // carries fp32 (twice the logical bytes, which are what the log counts, per DESIGN's s).
       cuda::convert(ws->data, DType::f32, send.data, send.dtype, send.numel(), cs_);
-      counters().reduce_scatter++;
+      counters().nccl.reduce_scatter++;
       NCCL_CHECK(ncclReduceScatter(ws->data, wr->data, size_t(recv.numel()), ncclFloat32, ncclSum, nc_, cs_));
       cuda::convert(recv.data, recv.dtype, wr->data, DType::f32, recv.numel(), cs_);
     }
@@ -515,7 +514,7 @@ void NcclCommunicator::barrier() {
   flush();
   if (use_nccl()) {
     set_device();
-    counters().barrier++;
+    counters().nccl.barrier++;
     NCCL_CHECK(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclSum, nc_, cs_));
     wait_comm_stream("barrier");
   } else {
@@ -595,10 +594,10 @@ void NcclCommunicator::flush() {
     for (auto& op : ops) {
       if ((op->peer == rank_ && !one_rank_nccl_) || op->bytes == 0) continue;
       if (op->kind == OpKind::send) {
-        counters().send++;
+        counters().nccl.send++;
         NCCL_CHECK(ncclSend(op->buf.data, op->bytes, ncclUint8, op->peer, nc_, cs_));
       } else {
-        counters().recv++;
+        counters().nccl.recv++;
         NCCL_CHECK(ncclRecv(op->buf.data, op->bytes, ncclUint8, op->peer, nc_, cs_));
       }
     }
@@ -634,12 +633,7 @@ NcclCallCounts nccl_call_counts() {
   NcclCallCounts r;
   r.one_rank_mode = c.one_rank.load();
   r.communicators = c.communicators.load();
-  r.all_to_all = c.all_to_all.load();
-  r.all_gather = c.all_gather.load();
-  r.reduce_scatter = c.reduce_scatter.load();
-  r.send = c.send.load();
-  r.recv = c.recv.load();
-  r.barrier = c.barrier.load();
+  static_cast<NcclOpCounts&>(r) = c.nccl.load();
   r.local = c.local.load();
   return r;
 }
