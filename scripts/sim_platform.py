@@ -9,7 +9,8 @@ SimGrid zones, one per node:
     intra-node port (NVLink into NVSwitch, or PCIe), a SPLITDUPLEX link per GPU, so an
     all-to-all shares each GPU's port bandwidth in each direction;
   GPU -> other nodes over that GPU's own NIC (one NIC per GPU, rail-optimised: the rail
-    switches are modelled as a non-blocking fabric, one FATPIPE link of the fabric latency);
+    switches are modelled as a non-blocking fabric: one FATPIPE link per node carrying half the
+    fabric latency, so a route between two nodes crosses the fabric latency once);
   or "nics_per_node" < gpus_per_node: GPUs share NICs (GPU i uses NIC i % nics_per_node).
 
 Ranks are placed by node: rank r on node r // gpus_per_node, GPU r % gpus_per_node (the
@@ -104,13 +105,19 @@ def write_generated(plat, path, P, out_dir):
                   % (n, i, n, n, i % nics))
         w("  </zone>")
     if nodes > 1:
-        fabric = inter.get("fabric_lat_us", 0.0)
-        w('  <link id="fabric" bandwidth="%s" latency="%s" sharing_policy="FATPIPE"/>'
-          % (gbs(inter["bw_gbs"] * g * nodes), us(fabric)))
+        # The non-blocking fabric: one FATPIPE link per node (never the bottleneck: the node's NICs
+        # are), half the fabric latency each. Not one link shared by every inter-node route: SimGrid
+        # re-solves all the flows that share a link whenever one starts or ends, so a single fabric
+        # link made every flow of the cluster one sharing system (quadratic at thousands of ranks).
+        half = inter.get("fabric_lat_us", 0.0) / 2
+        for n in range(nodes):
+            w('  <link id="node%d-fabric" bandwidth="%s" latency="%s" sharing_policy="FATPIPE"/>'
+              % (n, gbs(inter["bw_gbs"] * g), us(half)))
         for a in range(nodes):
             for b in range(a + 1, nodes):
                 w('  <zoneRoute src="node%d" dst="node%d" gw_src="node%d-gw" gw_dst="node%d-gw">'
-                  '<link_ctn id="fabric"/></zoneRoute>' % (a, b, a, b))
+                  '<link_ctn id="node%d-fabric"/><link_ctn id="node%d-fabric"/></zoneRoute>'
+                  % (a, b, a, b, a, b))
     w("</zone>")
     w("</platform>")
     with open(os.path.join(out_dir, "platform.xml"), "w") as f:
