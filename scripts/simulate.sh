@@ -31,7 +31,7 @@ while (($#)); do
     --smpi) smpi_extra+=("$2"); shift 2 ;;
     --ram-tmp) ram_tmp=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "simulate.sh: unknown option '$1' (cpbench's own flags go after --)" >&2; exit 2 ;;
   esac
 done
@@ -95,7 +95,12 @@ export CPBENCH_SIM_PLATFORM="$plat_json"
 #                           a small shared file (SMPI keeps it in /tmp, where copies into it are
 #                           written back to disk)
 # bw-factor/lat-factor 1, crosstraffic 0: the platform's link numbers are the effective rates
-# coll-selector ompi        Open MPI's choice of collective algorithms
+# coll-selector ompi        Open MPI's choice of collective algorithms, except:
+# bcast binomial_tree       the ompi selector's broadcast on an SMP-aware communicator (every
+#                           MPI_Comm_split builds one) runs a ring allgather among all P ranks
+#                           per split: P^2 messages per communicator made at 1,024 ranks the
+#                           setup cost more than the run. cpbench broadcasts only small setup
+#                           values (mesh agreement), never in a timed step.
 launcher=()
 if ((ram_tmp)); then
   launcher=(unshare -m --propagation private sh -c 'mount -t tmpfs -o size=50% tmpfs /tmp && exec "$@"' sh)
@@ -104,7 +109,7 @@ TMPDIR="$tmpdir" "${launcher[@]}" smpirun -np "$np" -platform "$work/platform.xm
   --cfg=smpi/simulate-computation:no \
   --cfg=smpi/shared-malloc:local --cfg=smpi/shared-malloc-blocksize:67108864 \
   --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0 \
-  --cfg=smpi/coll-selector:ompi \
+  --cfg=smpi/coll-selector:ompi --cfg=smpi/bcast:binomial_tree \
   --log=root.thresh:warning \
   "${smpi_extra[@]}" \
   "$exe" "${args[0]}" "${extra[@]}" "${args[@]:1}"
