@@ -66,9 +66,10 @@ MeshSpec Strategy::resolve_mesh(const MeshSpec& requested, const LayerShape&, in
   return m;
 }
 
+// The largest Ulysses degree dividing P that head_sharding_error accepts (the hint in messages).
 int max_ulysses_degree(int P, const LayerShape& s) {
   for (int u = P; u > 1; --u)
-    if (P % u == 0 && s.H % u == 0 && s.G % u == 0) return u;
+    if (P % u == 0 && head_sharding_error(u, s, "u").empty()) return u;
   return 1;
 }
 

@@ -54,6 +54,8 @@ set_tests_properties(dump_p4_float64_masks PROPERTIES LABELS "mpi;verify" TIMEOU
 cpbench_fail_test(usp_mesh_product 4 "usp: ulysses=3 x ring=2 = 6 ranks, but P=4" run --model tiny --seq 64 --strategies usp --ulysses 3 --ring 2)
 cpbench_fail_test(usp_mesh_product_default 4 "usp: ulysses=3 x ring=2 = 6 ranks, but P=4" run --model tiny --seq 64 --ulysses 3 --ring 2)
 cpbench_fail_test(usp_ulysses_kv 4 "usp: ulysses=4 and kv_heads=6: one must divide the other.*; use ulysses<=2" verify --model tiny --seq 64 --heads 12 --kv-heads 6 --strategies usp --ulysses 4)
+# The hint names the largest degree the kv-head rule accepts: 4 (replicating 2 kv heads), not 2.
+cpbench_fail_test(usp_ulysses_hint_replicated_kv 8 "usp: ulysses=8 does not divide heads=4; use ulysses<=4" run --model tiny --seq 64 --heads 4 --kv-heads 2 --strategies usp --ulysses 8)
 cpbench_fail_test(usp_ulysses_heads 6 "usp: ulysses=3 does not divide heads=4" verify --model tiny --seq 96 --strategies usp --ulysses 3 --ring 2)
 cpbench_fail_test(megatron_kv 4 "megatron-sp: P=4 and kv_heads=6: one must divide the other.*; use usp with ulysses<=2" run --model tiny --seq 64 --heads 12 --kv-heads 6 --strategies megatron-sp)
 cpbench_fail_test(ulysses_heads 4 "ulysses: P=4 does not divide heads=6" run --model tiny --seq 64 --heads 6 --kv-heads 2 --strategies ulysses)
