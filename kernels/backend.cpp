@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace cpbench {
@@ -35,9 +38,16 @@ void Backend::copy_from_host_raw(Tensor& dst, const void* src, size_t bytes) {
 // ---- count_visible_pairs ----------------------------------------------------------------------
 namespace {
 
+// Pair counts are 128-bit inside: two blocks of 2^32 tokens each (a sequence of 2^40 tokens on
+// a ring of 256) have up to 2^64 pairs, and the sums below pass through products of a row count
+// and a position. Positions and counts are below 2^63 (the config refuses B x N beyond that), so
+// every intermediate here stays below 2^127.
+__extension__ typedef __int128 Count;  // (__extension__: -Wpedantic knows no __int128)
+__extension__ typedef unsigned __int128 UCount;
+
 // sum_{i=0}^{n-1} floor((a*i + b) / m) for n, m >= 1 and a, b >= 0 (Euclid-like reduction).
-uint64_t floor_sum(uint64_t n, uint64_t m, uint64_t a, uint64_t b) {
-  uint64_t ans = 0;
+UCount floor_sum(UCount n, UCount m, UCount a, UCount b) {
+  UCount ans = 0;
   while (true) {
     if (a >= m) {
       ans += (n * (n - 1) / 2) * (a / m);
@@ -47,7 +57,7 @@ uint64_t floor_sum(uint64_t n, uint64_t m, uint64_t a, uint64_t b) {
       ans += n * (b / m);
       b %= m;
     }
-    const uint64_t y_max = a * n + b;
+    const UCount y_max = a * n + b;
     if (y_max < m) break;
     n = y_max / m;
     b = y_max % m;
@@ -57,7 +67,7 @@ uint64_t floor_sum(uint64_t n, uint64_t m, uint64_t a, uint64_t b) {
 }
 
 // Pairs (i < q.count, j < k.count) with k.start + j*k.stride <= q.start + i*q.stride.
-int64_t visible_in_segments(const PosSeg& q, const PosSeg& k) {
+Count visible_in_segments(const PosSeg& q, const PosSeg& k) {
   if (q.count <= 0 || k.count <= 0) return 0;
   // Row i sees c(i) = clamp(floor((q.start - k.start + i*q.stride) / k.stride) + 1, 0, k.count).
   // c is non-decreasing in i: zero while the query is before the first key, k.count once it is at
@@ -70,14 +80,12 @@ int64_t visible_in_segments(const PosSeg& q, const PosSeg& k) {
   };
   const int64_t i_lo = std::min(first_row_at_least(0), q.count);
   const int64_t i_hi = std::max(i_lo, std::min(first_row_at_least((k.count - 1) * ks), q.count));
-  int64_t total = (q.count - i_hi) * k.count;
+  Count total = Count(q.count - i_hi) * k.count;
   const int64_t n = i_hi - i_lo;
   if (n > 0) {
     // sum over i in [i_lo, i_hi) of floor((a + i*qs) / ks) + 1, with a + i_lo*qs >= 0.
     const int64_t b0 = a + i_lo * qs;
-    total += static_cast<int64_t>(floor_sum(static_cast<uint64_t>(n), static_cast<uint64_t>(ks),
-                                            static_cast<uint64_t>(qs), static_cast<uint64_t>(b0))) +
-             n;
+    total += Count(floor_sum(UCount(n), UCount(ks), UCount(qs), UCount(b0))) + n;
   }
   return total;
 }
@@ -89,9 +97,9 @@ int64_t keys_upto(const PosSeg& k, int64_t x) {
 }
 
 // sum over rows i < n of keys_upto(k, x0 + i*slope), slope >= 0.
-int64_t sum_keys_upto(const PosSeg& k, int64_t x0, int64_t slope, int64_t n) {
+Count sum_keys_upto(const PosSeg& k, int64_t x0, int64_t slope, int64_t n) {
   if (n <= 0 || k.count <= 0) return 0;
-  if (slope == 0) return n * keys_upto(k, x0);
+  if (slope == 0) return Count(n) * keys_upto(k, x0);
   return visible_in_segments(PosSeg{x0, slope, n}, k);
 }
 
@@ -101,7 +109,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a
 // document changes and where lo (window start passes the document start) or hi (window end
 // reaches the document end) switches between constant and p + const; on each piece both bounds
 // are affine in the row, and the keys in [lo, hi] are counted as keys <= hi minus keys < lo.
-int64_t visible_under_mask(const PosSeg& q, const PosSeg& k, const AttnMask& m) {
+Count visible_under_mask(const PosSeg& q, const PosSeg& k, const AttnMask& m) {
   if (q.count <= 0 || k.count <= 0) return 0;
   const int64_t a = q.start, s = q.stride, W = m.window;
   // First row >= i0 (and <= i1) whose position is >= target.
@@ -110,7 +118,7 @@ int64_t visible_under_mask(const PosSeg& q, const PosSeg& k, const AttnMask& m) 
     if (p0 >= target) return i0;
     return std::min(i1, i0 + ceil_div(target - p0, s));
   };
-  int64_t total = 0;
+  Count total = 0;
   for (int64_t i0 = 0; i0 < q.count;) {
     const int64_t p0 = a + i0 * s;
     const int64_t ds = m.doc_start(p0), de = m.doc_end(p0);
@@ -122,7 +130,7 @@ int64_t visible_under_mask(const PosSeg& q, const PosSeg& k, const AttnMask& m) 
       const int64_t u = cuts[c], v = cuts[c + 1];
       if (v <= u) continue;
       const int64_t pu = a + u * s, n = v - u;
-      int64_t hi_sum, lo_sum;
+      Count hi_sum, lo_sum;
       if (m.causal)
         hi_sum = sum_keys_upto(k, pu, s, n);
       else if (W && u < r_hi)
@@ -165,13 +173,27 @@ int64_t AttnMask::hi(int64_t i) const {
   return window > 0 ? std::min(end, i + window - 1) : end;
 }
 
-int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, const AttnMask& mask) {
-  if (mask.full()) return qpos.count() * kpos.count();
-  int64_t total = 0;
+namespace {
+Count visible_pairs(const Positions& qpos, const Positions& kpos, const AttnMask& mask) {
+  if (mask.full()) return Count(qpos.count()) * kpos.count();
+  Count total = 0;
   for (int a = 0; a < qpos.nseg(); ++a)
     for (int b = 0; b < kpos.nseg(); ++b)
       total += visible_under_mask(qpos.seg(a), kpos.seg(b), mask);
   return total;
+}
+}  // namespace
+
+int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, const AttnMask& mask) {
+  const Count total = visible_pairs(qpos, kpos, mask);
+  if (total > Count(std::numeric_limits<int64_t>::max()))
+    throw std::overflow_error("count_visible_pairs: the " + std::to_string(qpos.count()) + " x " +
+                              std::to_string(kpos.count()) + " block has more than 2^63 - 1 visible pairs");
+  return static_cast<int64_t>(total);
+}
+
+bool any_visible_pair(const Positions& qpos, const Positions& kpos, const AttnMask& mask) {
+  return visible_pairs(qpos, kpos, mask) > 0;
 }
 
 int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool causal) {

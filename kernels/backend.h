@@ -234,8 +234,12 @@ std::vector<std::string> available_backends();
 // kernels' tests. Closed-form per (query segment, key segment, document piece): its cost grows
 // with the number of segments and documents the block touches, not with nq * nk.
 int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, const AttnMask& mask);
+// (Counted in 128 bits; std::overflow_error when the count does not fit in int64_t, from blocks of
+// more than 2^31.5 tokens each.)
 // The causal rule alone (key pos <= query pos), or every pair when !causal.
 int64_t count_visible_pairs(const Positions& qpos, const Positions& kpos, bool causal);
+// Whether any pair is visible: what the ring schedules ask of a block pair; never overflows.
+bool any_visible_pair(const Positions& qpos, const Positions& kpos, const AttnMask& mask);
 
 // ---- boundary checks (backend.cpp) ---------------------------------------------------------------
 // The shape/dtype/size checks of the operations above, shared by the backends so both reject the

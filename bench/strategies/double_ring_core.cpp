@@ -225,7 +225,7 @@ DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions
       for (int o = 0; o < W && !needed[size_t(t)][size_t(j)]; ++o)
         for (int i = 0; i < w; ++i) {
           const int held = ((o - t + W) % W) * w + (i - j + w) % w;
-          if (count_visible_pairs(pos[size_t(o * w + i)], pos[size_t(held)], mask) > 0) {
+          if (any_visible_pair(pos[size_t(o * w + i)], pos[size_t(held)], mask)) {
             needed[size_t(t)][size_t(j)] = true;
             break;
           }

@@ -17,9 +17,9 @@ constexpr int kTagFwdKV = 101, kTagBwdKV = 102, kTagBwdAcc = 103;
 
 // A block none of whose pairs is visible (causal, window, documents) contributes nothing:
 // skipping it (instead of calling the kernel, which would skip its tiles anyway) also skips the
-// merge. count_visible_pairs is closed-form, not a scan.
+// merge. any_visible_pair is closed-form, not a scan.
 bool invisible(const AttnShape& a, const Positions& qpos, const Positions& kpos) {
-  return count_visible_pairs(qpos, kpos, a.mask()) == 0;
+  return !any_visible_pair(qpos, kpos, a.mask());
 }
 }  // namespace
 
@@ -271,7 +271,7 @@ int RingCore::effective_hops(int R, const BlockPositions& block_pos, const Layer
   for (int j = 0; j < R; ++j) pos.push_back(block_pos(j));
   for (int k = R - 1; k >= 1; --k)  // at hop k, rank r holds the block of rank r - k
     for (int r = 0; r < R; ++r)
-      if (count_visible_pairs(pos[size_t(r)], pos[size_t((r - k + R) % R)], mask) > 0) return k;
+      if (any_visible_pair(pos[size_t(r)], pos[size_t((r - k + R) % R)], mask)) return k;
   return 0;
 }
 

@@ -239,6 +239,30 @@ TEST_CASE("comm model: KV replication and the double ring", "[model]") {
   CHECK(find_strategy("ring")->make()->mesh_candidates({}, 8).size() == 1);
 }
 
+TEST_CASE("comm model: a sequence of 2^40 tokens keeps every ring hop", "[model]") {
+  // A ring of 256 over 2^40 tokens has blocks of 2^32 tokens and 2^63 visible pairs per block
+  // pair: the hop schedule must still see them (64-bit pair counts once wrapped to "none visible"
+  // and dropped the ring's bytes from the model).
+  LayerShape s;
+  s.B = 1; s.N = int64_t(1) << 40; s.H = 4; s.G = 2; s.d = 16; s.D = 64;
+  const int64_t e = 4, acc = 4;
+  const int P = 1024;
+  const int64_t T = s.N / P;
+  const auto usp = find_strategy("usp")->make();
+  MeshSpec m;
+  m.U = 4;
+  m.R = 256;
+  m = usp->resolve_mesh(m, s, P);
+  const int64_t hq = int64_t(s.H) * s.d, hk = 4 * int64_t(s.d);  // max(G=2, U=4) kv heads
+  const int64_t a2a = e * T * (2 * hq + 2 * hk) * 3 / 4;
+  CHECK(usp->predicted_bytes(s, P, m, e, acc).fwd == a2a + e * T * 2 * hk * 255);
+  for (const char* ring : {"ring", "ring-zigzag", "ring-striped"}) {
+    CAPTURE(ring);
+    const auto st = find_strategy(ring)->make();
+    CHECK(st->predicted_bytes(s, P, st->resolve_mesh({}, s, P), e, acc).fwd == e * T * 2 * int64_t(s.G) * s.d * (P - 1));
+  }
+}
+
 TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
   // P = 8 ranks of N/P = 16 tokens; ring position rho = o*w + i. At round t, inner step j, rank
   // (o, i) holds the block of ((o-t) mod W)*w + (i-j) mod w.

@@ -148,6 +148,31 @@ TEST_CASE("count_visible_pairs is exact", "[positions]") {
     }
 }
 
+TEST_CASE("count_visible_pairs: blocks of 2^31 tokens, counts near and beyond 2^63", "[positions]") {
+  // Zigzag blocks of a ring of R = 256 over N = 2^40 tokens: chunks of C = 2^31. Hand counts, causal:
+  // block 1 against block 0 sees C^2 pairs from each of its chunks (both come after block 0's first
+  // chunk and before its second): 2 C^2 = 2^63, one beyond int64_t.
+  const int64_t R = 256, C = int64_t(1) << 31;
+  auto zz = [&](int64_t c, int64_t j) { return Positions::two(j * c, c, (2 * R - 1 - j) * c, c); };
+  const AttnMask causal{true, 0, nullptr};
+  CHECK(any_visible_pair(zz(C, 1), zz(C, 0), causal));
+  CHECK_THROWS_AS(count_visible_pairs(zz(C, 1), zz(C, 0), causal), std::overflow_error);
+  CHECK_THROWS_WITH(count_visible_pairs(zz(C, 1), zz(C, 0), causal),
+                    "count_visible_pairs: the 4294967296 x 4294967296 block has more than 2^63 - 1 visible pairs");
+  // One token less per chunk: 2 (C-1)^2 = 2^63 - 2^33 + 2 fits, exactly.
+  const int64_t c1 = C - 1;
+  CHECK(count_visible_pairs(zz(c1, 1), zz(c1, 0), causal) == 2 * c1 * c1);
+  // The diagonal block: each chunk against itself c(c+1)/2, the second chunk against the first c^2.
+  CHECK(count_visible_pairs(zz(c1 / 2, 3), zz(c1 / 2, 3), causal) ==
+        (c1 / 2) * (c1 / 2 + 1) + (c1 / 2) * (c1 / 2));
+  // Nothing visible: block 0's first chunk against block 1's first chunk (all keys after).
+  CHECK_FALSE(any_visible_pair(Positions::contiguous(0, C), Positions::contiguous(C, C), causal));
+  // Strided rows over a range of 2^40 (a striped ring of 256): row i at 256 i sees keys <= 256 i of
+  // the stride-256 block at offset 1: i of them, sum over i < 2^32 = 2^32 (2^32 - 1) / 2.
+  const int64_t n = int64_t(1) << 32;
+  CHECK(count_visible_pairs(Positions::strided(0, R, n), Positions::strided(1, R, n), causal) == (n / 2) * (n - 1));
+}
+
 namespace {
 // 1 to 4 segments of random starts, strides and counts (some empty).
 Positions random_segments(std::mt19937_64& g) {
