@@ -29,7 +29,10 @@ class World {
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
   const std::string& host() const { return host_; }
-  std::vector<std::string> all_hosts() const;  // distinct host names, in rank order
+  // Distinct host names, in rank order, on rank 0 (which writes the report); the other ranks get an
+  // empty list. Collective: a gather to rank 0, not an all-gather (P x MPI_MAX_PROCESSOR_NAME bytes
+  // on every rank, and P^2 messages for a simulated cluster of thousands of hosts).
+  std::vector<std::string> all_hosts() const;
   // The node of every world rank (DESIGN "Nodes and tiers"). ranks_per_node K > 0 emulates nodes:
   // rank r is on node r / K (the caller checks that K divides P). 0: ranks sharing a host
   // (MPI_Comm_split_type, shared memory) form a node; nodes are numbered in order of their lowest

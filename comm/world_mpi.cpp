@@ -107,16 +107,18 @@ void World::finalize() {
 #endif
   int fin = 0;
   MPI_Finalized(&fin);
+  settle_clock();
   if (!fin) MPI_Finalize();
 }
 
 std::vector<std::string> World::all_hosts() const {
   std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0');
   std::copy(host_.begin(), host_.begin() + std::min<size_t>(host_.size(), MPI_MAX_PROCESSOR_NAME - 1), mine.begin());
-  std::vector<char> all(static_cast<size_t>(MPI_MAX_PROCESSOR_NAME) * static_cast<size_t>(size_));
-  MPI_CHECK(MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                          MPI_COMM_WORLD));
+  std::vector<char> all(rank_ == 0 ? static_cast<size_t>(MPI_MAX_PROCESSOR_NAME) * static_cast<size_t>(size_) : 0);
+  MPI_CHECK(MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
+                       MPI_COMM_WORLD));
   std::vector<std::string> hosts;
+  if (rank_ != 0) return hosts;
   std::unordered_set<std::string> seen;
   for (int r = 0; r < size_; ++r) {
     std::string h(all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);

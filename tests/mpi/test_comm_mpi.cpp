@@ -583,7 +583,14 @@ int main(int argc, char** argv) {
   run("world", [&] {
     c.expect(w.local_rank() >= 0 && w.local_rank() < w.local_size() && w.local_size() <= P, "local rank/size");
     c.expect(!w.host().empty(), "host name");
-    c.expect(w.all_hosts().size() >= 1, "all_hosts");
+    {  // rank 0 gets the distinct hosts (its own among them), the others nothing
+      const auto hosts = w.all_hosts();
+      if (w.rank() == 0)
+        c.expect(!hosts.empty() && static_cast<int>(hosts.size()) <= P && hosts[0] == w.host(),
+                 "all_hosts on rank 0: " + str(int(hosts.size())) + " host(s)");
+      else
+        c.expect(hosts.empty(), "all_hosts is empty off rank 0");
+    }
     c.expect(w.mpi_version().find("MPI") != std::string::npos, "mpi_version names MPI: " + w.mpi_version());
     std::string s = w.rank() == 0 ? "from-root" : "";
     w.bcast_string(s);
