@@ -33,8 +33,11 @@ class Backend;
 
 // Throws std::runtime_error naming the call, file:line, host and world rank, and MPI's message.
 [[noreturn]] void mpi_fail(int rc, const char* call, const char* file, int line);
+// Settles cpbench-sim's deferred clock first (kernels/tensor.h), so that the call starts when the
+// rank's preceding work ends.
 #define MPI_CHECK(call)                                                   \
   do {                                                                    \
+    ::cpbench::settle_clock();                                            \
     int mpi_check_rc_ = (call);                                           \
     if (mpi_check_rc_ != MPI_SUCCESS)                                     \
       ::cpbench::mpi_fail(mpi_check_rc_, #call, __FILE__, __LINE__);      \

@@ -12,7 +12,22 @@ namespace cpbench {
 
 // Milliseconds on the steady clock since a process-wide origin (fixed at start-up). The compute
 // log, the CPU backend's events and the comm log all use it, so their intervals share one axis.
+// In cpbench-sim: SMPI's simulated clock plus this rank's deferred work (below).
 double now_ms();
+
+// cpbench-sim's deferred clock. The sim backend adds each kernel's simulated cost here instead of
+// advancing SMPI's clock kernel by kernel: every advance is a SimGrid activity, and a rank issues
+// tens of thousands of small kernels per job (a layout copy per peer), which at thousands of ranks
+// made the simulator's event handling, not the network, the cost of a run. settle_clock() advances
+// SMPI's clock by the deferred work at once. A rank's kernels run back to back on its one stream
+// and nobody observes its clock between two MPI calls except through now_ms(), which counts the
+// deferred work, so settling before every MPI call (MPI_CHECK, and the communicator's posts and
+// waits do it) gives the same simulated times as advancing per kernel, for a rank on a SimGrid
+// host of its own (every GPU platform; the sim backend settles each kernel at once where ranks
+// share a host's cores, whose speed SimGrid divides among them).
+// In other builds: defer_clock throws (nothing may defer), settle_clock does nothing.
+void defer_clock(double seconds);
+void settle_clock();
 
 enum class DType { f32, bf16, f16 };
 size_t dtype_size(DType t);

@@ -94,6 +94,11 @@ export CPBENCH_SIM_PLATFORM="$plat_json"
 # shared-malloc-blocksize   64 MiB folding blocks (global mode, for other programs): few mappings per tensor (vm.max_map_count), and
 #                           a small shared file (SMPI keeps it in /tmp, where copies into it are
 #                           written back to disk)
+# privatization dlopen      each rank its own copy of the globals (the deferred clock of
+#                           kernels/tensor.h is one per rank)
+# wtime 0                   reading the clock (MPI_Wtime: every logged op reads it twice) does not
+#                           advance it (SMPI's default injects 10 ns per call, each a SimGrid
+#                           activity: millions of them at thousands of ranks)
 # bw-factor/lat-factor 1, crosstraffic 0: the platform's link numbers are the effective rates
 # coll-selector ompi        Open MPI's choice of collective algorithms, except:
 # bcast binomial_tree       the ompi selector's broadcast on an SMP-aware communicator (every
@@ -106,7 +111,7 @@ if ((ram_tmp)); then
   launcher=(unshare -m --propagation private sh -c 'mount -t tmpfs -o size=50% tmpfs /tmp && exec "$@"' sh)
 fi
 TMPDIR="$tmpdir" "${launcher[@]}" smpirun -np "$np" -platform "$work/platform.xml" -hostfile "$work/hostfile" \
-  --cfg=smpi/simulate-computation:no \
+  --cfg=smpi/simulate-computation:no --cfg=smpi/privatization:dlopen --cfg=smpi/wtime:0 \
   --cfg=smpi/shared-malloc:local --cfg=smpi/shared-malloc-blocksize:67108864 \
   --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0 \
   --cfg=smpi/coll-selector:ompi --cfg=smpi/bcast:binomial_tree \

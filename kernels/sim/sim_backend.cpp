@@ -3,12 +3,14 @@
 
 #include <mpi.h>
 #include <simgrid/host.h>
+#include <simgrid/s4u/Host.hpp>
 #include <smpi/smpi.h>
 
 #include <malloc.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -24,8 +26,9 @@ double attn_fwd_flops(const AttnShape& s, const Positions& qpos, const Positions
 
 double block_size(const AttnShape& s) { return double(std::min(s.nq, s.nk)); }
 
-// Tensors from this size on are SMPI shared blocks; smaller ones ordinary memory (see alloc).
-constexpr size_t kSharedFrom = size_t(1) << 20;
+// Tensors are carved out of shared regions of at least kMinRegion bytes, at kAlign (see alloc).
+constexpr size_t kMinRegion = size_t(256) << 20;
+constexpr size_t kAlign = 256;
 
 }  // namespace
 
@@ -37,6 +40,11 @@ SimBackend::SimBackend(SimPlatform platform) : platform_(std::move(platform)) {
   // (glibc caps M_MMAP_THRESHOLD at 32 MiB, so large blocks are kept off mmap with M_MMAP_MAX.)
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  const char* clock = std::getenv("CPBENCH_SIM_CLOCK");
+  const std::string mode = clock ? clock : "deferred";
+  if (mode != "deferred" && mode != "each")
+    throw std::invalid_argument("CPBENCH_SIM_CLOCK='" + mode + "': expected 'deferred' (the default) or 'each'");
+  settle_each_ = mode == "each" || simgrid::s4u::Host::current()->get_actor_count() > 1;
 }
 
 std::string SimBackend::device_name() const {
@@ -44,43 +52,75 @@ std::string SimBackend::device_name() const {
 }
 
 // ---- memory ---------------------------------------------------------------------------------------
+// A simulated tensor's contents are never read or written (no kernel runs; SMPI moves no data
+// between shared buffers), so a rank's tensors are carved out of a few large SMPI shared regions
+// whose physical pages every rank shares (simulate.sh: smpi/shared-malloc:local, this being its
+// only call site): a handful of mappings per rank, and memory that does not grow with the ranks'
+// tensors. A strategy that holds the whole sequence's K and V on every rank (allgather-kv) thus
+// costs the machine its host-side bookkeeping only, at thousands of ranks. Tensors keep distinct
+// address ranges (the communicator refuses overlapping send and receive buffers). The MemTracker
+// still accounts every tensor's bytes, so peak memory and --mem-limit are those of the real run.
+void* SimBackend::take(size_t bytes, size_t* region) {
+  for (size_t r = 0; r < regions_.size(); ++r) {  // first fit
+    auto& free = regions_[r].free;
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (it->second < bytes) continue;
+      const size_t off = it->first, len = it->second;
+      free.erase(it);
+      if (len > bytes) free.emplace(off + bytes, len - bytes);
+      *region = r;
+      return regions_[r].base + off;
+    }
+  }
+  // None fits: a new region, growing geometrically so that a rank keeps few of them.
+  const size_t size = std::max({bytes, regions_.empty() ? kMinRegion : 2 * regions_.back().size, kMinRegion});
+  void* p = SMPI_SHARED_MALLOC(size);
+  if (!p) throw std::bad_alloc();
+  regions_.push_back(Region{static_cast<char*>(p), size, {}});
+  if (size > bytes) regions_.back().free.emplace(bytes, size - bytes);
+  *region = regions_.size() - 1;
+  return p;
+}
+
+void SimBackend::give(size_t region, void* p, size_t bytes) {
+  auto& free = regions_[region].free;
+  size_t off = size_t(static_cast<char*>(p) - regions_[region].base), len = bytes;
+  auto next = free.lower_bound(off);
+  if (next != free.end() && off + len == next->first) {  // merge with the free range after it
+    len += next->second;
+    next = free.erase(next);
+  }
+  if (next != free.begin()) {  // and with the one before it
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {
+      prev->second += len;
+      return;
+    }
+  }
+  free.emplace(off, len);
+}
+
 Tensor SimBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) {
   Tensor t;
   t.dtype = dtype;
   t.kind = kind;
   t.shape = std::move(shape);
   const int64_t bytes = t.numel() * static_cast<int64_t>(dtype_size(dtype));  // numel validates
-  const size_t block = static_cast<size_t>(std::max<int64_t>(bytes, 64));
-  void* p = nullptr;
-  if (auto it = free_blocks_.find(block); it != free_blocks_.end()) {
-    p = it->second;
-    free_blocks_.erase(it);
-  } else if (block < kSharedFrom) {
-    // Small tensors are ordinary memory: a shared block costs a mapping each, and thousands of
-    // ranks would run out of them (vm.max_map_count); SMPI copies these few bytes when sent.
-    p = std::malloc(block);
-    if (!p) throw std::bad_alloc();
-  } else {
-    // Every rank's tensors share the same physical pages (simulate.sh: smpi/shared-malloc:local,
-    // and this is the one call site): sizes cost address space, not memory.
-    p = SMPI_SHARED_MALLOC(block);
-    if (!p) throw std::bad_alloc();
-  }
+  const size_t block = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + kAlign - 1) / kAlign * kAlign;
+  size_t region = 0;
+  void* p = take(block, &region);
   mem_.on_alloc(kind, bytes);
-  // The backend outlives its tensors (contract): the block goes back to this backend's cache.
-  t.holder = std::shared_ptr<void>(p, [this, kind, bytes, block](void* ptr) {
+  // The backend outlives its tensors (contract): the range goes back to its region.
+  t.holder = std::shared_ptr<void>(p, [this, kind, bytes, block, region](void* ptr) {
     mem_.on_free(kind, bytes);
-    free_blocks_.emplace(block, ptr);
+    give(region, ptr, block);
   });
   t.data = p;
   return t;
 }
 
 SimBackend::~SimBackend() {
-  for (auto& [size, ptr] : free_blocks_) {
-    if (size < kSharedFrom) std::free(ptr);
-    else SMPI_SHARED_FREE(ptr);
-  }
+  for (const Region& r : regions_) SMPI_SHARED_FREE(r.base);
 }
 
 void SimBackend::upload(const std::vector<float>& host, Tensor& dst) {
@@ -98,17 +138,22 @@ std::vector<float> SimBackend::download(const Tensor& src) {
 // ---- time -----------------------------------------------------------------------------------------
 Event SimBackend::record_event() {
   Event e;
-  e.host_ms = MPI_Wtime() * 1e3;
+  e.host_ms = now_ms();  // SMPI's clock plus the work deferred so far
   return e;
 }
 
 double SimBackend::elapsed_ms(const Event& a, const Event& b) { return b.host_ms - a.host_ms; }
 
 // The base class's entry points check, gate (replay mode), count FLOPs and log each op around
-// these do_* calls on the simulated clock; each advances the clock by its cost on the platform.
+// these do_* calls on the simulated clock; each adds its cost on the platform to the rank's
+// deferred clock, which the next MPI call settles (kernels/tensor.h).
+// On a host that several ranks share (the `local` platform's cores_per_node), SimGrid divides its
+// speed among the ranks computing at a time, so a kernel's duration is known only once SimGrid
+// has run it: there each kernel is settled at once, as it is issued (CPBENCH_SIM_CLOCK=each does
+// that everywhere: the ctest comparing both modes).
 void SimBackend::execute(double seconds) {
-  // smpi_execute_flops runs at the host's speed from the platform XML; convert our seconds.
-  if (seconds > 0) smpi_execute_flops(seconds * sg_host_get_speed(sg_host_self()));
+  defer_clock(seconds);
+  if (settle_each_) settle_clock();
 }
 
 // ---- element-wise and layout (memory-bound: bytes read + written) ---------------------------------

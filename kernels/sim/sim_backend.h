@@ -2,9 +2,10 @@
 // It executes no kernel: every call is checked like on the other backends, its FLOPs are counted
 // by the same count_gemm / count_attn, and it advances the rank's simulated clock by the call's
 // cost on the platform (SimPlatform: FLOPs / (peak x efficiency) or bytes / memory bandwidth).
-// Tensors are logical: from 1 MiB on, SMPI_SHARED_MALLOC gives all ranks the same physical
-// pages, so their contents are meaningless, while the MemTracker still accounts every byte. Events and the
-// compute log are on SMPI's simulated clock (MPI_Wtime).
+// Tensors are logical: a rank's tensors are ranges of a few SMPI shared regions whose physical
+// pages every rank shares, so their contents are meaningless, while the MemTracker still
+// accounts every byte. Events and the compute log are on SMPI's simulated clock (MPI_Wtime) plus
+// the rank's deferred work (kernels/tensor.h: defer_clock).
 //
 // The platform is read from the JSON named by the environment variable CPBENCH_SIM_PLATFORM
 // (scripts/simulate.sh sets it).
@@ -65,9 +66,18 @@ class SimBackend final : public Backend, public SimulatedBackend {
   void execute(double seconds);
 
   SimPlatform platform_;
-  // Freed blocks by byte size, reused by later allocations of the same size (the next job
-  // allocates much the same tensors): saves a mapping (shared) or a heap block per tensor and job.
-  std::multimap<size_t, void*> free_blocks_;
+  // SMPI shared regions and their free ranges (offset -> length, coalesced); see alloc.
+  struct Region {
+    char* base = nullptr;
+    size_t size = 0;
+    std::map<size_t, size_t> free;
+  };
+  void* take(size_t bytes, size_t* region);          // first fit, or a new region
+  void give(size_t region, void* p, size_t bytes);   // back to its region's free ranges
+  std::vector<Region> regions_;
+  // Each kernel advances SMPI's clock as it is issued: other ranks share this rank's SimGrid host,
+  // or CPBENCH_SIM_CLOCK=each (see execute).
+  bool settle_each_ = false;
 };
 
 std::unique_ptr<Backend> make_sim_backend(const BackendOptions& opt);

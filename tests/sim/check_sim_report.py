@@ -4,7 +4,8 @@
   check_sim_report.py simulated REPORT PLATFORM.json [--same-times OTHER.json]
       context.simulated is the platform's (name, peaks, efficiency tables, memory bandwidth), the
       GPU is the simulated device, MFU uses the platform's peak, every ok result has positive
-      simulated times; with --same-times, OTHER (the same run again) has identical step times.
+      simulated times; with --same-times, OTHER (the same run again, possibly with the other
+      CPBENCH_SIM_CLOCK mode) has the same step times to a relative 1e-9.
   check_sim_report.py shared-cores REPORT_P REPORT_2P
       the platform's ranks time-share cores (cores_per_node = P): `single` does the same work on
       every rank, so with twice the ranks on the same cores its simulated step takes twice as long
