@@ -171,16 +171,8 @@ void from_f32(DType t, const float* src, void* dst, size_t n) {
 }
 
 #ifdef CPBENCH_SIMULATED
-// The reduction operator of cpbench-sim's reduce_scatter (see there): leaves the data as it is.
-void sim_noop_reduce(void*, void*, int*, MPI_Datatype*) {}
-MPI_Op sim_noop_sum() {
-  static MPI_Op op = [] {
-    MPI_Op o = MPI_OP_NULL;
-    MPI_CHECK(MPI_Op_create(&sim_noop_reduce, 1, &o));
-    return o;
-  }();
-  return op;
-}
+// The tag of cpbench-sim's reduce_scatter steps (see there); the strategies' tags are below 1000.
+constexpr int kSimReduceScatterTag = 32001;
 #endif
 
 // ---- the communication thread ------------------------------------------------------------------
@@ -541,12 +533,23 @@ class MpiCommunicator final : public Communicator {
                                   " elements per rank exceed MPI's int count");
     const size_t n = static_cast<size_t>(send.numel());
 #ifdef CPBENCH_SIMULATED
-    // cpbench-sim: the sim backend's tensors hold no data, so the sum is a no-op operator over
-    // elements of the tensor's own size: the network carries the same bytes, the host adds nothing.
+    // cpbench-sim: the tensors hold no data, so only the messages matter. They are those of Open
+    // MPI's ring reduce-scatter (and NCCL's): P - 1 steps, each rank sending one block of c
+    // elements to the next rank and receiving one from the previous, the block it received
+    // feeding the next step. Written here over MPI_Sendrecv on the tensors' own (shared) memory
+    // because SMPI's reduce-scatter first copies the whole input into a private buffer on every
+    // rank: at P ranks, P full copies at once (4.5 GB at P = 1,024 for allgather-kv's dK, dV).
     (void)n;
-    MPI_CHECK(MPI_Reduce_scatter_block(send.data, recv.data, static_cast<int>(c),
-                                       send.dtype == DType::f32 ? MPI_FLOAT : MPI_UINT16_T, sim_noop_sum(),
-                                       comm_->comm));
+    const size_t block = recv.bytes();
+    ByteSpan span(block);
+    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+    auto* base = static_cast<char*>(send.data);
+    for (int step = 0; step < size_ - 1; ++step) {
+      const int sent = (rank_ - step - 1 + 2 * size_) % size_;  // partial sums of this block go right
+      MPI_CHECK(MPI_Sendrecv(base + static_cast<size_t>(sent) * block, span.count(), span.type(), right,
+                             kSimReduceScatterTag, recv.data, span.count(), span.type(), left, kSimReduceScatterTag,
+                             comm_->comm, MPI_STATUS_IGNORE));
+    }
     record(OpKind::reduce_scatter, ph, static_cast<int64_t>(send.bytes()), -1, t0, log_.now_ms());
     return;
 #endif
@@ -630,6 +633,7 @@ class MpiCommunicator final : public Communicator {
       return;
     }
     ByteSpan span(op->bytes);
+    settle_clock();  // cpbench-sim: the message leaves when the rank's preceding work ends
     const int rc = op->kind == OpKind::send
                        ? MPI_Isend(op->buf, span.count(), span.type(), op->peer, op->tag, comm_->comm, &op->req)
                        : MPI_Irecv(op->buf, span.count(), span.type(), op->peer, op->tag, comm_->comm, &op->req);
@@ -643,6 +647,7 @@ class MpiCommunicator final : public Communicator {
   // the comm thread would.
   static void finish_inline(P2POp& op) {
     MPI_Status st;
+    settle_clock();  // cpbench-sim: the wait starts when the rank's work up to it ends
     const int rc = MPI_Wait(&op.req, &st);
     op.req = MPI_REQUEST_NULL;
     op.error = rc == MPI_SUCCESS ? check_status(op, st, false)
