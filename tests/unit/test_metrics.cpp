@@ -64,6 +64,11 @@ TEST_CASE("metrics: exposed-time overlap ratio and imbalance") {
   CHECK(exposed_overlap_ratio(1, 0, false) == 1);
   CHECK(imbalance({1, 1, 1, 3}) == Approx(2.0));
   CHECK(imbalance({0, 0}) == 1);
+  // 1,000 equal times whose float mean rounds above them (0.30000000000000565 for 0.1 + 0.2):
+  // balanced, exactly 1.
+  const std::vector<double> equal(1000, 0.1 + 0.2);
+  CHECK(max_of(equal) / mean_of(equal) < 1.0);
+  CHECK(imbalance(equal) == 1.0);
 }
 
 TEST_CASE("metrics: ops are summed per (op, group) with nccl-tests bandwidths") {
