@@ -45,21 +45,20 @@ def main():
     for meta_problem in check_meta(a.ref, a.cand):
         failures.append(f"meta.json: {meta_problem}")
     ref = {n[:-4]: np.load(os.path.join(a.ref, n)) for n in names}
-    scales, scale_problem = {}, None
+    scales = {}
     if any(n in ref for n in SCALED):
         try:
             with open(os.path.join(a.ref, "meta.json")) as f:
                 scales = gradient_scales(ref, json.load(f))
         except (OSError, ValueError, KeyError) as e:
-            scale_problem = f"no scale m ({e})"
+            # m = 0 is the stricter rule (plain relative L2): it passes nothing the scale would fail.
+            print(f"compare_dumps: no scale m for dq/dk ({e}): plain relative L2")
     for name, want in ref.items():
         path = os.path.join(a.cand, name + ".npy")
         if not os.path.exists(path):
             failures.append(f"{name}: missing in {a.cand}")
             continue
         err, problem = verify_error(np.load(path), want, scales.get(name, 0.0))
-        if name in SCALED and scale_problem:
-            err, problem = float("inf"), scale_problem
         rows[name] = err
         ok = problem is None and err <= a.bound
         print(f"{name:10s} error {err:.3e}  {'ok' if ok else 'FAIL'}"
