@@ -55,41 +55,49 @@ GradientScales gradient_scale_squares(const std::map<std::string, std::vector<fl
   const std::vector<float>& lse = tensor(ref, "lse", size_t(B * H * N));
   const AttnMask mask{s.causal, s.window, s.docs};  // the kernels' visibility rule
   const double scale = 1.0 / std::sqrt(double(d));
-  // Element offsets: [B,N,H,d] and [B,N,G,d] rows, [B,H,N] for lse.
-  auto qrow = [&](int64_t b, int64_t i, int64_t h) { return size_t(((b * N + i) * H + h) * d); };
-  auto krow = [&](int64_t b, int64_t j, int64_t g) { return size_t(((b * N + j) * G + g) * d); };
-
-  std::vector<double> acc_q(size_t(d), 0.0);  // one row of m_dq before the 1/sqrt(d)
-  std::vector<double> acc_k(size_t(N * d), 0.0);  // m_dk of kv head g, summed over its query heads
+  // Per work item, its kv head's k, |k| and v as contiguous float64 rows [N, d]; per query row,
+  // q, |q| and do. The dot products keep four partial sums so the compiler can vectorise them.
+  const size_t Nd = size_t(N * d), ud = size_t(d);
+  std::vector<double> kd(Nd), ka(Nd), vd(Nd), qd(ud), qa(ud), dod(ud);
+  std::vector<double> acc_q(ud);  // one row of m_dq before the 1/sqrt(d)
+  std::vector<double> acc_k(Nd);  // m_dk of the kv head, summed over its query heads
+  auto dot = [d](const double* x, const double* y) {
+    double p[4] = {0, 0, 0, 0};
+    int64_t c = 0;
+    for (; c + 4 <= d; c += 4)
+      for (int l = 0; l < 4; ++l) p[l] += x[c + l] * y[c + l];
+    for (; c < d; ++c) p[0] += x[c] * y[c];
+    return (p[0] + p[1]) + (p[2] + p[3]);
+  };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t g = 0; g < G; ++g) {
       if ((b * G + g) % parts != part) continue;
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t c = 0; c < d; ++c) {
+          const size_t at = size_t(((b * N + j) * G + g) * d + c), to = size_t(j * d + c);
+          kd[to] = k[at], ka[to] = std::fabs(k[at]), vd[to] = v[at];
+        }
       std::fill(acc_k.begin(), acc_k.end(), 0.0);
       for (int64_t h = g * rep; h < (g + 1) * rep; ++h)
         for (int64_t i = 0; i < N; ++i) {
           const double L = lse[size_t((b * H + h) * N + i)];
           if (!std::isfinite(L)) continue;  // a row that sees no key has no gradient
-          const float* qi = &q[qrow(b, i, h)];
-          const float* doi = &dout[qrow(b, i, h)];
-          const float* oi = &o[qrow(b, i, h)];
+          const size_t row = size_t(((b * N + i) * H + h) * d);  // [B,N,H,d]
           double D = 0;
-          for (int64_t c = 0; c < d; ++c) D += double(doi[c]) * oi[c];
+          for (int64_t c = 0; c < d; ++c) {
+            qd[size_t(c)] = q[row + size_t(c)], qa[size_t(c)] = std::fabs(q[row + size_t(c)]);
+            dod[size_t(c)] = dout[row + size_t(c)];
+            D += double(dout[row + size_t(c)]) * o[row + size_t(c)];
+          }
           const double absD = std::fabs(D);
           std::fill(acc_q.begin(), acc_q.end(), 0.0);
           const int64_t j0 = std::max<int64_t>(0, mask.lo(i)), j1 = std::min<int64_t>(N - 1, mask.hi(i));
           for (int64_t j = j0; j <= j1; ++j) {
-            const float* kj = &k[krow(b, j, g)];
-            const float* vj = &v[krow(b, j, g)];
-            double qk = 0, dp = 0;
-            for (int64_t c = 0; c < d; ++c) {
-              qk += double(qi[c]) * kj[c];
-              dp += double(doi[c]) * vj[c];
-            }
-            const double w = std::exp(qk * scale - L) * (std::fabs(dp) + absD);
-            double* kacc = &acc_k[size_t(j * d)];
-            for (int64_t c = 0; c < d; ++c) {
-              acc_q[size_t(c)] += w * std::fabs(kj[c]);
-              kacc[c] += w * std::fabs(qi[c]);
+            const size_t kr = size_t(j * d);
+            const double w = std::exp(dot(qd.data(), &kd[kr]) * scale - L) * (std::fabs(dot(dod.data(), &vd[kr])) + absD);
+            for (size_t c = 0; c < ud; ++c) {
+              acc_q[c] += w * ka[kr + c];
+              acc_k[kr + c] += w * qa[c];
             }
           }
           for (double x : acc_q) sq.dq += (x * scale) * (x * scale);
