@@ -1,7 +1,6 @@
 #include "bench/dump.h"
 
 #include <cctype>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -11,21 +10,6 @@
 #include "bench/result.h"
 
 namespace cpbench {
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
-    if (fa != fb) return INFINITY;  // NaN/Inf positions must match
-    if (!fa) continue;
-    const double d = double(a[i]) - double(b[i]);
-    num += d * d;
-    den += double(b[i]) * double(b[i]);
-  }
-  if (den == 0) return num == 0 ? 0.0 : INFINITY;
-  return std::sqrt(num / den);
-}
 
 void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape) {
   std::string dims;

@@ -1,5 +1,5 @@
 // `verify --dump DIR`: the global tensors of one strategy as .npy files and a meta.json
-// (DESIGN's dump format), and the relative error used to compare them.
+// (DESIGN's dump format). Their comparison is bench/verify_bound.h.
 #pragma once
 #include <map>
 #include <string>
@@ -11,9 +11,6 @@ namespace cpbench {
 
 // Writes a float32 .npy file (C order).
 void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape);
-
-// relative L2 error ||a-b|| / ||b|| in double; +inf if a has NaN/Inf where b has none.
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b);
 
 // A directory name for a label that is no shell glob: "usp[u2xr2]" -> "usp_u2xr2" (characters
 // outside [A-Za-z0-9._-] become '_', trailing ones are dropped). meta.json keeps the label.

@@ -15,6 +15,7 @@
 #include "bench/options.h"
 #include "bench/harness.h"
 #include "bench/report.h"
+#include "bench/verify_bound.h"
 #include "bench/workloads.h"
 #include "comm/world.h"
 #ifdef CPBENCH_HAVE_MPI
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
 #ifdef CPBENCH_HAVE_MPI
     (void)mpi_p2p_progress();  // a bad CPBENCH_COMM_PROGRESS is bad input, refused before any job
 #endif
+    if (verifying) (void)test_perturbation();  // likewise a bad CPBENCH_TEST_PERTURB (test only)
     if (cfg.threads == 0)
       cfg.threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, world.local_size()));
     jobs = plan_jobs(cfg, planned_world_size(cfg, P), world.local_size());

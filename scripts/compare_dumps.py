@@ -7,8 +7,10 @@ candidate), so CUDA is never compared only with CUDA.
 
 Every .npy of REF_DIR must exist in CAND_DIR with the same shape; NaN and Inf must sit at the
 same positions with the same values (lse is -inf for rows that see no key); the finite parts are
-compared by relative L2 error ||cand - ref|| / ||ref|| (float64), which must be <= --bound
-(DESIGN: 1e-5 for fp32, 2e-2 for bf16/fp16). meta.json must agree on the shape fields.
+compared by verify's rule (scripts/verify_bound.py): ||cand - ref|| / max(||ref||, m) (float64)
+must be <= --bound (DESIGN: 1e-5 for fp32, 2e-2 for bf16/fp16), where m is 0 but for dq and dk,
+whose m is computed from REF_DIR's q, k, v, o, do, lse and meta.json's mask (so a gradient that
+cancels to ~0 is measured against the size of its terms). meta.json must agree on the shape fields.
 Exit status: 0 all within the bound, 1 otherwise, 2 bad arguments or unreadable directories.
 """
 import argparse
@@ -18,27 +20,9 @@ import sys
 
 import numpy as np
 
-SHAPE_FIELDS = ("B", "N", "H", "G", "d", "D", "causal", "rope", "seed", "eps")
+from verify_bound import SCALED, gradient_scales, verify_error
 
-
-def compare(ref, cand):
-    """(rel_l2, problem or None) of one tensor pair."""
-    if ref.shape != cand.shape:
-        return float("inf"), f"shape {cand.shape} != reference {ref.shape}"
-    r, c = ref.astype(np.float64), cand.astype(np.float64)
-    fr, fc = np.isfinite(r), np.isfinite(c)
-    if not np.array_equal(fr, fc):
-        i = np.flatnonzero(fr.ravel() != fc.ravel())[0]
-        return float("inf"), (f"non-finite positions differ (first at flat index {i}: "
-                              f"reference {r.ravel()[i]}, candidate {c.ravel()[i]})")
-    nf = ~fr
-    if nf.any() and not np.array_equal(r[nf], c[nf], equal_nan=True):
-        return float("inf"), "non-finite values differ (+inf/-inf/nan)"
-    diff = np.linalg.norm((c - r)[fr])
-    den = np.linalg.norm(r[fr])
-    if den == 0:
-        return (0.0, None) if diff == 0 else (float("inf"), "reference is all zero, candidate is not")
-    return float(diff / den), None
+SHAPE_FIELDS = ("B", "N", "H", "G", "d", "D", "causal", "rope", "seed", "eps", "window", "doc_lens")
 
 
 def main():
@@ -60,22 +44,31 @@ def main():
     rows = {}
     for meta_problem in check_meta(a.ref, a.cand):
         failures.append(f"meta.json: {meta_problem}")
-    for n in names:
-        path = os.path.join(a.cand, n)
+    ref = {n[:-4]: np.load(os.path.join(a.ref, n)) for n in names}
+    scales = {}
+    if any(n in ref for n in SCALED):
+        try:
+            with open(os.path.join(a.ref, "meta.json")) as f:
+                scales = gradient_scales(ref, json.load(f))
+        except (OSError, ValueError, KeyError) as e:
+            # m = 0 is the stricter rule (plain relative L2): it passes nothing the scale would fail.
+            print(f"compare_dumps: no scale m for dq/dk ({e}): plain relative L2")
+    for name, want in ref.items():
+        path = os.path.join(a.cand, name + ".npy")
         if not os.path.exists(path):
-            failures.append(f"{n[:-4]}: missing in {a.cand}")
+            failures.append(f"{name}: missing in {a.cand}")
             continue
-        err, problem = compare(np.load(os.path.join(a.ref, n)), np.load(path))
-        rows[n[:-4]] = err
+        err, problem = verify_error(np.load(path), want, scales.get(name, 0.0))
+        rows[name] = err
         ok = problem is None and err <= a.bound
-        print(f"{n[:-4]:10s} rel_l2 {err:.3e}  {'ok' if ok else 'FAIL'}"
+        print(f"{name:10s} error {err:.3e}  {'ok' if ok else 'FAIL'}"
               + (f" ({problem})" if problem else ""))
         if not ok:
-            failures.append(f"{n[:-4]}: " + (problem or f"rel_l2 {err:.3e} > bound {a.bound:g}"))
+            failures.append(f"{name}: " + (problem or f"error {err:.3e} > bound {a.bound:g}"))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"reference": a.ref, "candidate": a.cand, "bound": a.bound,
-                       "rel_l2": rows, "failures": failures}, f, indent=1)
+                       "rel_l2": rows, "scales": scales, "failures": failures}, f, indent=1)
     worst = max(rows.items(), key=lambda kv: kv[1]) if rows else ("-", 0.0)
     print(f"compare_dumps: {len(rows)} tensors, worst {worst[0]} {worst[1]:.3e}, bound {a.bound:g}: "
           + ("passed" if not failures else f"FAILED ({len(failures)}): " + "; ".join(failures)))

@@ -3,8 +3,10 @@
 
 Recomputes DESIGN's layer (RMSNorm, QKV projection, RoPE at global positions, attention with
 the causal mask, output projection, residual) and its backward from the dumped inputs alone,
-in float64 NumPy, and compares every dumped result of every strategy with it. Also checks that
-every strategy saw the same inputs. Exit 0 when all agree within the tolerance, 1 otherwise.
+in float64 NumPy, and compares every dumped result of every strategy with it by verify's rule
+(scripts/verify_bound.py: ||a - b|| <= tol * max(||b||, m), m from the float64 reference for dq
+and dk, 0 otherwise). Also checks that every strategy saw the same inputs. Exit 0 when all agree
+within the tolerance, 1 otherwise.
 
 usage: check_dump.py DIR [--tol 1e-5]
 """
@@ -14,6 +16,9 @@ import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from verify_bound import gradient_scales, verify_error, visibility  # noqa: E402
 
 
 def rope(x, pos, theta, inverse=False):
@@ -36,15 +41,8 @@ def reference(inp, meta):
     pos = np.arange(N)
     # DESIGN's visibility rule on global positions; RoPE positions restart in each document.
     lens = meta.get("doc_lens") or [N]
-    doc = np.repeat(np.arange(len(lens)), lens)
     rope_pos = pos - np.repeat(np.cumsum([0] + list(lens[:-1])), lens)
-    qi, kj = pos[:, None], pos[None, :]
-    vis = doc[:, None] == doc[None, :]
-    if meta["causal"]:
-        vis &= kj <= qi
-    W = meta.get("window", 0)
-    if W:
-        vis &= (qi - kj < W) if meta["causal"] else (np.abs(qi - kj) < W)
+    vis = visibility(meta)
     r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
     xn = x * r * w
     qkv = xn @ wqkv
@@ -88,17 +86,6 @@ def reference(inp, meta):
                 dq=dq, dk=dk, dv=dv, lse=lse)
 
 
-def rel_l2(a, b):
-    a = a.astype(np.float64)
-    fin_a, fin_b = np.isfinite(a), np.isfinite(b)
-    if not np.array_equal(fin_a, fin_b):
-        return float("inf")
-    a, b = a[fin_b], b[fin_b]
-    den = np.linalg.norm(b)
-    num = np.linalg.norm(a - b)
-    return 0.0 if num == 0 else (num / den if den > 0 else float("inf"))
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
@@ -129,19 +116,20 @@ def main():
                     print(f"{s}: input {k} differs from {strategies[0]}'s")
                     failures += 1
         ref = reference(inp, meta)
+        scales = gradient_scales(ref, meta)
         worst, worst_name = 0.0, ""
         for name, want in ref.items():
             if t[name].shape != want.shape:
                 print(f"{s}: {name} shape {t[name].shape}, expected {want.shape}")
                 failures += 1
                 continue
-            e = rel_l2(t[name], want)
+            e, problem = verify_error(t[name], want, scales.get(name, 0.0))
             if not e <= worst:
                 worst, worst_name = e, name
             if not e <= args.tol:
-                print(f"{s}: {name} rel_l2={e:.3e} > {args.tol}")
+                print(f"{s}: {name} error={e:.3e} > {args.tol}" + (f" ({problem})" if problem else ""))
                 failures += 1
-        print(f"{s:24s} max rel_l2 vs float64 = {worst:.3e} ({worst_name})")
+        print(f"{s:24s} max error vs float64 = {worst:.3e} ({worst_name})")
         failed_strategies += failures > before
     print(f"{len(strategies) - failed_strategies} passed, {failed_strategies} failed")
     return 0 if failures == 0 else 1

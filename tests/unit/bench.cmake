@@ -5,3 +5,5 @@ cpbench_unit_test(test_metrics SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_metrics.
 target_compile_definitions(test_metrics PRIVATE CPBENCH_REPORT_SCHEMA="${PROJECT_SOURCE_DIR}/results_schema/report.schema.json")
 # The one table of options, --docs, the second-wave settings (bench/options.cpp, workloads.cpp).
 cpbench_unit_test(test_options SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_options.cpp LIBS cpbench_lib)
+# The verification bound ||a-b|| <= bound * max(||b||, m) and the scales m of dq, dk (issue 24).
+cpbench_unit_test(test_verify_bound SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_verify_bound.cpp LIBS cpbench_lib)
