@@ -54,8 +54,6 @@ class Harness {
   // The job running now, as a failed result with `reason` (for the watchdog; thread-safe).
   // False between jobs.
   bool current_job_failed(const std::string& reason, JobResult* out) const;
-  // Communicator groups built so far (each (mesh, placement) once, reused by later jobs).
-  size_t meshes_built() const { return meshes_.built(); }
 
  private:
   JobResult run_one(const Job& job, const Peak& peak);

@@ -60,6 +60,19 @@ void install_stop_handlers() {
   std::signal(SIGTERM, on_stop_signal);
 }
 
+// Test-only (tests/mpi/CMakeLists.txt, check_exit_fails_*): CPBENCH_TEST_FORCE_EXIT=N (1..255)
+// makes cpbench exit N after it has printed its whole result, so a test can show that a checker
+// fails on a non-zero exit even when the output says "VERIFY PASSED". Not for users; unset (0), it
+// does nothing; any other value is bad input, refused at setup.
+int forced_exit_code() {
+  const char* v = std::getenv("CPBENCH_TEST_FORCE_EXIT");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 255)
+    throw std::invalid_argument(std::string("CPBENCH_TEST_FORCE_EXIT='") + v + "': expected an exit code 1..255");
+  return int(n);
+}
 
 }  // namespace
 
@@ -91,7 +104,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<Backend> backend;
   std::string setup_error;
   json dry_plan;
+  int forced_exit = 0;
   try {
+    forced_exit = forced_exit_code();
     cfg.command = verifying ? "verify" : "run";
     apply_settings(cfg, default_run_preset(), "default preset");
     if (!cl.config_path.empty()) apply_settings(cfg, read_run_preset(cl.config_path), cl.config_path);
@@ -218,6 +233,7 @@ int main(int argc, char** argv) {
     std::vector<double> code = {interrupted ? 128.0 + interrupted : failed || too_few || !write_error.empty() ? 1.0 : 0.0};
     world.allreduce_max(code);
     world.finalize();
+    if (forced_exit > 0) return forced_exit;
     return int(code[0]);
   } catch (const std::exception& e) {
     fail(e.what());

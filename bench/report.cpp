@@ -191,18 +191,29 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
     for (size_t i = 0; i < t.comm_fwd.inter_per_rank.size(); ++i)
       inter = std::max(inter, t.comm_fwd.inter_per_rank[i] + t.comm_bwd.inter_per_rank[i]);
     const std::string inter_col = several_nodes ? "  " + human_bytes(double(inter)) : "";
-    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %7s %11s %11s %5s %7.0f%% %4.0f%% %10s %6.2f%s\n",
+    // A job in which no rank sends a byte has no communication to hide: "–", not 100%. (The dash
+    // is 3 bytes of UTF-8 and one column, so the padding is written out.)
+    const bool no_comm = t.comm_fwd.bytes_sent + t.comm_bwd.bytes_sent == 0;
+    char overlap[16] = "       \u2013", hta[16] = "    \u2013";
+    if (!no_comm) {
+      std::snprintf(overlap, sizeof overlap, "%7.0f%%", 100 * t.overlap_ratio());
+      std::snprintf(hta, sizeof hta, "%4.0f%%", 100 * t.hta_overlap_ratio());
+    }
+    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %7s %11s %11s %5s %s %s %10s %6.2f%s\n",
                 r.label.c_str(), static_cast<long long>(r.seq), "ok", t.step_ms.median, t.fwd_ms.median,
                 t.bwd_ms.median, t.tflops, mfu, human_bytes(double(t.comm_fwd.bytes_sent)).c_str(),
                 human_bytes(double(t.comm_bwd.bytes_sent)).c_str(), model_ok ? "=" : "DIFF",
-                100 * t.overlap_ratio(), 100 * t.hta_overlap_ratio(),
+                overlap, hta,
                 human_bytes(double(max_of(t.mem_per_rank))).c_str(), t.imbalance(), inter_col.c_str());
     if (!r.warning.empty()) std::printf("%-22s warning: %s\n", "", r.warning.c_str());
   }
   std::printf("(times: median over iterations of the max over ranks; comm: bytes sent per rank per layer; "
-              "model: '=' when equal to the analytic model; overlap: 1 - exposed/standalone; hta: comm time "
-              "covered by own compute%s)\n",
+              "model: '=' when equal to the analytic model%s)\n",
               several_nodes ? "; inter_node: bytes per layer step sent to other nodes by the rank that sends most" : "");
+  std::printf("overlap: 1 - exposed/standalone, the share of the communication's standalone cost hidden behind "
+              "compute (waiting on a slower rank counts as exposed); worst rank\n");
+  std::printf("hta:     the share of the communication calls' own duration during which the rank computed "
+              "(Holistic Trace Analysis); worst rank. Both \u2013 when the job sends nothing\n");
 }
 
 void print_verify_table(const std::vector<JobResult>& results) {

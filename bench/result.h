@@ -21,7 +21,7 @@ struct RankSummary {
   double bytes_fwd = 0, bytes_bwd = 0;
   double mem_peak = 0, mem_weights = 0, mem_activations = 0, mem_comm = 0;
   double model_flops = 0, hardware_flops = 0;
-  double hta_overlap = 1;       // communication time covered by own compute (last timed iteration)
+  double hta_overlap = 1;       // communication time covered by own compute (median over timed iterations)
   double timed_allocations = 0;  // allocator calls during the timed iterations
   double intra_fwd = 0, inter_fwd = 0, intra_bwd = 0, inter_bwd = 0;  // bytes_sent by tier
   static constexpr size_t kFields = 18;

@@ -491,16 +491,9 @@ class MpiCommunicator final : public Communicator {
     InCall in_call(log_, OpKind::all_to_all, name_, others());
     const size_t bytes = send.bytes();
     ByteSpan chunk(bytes / static_cast<size_t>(size_));
-    const void* sb = send.data;
-    void* rb = recv.data;
-    if (staged_) {
-      stage_in(send, host_send_);
-      host_recv_.resize(bytes);
-      sb = host_send_.data();
-      rb = host_recv_.data();
-    }
-    MPI_CHECK(MPI_Alltoall(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
-    if (staged_) be_.copy_from_host_raw(recv, host_recv_.data(), bytes);
+    through_host_if_staged(send, recv, [&](const void* sb, void* rb) {
+      MPI_CHECK(MPI_Alltoall(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
+    });
     record(OpKind::all_to_all, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
   }
 
@@ -510,16 +503,9 @@ class MpiCommunicator final : public Communicator {
     InCall in_call(log_, OpKind::all_gather, name_, others());
     const size_t bytes = send.bytes();
     ByteSpan chunk(bytes);
-    const void* sb = send.data;
-    void* rb = recv.data;
-    if (staged_) {
-      stage_in(send, host_send_);
-      host_recv_.resize(recv.bytes());
-      sb = host_send_.data();
-      rb = host_recv_.data();
-    }
-    MPI_CHECK(MPI_Allgather(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
-    if (staged_) be_.copy_from_host_raw(recv, host_recv_.data(), recv.bytes());
+    through_host_if_staged(send, recv, [&](const void* sb, void* rb) {
+      MPI_CHECK(MPI_Allgather(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
+    });
     record(OpKind::all_gather, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
   }
 
@@ -676,6 +662,18 @@ class MpiCommunicator final : public Communicator {
   void stage_in(const Tensor& t, std::vector<unsigned char>& host) {
     host.resize(t.bytes());
     be_.copy_to_host_raw(host.data(), t, t.bytes());
+  }
+
+  // Runs call(send_buffer, recv_buffer), an MPI collective that moves bytes unchanged: on the
+  // tensors' own memory, or, when the backend's memory is not host memory (staged), through the
+  // host buffers, copying send in before and recv out after.
+  template <class Call>
+  void through_host_if_staged(const Tensor& send, Tensor& recv, Call call) {
+    if (!staged_) return call(send.data, recv.data);
+    stage_in(send, host_send_);
+    host_recv_.resize(recv.bytes());
+    call(host_send_.data(), host_recv_.data());
+    be_.copy_from_host_raw(recv, host_recv_.data(), recv.bytes());
   }
 
   void record(OpKind k, Phase ph, int64_t buffer_bytes, int peer, double t0, double t1) {

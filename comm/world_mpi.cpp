@@ -50,6 +50,20 @@ std::string list_str(const std::vector<int>& v) {
   return s + "]";
 }
 
+// The first step of a Gatherv to rank 0: every rank's element count n, and on rank 0 the counts,
+// their displacements (prefix sums) and the total (0 on the other ranks).
+int gather_counts(int n, int world_size, std::vector<int>& counts, std::vector<int>& displs) {
+  counts.assign(static_cast<size_t>(world_size), 0);
+  displs.assign(static_cast<size_t>(world_size), 0);
+  MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  int total = 0;
+  for (int r = 0; r < world_size; ++r) {
+    displs[static_cast<size_t>(r)] = total;
+    total += counts[static_cast<size_t>(r)];
+  }
+  return total;
+}
+
 }  // namespace
 
 World& World::init(int* argc, char*** argv) {
@@ -170,15 +184,9 @@ void World::allreduce_sum(std::vector<float>& v) {
 }
 
 void World::gather_to_root(const std::vector<double>& mine, std::vector<double>& all) {
-  int n = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
-  MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
-  int total = 0;
-  if (rank_ == 0)
-    for (int r = 0; r < size_; ++r) {
-      displs[static_cast<size_t>(r)] = total;
-      total += counts[static_cast<size_t>(r)];
-    }
+  const int n = static_cast<int>(mine.size());
+  std::vector<int> counts, displs;
+  const int total = gather_counts(n, size_, counts, displs);
   all.assign(static_cast<size_t>(total), 0.0);
   MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0,
                         MPI_COMM_WORLD));
@@ -192,15 +200,9 @@ void World::bcast_string(std::string& s) {
 }
 
 std::vector<std::string> World::gather_strings(const std::string& mine) {
-  int n = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
-  MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
-  int total = 0;
-  if (rank_ == 0)
-    for (int r = 0; r < size_; ++r) {
-      displs[static_cast<size_t>(r)] = total;
-      total += counts[static_cast<size_t>(r)];
-    }
+  const int n = static_cast<int>(mine.size());
+  std::vector<int> counts, displs;
+  const int total = gather_counts(n, size_, counts, displs);
   std::vector<char> all(static_cast<size_t>(total) + 1);
   MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR, 0,
                         MPI_COMM_WORLD));

@@ -12,10 +12,16 @@
                                                      sends and bytes on ring_inner / ring_outer equal the truncated
                                                      schedule rebuilt here from the mask, and at least C results
                                                      send fewer K,V blocks and bytes than the full double ring
+  check_report.py console REPORT CONSOLE --min-dash N --min-pct M
+                                                     the run table printed with REPORT: a job that sends no byte
+                                                     shows '–' for overlap and hta (N rows at least) and reads 1
+                                                     (or null) for both on every rank; every other job shows the
+                                                     report's ratio and hta_ratio in % (M rows at least)
 Prints 'N passed, M failed' and exits 1 on any failure.
 """
 import argparse
 import json
+import re
 import sys
 
 passed = failed = 0
@@ -28,6 +34,7 @@ def check(cond, msg):
     else:
         failed += 1
         print("FAIL:", msg)
+    return bool(cond)
 
 
 def ok_results(rep):
@@ -191,6 +198,37 @@ def cmd_hops(a):
     check(cut >= a.min_cut, f"{cut} double rings ran fewer hops than R-1, expected at least {a.min_cut}")
 
 
+def cmd_console(a):
+    """The console's overlap and hta columns against the report written by the same run."""
+    rep = json.load(open(a.report))
+    table = open(a.console, encoding="utf-8").read().splitlines()
+    # strategy seq ok ... model overlap hta ...: the model column ('=' or 'DIFF') precedes the two.
+    row = re.compile(r"^(\S+)\s+(\d+)\s+ok\s.*\s(?:=|DIFF)\s+(–|\d+%)\s+(–|\d+%)\s")
+    shown = {}
+    for line in table:
+        m = row.match(line)
+        if m:
+            shown[(m.group(1), int(m.group(2)))] = (m.group(3), m.group(4))
+    dashes = pcts = 0
+    for r in ok_results(rep):
+        key = (r["label"], r["seq"])
+        if not check(key in shown, f"{key}: no 'ok' row in the console table"):
+            continue
+        sends = r["comm"]["fwd"]["bytes_sent"] + r["comm"]["bwd"]["bytes_sent"]  # max over ranks
+        o = r["overlap"]
+        want = ("–", "–") if sends == 0 else (f"{100 * o['ratio']:.0f}%", f"{100 * o['hta_ratio']:.0f}%")
+        check(shown[key] == want, f"{key}: sends {sends} B: console overlap, hta {shown[key]}, expected {want}")
+        if sends == 0:  # nothing to hide: the same rule for both figures on every rank (1, or null)
+            for q, pr in enumerate(o["per_rank"]):
+                check(pr["ratio"] in (1, None) and pr["hta_ratio"] in (1, None),
+                      f"{key} rank {q}: sends nothing but ratio {pr['ratio']}, hta_ratio {pr['hta_ratio']}")
+        dashes += sends == 0
+        pcts += sends > 0
+        print(f"{key[0]} seq={key[1]}: sends {sends} B: overlap {shown[key][0]}, hta {shown[key][1]}")
+    check(dashes >= a.min_dash, f"{dashes} jobs without communication, expected at least {a.min_dash}")
+    check(pcts >= a.min_pct, f"{pcts} jobs with communication, expected at least {a.min_pct}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -202,6 +240,8 @@ def main():
     t = sub.add_parser("trace"); t.add_argument("trace"); t.add_argument("--ranks", type=int, required=True)
     h = sub.add_parser("hops"); h.add_argument("report"); h.add_argument("--min-ok", type=int, default=1)
     h.add_argument("--min-cut", type=int, default=1)
+    c = sub.add_parser("console"); c.add_argument("report"); c.add_argument("console")
+    c.add_argument("--min-dash", type=int, default=1); c.add_argument("--min-pct", type=int, default=1)
     a = ap.parse_args()
     if a.cmd == "model":
         cmd_model(a)
@@ -213,6 +253,8 @@ def main():
         cmd_balance(a)
     elif a.cmd == "hops":
         cmd_hops(a)
+    elif a.cmd == "console":
+        cmd_console(a)
     else:
         cmd_trace(a)
     print(f"{passed} passed, {failed} failed")

@@ -301,15 +301,19 @@ def main():
     ap.add_argument("binary")
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--jobs", type=int, default=3)
-    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--mpirun", help="mpirun for the multi-rank cases; given and not found is an error "
+                    "(default: mpirun where it is on PATH, else single-rank cases only)")
     ap.add_argument("--limit", type=int, default=0, help="run only the first N single-rank cases")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     cases = generate(rng)
     if args.limit:
         cases = cases[: args.limit]
-    mpirun = [args.mpirun, "--oversubscribe", "--allow-run-as-root"]
-    mpi_cases = mpi_subset(cases, rng) if shutil.which(args.mpirun) else []
+    if args.mpirun and not shutil.which(args.mpirun):  # ctest passes it: a missing one must not pass quietly
+        print(f"fuzz_cli: --mpirun {args.mpirun!r} not found: the multi-rank cases cannot run")
+        return 1
+    mpirun = [args.mpirun or "mpirun", "--oversubscribe", "--allow-run-as-root"]
+    mpi_cases = mpi_subset(cases, rng) if shutil.which(mpirun[0]) else []
     env_note = "" if mpi_cases else " (mpirun not found: no multi-rank cases)"
     tmp = tempfile.mkdtemp(prefix="cpbench_fuzz_")
     failures, times = [], []
