@@ -18,7 +18,13 @@
 #include "tests/unit/test_kernels_ref.h"
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -669,4 +675,150 @@ TEST_CASE("cuda emulated: positions of any segment list, row bounds of the mask"
           }
         }
       }
+}
+
+// ---- the emulator's own checks: races and cp.async ---------------------------------------------
+// A detected race aborts the process (as on a GPU run it would be a wrong result), so each probe
+// runs in a child process; the parent reads the child's stderr and its exit.
+namespace {
+
+struct ChildResult {
+  bool aborted = false;
+  std::string err;
+};
+
+ChildResult in_child(const std::function<void()>& fn) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    const int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 1);  // Catch2's fatal-signal report
+    close(fds[0]);
+    fn();
+    std::fflush(stderr);
+    _exit(0);
+  }
+  close(fds[1]);
+  ChildResult r;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) r.err.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  r.aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+  if (!r.aborted) REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  return r;
+}
+
+// 64 threads (two warps) over 64 bytes of shared memory. `a` and `b` are the two threads that
+// touch byte 0 (float at offset 0): mode 0 a writes then b reads, 1 a reads then b writes, 2 both
+// write; fibers run in thread order, so a (the smaller) goes first. `sync`: 0 none, 1
+// __syncthreads, 2 __syncwarp between the two accesses (every thread calls it).
+__global__ void probe_kernel(int mode, int a, int b, int sync, float* out) {
+  CPB_DYNAMIC_SMEM(smem);
+  float* f = reinterpret_cast<float*>(smem);
+  const int tid = int(threadIdx.x);
+  if (tid == a) {
+    if (mode == 1) out[0] = sh_ld(f);
+    else sh_st(f, 1.0f);
+  }
+  if (sync == 1) __syncthreads();
+  if (sync == 2) __syncwarp();
+  if (tid == b) {
+    if (mode == 0) out[0] = sh_ld(f);
+    else sh_st(f, 2.0f);
+  }
+}
+
+void probe(int mode, int a, int b, int sync) {
+  std::vector<float> out(1, 0.0f);
+  cpb_emu::launch(&probe_kernel, cpb_emu::Idx3{1, 1, 1}, 64, 64, mode, a, b, sync, out.data());
+}
+
+// cp.async: thread 0 copies src[0..3] to shared bytes 0..15 (group 1) and src[4..7] to 16..31
+// (group 2, committed only when `commit2`), waits with wait_group `wait_n` (0 or 1), then reads
+// the float at byte `read_at` through sh_ld (out[0]) and byte 16's raw bits (out[1], poison check).
+__global__ void cp_async_probe_kernel(const float* src, int commit2, int wait_n, int read_at, float* out) {
+  CPB_DYNAMIC_SMEM(smem);
+  if (threadIdx.x != 0) return;
+  cp_async16(smem, src, 16);
+  cp_async_commit();
+  cp_async16(smem + 16, src + 4, 16);
+  if (commit2) cp_async_commit();
+  uint32_t raw;
+  std::memcpy(&raw, smem + 16, 4);  // bypasses the detector: what the bytes hold now
+  out[1] = float(raw == 0xFFFFFFFFu);
+  if (wait_n == 0) cp_async_wait<0>();
+  else cp_async_wait<1>();
+  out[0] = sh_ld(reinterpret_cast<const float*>(smem + read_at));
+}
+
+void cp_async_probe(int commit2, int wait_n, int read_at, std::vector<float>& out) {
+  static const float src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto& emu = cpb_emu::Emu::get();
+  emu.clear_globals();
+  emu.allow_global(src, sizeof(src));
+  out.assign(2, -1.0f);
+  cpb_emu::launch(&cp_async_probe_kernel, cpb_emu::Idx3{1, 1, 1}, 32, 64, static_cast<const float*>(src), commit2, wait_n,
+                  read_at, out.data());
+  emu.clear_globals();
+}
+
+}  // namespace
+
+TEST_CASE("cuda emulator: shared-memory races between threads are caught, ordered accesses pass", "[cuda][emu]") {
+  struct Probe {
+    int mode, a, b, sync;
+    const char* want;  // "" = no race
+  };
+  const Probe probes[] = {
+      {0, 0, 32, 0, "read-after-write"},   {1, 0, 32, 0, "write-after-read"},
+      {2, 0, 32, 0, "write-after-write"},  {0, 0, 32, 1, ""},
+      {1, 0, 32, 1, ""},                   {2, 0, 32, 1, ""},
+      {0, 0, 1, 0, "read-after-write"},    {1, 0, 1, 0, "write-after-read"},  // lanes of one warp
+      {0, 0, 1, 2, ""},                    {0, 0, 32, 2, "read-after-write"},  // __syncwarp: own warp only
+      {0, 5, 5, 0, ""},                                                        // one thread
+  };
+  for (const Probe& p : probes) {
+    INFO("mode " << p.mode << " threads " << p.a << ", " << p.b << " sync " << p.sync);
+    const ChildResult r = in_child([&] { probe(p.mode, p.a, p.b, p.sync); });
+    INFO("stderr: " << r.err);
+    if (*p.want) {
+      CHECK(r.aborted);
+      CHECK(r.err.find(std::string("race in probe_kernel block (0,0,0): ") + p.want + " on dynamic shared byte 0") !=
+            std::string::npos);
+      CHECK(r.err.find("thread " + std::to_string(p.a) + " (warp " + std::to_string(p.a / 32) + ")") != std::string::npos);
+      CHECK(r.err.find("thread " + std::to_string(p.b) + " (warp " + std::to_string(p.b / 32) + ")") != std::string::npos);
+    } else {
+      CHECK_FALSE(r.aborted);
+      CHECK(r.err.empty());
+    }
+  }
+}
+
+TEST_CASE("cuda emulator: cp.async lands at its wait_group (PTX semantics), poison before", "[cuda][emu]") {
+  std::vector<float> out;
+  // Both groups committed, wait_group 0: everything landed.
+  cp_async_probe(1, 0, 16, out);
+  CHECK(out[0] == 5.0f);
+  CHECK(out[1] == 1.0f);  // byte 16 held poison before the wait
+  // wait_group 1 with two groups: the older one has landed ...
+  cp_async_probe(1, 1, 0, out);
+  CHECK(out[0] == 1.0f);
+  // ... the newer one is still in flight: reading it fails.
+  ChildResult r = in_child([&] { cp_async_probe(1, 1, 16, out); });
+  CHECK(r.aborted);
+  CHECK(r.err.find("access to a byte a cp.async is still copying into on dynamic shared byte 16") != std::string::npos);
+  // A copy never committed is not waited for, even by wait_group 0.
+  r = in_child([&] { cp_async_probe(0, 0, 16, out); });
+  CHECK(r.aborted);
+  CHECK(r.err.find("still copying into") != std::string::npos);
+  // The committed group before it has landed.
+  cp_async_probe(0, 0, 0, out);
+  CHECK(out[0] == 1.0f);
 }
