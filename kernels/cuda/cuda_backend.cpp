@@ -260,7 +260,13 @@ CudaBackendImpl::CudaBackendImpl(const BackendOptions& opt) {
 CudaBackendImpl::~CudaBackendImpl() {
   // Never throws: errors here (e.g. a context already torn down at exit) are ignored.
   (void)cudaSetDevice(device_);
-  if (stream_) (void)cudaStreamSynchronize(stream_);
+  // Bounded too: after a wait that timed out, the process must still be able to end.
+  if (stream_) {
+    try {
+      wait_stream("backend teardown");
+    } catch (...) {
+    }
+  }
   {
     std::lock_guard<std::mutex> lk(alloc_->mu);
     alloc_->tracker = nullptr;
@@ -325,7 +331,7 @@ void CudaBackendImpl::resolve_pending() {
 void CudaBackendImpl::take_reference() {
   const double h0 = now_ms();
   CUDA_CHECK(cudaEventRecord(ref_event_, stream_));
-  CUDA_CHECK(cudaEventSynchronize(ref_event_));
+  wait_event(ref_event_, "synchronize (clock reference)");
   const double h1 = now_ms();
   ref_host_ms_ = 0.5 * (h0 + h1);
 }
