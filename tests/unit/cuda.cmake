@@ -8,7 +8,7 @@ catch_discover_tests(test_cuda_kernels TEST_PREFIX "test_cuda_kernels:" PROPERTI
 
 # The kernels' own source (kernels/cuda/*_kernel(s).cuh) on a host emulator of CUDA thread blocks
 # (cuda_emu.h): checks fragment layouts, index math, masks and tile skipping against float64
-# references, with no GPU (runs in CI).
+# references, and shared-memory races and cp.async waits, with no GPU (runs in CI).
 cpbench_unit_test(test_cuda_emu
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_emu.cpp
   LIBS cpbench_cuda)

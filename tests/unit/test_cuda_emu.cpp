@@ -1,7 +1,10 @@
 // The CUDA kernels (the same source as the GPU build: kernels/cuda/*_kernel(s).cuh) run on
 // the host emulator of cuda_emu.h, against a naive float64 reference. Needs no GPU: this is what
 // checks the kernels' fragment layouts, index math, masks and tile skipping on machines without
-// one (CI). The GPU test (test_cuda_kernels) checks the real thing where a device exists.
+// one (CI), and, through the emulator's race detector, their barriers and cp.async waits (every
+// launch; the cases tagged [mutation] are those tests/unit/cuda_emu_mutation.py runs with each
+// barrier or wait switched off). The GPU test (test_cuda_kernels) checks the real thing where a
+// device exists.
 //
 // Every output buffer has guard zones before and after it, and starts as NaN: an element written
 // out of bounds, or not written, fails the test.
