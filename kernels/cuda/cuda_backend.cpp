@@ -5,7 +5,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -13,7 +12,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kernels/cuda/caching_allocator.h"
@@ -57,47 +55,6 @@ bool env_flag(const char* name, bool dflt) {
   const char* v = std::getenv(name);
   if (!v || !*v) return dflt;
   return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
-}
-
-// The bound on one host wait for the device: the same as NCCL's host waits
-// (comm/nccl_communicator.cpp), CPBENCH_NCCL_TIMEOUT_S, which cpbench sets from --timeout; default
-// 600 s, 0 = none. A hung kernel, or a compute stream waiting on a hung communicator's stream,
-// then ends in an error naming the call instead of blocking the rank for ever.
-double host_wait_timeout_s() {
-  const char* v = std::getenv("CPBENCH_NCCL_TIMEOUT_S");
-  if (!v || !*v) return 600.0;
-  char* end = nullptr;
-  const double t = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(t >= 0))
-    throw std::invalid_argument(std::string("CPBENCH_NCCL_TIMEOUT_S must be a number of seconds >= 0, got '") +
-                                v + "'");
-  return t;
-}
-
-// Polls `done` (cudaStreamQuery / cudaEventQuery) until it is no longer cudaErrorNotReady, within
-// the deadline. Spins (yielding) for the first 2 ms so that short waits add no sleep latency,
-// then sleeps 20 us doubling to 1 ms.
-template <class Query>
-void wait_bounded(Query done, double timeout_s, const char* what) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto pause = std::chrono::microseconds(20);
-  for (;;) {
-    const cudaError_t q = done();
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady) CUDA_CHECK(q);  // throws, naming the error
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (timeout_s > 0 && waited > timeout_s)
-      throw std::runtime_error(std::string("cuda ") + what + ": the device did not finish within " +
-                               std::to_string(int(timeout_s)) +
-                               " s (CPBENCH_NCCL_TIMEOUT_S, set by --timeout): a hung kernel, or a "
-                               "stream waiting on a hung communicator");
-    if (waited < 2e-3) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
-    }
-  }
 }
 
 class CudaBackendImpl final : public CudaBackend {
@@ -183,10 +140,10 @@ class CudaBackendImpl final : public CudaBackend {
   // Host waits under the deadline (host_wait_timeout_s) instead of cudaStreamSynchronize /
   // cudaEventSynchronize, which would block for ever on a hung device.
   void wait_stream(const char* what) const {
-    wait_bounded([this] { return cudaStreamQuery(stream_); }, wait_timeout_s_, what);
+    cuda::wait_bounded([this] { return cudaStreamQuery(stream_); }, wait_timeout_s_, what);
   }
   void wait_event(cudaEvent_t e, const char* what) const {
-    wait_bounded([e] { return cudaEventQuery(e); }, wait_timeout_s_, what);
+    cuda::wait_bounded([e] { return cudaEventQuery(e); }, wait_timeout_s_, what);
   }
   cuda::AttnArgs attn_args(const AttnShape& s, DType dt, const Positions& qpos,
                            const Positions& kpos);
@@ -199,7 +156,7 @@ class CudaBackendImpl final : public CudaBackend {
   std::string device_desc_;  // "NAME, sm_XY" for capability errors
   int smem_optin_ = 0;       // cudaDevAttrMaxSharedMemoryPerBlockOptin, bytes
   cudaStream_t stream_ = nullptr;
-  double wait_timeout_s_ = host_wait_timeout_s();
+  double wait_timeout_s_ = cuda::host_wait_timeout_s();
   cublasHandle_t cublas_ = nullptr;
   void* cublas_ws_ = nullptr;
   std::shared_ptr<AllocState> alloc_;

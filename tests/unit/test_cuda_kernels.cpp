@@ -5,8 +5,9 @@
 // must match exactly (lse = -inf rows). Outputs are poisoned (NaN) before each kernel runs, so an
 // element a kernel forgets to write fails the comparison.
 //
-// Without a CUDA device every case prints "SKIPPED: no CUDA device" and exits 77, which ctest
-// reports as skipped (SKIP_RETURN_CODE in tests/unit/cuda.cmake).
+// Without a CUDA device every case that needs one prints "SKIPPED: no CUDA device" and exits 77,
+// which ctest reports as skipped (SKIP_RETURN_CODE in tests/unit/cuda.cmake); the host-wait
+// deadline case at the end needs no device and runs everywhere.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_check.h"
 #include "tests/unit/test_kernels_ref.h"
 
 using namespace cpbench;
@@ -423,4 +425,43 @@ TEST_CASE("cuda: replay mode, compute log and events", "[cuda]") {
   CHECK(g.compute_log()[1].t0_ms >= g.compute_log()[0].t0_ms);
   CHECK(g.compute_busy_ms() > 0.0);
   g.compute_log().clear();
+}
+
+// Needs no device (no SKIP_WITHOUT_CUDA): the deadline of the backend's host waits.
+TEST_CASE("cuda: host waits end at their deadline, naming the call", "[cuda]") {
+  int calls = 0;
+  // Ready on the third poll: returns.
+  cuda::wait_bounded([&] { return ++calls < 3 ? cudaErrorNotReady : cudaSuccess; }, 5.0, "download");
+  CHECK(calls == 3);
+  // Never ready: gives up past the bound, naming the call and the bound.
+  calls = 0;
+  try {
+    cuda::wait_bounded([&] { ++calls; return cudaErrorNotReady; }, 0.05, "elapsed_ms");
+    FAIL("wait_bounded returned on a query that never completes");
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("cuda elapsed_ms: the device did not finish within 0.05 s (CPBENCH_NCCL_TIMEOUT_S") == 0);
+    CHECK(calls > 1);
+  }
+  // Another error is an error at once.
+  try {
+    cuda::wait_bounded([] { return cudaErrorInvalidValue; }, 5.0, "compute_busy_ms");
+    FAIL("wait_bounded returned on an error");
+  } catch (const std::runtime_error& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("cudaErrorInvalidValue") != std::string::npos);
+  }
+  // The bound: CPBENCH_NCCL_TIMEOUT_S (what --timeout sets), default 600, bad values refused.
+  const char* saved = std::getenv("CPBENCH_NCCL_TIMEOUT_S");
+  const std::string keep = saved ? saved : "";
+  unsetenv("CPBENCH_NCCL_TIMEOUT_S");
+  CHECK(cuda::host_wait_timeout_s() == 600.0);
+  setenv("CPBENCH_NCCL_TIMEOUT_S", "7.5", 1);
+  CHECK(cuda::host_wait_timeout_s() == 7.5);
+  setenv("CPBENCH_NCCL_TIMEOUT_S", "-1", 1);
+  CHECK_THROWS_WITH(cuda::host_wait_timeout_s(),
+                    "CPBENCH_NCCL_TIMEOUT_S must be a number of seconds >= 0, got '-1'");
+  if (saved) setenv("CPBENCH_NCCL_TIMEOUT_S", keep.c_str(), 1);
+  else unsetenv("CPBENCH_NCCL_TIMEOUT_S");
 }
