@@ -92,8 +92,17 @@ if ((failed)); then
   exit 1
 fi
 
+# The toolkit's library directory (of this nvcc) goes into the binary's run path, so it starts
+# without LD_LIBRARY_PATH on machines whose loader does not know the toolkit (libcublas*.so).
+CUDA_ROOT=$(cd "$(dirname "$(readlink -f "$NVCC")")/.." && pwd)
+CUDA_LIB=""
+for d in "$CUDA_ROOT/lib64" "$CUDA_ROOT/targets/$(uname -m)-linux/lib" "$CUDA_ROOT/lib"; do
+  [[ -e $d/libcublas.so ]] && { CUDA_LIB=$(readlink -f "$d"); break; }
+done
+[[ -n $CUDA_LIB ]] || { echo "build_cuda_only: no libcublas.so under $CUDA_ROOT (lib64, targets/*/lib, lib)" >&2; exit 1; }
 if ! "$NVCC" -gencode "arch=compute_${ARCH},code=[sm_${ARCH},compute_${ARCH}]" "$OUTDIR"/obj/*.o \
-     -o "$OUTDIR/cpbench_cuda_bench" -lcublas -lcublasLt >"$OUTDIR/logs/link.log" 2>&1; then
+     -o "$OUTDIR/cpbench_cuda_bench" -L"$CUDA_LIB" -Xlinker -rpath -Xlinker "$CUDA_LIB" -lcublas -lcublasLt \
+     >"$OUTDIR/logs/link.log" 2>&1; then
   cat "$OUTDIR/logs/link.log"
   echo "build_cuda_only: link failed" >&2
   exit 1
@@ -105,4 +114,4 @@ if ((PTXAS)); then
     >"$OUTDIR/ptxas.txt" 2>"$OUTDIR/logs/ptxas_table.err" ||
     echo "build_cuda_only: could not tabulate ptxas output (see $OUTDIR/logs/ptxas_table.err)"
 fi
-echo "build_cuda_only: built $OUTDIR/cpbench_cuda_bench"
+echo "build_cuda_only: built $OUTDIR/cpbench_cuda_bench (run path $CUDA_LIB)"

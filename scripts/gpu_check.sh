@@ -27,6 +27,8 @@
 #   layer_check     cpbench verify --dump: CPU fp32 against CUDA fp32 (1e-5), bf16, fp16 (2e-2),
 #                   every tensor (scripts/compare_dumps.py)
 #   nccl_ops        tests/gpu/nccl_one_rank_check: every NCCL operation on one GPU, values checked
+#                   (nccl_ops, nccl_1rank, verify_*: cpbench's own wait bound, --timeout and
+#                   CPBENCH_NCCL_TIMEOUT_S, is 2/3 of the step's cap, so a hang is named in its log)
 #   nccl_1rank      cpbench verify --comm nccl on one rank with CPBENCH_NCCL_ONE_RANK=1 (NCCL runs)
 #   verify_2ranks, verify_4ranks   every strategy, ranks sharing the GPU, --comm mpi
 #   cuda_unit_tests test_cuda_kernels (a "no CUDA device" skip counts as a failure)
@@ -36,6 +38,7 @@
 #   logs), CUDA_ARCH (from the device, else 90), JOBS (nproc), BENCH_SEQS (4096,16384,65536),
 #   LARGE_N (266240), GPU_CHECK_SKIP (comma-separated step names to skip), GPU_CHECK_ASSUME_DEVICE=1
 #   (runs every step as if a GPU were there: to test this script's flow on a machine without one).
+# A failed step's "detail" in gpu_check.json is "exit N: " and the tail of its output (failure_reason).
 # Exit status: 0 when no step failed (also: no device); 1 when one did.
 set -uo pipefail
 
@@ -107,6 +110,32 @@ write_summary() {
 
 skip() { record "$1" skipped 0 "$2"; say "$1: skipped ($2)"; }
 
+# The reason a step failed, for its JSON detail: the first line that names an error (when the
+# tail does not show it) and the last 6 non-blank lines of its output, " | "-joined, at most 800
+# characters (the end kept); "no output" for an empty log. The whole log is in the archive.
+failure_reason() {
+  local log=$1 tail first
+  tail=$(grep -v '^[[:space:]-]*$' "$log" 2>/dev/null | tail -6)
+  [[ -n $tail ]] || { echo "no output"; return; }
+  first=$(grep -m1 -iE "error|FAIL|illegal|refused|not supported|abort" "$log" 2>/dev/null)
+  local out=$tail
+  [[ -n $first && $tail != *"$first"* ]] && out="$first"$'\n'"..."$'\n'"$tail"
+  out=$(printf '%s' "$out" | tr '\n' '\036' | sed $'s/\x1e/ | /g')
+  ((${#out} > 800)) && out="...${out: -797}"
+  printf '%s' "$out"
+}
+
+# The bound for cpbench's own waits (--timeout, CPBENCH_NCCL_TIMEOUT_S: NCCL and CUDA host waits)
+# in a step of cap CAP: two thirds of what the step may run, so a hang ends in cpbench's message
+# naming the call (in the step's log and detail) before `timeout` kills the step silently.
+inner_timeout() {
+  local cap=$1 avail=$(($(left) - 10))
+  ((avail > cap)) && avail=$cap
+  local t=$((avail * 2 / 3))
+  ((t < 5)) && t=5
+  echo $t
+}
+
 # run NAME NEED_S MAX_S CMD...: skipped when asked to or when less than NEED_S is left; otherwise
 # CMD runs under timeout (MAX_S, or what is left less a 10 s margin for the summary, if smaller),
 # output to logs/NAME.log. Sets RC (the command's exit status; 125 when not run). Returns 0 when
@@ -128,10 +157,7 @@ run() {
   if ((RC == 124 || RC == 137)); then
     st=TIMEOUT detail="killed at the deadline after ${dt}s"
   elif ((RC != 0)); then
-    local line
-    line=$(grep -m1 -iE "error|FAIL|illegal|refused|not supported" "$LOGS/$name.log" ||
-           grep -v '^[[:space:]-]*$' "$LOGS/$name.log" | tail -1)
-    st=FAIL detail="exit $RC: $(echo "$line" | cut -c1-200)"
+    st=FAIL detail="exit $RC: $(failure_reason "$LOGS/$name.log")"
   fi
   record "$name" "$st" "$dt" "$detail"
   [[ $st == ok ]] || say "$name: $st ($detail)"
@@ -287,27 +313,31 @@ if [[ -x $CPB ]]; then
   if ((${#MPIRUN[@]})); then
     NOPS=$CM/build/tests/gpu/nccl_one_rank_check
     if [[ -x $NOPS ]]; then
-      run nccl_ops 15 90 "${MPIRUN[@]}" 1 "$NOPS" &&
-        grep -q "SKIPPED: no CUDA device" "$LOGS/nccl_ops.log" && amend FAIL "the check saw no CUDA device"
+      # Without a device it exits 77 (a FAIL here, the "SKIPPED: no CUDA device" line in the detail).
+      CPBENCH_NCCL_TIMEOUT_S=$(inner_timeout 90) run nccl_ops 15 90 "${MPIRUN[@]}" 1 -x CPBENCH_NCCL_TIMEOUT_S "$NOPS"
     else
       skip nccl_ops "nccl_one_rank_check not built (no NCCL found at configure)"
     fi
     export CPBENCH_NCCL_ONE_RANK=1  # every strategy at one rank, through a real one-rank NCCL communicator
-    run nccl_1rank 20 120 "${MPIRUN[@]}" 1 -x CPBENCH_NCCL_ONE_RANK "$CPB" verify --backend cuda --comm nccl \
-      --dtype bf16 "${LSHAPE[@]}"
+    T_IN=$(inner_timeout 120)
+    CPBENCH_NCCL_TIMEOUT_S=$T_IN run nccl_1rank 20 120 "${MPIRUN[@]}" 1 -x CPBENCH_NCCL_ONE_RANK -x CPBENCH_NCCL_TIMEOUT_S \
+      "$CPB" verify --backend cuda --comm nccl --dtype bf16 --timeout "$T_IN" "${LSHAPE[@]}"
     calls=$(grep "NCCL calls" "$LOGS/nccl_1rank.log" 2>/dev/null | tail -1 | sed 's/.*NCCL calls/NCCL calls/')
     [[ -n $calls ]] && details[${#details[@]} - 1]="${details[${#details[@]} - 1]:+${details[${#details[@]} - 1]}; }$calls" && write_summary
     unset CPBENCH_NCCL_ONE_RANK
     for np in 2 4; do
-      run verify_${np}ranks 40 150 "${MPIRUN[@]}" $np "$CPB" verify --backend cuda --comm mpi --dtype bf16 "${LSHAPE[@]}"
+      T_IN=$(inner_timeout 150)
+      CPBENCH_NCCL_TIMEOUT_S=$T_IN run verify_${np}ranks 40 150 "${MPIRUN[@]}" $np -x CPBENCH_NCCL_TIMEOUT_S "$CPB" verify \
+        --backend cuda --comm mpi --dtype bf16 --timeout "$T_IN" "${LSHAPE[@]}"
     done
   else
     for s in nccl_ops nccl_1rank verify_2ranks verify_4ranks; do skip $s "no MPI (neither system nor carried)"; done
   fi
   UNIT=$CM/build/tests/unit/test_cuda_kernels
-  if [[ -x $UNIT ]] && run cuda_unit_tests 30 150 "$UNIT"; then
-    grep -q "SKIPPED: no CUDA device" "$LOGS/cuda_unit_tests.log" && amend FAIL "the tests saw no CUDA device"
-  elif [[ ! -x $UNIT ]]; then
+  # Without a device the binary exits 77 (a FAIL here, its "SKIPPED: no CUDA device" in the detail).
+  if [[ -x $UNIT ]]; then
+    run cuda_unit_tests 30 150 "$UNIT"
+  else
     skip cuda_unit_tests "not built"
   fi
 else

@@ -162,10 +162,10 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
         dl = dl_row[r];
         row_bounds(p.mask, pos_at(p.qpos, r), lo, hi);
       }
-      lse_s[tid] = L;
-      dl_s[tid] = dl;
-      lo_s[tid] = lo;
-      hi_s[tid] = hi;
+      sh_st(lse_s + tid, L);
+      sh_st(dl_s + tid, dl);
+      sh_st(lo_s + tid, lo);
+      sh_st(hi_s + tid, hi);
     }
     cp_async_wait<1>();  // K, V and query tile i have landed
     __syncthreads();
@@ -197,11 +197,11 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int qc = nt * 8 + 2 * t + e;
-        const float L = lse_s[qc];
+        const float L = sh_ld(lse_s + qc);
         float p0 = exp2f(st[nt][e] * p.scale_log2 - L);
         float p1 = exp2f(st[nt][e + 2] * p.scale_log2 - L);
         if (kind == 1) {
-          const int lo = lo_s[qc], hi = hi_s[qc];
+          const int lo = sh_ld(lo_s + qc), hi = sh_ld(hi_s + qc);
           if (!kin0 || kp0 < lo || kp0 > hi) p0 = 0.0f;
           if (!kin1 || kp1 < lo || kp1 > hi) p1 = 0.0f;
         }
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
         const int nt = hh * HT + x;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float dl = dl_s[nt * 8 + 2 * t + e];
+          const float dl = sh_ld(dl_s + nt * 8 + 2 * t + e);
           dpt[x][e] = st[nt][e] * (dpt[x][e] - dl);
           dpt[x][e + 2] = st[nt][e + 2] * (dpt[x][e + 2] - dl);
         }

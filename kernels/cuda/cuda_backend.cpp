@@ -137,6 +137,14 @@ class CudaBackendImpl final : public CudaBackend {
   void resolve_pending();  // pending ops -> compute_log_ (blocks until they are done)
   void take_reference();   // stream idle: pair an event with a host clock read
   void* scratch(size_t bytes);
+  // Host waits under the deadline (host_wait_timeout_s) instead of cudaStreamSynchronize /
+  // cudaEventSynchronize, which would block for ever on a hung device.
+  void wait_stream(const char* what) const {
+    cuda::wait_bounded([this] { return cudaStreamQuery(stream_); }, wait_timeout_s_, what);
+  }
+  void wait_event(cudaEvent_t e, const char* what) const {
+    cuda::wait_bounded([e] { return cudaEventQuery(e); }, wait_timeout_s_, what);
+  }
   cuda::AttnArgs attn_args(const AttnShape& s, DType dt, const Positions& qpos,
                            const Positions& kpos);
   // Device copy (int32) of a run's document starts, uploaded on first use and kept while the
@@ -148,6 +156,7 @@ class CudaBackendImpl final : public CudaBackend {
   std::string device_desc_;  // "NAME, sm_XY" for capability errors
   int smem_optin_ = 0;       // cudaDevAttrMaxSharedMemoryPerBlockOptin, bytes
   cudaStream_t stream_ = nullptr;
+  double wait_timeout_s_ = cuda::host_wait_timeout_s();
   cublasHandle_t cublas_ = nullptr;
   void* cublas_ws_ = nullptr;
   std::shared_ptr<AllocState> alloc_;
@@ -161,7 +170,8 @@ class CudaBackendImpl final : public CudaBackend {
   std::map<int, std::function<void()>> hooks_;
   int next_hook_ = 1;
   struct DeviceDocs {
-    DocStarts host;  // keeps the key's vector alive
+    DocStarts host;                 // keeps the key's vector alive
+    std::vector<int32_t> host32;    // the copy's source, alive until the copy has run
     int32_t* dev = nullptr;
   };
   std::map<const std::vector<int64_t>*, DeviceDocs> docs_;
@@ -207,7 +217,13 @@ CudaBackendImpl::CudaBackendImpl(const BackendOptions& opt) {
 CudaBackendImpl::~CudaBackendImpl() {
   // Never throws: errors here (e.g. a context already torn down at exit) are ignored.
   (void)cudaSetDevice(device_);
-  if (stream_) (void)cudaStreamSynchronize(stream_);
+  // Bounded too: after a wait that timed out, the process must still be able to end.
+  if (stream_) {
+    try {
+      wait_stream("backend teardown");
+    } catch (...) {
+    }
+  }
   {
     std::lock_guard<std::mutex> lk(alloc_->mu);
     alloc_->tracker = nullptr;
@@ -259,7 +275,7 @@ void CudaBackendImpl::resolve_pending() {
   for (const PendingOp& op : ops) {
     if (op.ended) {
       float a = 0, b = 0;
-      CUDA_CHECK(cudaEventSynchronize(op.e1));
+      wait_event(op.e1, "the compute log");
       CUDA_CHECK(cudaEventElapsedTime(&a, ref_event_, op.e0));
       CUDA_CHECK(cudaEventElapsedTime(&b, ref_event_, op.e1));
       compute_log_.push_back(ComputeRecord{op.name, op.phase, ref_host_ms_ + a, ref_host_ms_ + b});
@@ -272,7 +288,7 @@ void CudaBackendImpl::resolve_pending() {
 void CudaBackendImpl::take_reference() {
   const double h0 = now_ms();
   CUDA_CHECK(cudaEventRecord(ref_event_, stream_));
-  CUDA_CHECK(cudaEventSynchronize(ref_event_));
+  wait_event(ref_event_, "synchronize (clock reference)");
   const double h1 = now_ms();
   ref_host_ms_ = 0.5 * (h0 + h1);
 }
@@ -292,7 +308,7 @@ Event CudaBackendImpl::record_event() {
 double CudaBackendImpl::elapsed_ms(const Event& a, const Event& b) {
   if (!a.impl || !b.impl) throw std::invalid_argument("cuda elapsed_ms: an event was not recorded");
   auto ea = static_cast<cudaEvent_t>(a.impl.get()), eb = static_cast<cudaEvent_t>(b.impl.get());
-  CUDA_CHECK(cudaEventSynchronize(eb));
+  wait_event(eb, "elapsed_ms");
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, ea, eb));
   return ms;
@@ -304,7 +320,7 @@ void CudaBackendImpl::synchronize() {
   // hook waits for that stream under its deadline (aborting a hung NCCL call) where a plain
   // stream synchronize here would block forever.
   for (auto& h : hooks_) h.second();
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_stream("synchronize");
   resolve_pending();
   take_reference();
 }
@@ -314,7 +330,7 @@ double CudaBackendImpl::compute_busy_ms() const {
   for (const PendingOp& op : pending_) {
     if (!op.ended) continue;
     float ms = 0;
-    CUDA_CHECK(cudaEventSynchronize(op.e1));
+    wait_event(op.e1, "compute_busy_ms");
     CUDA_CHECK(cudaEventElapsedTime(&ms, op.e0, op.e1));
     t += ms;
   }
@@ -376,7 +392,7 @@ void CudaBackendImpl::upload(const std::vector<float>& host, Tensor& dst) {
     CUDA_CHECK(cudaMemcpyAsync(s, host.data(), fbytes, cudaMemcpyHostToDevice, stream_));
     cuda::convert(dst.data, dst.dtype, s, DType::f32, n, stream_);
   }
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_stream("upload");
 }
 
 std::vector<float> CudaBackendImpl::download(const Tensor& src) {
@@ -392,7 +408,7 @@ std::vector<float> CudaBackendImpl::download(const Tensor& src) {
     from = s;
   }
   CUDA_CHECK(cudaMemcpyAsync(out.data(), from, fbytes, cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_stream("download");
   return out;
 }
 
@@ -404,7 +420,7 @@ void CudaBackendImpl::copy_to_host_raw(void* dst, const Tensor& src, size_t byte
   if (!bytes) return;
   CUDA_CHECK(cudaSetDevice(device_));
   CUDA_CHECK(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_stream("copy_to_host_raw");
 }
 
 void CudaBackendImpl::copy_from_host_raw(Tensor& dst, const void* src, size_t bytes) {
@@ -414,7 +430,7 @@ void CudaBackendImpl::copy_from_host_raw(Tensor& dst, const void* src, size_t by
   if (!bytes) return;
   CUDA_CHECK(cudaSetDevice(device_));
   CUDA_CHECK(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller may reuse `src` on return
+  wait_stream("copy_from_host_raw");  // the caller may reuse `src` on return
 }
 
 // ---- operations: Backend's entry points have checked the arguments, applied the replay gate
@@ -475,13 +491,17 @@ const int32_t* CudaBackendImpl::device_docs(const DocStarts& docs) {
   if (!docs || docs->size() <= 1) return nullptr;
   auto it = docs_.find(docs.get());
   if (it != docs_.end()) return it->second.dev;
-  std::vector<int32_t> host(docs->begin(), docs->end());  // check_attn_mask bounds them by 2^31-1
-  DeviceDocs dd{docs, nullptr};
+  DeviceDocs& dd = docs_[docs.get()];
+  dd.host = docs;
+  dd.host32.assign(docs->begin(), docs->end());  // check_attn_mask bounds them by 2^31-1
   void* dev = nullptr;
-  CUDA_CHECK(cudaMalloc(&dev, host.size() * sizeof(int32_t)));
+  CUDA_CHECK(cudaMalloc(&dev, dd.host32.size() * sizeof(int32_t)));
   dd.dev = static_cast<int32_t*>(dev);
-  CUDA_CHECK(cudaMemcpy(dd.dev, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-  docs_.emplace(docs.get(), dd);
+  // On the compute stream, ahead of the kernels that read it: a plain cudaMemcpy runs on the
+  // legacy default stream, which does not order work on the non-blocking compute stream (the
+  // first kernel could read the starts before they land). Its source lives in dd.host32.
+  CUDA_CHECK(cudaMemcpyAsync(dd.dev, dd.host32.data(), dd.host32.size() * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, stream_));
   return dd.dev;
 }
 

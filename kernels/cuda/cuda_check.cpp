@@ -3,9 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace cpbench {
 namespace {
@@ -35,5 +39,45 @@ void throw_gpu_error(const char* lib, const char* expr, const char* file, int li
 }
 
 const char* cublas_status_string(cublasStatus_t s) { return cublasGetStatusString(s); }
+
+namespace cuda {
+
+double host_wait_timeout_s() {
+  const char* v = std::getenv("CPBENCH_NCCL_TIMEOUT_S");
+  if (!v || !*v) return 600.0;
+  char* end = nullptr;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(t >= 0))
+    throw std::invalid_argument(std::string("CPBENCH_NCCL_TIMEOUT_S must be a number of seconds >= 0, got '") +
+                                v + "'");
+  return t;
+}
+
+void wait_bounded(const std::function<cudaError_t()>& query, double timeout_s, const char* what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    const cudaError_t q = query();
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) CUDA_CHECK(q);  // throws, naming the error
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (timeout_s > 0 && waited > timeout_s) {
+      std::ostringstream os;
+      os << "cuda " << what << ": the device did not finish within " << timeout_s
+         << " s (CPBENCH_NCCL_TIMEOUT_S, set by --timeout): a hung kernel, or a stream waiting on a "
+            "hung communicator ("
+         << error_context() << ")";
+      throw std::runtime_error(os.str());
+    }
+    if (waited < 2e-3) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+}  // namespace cuda
 
 }  // namespace cpbench

@@ -5,6 +5,7 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <string>
 
 namespace cpbench {
@@ -18,6 +19,21 @@ void set_error_rank(int rank);
 [[noreturn]] void throw_gpu_error(const char* lib, const char* expr, const char* file, int line,
                                   const std::string& msg);
 const char* cublas_status_string(cublasStatus_t s);
+
+namespace cuda {
+// The bound on one host wait for the device, in seconds: the same as NCCL's host waits
+// (comm/nccl_communicator.cpp), CPBENCH_NCCL_TIMEOUT_S, which cpbench sets from --timeout;
+// default 600, 0 = none. Throws std::invalid_argument naming the value if it is not a number >= 0.
+double host_wait_timeout_s();
+
+// Polls `query` (cudaStreamQuery / cudaEventQuery of what to wait for) until it stops answering
+// cudaErrorNotReady. Another error throws as CUDA_CHECK does; past timeout_s (> 0) it throws
+// std::runtime_error("cuda <what>: the device did not finish within <t> s ..."), so a hung kernel,
+// or a stream waiting on a hung communicator, ends in an error naming the call instead of
+// blocking the rank for ever. Spins (yielding) for the first 2 ms, so short waits add no sleep
+// latency, then sleeps 20 us doubling to 1 ms.
+void wait_bounded(const std::function<cudaError_t()>& query, double timeout_s, const char* what);
+}  // namespace cuda
 
 }  // namespace cpbench
 

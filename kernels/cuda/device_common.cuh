@@ -48,21 +48,35 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// A load or store of shared memory through a plain pointer: a plain access on the GPU; under the
+// host emulator (cuda_emu.h defines them) one its race detector sees. Kernels access shared
+// memory only through these, st_u32, ldmatrix and cp.async.
+#ifndef CPB_CUDA_EMULATION
+template <typename E>
+__device__ __forceinline__ E sh_ld(const E* p) {
+  return *p;
+}
+template <typename E>
+__device__ __forceinline__ void sh_st(E* p, E v) {
+  *p = v;
+}
+#endif
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float sh[32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
   v = warp_sum(v);
   __syncthreads();  // sh may still be read by a previous call
-  if (lane == 0) sh[w] = v;
+  if (lane == 0) sh_st(&sh[w], v);
   __syncthreads();
   if (w == 0) {
-    float x = lane < nw ? sh[lane] : 0.0f;
+    float x = lane < nw ? sh_ld(&sh[lane]) : 0.0f;
     x = warp_sum(x);
-    if (lane == 0) sh[0] = x;
+    if (lane == 0) sh_st(&sh[0], x);
   }
   __syncthreads();
-  return sh[0];
+  return sh_ld(&sh[0]);
 }
 
 // Position of row i (clamped to the last row).
@@ -221,14 +235,17 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
 }
 
 // Stores two packed 16-bit values at p (4-byte aligned).
+#ifdef CPB_CUDA_EMULATION
+template <typename T>
+inline void st_u32(T* p, uint32_t v, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  emu_st_u32(p, v, file, line);  // a shared-memory store is seen by the emulator's race detector
+}
+#else
 template <typename T>
 __device__ __forceinline__ void st_u32(T* p, uint32_t v) {
-#ifdef CPB_CUDA_EMULATION
-  memcpy(static_cast<void*>(p), &v, sizeof(v));
-#else
   *reinterpret_cast<uint32_t*>(p) = v;  // one 32-bit store (the CUDA idiom)
-#endif
 }
+#endif
 
 // p[0..3] += (x, y, z, w), p 16-byte aligned, global memory. One vector atomic (`red.global.add`
 // on four floats) on sm_90 and newer, four scalar ones before (sm_80-89 have no vector float

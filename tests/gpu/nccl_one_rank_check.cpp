@@ -3,7 +3,8 @@
 // (the fp32 staging), isend/irecv to self, barrier; then that every one of them went through
 // NCCL (nccl_call_counts) and that a bad CPBENCH_NCCL_TIMEOUT_S is refused. Run by
 // scripts/gpu_check.sh (step nccl_ops) and by ctest; without a CUDA device it prints
-// "SKIPPED: no CUDA device" and exits 0. Exit status: 0 passed (or skipped), 1 a check failed.
+// "SKIPPED: no CUDA device" and exits 77 (ctest's SKIP_RETURN_CODE: reported as skipped, never
+// passed). Exit status: 0 passed, 1 a check failed, 77 skipped (no device).
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -79,8 +80,8 @@ void check_ops(Backend& be, Communicator& c, DType t) {
 int main(int argc, char** argv) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    std::printf("SKIPPED: no CUDA device\n");
-    return 0;
+    std::printf("SKIPPED: no CUDA device (exit 77)\n");
+    return 77;
   }
   World& w = World::init(&argc, &argv);
   if (w.size() != 1) {

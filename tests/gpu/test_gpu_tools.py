@@ -71,6 +71,32 @@ class GpuCheckNoDevice(unittest.TestCase):
             self.assertEqual({st["status"] for name, st in steps.items() if name != "facts"}, {"skipped"})
 
 
+    def test_failed_step_detail_holds_the_reason(self):
+        # A step that fails (torch_sdpa, through a fake python3 first on PATH) must carry the real
+        # reason in its JSON detail: the error line and the tail of its output, not "exit 3: ".
+        with tempfile.TemporaryDirectory() as tmp:
+            out, work, fake = os.path.join(tmp, "out"), os.path.join(tmp, "work"), os.path.join(tmp, "bin")
+            os.makedirs(fake)
+            with open(os.path.join(fake, "python3"), "w") as f:
+                f.write("#!/bin/sh\necho starting\necho 'error: the real reason, on line 2' >&2\n"
+                        "for i in 1 2 3 4 5 6 7 8 9; do echo \"progress $i\"; done\necho 'last words'\nexit 3\n")
+            os.chmod(os.path.join(fake, "python3"), 0o755)
+            r = run(["bash", os.path.join(SCRIPTS, "gpu_check.sh")],
+                    env={"OUT": out, "GPU_CHECK_WORK": work, "GPU_CHECK_ASSUME_DEVICE": "1",
+                         "GPU_CHECK_DEADLINE_S": "100", "GPU_CHECK_SKIP": "nvcc_build,cmake_build",
+                         "PATH": fake + os.pathsep + os.environ["PATH"]})
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)  # a step failed
+            with open(os.path.join(out, "gpu_check.json")) as f:
+                s = json.load(f)
+            st = {x["name"]: x for x in s["steps"]}["torch_sdpa"]
+            self.assertEqual(st["status"], "FAIL")
+            d = st["detail"]
+            self.assertTrue(d.startswith("exit 3: error: the real reason, on line 2 | ... | "), d)
+            self.assertTrue(d.endswith("progress 8 | progress 9 | last words"), d)
+            self.assertNotIn("starting", d)  # only the error line and the last 6 lines
+            self.assertLessEqual(len(d), 810)
+
+
 class CompareDumps(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()

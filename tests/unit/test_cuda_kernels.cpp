@@ -5,7 +5,9 @@
 // must match exactly (lse = -inf rows). Outputs are poisoned (NaN) before each kernel runs, so an
 // element a kernel forgets to write fails the comparison.
 //
-// Without a CUDA device every test prints "SKIPPED: no CUDA device" and passes.
+// Without a CUDA device every case that needs one prints "SKIPPED: no CUDA device" and exits 77,
+// which ctest reports as skipped (SKIP_RETURN_CODE in tests/unit/cuda.cmake); the host-wait
+// deadline case at the end needs no device and runs everywhere.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -13,6 +15,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -22,6 +26,8 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "tests/unit/test_kernels_ref.h"
 
 using namespace cpbench;
 
@@ -37,12 +43,17 @@ bool have_cuda() {
   return ok;
 }
 
-#define SKIP_WITHOUT_CUDA()                  \
-  do {                                       \
-    if (!have_cuda()) {                      \
-      WARN("SKIPPED: no CUDA device");       \
-      return;                                \
-    }                                        \
+// Catch2 v2 has no skip: without a device the binary prints why and exits with kSkipExit, which
+// tests/unit/cuda.cmake declares as SKIP_RETURN_CODE, so ctest reports every case "Skipped"
+// (never passed). Run by hand, the first case stops the binary with that status.
+constexpr int kSkipExit = 77;
+#define SKIP_WITHOUT_CUDA()                                            \
+  do {                                                                 \
+    if (!have_cuda()) {                                                \
+      std::printf("SKIPPED: no CUDA device (exit %d)\n", kSkipExit);   \
+      std::fflush(stdout);                                             \
+      std::exit(kSkipExit);                                            \
+    }                                                                  \
   } while (0)
 
 struct Pair {
@@ -86,40 +97,8 @@ Tensor up(Backend& be, const std::vector<float>& h, std::vector<int64_t> shape, 
   return x;
 }
 
-struct Cmp {
-  double rel = 0;
-  int64_t nonfinite_mismatch = 0, first_bad = -1;
-  std::string str() const {
-    std::ostringstream os;
-    os << "rel_l2=" << rel << " nonfinite_mismatch=" << nonfinite_mismatch << " first_bad=" << first_bad;
-    return os.str();
-  }
-};
-
-Cmp compare(const std::vector<float>& a, const std::vector<float>& b) {
-  Cmp c;
-  if (a.size() != b.size()) {
-    c.nonfinite_mismatch = -1;
-    c.rel = INFINITY;
-    return c;
-  }
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double x = a[i], y = b[i];
-    if (!std::isfinite(x) || !std::isfinite(y)) {
-      const bool same = (std::isnan(x) && std::isnan(y)) || (std::isinf(x) && std::isinf(y) && (x > 0) == (y > 0));
-      if (!same) {
-        ++c.nonfinite_mismatch;
-        if (c.first_bad < 0) c.first_bad = int64_t(i);
-      }
-      continue;
-    }
-    num += (x - y) * (x - y);
-    den += y * y;
-  }
-  c.rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  return c;
-}
+using test::Cmp;
+using test::compare;  // the shared comparator (test_kernels_ref.h)
 
 double tol(DType t) { return t == DType::f32 ? 1e-5 : 2e-2; }
 
@@ -128,7 +107,7 @@ double tol(DType t) { return t == DType::f32 ? 1e-5 : 2e-2; }
     const Cmp c_ = compare(got, want);                          \
     INFO(name << ": " << c_.str() << " (tolerance " << (t) << ")"); \
     CHECK(c_.nonfinite_mismatch == 0);                          \
-    CHECK(c_.rel <= (t));                                       \
+    CHECK(c_.rel_l2 <= (t));                                    \
   } while (0)
 
 const DType kHalfTypes[] = {DType::bf16, DType::f16};
@@ -446,4 +425,43 @@ TEST_CASE("cuda: replay mode, compute log and events", "[cuda]") {
   CHECK(g.compute_log()[1].t0_ms >= g.compute_log()[0].t0_ms);
   CHECK(g.compute_busy_ms() > 0.0);
   g.compute_log().clear();
+}
+
+// Needs no device (no SKIP_WITHOUT_CUDA): the deadline of the backend's host waits.
+TEST_CASE("cuda: host waits end at their deadline, naming the call", "[cuda]") {
+  int calls = 0;
+  // Ready on the third poll: returns.
+  cuda::wait_bounded([&] { return ++calls < 3 ? cudaErrorNotReady : cudaSuccess; }, 5.0, "download");
+  CHECK(calls == 3);
+  // Never ready: gives up past the bound, naming the call and the bound.
+  calls = 0;
+  try {
+    cuda::wait_bounded([&] { ++calls; return cudaErrorNotReady; }, 0.05, "elapsed_ms");
+    FAIL("wait_bounded returned on a query that never completes");
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("cuda elapsed_ms: the device did not finish within 0.05 s (CPBENCH_NCCL_TIMEOUT_S") == 0);
+    CHECK(calls > 1);
+  }
+  // Another error is an error at once.
+  try {
+    cuda::wait_bounded([] { return cudaErrorInvalidValue; }, 5.0, "compute_busy_ms");
+    FAIL("wait_bounded returned on an error");
+  } catch (const std::runtime_error& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("cudaErrorInvalidValue") != std::string::npos);
+  }
+  // The bound: CPBENCH_NCCL_TIMEOUT_S (what --timeout sets), default 600, bad values refused.
+  const char* saved = std::getenv("CPBENCH_NCCL_TIMEOUT_S");
+  const std::string keep = saved ? saved : "";
+  unsetenv("CPBENCH_NCCL_TIMEOUT_S");
+  CHECK(cuda::host_wait_timeout_s() == 600.0);
+  setenv("CPBENCH_NCCL_TIMEOUT_S", "7.5", 1);
+  CHECK(cuda::host_wait_timeout_s() == 7.5);
+  setenv("CPBENCH_NCCL_TIMEOUT_S", "-1", 1);
+  CHECK_THROWS_WITH(cuda::host_wait_timeout_s(),
+                    "CPBENCH_NCCL_TIMEOUT_S must be a number of seconds >= 0, got '-1'");
+  if (saved) setenv("CPBENCH_NCCL_TIMEOUT_S", keep.c_str(), 1);
+  else unsetenv("CPBENCH_NCCL_TIMEOUT_S");
 }

@@ -27,11 +27,13 @@ inline std::vector<double> to_double(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
-// ||a - b|| / ||b|| over finite reference entries; the NaN/Inf pattern must match exactly.
+// ||a - b|| / ||b|| over finite reference entries; the NaN/Inf pattern must match exactly (a NaN
+// where the reference is finite, an unwritten poisoned element, is a mismatch). The one
+// comparator of the kernel tests: CPU kernels, the CUDA emulator and the CUDA backend use it.
 struct Cmp {
   double rel_l2 = 0;
   int64_t nonfinite_mismatch = 0;  // positions where a and b disagree on NaN / +-inf
-  int64_t worst = -1;
+  int64_t worst = -1;              // the first non-finite mismatch, else the largest error
   std::string str() const {
     std::ostringstream os;
     os << "rel_l2=" << rel_l2 << " nonfinite_mismatch=" << nonfinite_mismatch << " worst=" << worst;
@@ -40,22 +42,19 @@ struct Cmp {
   bool ok(double tol) const { return nonfinite_mismatch == 0 && rel_l2 <= tol; }
 };
 
-inline Cmp compare(const std::vector<float>& a, const std::vector<double>& b) {
+// got[0..n) against want[0..n): anything indexable whose elements convert to double.
+template <class Got, class Want>
+Cmp compare_n(const Got& got, const Want& want, size_t n) {
   Cmp c;
-  if (a.size() != b.size()) {
-    c.nonfinite_mismatch = -1;
-    c.rel_l2 = std::numeric_limits<double>::infinity();
-    return c;
-  }
   double num = 0, den = 0, worst = -1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double x = a[i], y = b[i];
+  for (size_t i = 0; i < n; ++i) {
+    const double x = double(got[i]), y = double(want[i]);
     const bool fx = std::isfinite(x), fy = std::isfinite(y);
     if (!fx || !fy) {
       const bool same = (std::isnan(x) && std::isnan(y)) || (std::isinf(x) && std::isinf(y) && (x > 0) == (y > 0));
       if (!same) {
         ++c.nonfinite_mismatch;
-        if (c.worst < 0) c.worst = int64_t(i);
+        if (c.worst < 0 || c.nonfinite_mismatch == 1) c.worst = int64_t(i);
       }
       continue;
     }
@@ -69,6 +68,18 @@ inline Cmp compare(const std::vector<float>& a, const std::vector<double>& b) {
   }
   c.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   return c;
+}
+
+// Whole vectors; a size mismatch fails (nonfinite_mismatch = -1, rel_l2 = inf).
+template <class A, class B>
+Cmp compare(const std::vector<A>& a, const std::vector<B>& b) {
+  if (a.size() != b.size()) {
+    Cmp c;
+    c.nonfinite_mismatch = -1;
+    c.rel_l2 = std::numeric_limits<double>::infinity();
+    return c;
+  }
+  return compare_n(a, b, a.size());
 }
 
 // ---- attention --------------------------------------------------------------------------------
