@@ -28,7 +28,7 @@ using nlohmann::json;
 namespace {
 
 void print_list() {
-  std::printf("Strategies (DESIGN.md):\n");
+  std::printf("Strategies (docs/DESIGN.md):\n");
   for (const auto& s : strategy_registry()) {
     std::printf("  %-13s %s\n", s.name.c_str(), s.constraints.c_str());
     std::string sum = s.summary;
