@@ -125,7 +125,8 @@ def verdict(n, fit_rows, bands, tied):
 
 
 def one_report(path, a):
-    rep = json.load(open(path))
+    with open(path, encoding="utf-8") as f:
+        rep = json.load(f)
     ctx = rep["context"]
     P = ctx["world_size"]
     sim = ctx.get("simulated")
