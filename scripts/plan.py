@@ -16,7 +16,8 @@ median, from the simulation's validation residuals) when the report has one, els
 its timed steps. The fastest strategy that fits in HBM is the best; every other one that fits and
 whose band overlaps the best's is tied with it (tie column "=1"), and the verdict under the table
 gives each margin and the two bands. A single winner is named only when the best's band is
-disjoint from every other's.
+disjoint from every other's; when a band has zero width (one timed step, or a simulation without
+timing.step_ms.band) the verdict says its margin's significance is unknown.
 
 Tiers: the bytes columns are the report's own comm.{fwd,bwd}.tiers: per rank, intra_node_bytes
 (to ranks on its node) and inter_node_bytes (to other nodes) of fwd + bwd, the maximum over ranks
@@ -120,8 +121,12 @@ def verdict(n, fit_rows, bands, tied):
                     ", ".join("%s is %.1f%% slower" % (r["label"], margin(r)) for r in tied),
                     "; ".join(band_text(r) for r in [best] + tied)))
     nxt = fit_rows[1]
-    return ("Winner at N = %d: **%s**; the next, %s, is %.1f%% slower, and the best's band lies below every "
+    text = ("Winner at N = %d: **%s**; the next, %s, is %.1f%% slower, and the best's band lies below every "
             "other's (%s; %s)." % (n, best["label"], nxt["label"], margin(nxt), band_text(best), band_text(nxt)))
+    if any(bands[r["label"]][0] == bands[r["label"]][1] for r in (best, nxt)):
+        text += (" Caution: a band of zero width (one timed step, or a simulation without timing.step_ms.band) "
+                 "cannot show a tie; this margin's significance is unknown.")
+    return text
 
 
 def one_report(path, a):
@@ -136,7 +141,10 @@ def one_report(path, a):
     oks = [r for r in rep["results"] if r["status"] == "ok"]
     nodes = node_count(ctx, P)
     where = ("simulated on %s" % sim["platform"]) if sim else ("measured on %s" % ", ".join(ctx["hosts"]))
-    lines = ["## %s: %d GPUs (%d node%s), %s" % (cfg.get("model", "?"), P, nodes, "s" if nodes > 1 else "", where), ""]
+    lines = ["## %s: %d GPUs (%d node%s), %s" % (cfg.get("model", "?"), P, nodes, "s" if nodes > 1 else "", where), "",
+             "Bytes per step (fwd + bwd) from the report's comm.*.tiers, each column the maximum over ranks; "
+             "band: timing.step_ms.band x median where present, else p10-p90 of the timed steps; "
+             "tie \"=1\": the band overlaps the best's.", ""]
     best = {}      # N -> (label, [tied labels])
     curves = {}    # label -> [(N, median, lo, hi)]
     by_label = {}

@@ -579,7 +579,14 @@ class PlanTest(TempDirCase):
         self.assertEqual(rows["ring"]["vs best"], "best")
         self.assertIn("Winner at N = 1024: **ring**; the next, ulysses, is 5.0% slower", out)
         self.assertNotIn("Tie", out)
+        self.assertNotIn("Caution", out)
         self.assertIn("Best per N (4 GPUs): N=1024: ring\n", out)
+        # one timed step: zero-width bands cannot overlap, and the verdict says so
+        rep = synth.make_report(strategies=["ulysses", "ring"], seqs=[1024], iters=1,
+                                step_ms={"ring": 10.0, "ulysses": 10.1})
+        out = self.plan(rep)
+        self.assertIn("Winner at N = 1024: **ring**; the next, ulysses, is 1.0% slower", out)
+        self.assertIn("Caution: a band of zero width", out)
 
     def test_band_from_timing_step_ms_band_when_present(self):
         # p10..p90 alone: disjoint (as above). With band {0.9, 1.1}: 9-11 ms and 9.45-11.55 ms, tied.
