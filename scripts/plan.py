@@ -102,7 +102,6 @@ def verdict(n, fit_rows, bands, tied):
     if not fit_rows:
         return "No strategy fits in HBM at N = %d." % n
     best = fit_rows[0]
-    b = bands[best["label"]]
     bm = best["timing"]["step_ms"]["median"]
 
     def band_text(r):
@@ -132,6 +131,10 @@ def verdict(n, fit_rows, bands, tied):
 def one_report(path, a):
     with open(path, encoding="utf-8") as f:
         rep = json.load(f)
+    if rep["config"].get("command") != "run":
+        print("plan.py: %s is a '%s' report: it has no step times to rank (give a 'run' report)"
+              % (path, rep["config"].get("command")), file=sys.stderr)
+        sys.exit(2)
     ctx = rep["context"]
     P = ctx["world_size"]
     sim = ctx.get("simulated")
@@ -179,9 +182,10 @@ def one_report(path, a):
                 vs = "best"
             else:
                 vs = "%+.1f%%" % (100 * (step / bm - 1))
-            lines.append("| %d | %s | %.3f | %.3f-%.3f | %s | %s | %.1f%% | %.0f | %s | %s | %s | %s | %s |" % (
+            mfu = "-" if r["mfu"] is None else "%.1f%%" % (100 * r["mfu"])  # null: no peak known
+            lines.append("| %d | %s | %.3f | %.3f-%.3f | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |" % (
                 i, r["label"], step, lo, hi, vs, "=1" if r["label"] in tie_set else "",
-                100 * r["mfu"], batch * n / P / (step * 1e-3),
+                mfu, batch * n / P / (step * 1e-3),
                 "n/a" if tb is None else fmt_bytes(tb["intra"]), "n/a" if tb is None else fmt_bytes(tb["inter"]),
                 fmt_bytes(mem), fits, "-" if nmax is None else "{:,}".format(nmax)))
         lines += ["", verdict(n, fit_rows, bands, tied), ""]

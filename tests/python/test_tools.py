@@ -559,12 +559,14 @@ class PlanTest(TempDirCase):
         # spread 0.02: bands are median x [0.99, 1.01]; ulysses (10.1) overlaps ring (10.0), usp does not.
         rep = synth.make_report(strategies=["usp[u2xr2]", "ulysses", "ring"], seqs=[1024],
                                 step_ms={"ring": 10.0, "ulysses": 10.1, "usp[u2xr2]": 12.0})
+        rep["results"][0]["mfu"] = None  # usp: no peak known
         out = self.plan(rep)
         rows = {r["strategy"]: r for r in plan_tables(out)[1024]}
         self.assertEqual([rows[s]["tie"] for s in ("ring", "ulysses", "usp[u2xr2]")], ["=1", "=1", ""])
         self.assertEqual([rows[s]["rank"] for s in ("ring", "ulysses", "usp[u2xr2]")], ["1", "2", "3"])
         self.assertEqual(rows["ring"]["band ms"], "9.900-10.100")
         self.assertEqual(rows["ulysses"]["vs best"], "+1.0%")
+        self.assertEqual((rows["usp[u2xr2]"]["MFU"], rows["ring"]["MFU"]), ("-", "%.1f%%" % (100 * rep["results"][2]["mfu"])))
         self.assertIn("Tie at N = 1024: **ring** is fastest by median, but ulysses is 1.0% slower: "
                       "their bands overlap the best's (ring 9.900-10.100 ms (p10-p90); "
                       "ulysses 9.999-10.201 ms (p10-p90))", out)
@@ -612,6 +614,11 @@ class PlanTest(TempDirCase):
         res = run_script("plan.py", self.write("bad.json", rep))
         self.assertEqual(res.returncode, 2)
         self.assertIn("ring N=1024: timing.step_ms.band {lo: 1.2, hi: 1.1} must satisfy 0 < lo <= 1 <= hi", res.stderr)
+
+    def test_verify_report_exit_2(self):
+        res = run_script("plan.py", self.write("v.json", synth.make_report(command="verify", seqs=[1024])))
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("is a 'verify' report: it has no step times to rank", res.stderr)
 
     def test_plot_draws_every_strategy_with_its_band(self):
         import argparse
