@@ -107,3 +107,10 @@ set_tests_properties(list_tiers PROPERTIES LABELS "report")
 add_test(NAME report_mem_limit_fails_job_sweep_goes_on
          COMMAND sh -c "rm -f ${CPBENCH_TEST_OUT}/memlim.json; ${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 256,8192 --strategies ring --mem-limit 2MiB ${_fast_s} --out ${CPBENCH_TEST_OUT}/memlim.json; rc=$?; test $rc -eq 1 && ${_py} ${_val} ${CPBENCH_TEST_OUT}/memlim.json && ${_py} -c \"import json,sys; r=json.load(open('${CPBENCH_TEST_OUT}/memlim.json')); s=[(x['seq'],x['status'],x.get('reason','')) for x in r['results']]; print(s); ok=r['complete'] and r['config']['mem_limit_bytes']==2097152 and s[0][1]=='ok' and s[1][1]=='failed' and 'mem-limit exceeded' in s[1][2] and 'limit 2097152' in s[1][2] and 'rank 0' in s[1][2] and 'rank 1' in s[1][2]; sys.exit(0 if ok else 1)\"")
 set_tests_properties(report_mem_limit_fails_job_sweep_goes_on PROPERTIES LABELS "mpi;report" TIMEOUT 300)
+
+# plan.py on a real report of two emulated nodes: its tier columns are the report's own
+# comm.*.tiers (the double ring's outer level and Ulysses' all-to-all both cross nodes; the
+# planner used to recompute tiers from the groups and show 0 bytes to other nodes for both).
+set(_plan_md ${CPBENCH_TEST_OUT}/plan_tiers_p4.md)
+cpbench_report_test(plan_tiers_p4 4 "--model;tiny;--seq;64;--strategies;double-ring,ulysses;--ranks-per-node;2;--warmup;0;--iters;3;--no-progress"
+  "${_py} ${PROJECT_SOURCE_DIR}/scripts/plan.py REPORT > ${_plan_md} && ${_py} ${_chk} plan REPORT ${_plan_md} --min-cross 2 && grep -q 'Best per N (4 GPUs)' ${_plan_md}")

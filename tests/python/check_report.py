@@ -17,6 +17,11 @@
                                                      shows '–' for overlap and hta (N rows at least) and reads 1
                                                      (or null) for both on every rank; every other job shows the
                                                      report's ratio and hta_ratio in % (M rows at least)
+  check_report.py plan REPORT PLAN_MD --min-cross N
+                                                     scripts/plan.py's Markdown for REPORT: every ok result's
+                                                     tier columns equal the report's comm.*.tiers (per rank
+                                                     fwd + bwd, maximum over ranks), N rows at least with bytes
+                                                     to other nodes
 Prints 'N passed, M failed' and exits 1 on any failure.
 """
 import argparse
@@ -229,6 +234,39 @@ def cmd_console(a):
     check(pcts >= a.min_pct, f"{pcts} jobs with communication, expected at least {a.min_pct}")
 
 
+def cmd_plan(a):
+    """plan.py's tier cells against the report; the cell's rounding (2 decimals of its unit) is the
+    only slack."""
+    rep = json.load(open(a.report))
+    unit = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+    cells, n, cols = {}, None, None
+    for line in open(a.plan, encoding="utf-8"):
+        m = re.match(r"^### N = (\d+)", line)
+        if m:
+            n = int(m.group(1))
+        if not line.startswith("|"):
+            continue
+        row = [c.strip() for c in line.strip().strip("|").split("|")]
+        if row[0] == "rank":
+            cols = (row.index("bytes to own node"), row.index("bytes to other nodes"))
+        elif row[0].isdigit():
+            cells[(row[1], n)] = (row[cols[0]], row[cols[1]])
+    cross = 0
+    for r in ok_results(rep):
+        key = (r["label"], r["seq"])
+        if not check(key in cells, f"{key}: no row in the plan"):
+            continue
+        fwd, bwd = (r["comm"][ph]["tiers"]["per_rank"] for ph in ("fwd", "bwd"))
+        for cell, tier in zip(cells[key], ("intra_node_bytes", "inter_node_bytes")):
+            want = max(f[tier] + b[tier] for f, b in zip(fwd, bwd))
+            m = re.fullmatch(r"([\d.]+) (B|KiB|MiB|GiB)", cell)
+            got = float(m.group(1)) * unit[m.group(2)] if m else None
+            check(m and abs(got - want) <= 0.005 * unit[m.group(2)], f"{key} {tier}: plan shows {cell!r}, report {want} B")
+            print(f"{key[0]} N={key[1]} {tier}: plan {cell}, report {want} B")
+        cross += any(f["inter_node_bytes"] + b["inter_node_bytes"] > 0 for f, b in zip(fwd, bwd))
+    check(cross >= a.min_cross, f"{cross} results send to other nodes, expected at least {a.min_cross}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -242,6 +280,8 @@ def main():
     h.add_argument("--min-cut", type=int, default=1)
     c = sub.add_parser("console"); c.add_argument("report"); c.add_argument("console")
     c.add_argument("--min-dash", type=int, default=1); c.add_argument("--min-pct", type=int, default=1)
+    p = sub.add_parser("plan"); p.add_argument("report"); p.add_argument("plan")
+    p.add_argument("--min-cross", type=int, default=1)
     a = ap.parse_args()
     if a.cmd == "model":
         cmd_model(a)
@@ -255,6 +295,8 @@ def main():
         cmd_hops(a)
     elif a.cmd == "console":
         cmd_console(a)
+    elif a.cmd == "plan":
+        cmd_plan(a)
     else:
         cmd_trace(a)
     print(f"{passed} passed, {failed} failed")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of the report tools: the schema, validate_report, compare_reports, plot_report.
+"""Tests of the report tools: the schema, validate_report, compare_reports, plot_report, plan.
 
 Run: python3 -m unittest discover -s tests/python -v   (ctest: the 'python_tools' test)
 The scripts are exercised through their command lines, as CI and users call them.
@@ -488,6 +488,164 @@ class PlotTest(TempDirCase):
         res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
         self.assertEqual(res.returncode, 2)
         self.assertIn("not supported", res.stderr)
+
+
+def plan_tables(markdown):
+    """plan.py's Markdown -> {N: [row dict by header]}."""
+    tables, n, header = {}, None, None
+    for line in markdown.splitlines():
+        if line.startswith("### N = "):
+            n = int(line.split("=")[1])
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "rank":
+            header = cells
+        elif cells[0].isdigit():
+            tables.setdefault(n, []).append(dict(zip(header, cells)))
+    return tables
+
+
+class PlanTest(TempDirCase):
+    """scripts/plan.py: tier columns from the report, bands, ties, the plot."""
+
+    def plan(self, report, *args):
+        res = run_script("plan.py", self.write("plan.json", report), *args)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return res.stdout
+
+    def test_tier_columns_equal_the_reports_tiers(self):
+        rep = synth.make_report(strategies=["ring", "ulysses", "usp[u2xr2]"], seqs=[1024, 2048])
+        rep["context"]["nodes"] = {"source": "host", "node_of_rank": [0, 0, 1, 1]}
+        oks = [r for r in rep["results"] if r["status"] == "ok"]
+        # Per-rank bytes whose busiest rank differs by tier and phase: the column is the maximum over
+        # ranks of fwd + bwd (5 KiB x k), not the sum of the phases' maxima (7 KiB x k), and the
+        # busiest rank to other nodes (rank 3) is not the busiest in its node (rank 0).
+        intra = {"fwd": [1024, 3072, 2048, 0], "bwd": [4096, 1024, 1024, 0]}
+        inter = {"fwd": [0, 2**19, 2**20, 2**20], "bwd": [0, 2**19, 0, 2**19]}
+        for k, r in enumerate(oks, 1):
+            for ph in ("fwd", "bwd"):
+                per = [{"intra_node_bytes": k * a, "inter_node_bytes": k * b} for a, b in zip(intra[ph], inter[ph])]
+                r["comm"][ph]["tiers"] = {"intra_node_bytes": max(x["intra_node_bytes"] for x in per),
+                                          "inter_node_bytes": max(x["inter_node_bytes"] for x in per),
+                                          "per_rank": per}
+        del oks[-1]["comm"]["fwd"]["tiers"]  # an older report's result: no tiers, nothing invented
+        out = self.plan(rep)
+        self.assertIn("4 GPUs (2 nodes)", out)
+        tables = plan_tables(out)
+        shown = {(row["strategy"], n): row for n, rows in tables.items() for row in rows}
+        self.assertEqual(len(shown), len(oks))
+        for k, r in enumerate(oks, 1):
+            row = shown[(r["label"], r["seq"])]
+            if k == len(oks):
+                self.assertEqual((row["bytes to own node"], row["bytes to other nodes"]), ("n/a", "n/a"))
+            else:
+                self.assertEqual(row["bytes to own node"], "%.2f KiB" % (5 * k))
+                self.assertEqual(row["bytes to other nodes"], "%.2f MiB" % (1.5 * k))
+        # the checker used by ctest agrees, and fails on a changed cell
+        md = self.tmp / "plan.md"
+        del rep["results"][-1]  # (the n/a result is not a real report's)
+        self.write("plan.json", rep)
+        md.write_text(run_script("plan.py", self.tmp / "plan.json").stdout, encoding="utf-8")
+        chk = [sys.executable, str(HERE / "check_report.py"), "plan", str(self.tmp / "plan.json"), str(md)]
+        res = subprocess.run(chk + ["--min-cross", "5"], capture_output=True, text=True)
+        self.assertEqual(res.returncode, 0, res.stdout)
+        md.write_text(md.read_text(encoding="utf-8").replace("| 3.00 MiB |", "| 3.01 MiB |"), encoding="utf-8")
+        res = subprocess.run(chk, capture_output=True, text=True)
+        self.assertEqual(res.returncode, 1, res.stdout)
+        self.assertIn("plan shows '3.01 MiB'", res.stdout)
+
+    def test_overlapping_bands_are_tied(self):
+        # spread 0.02: bands are median x [0.99, 1.01]; ulysses (10.1) overlaps ring (10.0), usp does not.
+        rep = synth.make_report(strategies=["usp[u2xr2]", "ulysses", "ring"], seqs=[1024],
+                                step_ms={"ring": 10.0, "ulysses": 10.1, "usp[u2xr2]": 12.0})
+        rep["results"][0]["mfu"] = None  # usp: no peak known
+        out = self.plan(rep)
+        rows = {r["strategy"]: r for r in plan_tables(out)[1024]}
+        self.assertEqual([rows[s]["tie"] for s in ("ring", "ulysses", "usp[u2xr2]")], ["=1", "=1", ""])
+        self.assertEqual([rows[s]["rank"] for s in ("ring", "ulysses", "usp[u2xr2]")], ["1", "2", "3"])
+        self.assertEqual(rows["ring"]["band ms"], "9.900-10.100")
+        self.assertEqual(rows["ulysses"]["vs best"], "+1.0%")
+        self.assertEqual((rows["usp[u2xr2]"]["MFU"], rows["ring"]["MFU"]), ("-", "%.1f%%" % (100 * rep["results"][2]["mfu"])))
+        self.assertIn("Tie at N = 1024: **ring** is fastest by median, but ulysses is 1.0% slower: "
+                      "their bands overlap the best's (ring 9.900-10.100 ms (p10-p90); "
+                      "ulysses 9.999-10.201 ms (p10-p90))", out)
+        self.assertNotIn("Winner", out)
+        self.assertIn("Best per N (4 GPUs): N=1024: ring (tied: ulysses)", out)
+
+    def test_disjoint_bands_name_one_winner(self):
+        rep = synth.make_report(strategies=["ulysses", "ring"], seqs=[1024], step_ms={"ring": 10.0, "ulysses": 10.5})
+        out = self.plan(rep)
+        rows = {r["strategy"]: r for r in plan_tables(out)[1024]}
+        self.assertEqual([rows["ring"]["tie"], rows["ulysses"]["tie"]], ["", ""])
+        self.assertEqual(rows["ring"]["vs best"], "best")
+        self.assertIn("Winner at N = 1024: **ring**; the next, ulysses, is 5.0% slower", out)
+        self.assertNotIn("Tie", out)
+        self.assertNotIn("Caution", out)
+        self.assertIn("Best per N (4 GPUs): N=1024: ring\n", out)
+        # one timed step: zero-width bands cannot overlap, and the verdict says so
+        rep = synth.make_report(strategies=["ulysses", "ring"], seqs=[1024], iters=1,
+                                step_ms={"ring": 10.0, "ulysses": 10.1})
+        out = self.plan(rep)
+        self.assertIn("Winner at N = 1024: **ring**; the next, ulysses, is 1.0% slower", out)
+        self.assertIn("Caution: a band of zero width", out)
+
+    def test_band_from_timing_step_ms_band_when_present(self):
+        # p10..p90 alone: disjoint (as above). With band {0.9, 1.1}: 9-11 ms and 9.45-11.55 ms, tied.
+        rep = synth.make_report(strategies=["ulysses", "ring"], seqs=[1024], step_ms={"ring": 10.0, "ulysses": 10.5})
+        for r in rep["results"]:
+            r["timing"]["step_ms"]["band"] = {"lo": 0.9, "hi": 1.1}
+        out = self.plan(rep)
+        rows = {r["strategy"]: r for r in plan_tables(out)[1024]}
+        self.assertEqual((rows["ring"]["band ms"], rows["ulysses"]["band ms"]), ("9.000-11.000", "9.450-11.550"))
+        self.assertEqual([rows["ring"]["tie"], rows["ulysses"]["tie"]], ["=1", "=1"])
+        self.assertIn("ring 9.000-11.000 ms (timing.step_ms.band)", out)
+        # and the other way: p10..p90 overlap (spread 0.2) but the band is narrow: one winner
+        rep = synth.make_report(strategies=["ulysses", "ring"], seqs=[1024], spread=0.2,
+                                step_ms={"ring": 10.0, "ulysses": 10.5})
+        self.assertIn("Tie at N = 1024", self.plan(rep))
+        for r in rep["results"]:
+            r["timing"]["step_ms"]["band"] = {"lo": 0.99, "hi": 1.01}
+        self.assertIn("Winner at N = 1024: **ring**", self.plan(rep))
+
+    def test_bad_band_exit_2(self):
+        rep = synth.make_report(strategies=["ring"], seqs=[1024])
+        rep["results"][0]["timing"]["step_ms"]["band"] = {"lo": 1.2, "hi": 1.1}
+        res = run_script("plan.py", self.write("bad.json", rep))
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("ring N=1024: timing.step_ms.band {lo: 1.2, hi: 1.1} must satisfy 0 < lo <= 1 <= hi", res.stderr)
+
+    def test_verify_report_exit_2(self):
+        res = run_script("plan.py", self.write("v.json", synth.make_report(command="verify", seqs=[1024])))
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("is a 'verify' report: it has no step times to rank", res.stderr)
+
+    def test_plot_draws_every_strategy_with_its_band(self):
+        import argparse
+        import plan
+        labels = ["ring", "ulysses", "usp[u2xr2]"]
+        a = self.write("a.json", synth.make_report(strategies=labels, seqs=[1024, 2048],
+                                                   step_ms={"ring": 10.0, "ulysses": 11.0, "usp[u2xr2]": 12.0}))
+        b = self.write("b.json", synth.make_report(strategies=["ring"], seqs=[4096], world_size=8))
+        args = argparse.Namespace(plot=str(self.tmp / "plan.png"), hbm_gib=None)
+        panels = []
+        for path in (a, b):
+            _, _, curves, nodes, P = plan.one_report(path, args)
+            panels.append((nodes, P, curves))
+        fig = plan.plot(args, panels)
+        self.assertTrue((self.tmp / "plan.png").stat().st_size > 0)
+        self.assertEqual(len(fig.axes), 2)
+        ax = fig.axes[0]
+        self.assertEqual(sorted(c.get_label() for c in ax.containers), labels)
+        rep = json.loads(a.read_text())
+        for c in ax.containers:
+            want = sorted((r["timing"]["step_ms"]["p10"], r["timing"]["step_ms"]["p90"])
+                          for r in rep["results"] if r["label"] == c.get_label())
+            got = sorted((seg[0][1], seg[1][1]) for seg in c.lines[2][0].get_segments())
+            self.assertEqual(len(got), 2)  # one bar per N
+            for (w0, w1), (g0, g1) in zip(want, got):
+                self.assertAlmostEqual(g0, w0, places=9)
+                self.assertAlmostEqual(g1, w1, places=9)
 
 
 if __name__ == "__main__":
