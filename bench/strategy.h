@@ -1,5 +1,6 @@
 // The strategy plug-in interface. A strategy is one file in bench/strategies/ that plans its
-// shards, runs forward and backward of DESIGN's attention layer, states its analytic
+// shards, runs forward and backward of DESIGN's block (every strategy does it through the one
+// Block of bench/strategies/block.h, supplying its sharding and communication), states its analytic
 // communication model, its summary, constraints and meshes, and exports its share of the global
 // tensors for verification. Adding one touches no other file but its registration line in
 // bench/registry.cpp (CMake picks up every bench/strategies/*.cpp).
@@ -136,8 +137,7 @@ class Strategy {
   virtual void setup(StrategyEnv& env) = 0;
   virtual void forward() = 0;
   virtual void backward() = 0;
-  // Free everything (the harness also drops the object).
-  virtual void teardown() {}
+  // Buffers are freed by the destructor (the harness drops the object after each job).
 
   // Verification: add this rank's share of global tensor `name` (DESIGN's dump list, natural
   // token order, float32) into `global`, which has the full global size and is zero on entry.
