@@ -158,7 +158,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   std::vector<JobResult> results;
   const int P = w_.size();
   const double tol = cfg_.dtype == "fp32" ? 1e-5 : 2e-2;
-  const std::vector<std::string> names = dump_tensor_names();
+  const std::vector<std::string> names = dump_tensor_names(cfg_.block == "full");
   be_.set_poison(true);
 
   // Runs one strategy once and returns its global tensors (complete on every rank), or the

@@ -35,6 +35,8 @@ struct LayerShape {
   std::vector<int64_t> doc_lens;     // packed documents, summing to N; empty = one document
   DocStarts docs;                    // their start positions (null = one document), for the kernels
   bool prefill = false;              // --pass prefill: forward only
+  bool full_block = false;           // --block full: the SwiGLU MLP sub-layer after attention
+  int64_t F = 0;                     // its width (--ffn-dim), under full_block
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };
 
@@ -171,8 +173,9 @@ std::string head_sharding_error(int u, const LayerShape& s, const std::string& w
 // KV heads after replication for u ranks: max(G, u).
 inline int replicated_kv_heads(int u, const LayerShape& s) { return s.G >= u ? s.G : u; }
 
-// Names and global shapes of the tensors of the dump (DESIGN order).
-std::vector<std::string> dump_tensor_names();
+// Names and global shapes of the tensors of the dump (DESIGN order; with the MLP's under
+// --block full).
+std::vector<std::string> dump_tensor_names(bool full_block = false);
 std::vector<int64_t> global_tensor_shape(const std::string& name, const LayerShape& s);
 
 }  // namespace cpbench

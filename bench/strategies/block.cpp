@@ -326,6 +326,113 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
   }
 };
 
+// The SwiGLU MLP sub-layer (--block full):
+//   hn = rmsnorm(h)*norm2_w;  a = hn @ w_gate;  b = hn @ w_up;  y = h + (silu(a)*b) @ w_down
+// Column-parallel w_gate, w_up (this rank's F/t columns), row-parallel w_down (their rows): the
+// same gather / reduce-scatter around them as around w_qkv and w_o. Without a TP group the MLP
+// is token-local and sends nothing.
+class Block::MlpSubLayer final : public Block::SubLayer {
+ public:
+  using SubLayer::SubLayer;
+
+  void setup() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    const int t = k.tp_.size(), tr = k.tp_.rank();
+    const bool root = k.env_.world->rank() == 0, weights_exporter = k.env_.world->rank() < t;
+    const int64_t BT = s.B * k.T_, BW = BT * t, Fl = s.F / t, Hd = int64_t(s.H) * s.d;
+    auto law = [&](InputId id) { return input_law(id, s.D, Hd, s.F); };
+    Backend& be = k.be();
+    const uint64_t seed = k.env_.seed;
+
+    Tensor& norm2_w = reg.add("norm2_w", {s.D}, s.dtype, Held::weight, "norm2_w", ExportRule::slice(0, root));
+    be.upload(input_matrix_block(seed, InputId::norm2_w, s.D, 0, 1, 0, s.D, law(InputId::norm2_w)), norm2_w);
+    auto columns = [&](bool this_rank) {  // [D, F/t] -> columns [tr*F/t, (tr+1)*F/t) of [D, F]
+      ExportRule r;
+      r.how = ExportRule::How::columns;
+      r.rows = s.D;
+      r.local_cols = Fl;
+      r.global_cols = s.F;
+      r.blocks = {{int64_t(tr) * Fl, 0, Fl, this_rank}};
+      return r;
+    };
+    Tensor& w_gate = reg.add("w_gate", {s.D, Fl}, s.dtype, Held::weight, "w_gate", columns(weights_exporter));
+    be.upload(input_matrix_block(seed, InputId::w_gate, s.F, 0, s.D, tr * Fl, Fl, law(InputId::w_gate)), w_gate);
+    Tensor& w_up = reg.add("w_up", {s.D, Fl}, s.dtype, Held::weight, "w_up", columns(weights_exporter));
+    be.upload(input_matrix_block(seed, InputId::w_up, s.F, 0, s.D, tr * Fl, Fl, law(InputId::w_up)), w_up);
+    Tensor& w_down = reg.add("w_down", {Fl, s.D}, s.dtype, Held::weight, "w_down",
+                             ExportRule::slice(tr * Fl * s.D, weights_exporter));
+    be.upload(input_matrix_block(seed, InputId::w_down, s.D, tr * Fl, Fl, 0, s.D, law(InputId::w_down)), w_down);
+
+    reg.add("hn", {BT, s.D}, s.dtype, Held::activation);
+    reg.add("rstd2", {BT}, DType::f32, Held::activation);
+    Tensor& a = reg.add("a", {BW, Fl}, s.dtype, Held::activation);
+    Tensor& b = reg.add("b", {BW, Fl}, s.dtype, Held::activation);
+    Tensor& g = reg.add("g", {BW, Fl}, s.dtype, Held::activation);
+    // Backward: dg in g's memory (g is dead once dw_down = g^T dy is computed), da and db in a's
+    // and b's (swiglu_bwd reads each element before it writes it): no [B*T, F] buffer more.
+    reg.add_view("dg", g, Held::activation);
+    reg.add_view("da", a, Held::activation);
+    reg.add_view("db", b, Held::activation);
+    reg.add("dhn", {BT, s.D}, s.dtype, Held::activation);
+    reg.add("dnorm2_w", {s.D}, DType::f32, Held::grad, "dnorm2_w", ExportRule::slice(0));
+    reg.add("dw_gate", {s.D, Fl}, DType::f32, Held::grad, "dw_gate", columns(true));
+    reg.add("dw_up", {s.D, Fl}, DType::f32, Held::grad, "dw_up", columns(true));
+    reg.add("dw_down", {Fl, s.D}, DType::f32, Held::grad, "dw_down", ExportRule::slice(tr * Fl * s.D));
+  }
+
+  void forward() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    Backend& be = k.be();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size(), Fl = s.F / k.tp_.size();
+    Tensor &in = reg[in_], &out = reg[out_], &hn = reg["hn"], &a = reg["a"], &b = reg["b"], &g = reg["g"];
+    be.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm2_w"], s.eps, hn, reg["rstd2"]);
+    const Tensor& hw = k.tp_.gather(be, hn, 0, 1);  // dead after the two GEMMs: backward gathers again
+    be.gemm(false, false, BW, Fl, s.D, 1.0f, hw, s.D, reg["w_gate"], Fl, 0.0f, a, Fl);
+    be.gemm(false, false, BW, Fl, s.D, 1.0f, hw, s.D, reg["w_up"], Fl, 0.0f, b, Fl);
+    be.swiglu_fwd(a, b, g);
+    Tensor out2 = out.reshape({BT, s.D});
+    Tensor partial = k.tp_.partial(0, out2);
+    be.gemm(false, false, BW, s.D, Fl, 1.0f, g, Fl, reg["w_down"], s.D, 0.0f, partial, s.D);
+    k.tp_.reduce_scatter(be, partial, 1, out2);
+    be.add(out, out, in);
+  }
+
+  void backward() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    Backend& be = k.be();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size(), Fl = s.F / k.tp_.size();
+    Tensor &in = reg[in_], &dout = reg["d" + out_], &din = reg["d" + in_];
+    Tensor &a = reg["a"], &b = reg["b"], &g = reg["g"], &dg = reg["dg"], &da = reg["da"], &db = reg["db"];
+    Tensor &dhn = reg["dhn"], &w_gate = reg["w_gate"], &w_up = reg["w_up"];
+    {  // through w_down (dout gathered over the group)
+      const Tensor& dw = k.tp_.gather(be, dout, 0, 1);
+      be.gemm(true, false, Fl, s.D, BW, 1.0f, g, Fl, dw, s.D, 0.0f, reg["dw_down"], s.D);
+      be.gemm(false, true, BW, Fl, s.D, 1.0f, dw, s.D, reg["w_down"], s.D, 0.0f, dg, Fl);
+    }
+    be.swiglu_bwd(a, b, dg, da, db);
+    {  // through w_gate and w_up: dgrad partial sum reduce-scattered, hn gathered again for wgrad
+      const Tensor& hw = k.tp_.gather(be, reg["hn"], 0, 1);
+      Tensor partial = k.tp_.partial(1, dhn);
+      be.gemm(false, true, BW, s.D, Fl, 1.0f, da, Fl, w_gate, Fl, 0.0f, partial, s.D);
+      be.gemm(false, true, BW, s.D, Fl, 1.0f, db, Fl, w_up, Fl, 1.0f, partial, s.D);
+      k.tp_.reduce_scatter(be, partial, 2, dhn);
+      be.gemm(true, false, s.D, Fl, BW, 1.0f, hw, s.D, da, Fl, 0.0f, reg["dw_gate"], Fl);
+      be.gemm(true, false, s.D, Fl, BW, 1.0f, hw, s.D, db, Fl, 0.0f, reg["dw_up"], Fl);
+    }
+    Tensor& dnorm2_w = reg["dnorm2_w"];
+    be.fill(dnorm2_w, 0.0f);
+    Tensor din2 = din.reshape({BT, s.D});
+    be.rmsnorm_bwd(in.reshape({BT, s.D}), reg["norm2_w"], reg["rstd2"], dhn, din2, dnorm2_w);
+    be.add(din, din, dout);
+  }
+};
+
 // ---- the block ----------------------------------------------------------------------------------
 
 Block::Block() = default;
@@ -355,11 +462,24 @@ void Block::setup(StrategyEnv& env) {
   be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::x)), x);
   Tensor& dy = reg_.add("dy", {s.B, T_, s.D}, s.dtype, Held::activation, "dy", ExportRule::tokens(pos_, s.D, 0, s.D));
   be().upload(input_token_rows(env_.seed, InputId::dy, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::dy)), dy);
-  // The residual stream between sub-layers and its gradient: token rows [B, T, D].
-  reg_.add("y", {s.B, T_, s.D}, s.dtype, Held::activation, "y", ExportRule::tokens(pos_, s.D, 0, s.D));
-  reg_.add("dx", {s.B, T_, s.D}, s.dtype, Held::activation, "dx", ExportRule::tokens(pos_, s.D, 0, s.D));
+  // The residual stream between sub-layers and its gradient: token rows [B, T, D]. y and dx
+  // are the block's output and input gradient; under --block full h = x + attn(x) and dh sit
+  // between the attention and the MLP sub-layer.
+  auto rows = [&](const std::string& name, const std::string& dump) {
+    reg_.add(name, {s.B, T_, s.D}, s.dtype, Held::activation, dump,
+             dump.empty() ? ExportRule{} : ExportRule::tokens(pos_, s.D, 0, s.D));
+  };
+  rows("y", "y");
+  rows("dx", "dx");
   sublayers_.clear();
-  sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, "x", "y"));
+  if (s.full_block) {
+    rows("h", "");
+    rows("dh", "");
+    sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, "x", "h"));
+    sublayers_.push_back(std::make_unique<MlpSubLayer>(*this, "h", "y"));
+  } else {
+    sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, "x", "y"));
+  }
   for (const auto& l : sublayers_) l->setup();
   core_setup();
 }
@@ -389,7 +509,15 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
   const int64_t run = BT * (6 * s.D + 2 * Cq + 3 * Hd + 2 * Gd) * es;
   const int64_t f32 = BT * (1 + Hd + 2 * Gd) * 4;
-  return run + f32 + core_activation_bytes(s, P, m);
+  return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BT, 1);
+}
+
+int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t) {
+  if (!s.full_block) return 0;
+  // h, dh, hn, dhn on this rank's tokens, a, b, g (da, db, dg in their memory) on the wide rows
+  // for F/t columns (run dtype); rstd2 (float32).
+  const int64_t es = int64_t(dtype_size(s.dtype));
+  return local_rows * 4 * s.D * es + wide_rows * 3 * (s.F / t) * es + local_rows * 4;
 }
 
 }  // namespace cpbench

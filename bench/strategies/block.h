@@ -2,8 +2,10 @@
 // sub-layers over ONE registry of named tensors.
 //
 //   attention sub-layer:  xn = rmsnorm(x)*norm_w; qkv = xn @ w_qkv; rope(q, k); o = CORE(q, k, v);
-//                         y = x + o @ w_o
-//   (and its mirror backward)
+//                         h = x + o @ w_o                      (y = h under --block attn)
+//   MLP sub-layer (--block full): hn = rmsnorm(h)*norm2_w; a = hn @ w_gate; b = hn @ w_up;
+//                         y = h + (silu(a)*b) @ w_down
+//   (and their mirror backward, in reverse order)
 //
 // The registry (TensorRegistry) says, for every tensor, its name, shape, dtype, what it holds
 // (weight, activation, gradient, communication buffer), its dump name and how its share is
@@ -151,6 +153,9 @@ class Block : public Strategy {
   virtual int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const = 0;
   // Every rank holds the whole block (single): only rank 0 exports.
   virtual bool replicated() const { return false; }
+  // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
+  // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
+  static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t);
 
   // ---- for the cores --------------------------------------------------------------------------
   Backend& be() { return *env_.be; }
@@ -174,6 +179,7 @@ class Block : public Strategy {
 
  private:
   class AttentionSubLayer;
+  class MlpSubLayer;
   std::vector<std::unique_ptr<SubLayer>> sublayers_;
 };
 

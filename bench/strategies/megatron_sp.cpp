@@ -21,7 +21,9 @@
 // memory report shows; dnorm_w is a per-rank partial sum (verification sums it), and so are the
 // gradients of replicated KV columns. The timed step allocates nothing: the gathered and
 // reduce-scattered [B,N,D] buffers are the block's TP slots, allocated in setup.
-// Bytes per rank: fwd = 2*s*T*D*(P-1); bwd = 3*s*T*D*(P-1).
+// Bytes per rank: fwd = 2*s*T*D*(P-1); bwd = 3*s*T*D*(P-1); under --block full the MLP's
+// all-gather of hn, reduce-scatter after w_down (and in backward all-gather of dy, reduce-scatter
+// of dhn, re-gather of hn) add as much again.
 #include <sstream>
 
 #include "bench/strategies/block.h"
@@ -41,7 +43,7 @@ class MegatronSP final : public Block {
   }
   std::string tiers() const override { return "all-gather/reduce-scatter over all P ranks: tensor parallelism, keep its P ranks inside one node"; }
   std::string constraints() const override {
-    return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq";
+    return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq; P divides ffn_dim (--block full)";
   }
 
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
@@ -53,14 +55,18 @@ class MegatronSP final : public Block {
                                           : "use usp with ulysses<=" + std::to_string(max_ulysses_degree(P, s)));
     else if (s.N % P != 0)
       e << "megatron-sp: seq=" << s.N << " is not divisible by P=" << P;
+    else if (s.full_block && s.F % P != 0)
+      e << "megatron-sp: P=" << P << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
     if (!e.str().empty()) throw ConstraintError(e.str());
   }
 
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                  int64_t) const override {
     const int64_t sTD = elem * (s.B * s.N / P) * s.D;
+    const int sublayers = s.full_block ? 2 : 1;  // the MLP moves the same as attention
     CommPrediction p;  // all collectives over the whole CP group
-    return p.add("cp", Phase::fwd, 0, 2 * sTD * (P - 1)).add("cp", Phase::bwd, 0, 3 * sTD * (P - 1));
+    return p.add("cp", Phase::fwd, 0, sublayers * 2 * sTD * (P - 1))
+        .add("cp", Phase::bwd, 0, sublayers * 3 * sTD * (P - 1));
   }
 
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec&) const override {
@@ -75,7 +81,7 @@ class MegatronSP final : public Block {
     const int64_t heads = BN * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es +
                           BN * (hl + 2 * gl) * s.d * 4 + 2 * s.B * hl * s.N * 4;
     const int64_t transient = (s.B > 1 ? 3 : 2) * BN * s.D * es;
-    return local + heads + transient;
+    return local + heads + transient + mlp_activation_bytes(s, BT, BN, P);
   }
 
  protected:
