@@ -132,7 +132,7 @@ NcclCallCounts current_nccl_counts() {
 json make_report(const json& context, const RunConfig& cfg, int world_size, const std::vector<JobResult>& results,
                  bool complete, int interrupted) {
   json r;
-  r["schema_version"] = 2;
+  r["schema_version"] = 3;
   r["tool"] = {{"name", "cpbench"}, {"version", CPBENCH_VERSION}};
   r["complete"] = complete;
   if (interrupted) r["interrupted_by_signal"] = interrupted;
@@ -191,11 +191,13 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
     for (size_t i = 0; i < t.comm_fwd.inter_per_rank.size(); ++i)
       inter = std::max(inter, t.comm_fwd.inter_per_rank[i] + t.comm_bwd.inter_per_rank[i]);
     const std::string inter_col = several_nodes ? "  " + human_bytes(double(inter)) : "";
-    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %7s %11s %11s %5s %7.0f%% %4.0f%% %10s %6.2f%s\n",
+    char overlap[16] = "      \u2013";  // a job that sends nothing has nothing to overlap
+    if (!t.sends_nothing()) std::snprintf(overlap, sizeof overlap, "%7.0f%%", 100 * t.overlap_ratio());
+    std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %7s %11s %11s %5s %s %4.0f%% %10s %6.2f%s\n",
                 r.label.c_str(), static_cast<long long>(r.seq), "ok", t.step_ms.median, t.fwd_ms.median,
                 t.bwd_ms.median, t.tflops, mfu, human_bytes(double(t.comm_fwd.bytes_sent)).c_str(),
                 human_bytes(double(t.comm_bwd.bytes_sent)).c_str(), model_ok ? "=" : "DIFF",
-                100 * t.overlap_ratio(), 100 * t.hta_overlap_ratio(),
+                overlap, 100 * t.hta_overlap_ratio(),
                 human_bytes(double(max_of(t.mem_per_rank))).c_str(), t.imbalance(), inter_col.c_str());
     if (!r.warning.empty()) std::printf("%-22s warning: %s\n", "", r.warning.c_str());
   }

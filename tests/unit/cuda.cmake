@@ -12,3 +12,9 @@ cpbench_unit_test(test_cuda_emu
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_emu.cpp
   LIBS cpbench_cuda)
 target_compile_options(test_cuda_emu PRIVATE -Wno-unknown-pragmas)  # the kernels' #pragma unroll
+
+# The SwiGLU kernels of the MLP sub-layer (--block full) on the same emulator.
+cpbench_unit_test(test_cuda_emu_mlp
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_emu_mlp.cpp
+  LIBS cpbench_cuda)
+target_compile_options(test_cuda_emu_mlp PRIVATE -Wno-unknown-pragmas)
