@@ -181,6 +181,9 @@ def semantic_errors(report):
         err(["context", "ranks_per_node"], f"{ctx['ranks_per_node']} > world_size {ctx['world_size']}")
     if cfg["heads"] % cfg["kv_heads"]:
         err(["config", "kv_heads"], f"{cfg['kv_heads']} does not divide heads {cfg['heads']}")
+    if (cfg["block"] == "full") != (cfg["ffn_dim"] is not None):  # the MLP's F exactly when there is one
+        err(["config", "ffn_dim"], f"{cfg['ffn_dim']!r} under block {cfg['block']!r}: an integer under 'full', "
+                                   "null under 'attn'")
     if cfg["backend"] == "cpu":
         if cfg["dtype"] != "fp32":
             err(["config", "dtype"], f"backend cpu runs fp32 only, not {cfg['dtype']}")

@@ -129,7 +129,7 @@ class Block : public Strategy {
   void export_tensor(const std::string& name, std::vector<float>& global) final;
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
 
-  class SubLayer;  // attention (and later sub-layers): block.cpp
+  class SubLayer;  // one sub-layer of the block (block.cpp: attention, the MLP)
 
  protected:
   // ---- what a strategy supplies -----------------------------------------------------------------

@@ -208,8 +208,12 @@ class SchemaTest(unittest.TestCase):
         rep = synth.make_report()
         rep["config"]["block"], rep["config"]["ffn_dim"] = "full", 0
         self.assertInvalid(rep, "$.config.ffn_dim")
+        rep["config"]["ffn_dim"] = None  # full without F
+        self.assertInvalid(rep, "$.config.ffn_dim", "an integer under 'full'")
         rep["config"]["ffn_dim"] = 96
         self.assertValid(rep)
+        rep["config"]["block"] = "attn"  # F without an MLP
+        self.assertInvalid(rep, "$.config.ffn_dim", "null under 'attn'")
 
     def test_tiers_add_up_to_bytes_sent(self):
         rep = synth.make_report()
@@ -375,9 +379,12 @@ class CompareTest(TempDirCase):
     def test_different_masks_or_passes_refused_exit_2(self):
         kw = dict(strategies=self.LABELS, seqs=[1024, 2048])
         b = self.write("base.json", synth.make_report(**kw))
-        for key, value in (("mask", {"causal": True, "window": 256, "docs": None}), ("pass", "prefill")):
+        for key, value in (("mask", {"causal": True, "window": 256, "docs": None}), ("pass", "prefill"),
+                           ("block", "full")):
             rep = synth.make_report(**kw)
             rep["config"][key] = value
+            if key == "block":
+                rep["config"]["ffn_dim"] = 96
             n = self.write("new.json", rep)
             res = run_script("compare_reports.py", b, n)
             self.assertEqual(res.returncode, 2, res.stdout + res.stderr)
