@@ -29,6 +29,9 @@ const std::vector<ModelPreset>& model_presets() {
       p.heads = j.at("heads").get<int>();
       p.kv_heads = j.at("kv_heads").get<int>();
       p.head_dim = j.at("head_dim").get<int>();
+      p.ffn_dim = j.value("ffn_dim", int64_t(0));
+      p.layers = j.value("layers", int64_t(0));
+      p.vocab = j.value("vocab", int64_t(0));
       v.push_back(p);
     }
     return v;
@@ -44,6 +47,8 @@ const ModelPreset* find_model(const std::string& name) {
 
 nlohmann::json default_run_preset() { return nlohmann::json::parse(kEmbeddedDefaultRun); }
 
+int64_t RunConfig::full_block_ffn_dim() const { return block == "full" ? ffn_dim : 0; }
+
 LayerShape RunConfig::shape(int64_t N) const {
   LayerShape s;
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
@@ -57,6 +62,8 @@ LayerShape RunConfig::shape(int64_t N) const {
     s.docs = starts;
   }
   s.prefill = pass == "prefill";
+  s.full_block = block == "full";
+  s.F = full_block_ffn_dim();
   return s;
 }
 
@@ -129,6 +136,12 @@ void finalize_config(RunConfig& c, int P) {
   if (c.kv_heads == 0) c.kv_heads = m->kv_heads;
   if (c.head_dim == 0) c.head_dim = m->head_dim;
   if (c.dim == 0) c.dim = m->dim;
+  // The MLP's width: --ffn-dim, else the preset's F when the preset's D is the one in use (a
+  // preset's F means nothing for another model dimension).
+  if (c.block == "full" && c.ffn_dim == 0 && c.dim == m->dim) c.ffn_dim = m->ffn_dim;
+  if (c.block == "full" && c.ffn_dim == 0)
+    throw std::invalid_argument("block=full needs the MLP width: --ffn-dim F (model '" + c.model +
+                                "' with dim=" + std::to_string(c.dim) + " gives none)");
   auto positive = [](const char* name, int64_t v) {
     if (v <= 0) throw std::invalid_argument(std::string(name) + " must be positive, got " + std::to_string(v));
   };

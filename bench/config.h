@@ -15,6 +15,7 @@ namespace cpbench {
 struct ModelPreset {
   std::string name, description;
   int dim = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t ffn_dim = 0, layers = 0, vocab = 0;  // the MLP's F, the model's layers and vocabulary
 };
 const std::vector<ModelPreset>& model_presets();  // embedded from configs/models/
 const ModelPreset* find_model(const std::string& name);
@@ -27,6 +28,8 @@ struct RunConfig {
   int64_t batch = 1;
   std::vector<int64_t> seqs;
   int heads = 0, kv_heads = 0, head_dim = 0, dim = 0;
+  std::string block = "attn";  // attn | full (the attention sub-layer, or with the SwiGLU MLP)
+  int64_t ffn_dim = 0;          // F; 0: the model preset's (needed by --block full)
   bool causal = true, rope = true;
   std::vector<std::string> strategies;  // empty: every registered strategy
   bool strategies_explicit = false;     // named by the user (errors instead of skips)
@@ -55,6 +58,7 @@ struct RunConfig {
   int world_size = 0;           // dry run: plan for this many ranks; 0 = the world's size
 
   LayerShape shape(int64_t N) const;
+  int64_t full_block_ffn_dim() const;  // F under --block full, else 0
   nlohmann::json to_json(int world_size) const;
 };
 

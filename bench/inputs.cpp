@@ -29,13 +29,17 @@ float input_uniform(uint64_t seed, InputId id, uint64_t index) {
   return static_cast<float>(static_cast<double>(h >> 40) / double(1 << 23) - 1.0);
 }
 
-InputLaw input_law(InputId id, int64_t D, int64_t Hd) {
+InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F) {
   switch (id) {
     case InputId::x: return {1.0f, 0.0f};
     case InputId::norm_w: return {0.1f, 1.0f};
     case InputId::w_qkv: return {float(1.0 / std::sqrt(double(D))), 0.0f};
     case InputId::w_o: return {float(1.0 / std::sqrt(double(Hd))), 0.0f};
     case InputId::dy: return {1.0f, 0.0f};
+    case InputId::norm2_w: return {0.1f, 1.0f};
+    case InputId::w_gate:
+    case InputId::w_up: return {float(1.0 / std::sqrt(double(D))), 0.0f};
+    case InputId::w_down: return {float(1.0 / std::sqrt(double(F > 0 ? F : 1))), 0.0f};
   }
   throw std::logic_error("input_law: unknown input");
 }

@@ -9,7 +9,7 @@
 
 namespace cpbench {
 
-enum class InputId : uint64_t { x = 1, norm_w = 2, w_qkv = 3, w_o = 4, dy = 5 };
+enum class InputId : uint64_t { x = 1, norm_w = 2, w_qkv = 3, w_o = 4, dy = 5, norm2_w = 6, w_gate = 7, w_up = 8, w_down = 9 };
 
 // Uniform in [-1, 1) from a counter-based hash (splitmix64).
 float input_uniform(uint64_t seed, InputId id, uint64_t index);
@@ -18,7 +18,7 @@ float input_uniform(uint64_t seed, InputId id, uint64_t index);
 struct InputLaw {
   float scale, offset;
 };
-InputLaw input_law(InputId id, int64_t D, int64_t Hd);
+InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F = 0);  // F: the MLP's width
 
 // Rows of a global [B, N, C] tensor at token positions `pos` (for every batch row), columns
 // [c0, c0 + nc): returns [B, pos.count(), nc] in that order.

@@ -39,8 +39,9 @@ void print_list() {
   }
   std::printf("\nModel presets (configs/models/, embedded):\n");
   for (const auto& m : model_presets())
-    std::printf("  %-12s D=%-6d H=%-4d G=%-3d d=%-4d %s\n", m.name.c_str(), m.dim, m.heads, m.kv_heads, m.head_dim,
-                m.description.c_str());
+    std::printf("  %-12s D=%-6d H=%-4d G=%-3d d=%-4d F=%-6lld L=%-4lld V=%-7lld %s\n", m.name.c_str(), m.dim, m.heads,
+                m.kv_heads, m.head_dim, static_cast<long long>(m.ffn_dim), static_cast<long long>(m.layers),
+                static_cast<long long>(m.vocab), m.description.c_str());
   std::printf("\nWorkloads for --docs NAME (configs/workloads/, embedded; scaled to N):\n");
   for (const auto& w : workloads())
     std::printf("  %-12s %zu documents: %s\n", w.name.c_str(), w.weights.size(), w.description.c_str());

@@ -117,6 +117,10 @@ std::vector<OptionSpec> make_table() {
        [](RunConfig& c, const json& v) { c.head_dim = as_int(v); }},
       {"dim", "--dim", OptKind::count, "model dimension D", {}, false,
        [](RunConfig& c, const json& v) { c.dim = as_int(v); }},
+      {"block", "--block", OptKind::choice, "attn (the attention sub-layer, default) | full (with the SwiGLU MLP)",
+       {"attn", "full"}, false, [](RunConfig& c, const json& v) { c.block = v.get<std::string>(); }},
+      {"ffn_dim", "--ffn-dim", OptKind::count, "MLP width F for --block full (default: the model preset's)", {}, false,
+       [](RunConfig& c, const json& v) { c.ffn_dim = v.get<int64_t>(); }},
       {"causal", "--causal", OptKind::boolean, "causal mask (default) or none (--no-causal)", {}, true,
        [](RunConfig& c, const json& v) { c.causal = v.get<bool>(); }},
       {"rope", "--rope", OptKind::boolean, "rotary embedding (default) or none (--no-rope)", {}, true,
@@ -193,7 +197,7 @@ std::vector<OptionSpec> make_table() {
   // value, the strategy's default mesh) and silently stand for something else.
   const std::pair<const char*, int64_t> minimums[] = {
       {"seq", 1},        {"batch", 1},      {"heads", 1},      {"kv_heads", 1},   {"head_dim", 1},
-      {"dim", 1},        {"ulysses", 1},    {"ring", 1},       {"iters", 1},      {"warmup", 0},
+      {"dim", 1},        {"ffn_dim", 1},    {"ulysses", 1},    {"ring", 1},       {"iters", 1},      {"warmup", 0},
       {"threads", 0},    {"window", 0},     {"inner_ring", 0}, {"ranks_per_node", 0},
       {"timeout", 0},    {"min_verified", 0}, {"world_size", 0}};
   for (auto& o : t)
@@ -209,6 +213,9 @@ std::vector<OptionSpec> make_table() {
       {"kv_heads", "kv_heads", [](const RunConfig& c) { return json(c.kv_heads); }},
       {"head_dim", "head_dim", [](const RunConfig& c) { return json(c.head_dim); }},
       {"dim", "dim", [](const RunConfig& c) { return json(c.dim); }},
+      {"block", "block", [](const RunConfig& c) { return json(c.block); }},
+      {"ffn_dim", "ffn_dim",
+       [](const RunConfig& c) { return c.block == "full" ? json(c.ffn_dim) : json(nullptr); }},
       {"causal", "causal", [](const RunConfig& c) { return json(c.causal); }},
       {"rope", "rope", [](const RunConfig& c) { return json(c.rope); }},
       {"strategies", "strategies", [](const RunConfig& c) { return json(c.strategies); }},

@@ -132,7 +132,7 @@ NcclCallCounts current_nccl_counts() {
 json make_report(const json& context, const RunConfig& cfg, int world_size, const std::vector<JobResult>& results,
                  bool complete, int interrupted) {
   json r;
-  r["schema_version"] = 2;
+  r["schema_version"] = 3;
   r["tool"] = {{"name", "cpbench"}, {"version", CPBENCH_VERSION}};
   r["complete"] = complete;
   if (interrupted) r["interrupted_by_signal"] = interrupted;
@@ -193,7 +193,7 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
     const std::string inter_col = several_nodes ? "  " + human_bytes(double(inter)) : "";
     // A job in which no rank sends a byte has no communication to hide: "–", not 100%. (The dash
     // is 3 bytes of UTF-8 and one column, so the padding is written out.)
-    const bool no_comm = t.comm_fwd.bytes_sent + t.comm_bwd.bytes_sent == 0;
+    const bool no_comm = t.sends_nothing();
     char overlap[16] = "       \u2013", hta[16] = "    \u2013";
     if (!no_comm) {
       std::snprintf(overlap, sizeof overlap, "%7.0f%%", 100 * t.overlap_ratio());

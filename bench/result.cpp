@@ -37,6 +37,13 @@ double TimedResult::overlap_ratio() const {
   return m;
 }
 
+bool TimedResult::sends_nothing() const {
+  for (const auto* ph : {&comm_fwd, &comm_bwd})
+    for (int64_t b : ph->per_rank)
+      if (b != 0) return false;
+  return true;
+}
+
 double TimedResult::hta_overlap_ratio() const {
   double m = 1;
   for (const auto& o : overlap) m = std::min(m, o.hta_ratio);
@@ -168,7 +175,7 @@ json JobResult::to_json() const {
       sa = std::max(sa, o.comm_standalone_ms);
       ex = std::max(ex, o.exposed_comm_ms);
     }
-    r["overlap"] = {{"comm_standalone_ms", sa}, {"exposed_comm_ms", ex}, {"ratio", t.overlap_ratio()},
+    r["overlap"] = {{"comm_standalone_ms", sa}, {"exposed_comm_ms", ex}, {"ratio", t.sends_nothing() ? json(nullptr) : json(t.overlap_ratio())},
                     {"hta_ratio", t.hta_overlap_ratio()}, {"per_rank", per_rank}};
     r["flops"] = {{"model", t.model_flops}, {"hardware", t.hardware_flops}};
     r["tflops"] = t.tflops;

@@ -65,6 +65,8 @@ struct TimedResult {  // present when status is ok in a run
   std::vector<double> compute_ms_per_rank, model_flops_per_rank;
 
   double overlap_ratio() const;      // min over ranks
+  // True when no rank sent a byte (fwd and bwd): the report's overlap.ratio is null then.
+  bool sends_nothing() const;
   double hta_overlap_ratio() const;  // min over ranks
   double imbalance() const { return cpbench::imbalance(compute_ms_per_rank); }
   double flops_imbalance() const { return cpbench::imbalance(model_flops_per_rank); }

@@ -1,5 +1,6 @@
 // The strategy plug-in interface. A strategy is one file in bench/strategies/ that plans its
-// shards, runs forward and backward of DESIGN's attention layer, states its analytic
+// shards, runs forward and backward of DESIGN's block (every strategy does it through the one
+// Block of bench/strategies/block.h, supplying its sharding and communication), states its analytic
 // communication model, its summary, constraints and meshes, and exports its share of the global
 // tensors for verification. Adding one touches no other file but its registration line in
 // bench/registry.cpp (CMake picks up every bench/strategies/*.cpp).
@@ -34,6 +35,8 @@ struct LayerShape {
   std::vector<int64_t> doc_lens;     // packed documents, summing to N; empty = one document
   DocStarts docs;                    // their start positions (null = one document), for the kernels
   bool prefill = false;              // --pass prefill: forward only
+  bool full_block = false;           // --block full: the SwiGLU MLP sub-layer after attention
+  int64_t F = 0;                     // its width (--ffn-dim), under full_block
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };
 
@@ -136,8 +139,7 @@ class Strategy {
   virtual void setup(StrategyEnv& env) = 0;
   virtual void forward() = 0;
   virtual void backward() = 0;
-  // Free everything (the harness also drops the object).
-  virtual void teardown() {}
+  // Buffers are freed by the destructor (the harness drops the object after each job).
 
   // Verification: add this rank's share of global tensor `name` (DESIGN's dump list, natural
   // token order, float32) into `global`, which has the full global size and is zero on entry.
@@ -171,8 +173,9 @@ std::string head_sharding_error(int u, const LayerShape& s, const std::string& w
 // KV heads after replication for u ranks: max(G, u).
 inline int replicated_kv_heads(int u, const LayerShape& s) { return s.G >= u ? s.G : u; }
 
-// Names and global shapes of the tensors of the dump (DESIGN order).
-std::vector<std::string> dump_tensor_names();
+// Names and global shapes of the tensors of the dump (DESIGN order; with the MLP's under
+// --block full).
+std::vector<std::string> dump_tensor_names(bool full_block = false);
 std::vector<int64_t> global_tensor_shape(const std::string& name, const LayerShape& s);
 
 }  // namespace cpbench

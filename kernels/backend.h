@@ -138,6 +138,13 @@ class Backend {
             const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
             int64_t ldc);
 
+  // ---- MLP (SwiGLU) ----------------------------------------------------------------------------
+  // Element-wise, run dtype storage, fp32 math; a, b, g (and da, db, dg) of one element count.
+  // g = silu(a) * b, silu(a) = a * sigmoid(a)
+  void swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g);
+  // With s = sigmoid(a): da = dg * b * s * (1 + a * (1 - s)), db = dg * a * s (overwritten)
+  void swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db);
+
   // ---- normalisation and rotary embedding -------------------------------------------------------
   // x [rows, D], w [D] -> y [rows, D] = x / rms(x) * w; rstd [rows] float32 (kept for backward)
   void rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd);
@@ -186,6 +193,9 @@ class Backend {
   virtual void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
                        Tensor& C, int64_t ldc) = 0;
+  // Not pure: a backend without the MLP (a test double) throws std::logic_error naming the op.
+  virtual void do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g);
+  virtual void do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db);
   // rows = x.numel() / w.numel() (checked)
   virtual void do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows, Tensor& y,
                               Tensor& rstd) = 0;

@@ -70,6 +70,32 @@ void Backend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   op_end(op);
 }
 
+void Backend::swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) {
+  check_same_numel("swiglu_fwd", g, a);
+  check_same_numel("swiglu_fwd", g, b);
+  check_dtypes("swiglu_fwd", {&a, &b, &g});
+  if (!compute_enabled_) return;
+  const int op = op_begin("swiglu_fwd");
+  do_swiglu_fwd(a, b, g);
+  op_end(op);
+}
+
+void Backend::swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&b, &dg, &da, &db}) check_same_numel("swiglu_bwd", a, *t);
+  check_dtypes("swiglu_bwd", {&a, &b, &dg, &da, &db});
+  if (!compute_enabled_) return;
+  const int op = op_begin("swiglu_bwd");
+  do_swiglu_bwd(a, b, dg, da, db);
+  op_end(op);
+}
+
+void Backend::do_swiglu_fwd(const Tensor&, const Tensor&, Tensor&) {
+  throw std::logic_error("backend '" + name() + "' has no swiglu_fwd");
+}
+void Backend::do_swiglu_bwd(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+  throw std::logic_error("backend '" + name() + "' has no swiglu_bwd");
+}
+
 void Backend::rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) {
   const int64_t rows = check_rmsnorm_fwd(x, w, y, rstd);
   if (!(eps > 0)) throw std::invalid_argument("rmsnorm_fwd: eps must be > 0");

@@ -246,9 +246,9 @@ def main(argv=None):
         print(f"compare_reports: invalid input:\n{e}", file=sys.stderr)
         return 2
 
-    # Different masks or passes measure different work: a comparison would report a "regression"
-    # that is only the workload changing.
-    for key in ("mask", "pass"):
+    # Different masks, passes or blocks measure different work: a comparison would report a
+    # "regression" that is only the workload changing.
+    for key in ("mask", "pass", "block", "ffn_dim"):
         if base["config"][key] != new["config"][key]:
             print(f"compare_reports: the reports measure different workloads: config.{key} is "
                   f"{json.dumps(base['config'][key], sort_keys=True)} in {args.base} and "

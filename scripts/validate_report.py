@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "results_schema" / "report.schema.json"
-SUPPORTED_SCHEMA_VERSIONS = (2,)  # docs/REPORT.md: migration from 1
+SUPPORTED_SCHEMA_VERSIONS = (3,)  # docs/REPORT.md: migration from 1 and from 2
 
 # Relative tolerance for values the writer derives from other reported values (bandwidths,
 # TFLOP/s, MFU, HFU, imbalance, overlap ratio): loose enough for float32 intermediates, tight
@@ -181,6 +181,9 @@ def semantic_errors(report):
         err(["context", "ranks_per_node"], f"{ctx['ranks_per_node']} > world_size {ctx['world_size']}")
     if cfg["heads"] % cfg["kv_heads"]:
         err(["config", "kv_heads"], f"{cfg['kv_heads']} does not divide heads {cfg['heads']}")
+    if (cfg["block"] == "full") != (cfg["ffn_dim"] is not None):  # the MLP's F exactly when there is one
+        err(["config", "ffn_dim"], f"{cfg['ffn_dim']!r} under block {cfg['block']!r}: an integer under 'full', "
+                                   "null under 'attn'")
     if cfg["backend"] == "cpu":
         if cfg["dtype"] != "fp32":
             err(["config", "dtype"], f"backend cpu runs fp32 only, not {cfg['dtype']}")
@@ -310,8 +313,15 @@ def _check_overlap(o, comm, path, P, err):
         if abs(pr["ratio"] - want) > 1e-6:
             rule = "1 (rank sent no bytes)" if silent else "clamp(1 - exposed/standalone, 0, 1)"
             err(path + ["per_rank", j, "ratio"], f"{pr['ratio']:g}, expected {rule} = {want:g}")
+    # Schema 3: the job's ratio is null exactly when no rank sends a byte (nothing to hide).
+    job_silent = comm is not None and all(b == 0 for ph in ("fwd", "bwd") for b in comm[ph]["per_rank"])
+    if job_silent != (o["ratio"] is None):
+        err(path + ["ratio"], f"{o['ratio']!r}: must be null exactly when the job sends nothing "
+                              f"(it sends {'nothing' if job_silent else 'bytes'})")
     for key, agg, name in (("comm_standalone_ms", max, "max"), ("exposed_comm_ms", max, "max"), ("ratio", min, "min"),
                            ("hta_ratio", min, "min")):
+        if o[key] is None:
+            continue
         want = agg(pr[key] for pr in per)
         if not _close(o[key], want, EXACT_RTOL):
             err(path + [key], f"{o[key]:g} != {name} over per_rank {want:g}")

@@ -12,14 +12,14 @@
 
 #include "bench/strategies/layout.h"
 #include "bench/strategies/qkv.h"
-#include "bench/strategies/seq_sharded_layer.h"
+#include "bench/strategies/block.h"
 #include "comm/communicator.h"
 
 namespace cpbench {
 
 namespace {
 
-class AllgatherKV final : public SeqShardedLayer {
+class AllgatherKV final : public Block {
  public:
   std::string name() const override { return "allgather-kv"; }
   std::string summary() const override {
@@ -135,12 +135,6 @@ class AllgatherKV final : public SeqShardedLayer {
     c.reduce_scatter(rs_send_, rs_recv_);
     be().copy_2d(dk_, e, rs_recv_.view(0, {e}), e, 1, e);
     be().copy_2d(dv_, e, rs_recv_.view(e, {e}), e, 1, e);
-  }
-
-  void core_teardown() override {
-    for (Tensor* t : {&lse_, &delta_, &kv_send_, &slot_a_, &slot_b_, &gathered_, &dkv_full_,
-                      &kv_full_, &rs_send_, &rs_recv_})
-      *t = Tensor{};
   }
 
   void export_lse(std::vector<float>& global) override {

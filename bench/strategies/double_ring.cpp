@@ -19,7 +19,7 @@ namespace cpbench {
 
 namespace {
 
-class DoubleRing final : public SeqShardedLayer {
+class DoubleRing final : public Block {
  public:
   std::string name() const override { return "double-ring"; }
   std::string summary() const override {
@@ -92,7 +92,6 @@ class DoubleRing final : public SeqShardedLayer {
   }
   void core_forward() override { core_.forward(q_, k_, v_, o_, hops_); }
   void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_, hops_); }
-  void core_teardown() override { core_.teardown(); }
   void export_lse(std::vector<float>& global) override {
     const LayerShape& s = shape();
     add_lse_rows(global, be().download(core_.lse()), s.B, s.H, s.N, 0, s.H, pos_);

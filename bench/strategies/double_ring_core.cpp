@@ -27,12 +27,8 @@ void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer
   acc_out_ = be.alloc({kv}, DType::f32, MemKind::comm);
 }
 
-void DoubleRingCore::teardown() {
-  steps_.teardown();
-  for (Tensor* t : {&round_[0], &round_[1], &hop_[0], &hop_[1], &acc_[0], &acc_[1], &acc_[2], &acc_out_})
-    *t = Tensor{};
-  inner_ = outer_ = nullptr;
-}
+
+void DoubleRingCore::teardown() { *this = DoubleRingCore(); }
 
 int DoubleRingCore::owner(int t, int j) const {
   const int w = inner_->size(), W = outer_->size();

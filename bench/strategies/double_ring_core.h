@@ -57,6 +57,7 @@ class DoubleRingCore {
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout,
                 Tensor& dq, Tensor& dk, Tensor& dv, const DoubleRingHops& hops);
   const Tensor& lse() const { return steps_.lse(); }
+  // Frees the buffers (a fresh core), for a test that sets one core object up again.
   void teardown();
 
   // DESIGN's hop truncation for the double ring: the needed (round, inner step) pairs of the

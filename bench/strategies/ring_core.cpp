@@ -78,12 +78,8 @@ void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape
   }
 }
 
-void RingCore::teardown() {
-  for (Tensor* t : {&lse_, &delta_, &o_blk_, &lse_blk_, &o_acc32_, &o_blk32_, &kv_[0], &kv_[1], &acc_[0],
-                    &acc_[1], &acc_[2]})
-    *t = Tensor{};
-  ring_ = nullptr;
-}
+// Every buffer is a Tensor member: a fresh core frees them (tests reuse one core object).
+void RingCore::teardown() { *this = RingCore(); }
 
 // ---- steps ------------------------------------------------------------------------------------------
 

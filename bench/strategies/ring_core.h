@@ -1,5 +1,5 @@
 // The ring-attention core (Liu et al. 2023; the ring-flash-attention algorithm) shared by ring,
-// ring-zigzag, ring-striped and usp, and the SeqShardedLayer base of the three ring strategies.
+// ring-zigzag, ring-striped and usp, and the Block base of the three ring strategies.
 //
 // R ranks of a ring each hold the q, k, v of n tokens per batch row. Forward: the K,V blocks
 // (k|v packed in one run-dtype buffer) travel `hops` hops (R-1 for the full ring) to the next
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/strategies/seq_sharded_layer.h"
+#include "bench/strategies/block.h"
 #include "comm/communicator.h"
 
 namespace cpbench {
@@ -58,6 +58,8 @@ class RingCore {
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                 const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, int hops = -1);
   const Tensor& lse() const { return lse_; }
+  // Frees the buffers (a fresh core), for a test that sets one core object up again; a core
+  // inside a strategy is freed with it.
   void teardown();
 
   // ---- steps ------------------------------------------------------------------------------------
@@ -113,9 +115,9 @@ class RingCore {
   Tensor acc_[3];  // dk|dv accumulators, float32: [0],[1] computed on / in flight, [2] arriving
 };
 
-// ring, ring-zigzag, ring-striped: a SeqShardedLayer whose core is a RingCore over the whole CP
+// ring, ring-zigzag, ring-striped: a Block whose core is a RingCore over the whole CP
 // group. A subclass fixes the token layout (rank_positions) and its constraint.
-class RingLayer : public SeqShardedLayer {
+class RingLayer : public Block {
  public:
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
@@ -135,7 +137,6 @@ class RingLayer : public SeqShardedLayer {
   // contiguous ring: a halo exchange). A pure function of the layout and the mask: every rank
   // computes the same value, and predicted_bytes uses it.
   int ring_hops(const LayerShape& s, int P) const;
-  void core_teardown() override { core_.teardown(); }
   void export_lse(std::vector<float>& global) override;
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
 

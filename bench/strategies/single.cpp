@@ -1,13 +1,13 @@
 // single — the reference. Every rank computes the whole layer on the whole sequence; nothing
 // is communicated. Its results are what every other strategy is verified against, and its step
 // time is the baseline for strong scaling.
-#include "bench/strategies/seq_sharded_layer.h"
+#include "bench/strategies/block.h"
 
 namespace cpbench {
 
 namespace {
 
-class Single final : public SeqShardedLayer {
+class Single final : public Block {
  public:
   std::string name() const override { return "single"; }
   std::string summary() const override {
@@ -49,7 +49,6 @@ class Single final : public SeqShardedLayer {
     b.fill(dv_, 0.0f);
     b.attn_bwd(attn_shape(), q_, k_, v_, do_, lse_, delta_, pos_, pos_, dq_, dk_, dv_);
   }
-  void core_teardown() override { lse_ = delta_ = Tensor{}; }
   void export_lse(std::vector<float>& global) override {
     std::vector<float> h = be().download(lse_);
     for (size_t i = 0; i < h.size(); ++i) global[i] += h[i];
@@ -58,7 +57,7 @@ class Single final : public SeqShardedLayer {
     return 2 * s.B * s.H * s.N * 4;  // lse, delta
   }
   int64_t activation_bytes_estimate(const LayerShape& s, int, const MeshSpec& m) const override {
-    return SeqShardedLayer::activation_bytes_estimate(s, 1, m);  // the whole sequence on each rank
+    return Block::activation_bytes_estimate(s, 1, m);  // the whole sequence on each rank
   }
 
   Tensor lse_, delta_;

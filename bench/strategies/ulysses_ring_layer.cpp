@@ -199,14 +199,6 @@ void UlyssesRingLayer::core_backward() {
   }
 }
 
-void UlyssesRingLayer::core_teardown() {
-  if (double_ring()) dring_.teardown();
-  else ring_.teardown();
-  for (Tensor* t : {&q_r_, &k_r_, &v_r_, &o_r_, &do_r_, &dq_r_, &dk_r_, &dv_r_, &send_, &recv_,
-                    &k_rep_, &v_rep_, &copy_run_, &copy32_})
-    *t = Tensor{};
-}
-
 void UlyssesRingLayer::export_lse(std::vector<float>& global) {
   // The ring core's lse [B, H/U, U*T] covers query heads [u*H/U, (u+1)*H/U) of the tokens of
   // this rank's ring index.

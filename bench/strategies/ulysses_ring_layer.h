@@ -38,7 +38,7 @@
 
 namespace cpbench {
 
-class UlyssesRingLayer : public SeqShardedLayer {
+class UlyssesRingLayer : public Block {
  public:
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
@@ -77,7 +77,6 @@ class UlyssesRingLayer : public SeqShardedLayer {
   void core_setup() override;
   void core_forward() override;
   void core_backward() override;
-  void core_teardown() override;
   void export_lse(std::vector<float>& global) override;
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
 

@@ -135,6 +135,14 @@ void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
   cpu::add(f(out), f(a), f(b), out.numel(), threads_);
 }
 
+void CpuBackend::do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) {
+  cpu::swiglu_fwd(f(a), f(b), f(g), g.numel(), threads_);
+}
+
+void CpuBackend::do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db) {
+  cpu::swiglu_bwd(f(a), f(b), f(dg), f(da), f(db), a.numel(), threads_);
+}
+
 void CpuBackend::do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                          const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
                          Tensor& C, int64_t ldc) {

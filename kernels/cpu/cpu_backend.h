@@ -40,6 +40,8 @@ class CpuBackend final : public Backend {
                   int64_t rows, int64_t cols) override;
   void do_convert(Tensor& dst, const Tensor& src) override;
   void do_add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) override;
+  void do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db) override;
   void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
                int64_t ldc) override;

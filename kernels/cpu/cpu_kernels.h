@@ -76,6 +76,9 @@ void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float*
 void rope(float* x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const Positions& pos,
           const DocStarts& docs, double theta, bool inverse, int threads);
 void add(float* out, const float* a, const float* b, int64_t n, int threads);
+// SwiGLU (DESIGN's MLP): g = silu(a) * b; backward da, db from dg (Backend::swiglu_bwd).
+void swiglu_fwd(const float* a, const float* b, float* g, int64_t n, int threads);
+void swiglu_bwd(const float* a, const float* b, const float* dg, float* da, float* db, int64_t n, int threads);
 void fill(float* x, int64_t n, float value, int threads);
 void copy_2d(float* dst, int64_t dst_pitch, const float* src, int64_t src_pitch, int64_t rows,
              int64_t cols, int threads);

@@ -1,4 +1,4 @@
-// fp32 element-wise kernels of the CPU backend: RMSNorm, rotary embedding, add, fill, copies.
+// fp32 element-wise kernels of the CPU backend: RMSNorm, rotary embedding, add, SwiGLU, fill, copies.
 // Reductions accumulate in double (memory-bound kernels: the cost is hidden by the loads).
 #include <algorithm>
 #include <cmath>
@@ -116,6 +116,23 @@ void rope(float* x, int64_t B, int64_t T, int heads, int d, int64_t pitch, const
 void add(float* out, const float* a, const float* b, int64_t n, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void swiglu_fwd(const float* a, const float* b, float* g, int64_t n, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = 1.0f / (1.0f + std::exp(-a[i]));
+    g[i] = a[i] * s * b[i];
+  }
+}
+
+void swiglu_bwd(const float* a, const float* b, const float* dg, float* da, float* db, int64_t n, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = a[i], s = 1.0f / (1.0f + std::exp(-x)), y = b[i], d = dg[i];
+    da[i] = d * y * s * (1.0f + x * (1.0f - s));  // d silu/da = s + a s (1 - s)
+    db[i] = d * x * s;
+  }
 }
 
 void fill(float* x, int64_t n, float value, int threads) {

@@ -103,6 +103,8 @@ class CudaBackendImpl final : public CudaBackend {
   // compute
   void check_attn_support(const char* op, const AttnShape& s, DType dt) const override;
   void do_add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) override;
+  void do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db) override;
   void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
                int64_t ldc) override;
@@ -457,6 +459,24 @@ void CudaBackendImpl::do_convert(Tensor& dst, const Tensor& src) {
 
 void CudaBackendImpl::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
   cuda::add(out.data, out.dtype, a.data, a.dtype, b.data, b.dtype, out.numel(), stream_);
+}
+
+// The SwiGLU kernels take one storage dtype for all their tensors (the block's run dtype).
+void require_one_dtype(const char* op, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->dtype != (*ts.begin())->dtype)
+      throw std::invalid_argument(std::string("cuda ") + op + ": tensors of different dtypes (" +
+                                  dtype_name((*ts.begin())->dtype) + ", " + dtype_name(t->dtype) + ")");
+}
+
+void CudaBackendImpl::do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) {
+  require_one_dtype("swiglu_fwd", {&a, &b, &g});
+  cuda::swiglu_fwd(a.data, b.data, a.dtype, g.data, g.numel(), stream_);
+}
+
+void CudaBackendImpl::do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db) {
+  require_one_dtype("swiglu_bwd", {&a, &b, &dg, &da, &db});
+  cuda::swiglu_bwd(a.data, b.data, dg.data, a.dtype, da.data, db.data, a.numel(), stream_);
 }
 
 void CudaBackendImpl::do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

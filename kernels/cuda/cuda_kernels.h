@@ -41,6 +41,10 @@ void fill(void* x, DType t, int64_t n, float value, cudaStream_t s);
 void convert(void* dst, DType dt, const void* src, DType st, int64_t n, cudaStream_t s);
 void add(void* out, DType ot, const void* a, DType at, const void* b, DType bt, int64_t n,
          cudaStream_t s);
+// SwiGLU of DESIGN's MLP, every tensor in dtype t: g = silu(a) * b; da, db (may alias a, b).
+void swiglu_fwd(const void* a, const void* b, DType t, void* g, int64_t n, cudaStream_t s);
+void swiglu_bwd(const void* a, const void* b, const void* dg, DType t, void* da, void* db, int64_t n,
+                cudaStream_t s);
 // C[r*ldc + c] = beta * C[...] for r < m, c < n (beta == 0 writes 0): GEMM with k == 0.
 void scale_2d(void* C, DType t, int64_t m, int64_t n, int64_t ldc, float beta, cudaStream_t s);
 // x, w, y in dtype t; rstd [rows] fp32.

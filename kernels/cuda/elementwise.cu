@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise_kernels.cuh"
+#include "kernels/cuda/elementwise_mlp_kernels.cuh"
 
 namespace cpbench::cuda {
 
@@ -50,6 +51,19 @@ void convert(void* dst, DType dt, const void* src, DType st, int64_t n, cudaStre
     return;
   }
   convert_kernel<<<grid_for(n), kThreads, 0, s>>>(dst, int(dt), src, int(st), n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_fwd(const void* a, const void* b, DType t, void* g, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  swiglu_fwd_kernel<<<grid_for(n), kThreads, 0, s>>>(a, b, int(t), g, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_bwd(const void* a, const void* b, const void* dg, DType t, void* da, void* db, int64_t n,
+                cudaStream_t s) {
+  if (n <= 0) return;
+  swiglu_bwd_kernel<<<grid_for(n), kThreads, 0, s>>>(a, b, dg, int(t), da, db, n);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -167,6 +167,16 @@ void SimBackend::do_add(Tensor& out, const Tensor&, const Tensor&) {
   execute(platform_.memory_seconds(3.0 * double(out.bytes())));
 }
 
+// SwiGLU: memory-bound like the other element-wise kernels (its few FLOPs per element hide
+// behind the loads): a, b read and g written; backward reads a, b, dg and writes da, db.
+void SimBackend::do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) {
+  execute(platform_.memory_seconds(double(a.bytes() + b.bytes() + g.bytes())));
+}
+
+void SimBackend::do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db) {
+  execute(platform_.memory_seconds(double(a.bytes() + b.bytes() + dg.bytes() + da.bytes() + db.bytes())));
+}
+
 void SimBackend::do_convert(Tensor& dst, const Tensor& src) {
   execute(platform_.memory_seconds(double(src.bytes() + dst.bytes())));
 }

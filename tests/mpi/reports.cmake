@@ -19,6 +19,9 @@ endfunction()
 
 # Measured bytes equal the model for every strategy over shapes, meshes and world sizes.
 cpbench_report_test(model_p2 2 "--model;tiny;--seq;96,120;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 14")
+# The whole block: megatron-sp's MLP doubles its bytes (check_report.py recomputes DESIGN's formula),
+# every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.
+cpbench_report_test(model_p4_block_full 4 "--block;full;--seq;64,96;--heads;4;--kv-heads;2;--head-dim;16;--dim;64;--ffn-dim;96;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")
 cpbench_report_test(model_p3 3 "--model;tiny;--seq;132;--heads;6;--kv-heads;3;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 6")
 cpbench_report_test(model_p4_mesh 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p4_ring_inner 4 "--model;tiny;--seq;128;--heads;4;--kv-heads;4;--mesh;all;--placement;ring-inner;--no-causal;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")

@@ -50,6 +50,21 @@ add_test(NAME dump_p4_float64_masks
          COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_masks && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --seq 112 --heads 4 --kv-heads 2 --batch 2 --window 20 --docs 30,50,32 --dump ${CPBENCH_TEST_OUT}/dump_masks && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_masks")
 set_tests_properties(dump_p4_float64_masks PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 
+# The whole block (--block full: attention then the SwiGLU MLP): every strategy against single,
+# every gradient including the MLP weights, at P = 2 and 4 (B = 2 at P = 4: megatron-sp's
+# reordering gathers); and single's block against the float64 NumPy recomputation of check_dump.py.
+set(_block --block full --seq 64 --heads 4 --kv-heads 2 --head-dim 16 --dim 64 --ffn-dim 96)
+cpbench_verify_test(p2_block_full 2 --min-verified 8 ${_block})
+cpbench_verify_test(p4_block_full_b2 4 --min-verified 8 ${_block} --batch 2)
+add_test(NAME dump_p4_float64_block_full
+         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_block && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --block full --seq 64 --heads 4 --kv-heads 2 --head-dim 16 --dim 64 --ffn-dim 96 --batch 2 --strategies megatron-sp,usp,ring-zigzag --dump ${CPBENCH_TEST_OUT}/dump_block && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_block && grep -q '\"block\": \"full\"' ${CPBENCH_TEST_OUT}/dump_block/single/meta.json && test -f ${CPBENCH_TEST_OUT}/dump_block/megatron-sp/dw_down.npy")
+set_tests_properties(dump_p4_float64_block_full PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
+# Bad block options: refused on every rank before any work, naming the flag and the value.
+cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)
+cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)
+cpbench_fail_test(block_unknown 2 "--block must be attn or full, got \"mlp\"" run --model tiny --seq 64 --block mlp)
+cpbench_fail_test(megatron_ffn_dim 2 "megatron-sp: P=2 does not divide ffn_dim=97" run --model tiny --seq 64 --block full --ffn-dim 97 --strategies megatron-sp)
+
 # Bad meshes and shapes: a clear message on every rank, non-zero exit, no hang.
 cpbench_fail_test(usp_mesh_product 4 "usp: ulysses=3 x ring=2 = 6 ranks, but P=4" run --model tiny --seq 64 --strategies usp --ulysses 3 --ring 2)
 cpbench_fail_test(usp_mesh_product_default 4 "usp: ulysses=3 x ring=2 = 6 ranks, but P=4" run --model tiny --seq 64 --ulysses 3 --ring 2)

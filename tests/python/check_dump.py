@@ -2,8 +2,9 @@
 """Independent float64 check of a `cpbench verify --dump DIR` directory.
 
 Recomputes DESIGN's layer (RMSNorm, QKV projection, RoPE at global positions, attention with
-the causal mask, output projection, residual) and its backward from the dumped inputs alone,
-in float64 NumPy, and compares every dumped result of every strategy with it by verify's rule
+the causal mask, output projection, residual; with meta.json's block "full" also the SwiGLU MLP
+sub-layer after it) and its backward from the dumped inputs alone, in float64 NumPy, and
+compares every dumped result of every strategy with it by verify's rule
 (scripts/verify_bound.py: ||a - b|| <= tol * max(||b||, m), m from the float64 reference for dq
 and dk, 0 otherwise). Also checks that every strategy saw the same inputs. Exit 0 when all agree
 within the tolerance, 1 otherwise.
@@ -63,10 +64,30 @@ def reference(inp, meta):
     lse = (m + np.log(l))[..., 0]                    # [B, H, N]
     p = p / l
     o = np.einsum("bhqk,bkhd->bqhd", p, vh)
-    y = x + o.reshape(B, N, H * d) @ wo
-    # backward
-    do = (dy @ wo.T).reshape(B, N, H, d)
-    dw_o = o.reshape(B * N, H * d).T @ dy.reshape(B * N, D)
+    h = x + o.reshape(B, N, H * d) @ wo
+    mlp = {}
+    if meta.get("block") == "full":  # h -> y through the MLP; its backward gives dh
+        w2, wg, wu, wd = (inp[k].astype(np.float64) for k in ("norm2_w", "w_gate", "w_up", "w_down"))
+        r2 = 1.0 / np.sqrt(np.mean(h * h, axis=-1, keepdims=True) + eps)
+        hn = h * r2 * w2
+        a, b = hn @ wg, hn @ wu
+        sg = 1.0 / (1.0 + np.exp(-a))
+        g = a * sg * b
+        y = h + g @ wd
+        dg = dy @ wd.T
+        da = dg * b * sg * (1.0 + a * (1.0 - sg))
+        db = dg * a * sg
+        dhn = da @ wg.T + db @ wu.T
+        rows = lambda t: t.reshape(B * N, -1)
+        mlp = dict(dw_down=rows(g).T @ rows(dy), dw_gate=rows(hn).T @ rows(da), dw_up=rows(hn).T @ rows(db),
+                   dnorm2_w=(dhn * h * r2).sum(axis=(0, 1)))
+        dhhat = dhn * w2
+        dh = dy + r2 * dhhat - h * r2 ** 3 * np.mean(dhhat * h, axis=-1, keepdims=True)
+    else:
+        y, dh = h, dy
+    # backward of the attention sub-layer from dh (dy under --block attn)
+    do = (dh @ wo.T).reshape(B, N, H, d)
+    dw_o = o.reshape(B * N, H * d).T @ dh.reshape(B * N, D)
     dvh = np.einsum("bhqk,bqhd->bkhd", p, do)
     dp = np.einsum("bqhd,bkhd->bhqk", do, vh)
     delta = np.einsum("bqhd,bqhd->bhq", do, o)[..., None]
@@ -81,9 +102,9 @@ def reference(inp, meta):
     dw_qkv = xn.reshape(B * N, D).T @ dqkv.reshape(B * N, -1)
     dnorm_w = (dxn * x * r).sum(axis=(0, 1))
     dxhat = dxn * w
-    dx = dy + r * dxhat - x * r ** 3 * np.mean(dxhat * x, axis=-1, keepdims=True)
+    dx = dh + r * dxhat - x * r ** 3 * np.mean(dxhat * x, axis=-1, keepdims=True)
     return dict(y=y, dx=dx, dnorm_w=dnorm_w, dw_qkv=dw_qkv, dw_o=dw_o, q=q, k=k, v=v, o=o, do=do,
-                dq=dq, dk=dk, dv=dv, lse=lse)
+                dq=dq, dk=dk, dv=dv, lse=lse, **mlp)
 
 
 def main():
@@ -107,7 +128,8 @@ def main():
             if arr.dtype != np.float32:
                 print(f"{s}: {name} has dtype {arr.dtype}, expected float32")
                 failures += 1
-        inp = {k: t[k] for k in ("x", "norm_w", "w_qkv", "w_o", "dy")}
+        mlp_inputs = ("norm2_w", "w_gate", "w_up", "w_down") if meta.get("block") == "full" else ()
+        inp = {k: t[k] for k in ("x", "norm_w", "w_qkv", "w_o", "dy") + mlp_inputs}
         if inputs0 is None:
             inputs0 = inp
         else:

@@ -32,6 +32,9 @@ import sys
 passed = failed = 0
 
 
+ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
 def check(cond, msg):
     global passed, failed
     if cond:
@@ -71,7 +74,18 @@ def cmd_model(a):
         if r["strategy"] != "single" and rep["config"]["world_size"] > 1:
             check(r["comm"]["fwd"]["bytes_sent"] > 0, f"{r['label']}: no bytes sent at P>1")
         check(r["flops"]["model"] > 0 and r["flops"]["hardware"] >= r["flops"]["model"], f"{r['label']}: flops {r['flops']}")
-        check(0 <= r["overlap"]["ratio"] <= 1, f"{r['label']}: overlap ratio {r['overlap']['ratio']}")
+        silent = all(b == 0 for ph in ("fwd", "bwd") for b in r["comm"][ph]["per_rank"])
+        ratio = r["overlap"]["ratio"]
+        check((ratio is None) if silent else (ratio is not None and 0 <= ratio <= 1),
+              f"{r['label']}: overlap ratio {ratio} (null exactly when nothing is sent)")
+        if r["strategy"] == "megatron-sp":  # DESIGN's formula, computed here, not read from the report
+            cfg = rep["config"]
+            P, sub = cfg["world_size"], 2 if cfg["block"] == "full" else 1
+            sTD = ELEM_BYTES[cfg["dtype"]] * cfg["batch"] * r["seq"] // P * cfg["dim"]
+            for ph, k in (("fwd", 2), ("bwd", 3)):
+                want = sub * k * sTD * (P - 1)
+                check(r["comm"][ph]["per_rank"] == [want] * P,
+                      f"{r['label']} seq={r['seq']} {ph} (block {cfg['block']}): {r['comm'][ph]['per_rank']} != {want}")
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
         check(r["memory"]["timed_allocations"] == 0,
               f"{r['label']} seq={r['seq']}: {r['memory']['timed_allocations']} allocator calls in timed iterations")

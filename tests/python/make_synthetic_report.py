@@ -164,7 +164,9 @@ def _ok_result(name, label, seq, U, R, P, cfg, step, spread, comm_scale):
         compute.append(step - exposed)
     overlap = {"comm_standalone_ms": max(p["comm_standalone_ms"] for p in per_overlap),
                "exposed_comm_ms": max(p["exposed_comm_ms"] for p in per_overlap),
-               "ratio": min(p["ratio"] for p in per_overlap),
+               # schema 3: null for a job that sends nothing
+               "ratio": (None if all(b == 0 for ph in comm.values() for b in ph["per_rank"])
+                         else min(p["ratio"] for p in per_overlap)),
                "hta_ratio": min(p["hta_ratio"] for p in per_overlap), "per_rank": per_overlap}
 
     B, H, G, d, D = SHAPE["batch"], SHAPE["heads"], SHAPE["kv_heads"], SHAPE["head_dim"], SHAPE["dim"]
@@ -232,7 +234,7 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
     cfg = {
         "command": command, "model": "custom", "batch": SHAPE["batch"], "heads": SHAPE["heads"],
         "kv_heads": SHAPE["kv_heads"], "head_dim": SHAPE["head_dim"], "dim": SHAPE["dim"],
-        "causal": causal, "rope": True, "dtype": dtype, "backend": "cpu" if dtype == "fp32" else "cuda",
+        "block": "attn", "ffn_dim": None, "causal": causal, "rope": True, "dtype": dtype, "backend": "cpu" if dtype == "fp32" else "cuda",
         "comm": "mpi" if dtype == "fp32" else "nccl", "threads": 1, "world_size": P, "seqs": seqs,
         "warmup": 2, "iters": iters, "seed": 42, "strategies": names,
         "mesh": {"ulysses": None, "ring": None, "placement": "ulysses-inner", "all": False},
@@ -269,7 +271,7 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
                     r["reason"] = f"verification failed: dx rel_l2 {r['verify']['max_rel_l2']:g} > {tol:g}"
             results.append(r)
     rep = {
-        "schema_version": 2,
+        "schema_version": 3,
         "tool": {"name": "cpbench", "version": "0.1.0"},
         "complete": True,
         "context": {

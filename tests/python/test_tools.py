@@ -69,7 +69,7 @@ class SchemaTest(unittest.TestCase):
         jsonschema.Draft202012Validator.check_schema(schema)
         self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertIn("$id", schema)
-        self.assertEqual(schema["properties"]["schema_version"]["const"], 2)
+        self.assertEqual(schema["properties"]["schema_version"]["const"], 3)
 
     def test_every_field_has_a_description(self):
         schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
@@ -164,7 +164,7 @@ class SchemaTest(unittest.TestCase):
         self.assertInvalid(rep, "$.config.causal", "boolean")
 
     def test_rejects_bad_schema_version(self):
-        for bad in (1, 3, 0, "2"):
+        for bad in (1, 2, 4, 0, "3"):
             rep = synth.make_report()
             rep["schema_version"] = bad
             self.assertInvalid(rep, "$.schema_version")
@@ -188,6 +188,32 @@ class SchemaTest(unittest.TestCase):
         self.assertInvalid(rep, ".overlap.hta_ratio", "min over per_rank")
         ok["overlap"]["hta_ratio"] = 0.25
         self.assertValid(rep)
+
+    def test_overlap_ratio_null_exactly_when_the_job_sends_nothing(self):  # schema 3
+        rep = synth.make_report()
+        silent = [r for r in rep["results"] if r["status"] == "ok" and r["strategy"] == "single"][0]
+        self.assertIsNone(silent["overlap"]["ratio"])
+        self.assertValid(rep)
+        silent["overlap"]["ratio"] = 1.0
+        self.assertInvalid(rep, ".overlap.ratio", "null exactly when the job sends nothing")
+        rep = synth.make_report()
+        sending = [r for r in rep["results"] if r["status"] == "ok" and r["comm"]["fwd"]["bytes_sent"] > 0][0]
+        sending["overlap"]["ratio"] = None
+        self.assertInvalid(rep, ".overlap.ratio", "null exactly when the job sends nothing")
+
+    def test_config_block_and_ffn_dim(self):  # schema 3
+        rep = synth.make_report()
+        rep["config"]["block"] = "mlp"
+        self.assertInvalid(rep, "$.config.block")
+        rep = synth.make_report()
+        rep["config"]["block"], rep["config"]["ffn_dim"] = "full", 0
+        self.assertInvalid(rep, "$.config.ffn_dim")
+        rep["config"]["ffn_dim"] = None  # full without F
+        self.assertInvalid(rep, "$.config.ffn_dim", "an integer under 'full'")
+        rep["config"]["ffn_dim"] = 96
+        self.assertValid(rep)
+        rep["config"]["block"] = "attn"  # F without an MLP
+        self.assertInvalid(rep, "$.config.ffn_dim", "null under 'attn'")
 
     def test_tiers_add_up_to_bytes_sent(self):
         rep = synth.make_report()
@@ -353,9 +379,12 @@ class CompareTest(TempDirCase):
     def test_different_masks_or_passes_refused_exit_2(self):
         kw = dict(strategies=self.LABELS, seqs=[1024, 2048])
         b = self.write("base.json", synth.make_report(**kw))
-        for key, value in (("mask", {"causal": True, "window": 256, "docs": None}), ("pass", "prefill")):
+        for key, value in (("mask", {"causal": True, "window": 256, "docs": None}), ("pass", "prefill"),
+                           ("block", "full")):
             rep = synth.make_report(**kw)
             rep["config"][key] = value
+            if key == "block":
+                rep["config"]["ffn_dim"] = 96
             n = self.write("new.json", rep)
             res = run_script("compare_reports.py", b, n)
             self.assertEqual(res.returncode, 2, res.stdout + res.stderr)
@@ -484,7 +513,7 @@ class PlotTest(TempDirCase):
 
     def test_invalid_input_exit_2(self):
         rep = synth.make_report()
-        rep["schema_version"] = 3
+        rep["schema_version"] = 4
         res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
         self.assertEqual(res.returncode, 2)
         self.assertIn("not supported", res.stderr)

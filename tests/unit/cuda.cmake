@@ -22,3 +22,9 @@ add_test(NAME cuda_emu_mutation
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/cuda_emu_mutation.py $<TARGET_FILE:test_cuda_emu>
                  ${PROJECT_SOURCE_DIR}/kernels/cuda)
 set_tests_properties(cuda_emu_mutation PROPERTIES LABELS unit TIMEOUT 600)
+
+# The SwiGLU kernels of the MLP sub-layer (--block full) on the same emulator.
+cpbench_unit_test(test_cuda_emu_mlp
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_emu_mlp.cpp
+  LIBS cpbench_cuda)
+target_compile_options(test_cuda_emu_mlp PRIVATE -Wno-unknown-pragmas)

@@ -172,6 +172,38 @@ TEST_CASE("comm model: each strategy states DESIGN's bytes per rank") {
   }
 }
 
+TEST_CASE("comm model: --block full doubles megatron-sp's bytes, the others' MLP sends nothing", "[model][block]") {
+  LayerShape s;
+  s.B = 2; s.N = 96; s.H = 8; s.G = 4; s.d = 16; s.D = 128;
+  LayerShape f = s;
+  f.full_block = true;
+  f.F = 320;
+  const int64_t e = 4, acc = 4;
+  for (int P : {2, 4}) {
+    const int64_t T = s.B * s.N / P;
+    CAPTURE(P);
+    for (const auto& info : strategy_registry()) {
+      const auto st = info.make();
+      const MeshSpec m = st->resolve_mesh({}, s, P);
+      const CommPrediction attn = st->predicted_bytes(s, P, m, e, acc), full = st->predicted_bytes(f, P, m, e, acc);
+      CAPTURE(info.name);
+      if (info.name == "megatron-sp") {  // DESIGN: MLP fwd 2*s*T*D*(P-1), bwd 3*s*T*D*(P-1) added
+        CHECK(full.fwd == attn.fwd + 2 * e * T * s.D * (P - 1));
+        CHECK(full.bwd == attn.bwd + 3 * e * T * s.D * (P - 1));
+        CHECK(full.fwd == 4 * e * T * s.D * (P - 1));
+      } else {
+        CHECK(full.fwd == attn.fwd);
+        CHECK(full.bwd == attn.bwd);
+      }
+      // the MLP's activations are counted in the estimate
+      CHECK(st->activation_bytes_estimate(f, P, m) > st->activation_bytes_estimate(s, P, m));
+    }
+  }
+  CHECK(dump_tensor_names(true).size() == dump_tensor_names(false).size() + 8);
+  CHECK(global_tensor_shape("w_gate", f) == std::vector<int64_t>{s.D, 320});
+  CHECK(global_tensor_shape("w_down", f) == std::vector<int64_t>{320, s.D});
+}
+
 TEST_CASE("comm model: KV replication and the double ring", "[model]") {
   // DESIGN: with U > G (G divides U) the Ulysses term uses max(G, U) kv heads. The ring part of
   // usp carries the replicated heads too (each ring rank holds max(G,U)/U of them).

@@ -84,6 +84,34 @@ TEST_CASE("cpu upload/download/copy_2d/convert/fill/add", "[cpu]") {
   CHECK_THROWS(be.add(small, t, t));
 }
 
+TEST_CASE("cpu swiglu forward and backward against float64, in place too", "[cpu][mlp]") {
+  CpuBackend be(2);
+  const int64_t n = 777;
+  auto ha = randn(size_t(n), 11), hb = randn(size_t(n), 12), hdg = randn(size_t(n), 13);
+  for (size_t i = 0; i < ha.size(); i += 50) ha[i] *= 20.0f;  // saturated sigmoids
+  Tensor a = upload(be, ha, {n}), b = upload(be, hb, {n}), dg = upload(be, hdg, {n});
+  be.set_poison(true);
+  Tensor g = be.alloc({n}, DType::f32, MemKind::activations), da = be.alloc({n}, DType::f32, MemKind::activations),
+         db = be.alloc({n}, DType::f32, MemKind::activations);
+  be.swiglu_fwd(a, b, g);
+  be.swiglu_bwd(a, b, dg, da, db);
+  const auto hg = be.download(g), hda = be.download(da), hdb = be.download(db);
+  for (size_t i = 0; i < size_t(n); ++i) {
+    const double x = ha[i], y = hb[i], d = hdg[i], s = 1.0 / (1.0 + std::exp(-x));
+    const double tol = 1e-6 * (1.0 + std::abs(x)) * (1.0 + std::abs(y)) * (1.0 + std::abs(d));
+    CAPTURE(i, x, y, d);
+    CHECK(std::abs(hg[i] - x * s * y) <= tol);
+    CHECK(std::abs(hda[i] - d * y * s * (1.0 + x * (1.0 - s))) <= tol);
+    CHECK(std::abs(hdb[i] - d * x * s) <= tol);
+  }
+  be.swiglu_bwd(a, b, dg, a, b);  // da over a, db over b (the block's memory reuse): same values
+  CHECK(be.download(a) == hda);
+  CHECK(be.download(b) == hdb);
+  Tensor small = be.alloc({5}, DType::f32, MemKind::activations);
+  CHECK_THROWS(be.swiglu_fwd(a, b, small));
+  CHECK_THROWS(be.swiglu_bwd(a, b, dg, small, db));
+}
+
 TEST_CASE("cpu compute log, compute-busy time, replay mode", "[cpu]") {
   CpuBackend be(1);
   Tensor a = upload(be, randn(16, 1), {4, 4}), b = upload(be, randn(16, 2), {4, 4});

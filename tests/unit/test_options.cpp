@@ -205,18 +205,20 @@ TEST_CASE("docs: bad specs are errors naming the spec and the values") {
                                     "(workloads: bucket, mixed, outlier, rl"));
 }
 
-TEST_CASE("options: the report's config block has schema v1's keys plus the second wave's, no others") {
+TEST_CASE("options: the report's config block has schema v1's keys plus the second and third waves', no others") {
   RunConfig c;
   apply_settings(c, {{"model", "tiny"}, {"seq", 64}, {"docs", "equal:2"}}, "t");
   finalize_config(c, 2);
   const json j = c.to_json(2);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  CHECK(keys == std::vector<std::string>{"backend", "batch", "causal", "comm", "command", "dim", "dtype", "head_dim",
-                                         "heads", "iters", "kv_heads", "mask", "mem_limit_bytes", "mesh", "model",
+  CHECK(keys == std::vector<std::string>{"backend", "batch", "block", "causal", "comm", "command", "dim", "dtype",
+                                         "ffn_dim", "head_dim", "heads", "iters", "kv_heads", "mask", "mem_limit_bytes", "mesh", "model",
                                          "pass", "ranks_per_node", "rope", "seed", "seqs", "strategies", "threads",
                                          "timeout_s", "warmup", "world_size"});
   CHECK(j["seqs"] == json::array({64}));
+  CHECK(j["block"] == "attn");
+  CHECK(j["ffn_dim"].is_null());  // no MLP under --block attn
   CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));
   CHECK(j["mesh"] == json::parse(R"({"ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false,
                                       "usp_layout": "auto", "usp_ring": "single", "inner_ring": 0})"));
@@ -228,4 +230,39 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   CHECK(dm["usp_layout"] == "contiguous");
   CHECK(dm["usp_ring"] == "double");
   CHECK(dm["inner_ring"] == 2);
+}
+
+TEST_CASE("options: --block full takes F from --ffn-dim or the model preset, and refuses a block without one") {
+  RunConfig c;
+  apply_settings(c, {{"model", "tiny"}, {"seq", 64}, {"block", "full"}}, "t");
+  finalize_config(c, 2);
+  CHECK(c.ffn_dim == 96);  // configs/models/tiny.json
+  CHECK(c.to_json(2)["ffn_dim"] == 96);
+  CHECK(c.shape(64).full_block);
+  CHECK(c.shape(64).F == 96);
+  RunConfig given;
+  apply_settings(given, {{"model", "tiny"}, {"seq", 64}, {"block", "full"}, {"ffn_dim", 40}}, "t");
+  finalize_config(given, 2);
+  CHECK(given.shape(64).F == 40);
+  RunConfig attn;  // --ffn-dim under --block attn builds no MLP
+  apply_settings(attn, {{"model", "tiny"}, {"seq", 64}, {"ffn_dim", 40}}, "t");
+  finalize_config(attn, 2);
+  CHECK_FALSE(attn.shape(64).full_block);
+  CHECK(attn.shape(64).F == 0);
+  RunConfig other_dim;  // the preset's F belongs to the preset's D
+  apply_settings(other_dim, {{"model", "tiny"}, {"seq", 64}, {"dim", 80}, {"block", "full"}}, "t");
+  CHECK_THROWS_WITH(finalize_config(other_dim, 2), Catch::Contains("block=full needs the MLP width: --ffn-dim F"));
+  RunConfig zero;
+  CHECK_THROWS_WITH(apply_settings(zero, {{"ffn_dim", 0}}, "t"), Catch::Contains("must be positive"));
+  RunConfig bad;
+  CHECK_THROWS_WITH(apply_settings(bad, {{"block", "mlp"}}, "t"), Catch::Contains("mlp"));
+  for (const char* m : {"llama2-7b", "llama3-8b", "llama3-70b", "llama3-405b"}) {
+    const ModelPreset* p = find_model(m);
+    REQUIRE(p);
+    CHECK(p->ffn_dim > 0);
+    CHECK(p->layers > 0);
+    CHECK(p->vocab > 0);
+  }
+  CHECK(find_model("llama2-7b")->ffn_dim == 11008);
+  CHECK(find_model("llama3-405b")->layers == 126);
 }

@@ -1,0 +1,523 @@
+#include "bench/strategies/block.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "bench/inputs.h"
+#include "bench/strategies/layout.h"
+#include "comm/communicator.h"
+
+namespace cpbench {
+
+// ---- export rules and the registry ------------------------------------------------------------
+
+ExportRule ExportRule::tokens(const Positions& pos, int64_t global_cols, int64_t col0, int64_t width,
+                              bool this_rank) {
+  ExportRule r;
+  r.how = How::token_rows;
+  r.this_rank = this_rank;
+  r.pos = pos;
+  r.global_cols = global_cols;
+  r.col0 = col0;
+  r.width = width;
+  return r;
+}
+
+ExportRule ExportRule::slice(int64_t offset, bool this_rank) {
+  ExportRule r;
+  r.how = How::slice;
+  r.this_rank = this_rank;
+  r.offset = offset;
+  return r;
+}
+
+namespace {
+MemKind memory_kind(Held h) {
+  switch (h) {
+    case Held::weight:
+    case Held::grad: return MemKind::weights;
+    case Held::activation: return MemKind::activations;
+    case Held::comm: return MemKind::comm;
+  }
+  throw std::logic_error("memory_kind: unknown Held");
+}
+}  // namespace
+
+TensorRegistry::Entry* TensorRegistry::find(const std::string& name) {
+  for (Entry& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+Tensor& TensorRegistry::add(const std::string& name, std::vector<int64_t> shape, DType dt, Held held,
+                            const std::string& dump, ExportRule rule) {
+  return add_view(name, be_->alloc(std::move(shape), dt, memory_kind(held)), held, dump, std::move(rule));
+}
+
+Tensor& TensorRegistry::add_view(const std::string& name, Tensor t, Held held, const std::string& dump,
+                                 ExportRule rule) {
+  if (find(name)) throw std::logic_error("TensorRegistry: tensor '" + name + "' registered twice");
+  if (!dump.empty() && by_dump(dump))
+    throw std::logic_error("TensorRegistry: dump name '" + dump + "' registered twice");
+  if (!dump.empty() && rule.how == ExportRule::How::none)
+    throw std::logic_error("TensorRegistry: dump tensor '" + dump + "' has no export rule");
+  entries_.push_back(Entry{name, held, dump, std::move(rule), std::move(t)});
+  return entries_.back().t;
+}
+
+Tensor& TensorRegistry::operator[](const std::string& name) {
+  Entry* e = find(name);
+  if (!e) throw std::logic_error("TensorRegistry: no tensor '" + name + "'");
+  return e->t;
+}
+
+bool TensorRegistry::has(const std::string& name) const {
+  for (const Entry& e : entries_)
+    if (e.name == name) return true;
+  return false;
+}
+
+const TensorRegistry::Entry* TensorRegistry::by_dump(const std::string& dump) const {
+  for (const Entry& e : entries_)
+    if (e.dump == dump) return &e;
+  return nullptr;
+}
+
+bool TensorRegistry::export_share(const std::string& dump, std::vector<float>& global, const LayerShape& s) {
+  const Entry* e = by_dump(dump);
+  if (!e) return false;
+  const ExportRule& r = e->rule;
+  if (!r.this_rank) return true;  // replicated data another rank exports
+  const std::vector<float> h = be_->download(e->t);
+  switch (r.how) {
+    case ExportRule::How::token_rows:
+      add_token_rows(global, h, s.B, s.N, r.global_cols, r.pos, r.col0, r.width);
+      return true;
+    case ExportRule::How::slice:
+      if (r.offset + int64_t(h.size()) > int64_t(global.size()))
+        throw std::logic_error("export '" + dump + "': slice beyond the global tensor");
+      for (size_t i = 0; i < h.size(); ++i) global[static_cast<size_t>(r.offset) + i] += h[i];
+      return true;
+    case ExportRule::How::columns:
+      if (r.rows * r.local_cols != int64_t(h.size()) || r.rows * r.global_cols != int64_t(global.size()))
+        throw std::logic_error("export '" + dump + "': column blocks do not match the tensors");
+      for (const ExportRule::ColBlock& c : r.blocks) {
+        if (!c.this_rank) continue;
+        for (int64_t i = 0; i < r.rows; ++i)
+          for (int64_t j = 0; j < c.width; ++j)
+            global[static_cast<size_t>(i * r.global_cols + c.global0 + j)] +=
+                h[static_cast<size_t>(i * r.local_cols + c.local0 + j)];
+      }
+      return true;
+    case ExportRule::How::none: break;
+  }
+  throw std::logic_error("export '" + dump + "': no export rule");
+}
+
+// ---- the tensor-parallel group -----------------------------------------------------------------
+
+void TpGroup::setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, int64_t T) {
+  c_ = c;
+  t_ = c ? c->size() : 1;
+  r_ = c ? c->rank() : 0;
+  B_ = s.B;
+  T_ = T;
+  D_ = s.D;
+  if (!c_) return;
+  // Whole-group [B*t*T, D] slots (run dtype) for the gathers and reduce-scatters; their uses
+  // never overlap in time. Two, three when B > 1 (the reordered copy): the peak of the
+  // transient buffers they replace.
+  for (int i = 0; i < (s.B > 1 ? 3 : 2); ++i)
+    slot_[i] = reg.add("tp_slot" + std::to_string(i), {s.B * t_ * T, s.D}, s.dtype, Held::comm);
+}
+
+const Tensor& TpGroup::gather(Backend& be, const Tensor& local, int dst, int scratch) {
+  if (!c_) return local;
+  if (B_ == 1) {  // the member-ordered gather already is the rows' order
+    c_->all_gather(local, slot_[dst]);
+    return slot_[dst];
+  }
+  c_->all_gather(local, slot_[scratch]);
+  gathered_to_natural(be, slot_[scratch], B_, T_, D_, t_, RankChunks::contiguous, slot_[dst]);
+  return slot_[dst];
+}
+
+Tensor TpGroup::partial(int slot, Tensor& out) { return c_ ? slot_[slot] : out; }
+
+void TpGroup::reduce_scatter(Backend& be, const Tensor& partial, int scratch, Tensor& out) {
+  if (!c_) return;  // the GEMM wrote `out` itself
+  if (B_ == 1) {
+    c_->reduce_scatter(partial, out);
+    return;
+  }
+  natural_to_gathered(be, partial, B_, T_, D_, t_, RankChunks::contiguous, slot_[scratch]);
+  c_->reduce_scatter(slot_[scratch], out);
+}
+
+// ---- sub-layers ---------------------------------------------------------------------------------
+
+// One sub-layer: reads its input tensor `in`, writes its output `out` (both [B, T, D] token
+// rows, registered by the block); backward reads d<out> and writes d<in>.
+class Block::SubLayer {
+ public:
+  SubLayer(Block& b, std::string in, std::string out) : b_(b), in_(std::move(in)), out_(std::move(out)) {}
+  virtual ~SubLayer() = default;
+  virtual void setup() = 0;
+  virtual void forward() = 0;
+  virtual void backward() = 0;
+
+ protected:
+  Block& b_;
+  std::string in_, out_;
+};
+
+// The attention sub-layer. Column-parallel w_qkv (this rank's heads' columns), row-parallel w_o
+// (their rows); with no TP group both are whole.
+class Block::AttentionSubLayer final : public Block::SubLayer {
+ public:
+  using SubLayer::SubLayer;
+
+  void setup() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    const int t = k.tp_.size(), tr = k.tp_.rank();
+    const bool root = k.env_.world->rank() == 0;
+    const int64_t T = k.T_, BT = s.B * T, n = t * T, BW = s.B * n;
+    const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
+    const int64_t Hl = int64_t(k.hl_) * s.d, Gl = int64_t(k.gl_) * s.d, Cl = Hl + 2 * Gl;
+    // KV replication (t > G): kv_copies ranks hold one KV head; the first of them exports the
+    // replicated data (k, v, the w_qkv columns), every one its partial gradients.
+    const int copies = replicated_kv_heads(t, s) / s.G;
+    const int64_t kv0 = int64_t(tr) * k.gl_ / copies;  // first global KV head of this rank
+    const bool kv_exporter = tr % copies == 0;
+    // Weight shards are replicated over the TP groups (every rank when t = 1): the first group
+    // (world ranks 0 .. t-1, TP innermost) exports them.
+    const bool weights_exporter = k.env_.world->rank() < t;
+    const Positions wide = k.wide_positions();
+    auto law = [&](InputId id) { return input_law(id, s.D, Hd); };
+    Backend& be = k.be();
+
+    Tensor& norm_w = reg.add("norm_w", {s.D}, s.dtype, Held::weight, "norm_w", ExportRule::slice(0, root));
+    be.upload(input_matrix_block(k.env_.seed, InputId::norm_w, s.D, 0, 1, 0, s.D, law(InputId::norm_w)), norm_w);
+    // w_qkv's columns of this rank's heads: q heads, then k heads, then v heads.
+    const ExportRule::ColBlock qcols{int64_t(tr) * Hl, 0, Hl, weights_exporter};
+    const ExportRule::ColBlock kcols{Hd + kv0 * s.d, Hl, Gl, weights_exporter && kv_exporter};
+    const ExportRule::ColBlock vcols{Hd + Gd + kv0 * s.d, Hl + Gl, Gl, weights_exporter && kv_exporter};
+    ExportRule wcols;
+    wcols.how = ExportRule::How::columns;
+    wcols.rows = s.D;
+    wcols.local_cols = Cl;
+    wcols.global_cols = Cq;
+    wcols.blocks = {qcols, kcols, vcols};
+    Tensor& w_qkv = reg.add("w_qkv", {s.D, Cl}, s.dtype, Held::weight, "w_qkv", wcols);
+    if (t == 1) {
+      be.upload(input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, 0, Cq, law(InputId::w_qkv)), w_qkv);
+    } else {
+      std::vector<float> wq(static_cast<size_t>(s.D * Cl));
+      for (const ExportRule::ColBlock& c : wcols.blocks) {
+        const std::vector<float> blk = input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, c.global0,
+                                                          c.width, law(InputId::w_qkv));
+        for (int64_t i = 0; i < s.D; ++i)
+          std::copy_n(&blk[static_cast<size_t>(i * c.width)], c.width, &wq[static_cast<size_t>(i * Cl + c.local0)]);
+      }
+      be.upload(wq, w_qkv);
+    }
+    // w_o's rows of this rank's heads.
+    Tensor& w_o = reg.add("w_o", {Hl, s.D}, s.dtype, Held::weight, "w_o", ExportRule::slice(tr * Hl * s.D, weights_exporter));
+    be.upload(input_matrix_block(k.env_.seed, InputId::w_o, s.D, tr * Hl, Hl, 0, s.D, law(InputId::w_o)), w_o);
+
+    // Forward activations kept for backward: xn, rstd on this rank's tokens; qkv, q, k, v, o
+    // on the wide rows for this rank's heads.
+    reg.add("xn", {BT, s.D}, s.dtype, Held::activation);
+    reg.add("rstd", {BT}, DType::f32, Held::activation);
+    Tensor& qkv = reg.add("qkv", {BW, Cl}, s.dtype, Held::activation);
+    auto heads_q = [&](bool this_rank) { return ExportRule::tokens(wide, Hd, tr * Hl, Hl, this_rank); };
+    auto heads_kv = [&](bool this_rank) { return ExportRule::tokens(wide, Gd, kv0 * s.d, Gl, this_rank); };
+    k.q_ = reg.add("q", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "q", heads_q(true));
+    k.k_ = reg.add("k", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation, "k", heads_kv(kv_exporter));
+    k.v_ = reg.add("v", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation, "v", heads_kv(kv_exporter));
+    k.o_ = reg.add("o", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "o", heads_q(true));
+    k.do_ = reg.add("do", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "do", heads_q(true));
+    k.dq_ = reg.add("dq", {s.B, n, k.hl_, s.d}, DType::f32, Held::activation, "dq", heads_q(true));
+    k.dk_ = reg.add("dk", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dk", heads_kv(true));
+    k.dv_ = reg.add("dv", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dv", heads_kv(true));
+    reg.add("dqkv", {BW, Cl}, s.dtype, Held::activation);
+    reg.add("dxn", {BT, s.D}, s.dtype, Held::activation);
+    reg.add("dnorm_w", {s.D}, DType::f32, Held::grad, "dnorm_w", ExportRule::slice(0));
+    ExportRule gcols = wcols;  // gradients: partial sums from every holder
+    for (ExportRule::ColBlock& c : gcols.blocks) c.this_rank = true;
+    reg.add("dw_qkv", {s.D, Cl}, DType::f32, Held::grad, "dw_qkv", gcols);
+    reg.add("dw_o", {Hl, s.D}, DType::f32, Held::grad, "dw_o", ExportRule::slice(tr * Hl * s.D));
+    if (s.dtype != DType::f32) {
+      k.dq_run_ = reg.add_view("dq_run", reuse_as(qkv, s.dtype, {s.B, n, k.hl_, s.d}), Held::activation);
+      k.dk_run_ = reg.add_view("dk_run", reuse_as(qkv, s.dtype, {s.B, n, k.gl_, s.d}, k.dq_run_.bytes()),
+                               Held::activation);
+      k.dv_run_ = reg.add_view("dv_run", reuse_as(qkv, s.dtype, {s.B, n, k.gl_, s.d},
+                                                  k.dq_run_.bytes() + k.dk_run_.bytes()), Held::activation);
+    }
+  }
+
+  void forward() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    Backend& b = k.be();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size();
+    const int64_t Hl = int64_t(k.hl_) * s.d, Cl = reg["qkv"].shape[1];
+    Tensor &in = reg[in_], &out = reg[out_], &xn = reg["xn"], &qkv = reg["qkv"];
+    b.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm_w"], s.eps, xn, reg["rstd"]);
+    // column-parallel QKV on the group's tokens (xn gathered into slot 0; dead after the GEMM:
+    // backward gathers again)
+    const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
+    b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl);
+    rope_and_split_qkv(b, qkv_layout(), s.rope, k.wide_positions(), s.rope_theta, qkv, k.q_, k.k_, k.v_);
+    k.core_forward();
+    // row-parallel w_o: this rank's heads' share, summed over the group into out
+    Tensor out2 = out.reshape({BT, s.D});
+    Tensor partial = k.tp_.partial(0, out2);
+    b.gemm(false, false, BW, s.D, Hl, 1.0f, k.o_, Hl, reg["w_o"], s.D, 0.0f, partial, s.D);
+    k.tp_.reduce_scatter(b, partial, 1, out2);
+    b.add(out, out, in);
+  }
+
+  void backward() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    Backend& b = k.be();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size();
+    const int64_t Hl = int64_t(k.hl_) * s.d, Cl = reg["qkv"].shape[1];
+    Tensor &in = reg[in_], &dout = reg["d" + out_], &din = reg["d" + in_];
+    Tensor &xn = reg["xn"], &dxn = reg["dxn"], &dqkv = reg["dqkv"], &w_qkv = reg["w_qkv"];
+    {  // through the output projection (dout gathered over the group)
+      const Tensor& dw = k.tp_.gather(b, dout, 0, 1);
+      b.gemm(false, true, BW, Hl, s.D, 1.0f, dw, s.D, reg["w_o"], s.D, 0.0f, k.do_, Hl);
+      b.gemm(true, false, Hl, s.D, BW, 1.0f, k.o_, Hl, dw, s.D, 0.0f, reg["dw_o"], s.D);
+    }
+    k.core_backward();
+    // dq, dk, dv -> dqkv (run dtype), then un-rotate
+    merge_and_unrope_dqkv(b, qkv_layout(), s.rope, k.wide_positions(), s.rope_theta,
+                          in_dtype(b, s.dtype, k.dq_, k.dq_run_), in_dtype(b, s.dtype, k.dk_, k.dk_run_),
+                          in_dtype(b, s.dtype, k.dv_, k.dv_run_), dqkv);
+    {
+      // Megatron's order under TP: the all-gather of xn is issued before the dgrad GEMM (which it
+      // can overlap), the reduce-scatter of dxn before the wgrad GEMM (likewise). xn lives in
+      // slot 0 until the wgrad GEMM; the dgrad partial sum in slot 1 (reordered copy: slot 2).
+      const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
+      Tensor partial = k.tp_.partial(1, dxn);
+      b.gemm(false, true, BW, s.D, Cl, 1.0f, dqkv, Cl, w_qkv, Cl, 0.0f, partial, s.D);
+      k.tp_.reduce_scatter(b, partial, 2, dxn);
+      b.gemm(true, false, s.D, Cl, BW, 1.0f, xw, s.D, dqkv, Cl, 0.0f, reg["dw_qkv"], Cl);
+    }
+    Tensor& dnorm_w = reg["dnorm_w"];
+    b.fill(dnorm_w, 0.0f);
+    Tensor din2 = din.reshape({BT, s.D});
+    b.rmsnorm_bwd(in.reshape({BT, s.D}), reg["norm_w"], reg["rstd"], dxn, din2, dnorm_w);
+    b.add(din, din, dout);
+  }
+
+ private:
+  QkvLayout qkv_layout() const {  // this rank's heads on the wide rows
+    const LayerShape& s = b_.shape();
+    QkvLayout l;
+    l.B = s.B; l.T = b_.T_ * b_.tp_.size(); l.hq = b_.hl_; l.hk = b_.gl_; l.d = s.d; l.docs = s.docs;
+    return l;
+  }
+};
+
+// The SwiGLU MLP sub-layer (--block full):
+//   hn = rmsnorm(h)*norm2_w;  a = hn @ w_gate;  b = hn @ w_up;  y = h + (silu(a)*b) @ w_down
+// Column-parallel w_gate, w_up (this rank's F/t columns), row-parallel w_down (their rows): the
+// same gather / reduce-scatter around them as around w_qkv and w_o. Without a TP group the MLP
+// is token-local and sends nothing.
+class Block::MlpSubLayer final : public Block::SubLayer {
+ public:
+  using SubLayer::SubLayer;
+
+  void setup() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    const int t = k.tp_.size(), tr = k.tp_.rank();
+    const bool root = k.env_.world->rank() == 0, weights_exporter = k.env_.world->rank() < t;
+    const int64_t BT = s.B * k.T_, BW = BT * t, Fl = s.F / t, Hd = int64_t(s.H) * s.d;
+    auto law = [&](InputId id) { return input_law(id, s.D, Hd, s.F); };
+    Backend& be = k.be();
+    const uint64_t seed = k.env_.seed;
+
+    Tensor& norm2_w = reg.add("norm2_w", {s.D}, s.dtype, Held::weight, "norm2_w", ExportRule::slice(0, root));
+    be.upload(input_matrix_block(seed, InputId::norm2_w, s.D, 0, 1, 0, s.D, law(InputId::norm2_w)), norm2_w);
+    auto columns = [&](bool this_rank) {  // [D, F/t] -> columns [tr*F/t, (tr+1)*F/t) of [D, F]
+      ExportRule r;
+      r.how = ExportRule::How::columns;
+      r.rows = s.D;
+      r.local_cols = Fl;
+      r.global_cols = s.F;
+      r.blocks = {{int64_t(tr) * Fl, 0, Fl, this_rank}};
+      return r;
+    };
+    Tensor& w_gate = reg.add("w_gate", {s.D, Fl}, s.dtype, Held::weight, "w_gate", columns(weights_exporter));
+    be.upload(input_matrix_block(seed, InputId::w_gate, s.F, 0, s.D, tr * Fl, Fl, law(InputId::w_gate)), w_gate);
+    Tensor& w_up = reg.add("w_up", {s.D, Fl}, s.dtype, Held::weight, "w_up", columns(weights_exporter));
+    be.upload(input_matrix_block(seed, InputId::w_up, s.F, 0, s.D, tr * Fl, Fl, law(InputId::w_up)), w_up);
+    Tensor& w_down = reg.add("w_down", {Fl, s.D}, s.dtype, Held::weight, "w_down",
+                             ExportRule::slice(tr * Fl * s.D, weights_exporter));
+    be.upload(input_matrix_block(seed, InputId::w_down, s.D, tr * Fl, Fl, 0, s.D, law(InputId::w_down)), w_down);
+
+    reg.add("hn", {BT, s.D}, s.dtype, Held::activation);
+    reg.add("rstd2", {BT}, DType::f32, Held::activation);
+    Tensor& a = reg.add("a", {BW, Fl}, s.dtype, Held::activation);
+    Tensor& b = reg.add("b", {BW, Fl}, s.dtype, Held::activation);
+    Tensor& g = reg.add("g", {BW, Fl}, s.dtype, Held::activation);
+    // Backward: dg in g's memory (g is dead once dw_down = g^T dy is computed), da and db in a's
+    // and b's (swiglu_bwd reads each element before it writes it): no [B*T, F] buffer more.
+    reg.add_view("dg", g, Held::activation);
+    reg.add_view("da", a, Held::activation);
+    reg.add_view("db", b, Held::activation);
+    reg.add("dhn", {BT, s.D}, s.dtype, Held::activation);
+    reg.add("dnorm2_w", {s.D}, DType::f32, Held::grad, "dnorm2_w", ExportRule::slice(0));
+    reg.add("dw_gate", {s.D, Fl}, DType::f32, Held::grad, "dw_gate", columns(true));
+    reg.add("dw_up", {s.D, Fl}, DType::f32, Held::grad, "dw_up", columns(true));
+    reg.add("dw_down", {Fl, s.D}, DType::f32, Held::grad, "dw_down", ExportRule::slice(tr * Fl * s.D));
+  }
+
+  void forward() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    Backend& be = k.be();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size(), Fl = s.F / k.tp_.size();
+    Tensor &in = reg[in_], &out = reg[out_], &hn = reg["hn"], &a = reg["a"], &b = reg["b"], &g = reg["g"];
+    be.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm2_w"], s.eps, hn, reg["rstd2"]);
+    const Tensor& hw = k.tp_.gather(be, hn, 0, 1);  // dead after the two GEMMs: backward gathers again
+    be.gemm(false, false, BW, Fl, s.D, 1.0f, hw, s.D, reg["w_gate"], Fl, 0.0f, a, Fl);
+    be.gemm(false, false, BW, Fl, s.D, 1.0f, hw, s.D, reg["w_up"], Fl, 0.0f, b, Fl);
+    be.swiglu_fwd(a, b, g);
+    Tensor out2 = out.reshape({BT, s.D});
+    Tensor partial = k.tp_.partial(0, out2);
+    be.gemm(false, false, BW, s.D, Fl, 1.0f, g, Fl, reg["w_down"], s.D, 0.0f, partial, s.D);
+    k.tp_.reduce_scatter(be, partial, 1, out2);
+    be.add(out, out, in);
+  }
+
+  void backward() override {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    Backend& be = k.be();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size(), Fl = s.F / k.tp_.size();
+    Tensor &in = reg[in_], &dout = reg["d" + out_], &din = reg["d" + in_];
+    Tensor &a = reg["a"], &b = reg["b"], &g = reg["g"], &dg = reg["dg"], &da = reg["da"], &db = reg["db"];
+    Tensor &dhn = reg["dhn"], &w_gate = reg["w_gate"], &w_up = reg["w_up"];
+    {  // through w_down (dout gathered over the group)
+      const Tensor& dw = k.tp_.gather(be, dout, 0, 1);
+      be.gemm(true, false, Fl, s.D, BW, 1.0f, g, Fl, dw, s.D, 0.0f, reg["dw_down"], s.D);
+      be.gemm(false, true, BW, Fl, s.D, 1.0f, dw, s.D, reg["w_down"], s.D, 0.0f, dg, Fl);
+    }
+    be.swiglu_bwd(a, b, dg, da, db);
+    {  // through w_gate and w_up: dgrad partial sum reduce-scattered, hn gathered again for wgrad
+      const Tensor& hw = k.tp_.gather(be, reg["hn"], 0, 1);
+      Tensor partial = k.tp_.partial(1, dhn);
+      be.gemm(false, true, BW, s.D, Fl, 1.0f, da, Fl, w_gate, Fl, 0.0f, partial, s.D);
+      be.gemm(false, true, BW, s.D, Fl, 1.0f, db, Fl, w_up, Fl, 1.0f, partial, s.D);
+      k.tp_.reduce_scatter(be, partial, 2, dhn);
+      be.gemm(true, false, s.D, Fl, BW, 1.0f, hw, s.D, da, Fl, 0.0f, reg["dw_gate"], Fl);
+      be.gemm(true, false, s.D, Fl, BW, 1.0f, hw, s.D, db, Fl, 0.0f, reg["dw_up"], Fl);
+    }
+    Tensor& dnorm2_w = reg["dnorm2_w"];
+    be.fill(dnorm2_w, 0.0f);
+    Tensor din2 = din.reshape({BT, s.D});
+    be.rmsnorm_bwd(in.reshape({BT, s.D}), reg["norm2_w"], reg["rstd2"], dhn, din2, dnorm2_w);
+    be.add(din, din, dout);
+  }
+};
+
+// ---- the block ----------------------------------------------------------------------------------
+
+Block::Block() = default;
+Block::~Block() = default;
+
+Tensor Block::alloc(std::vector<int64_t> shape, MemKind kind) {
+  return be().alloc(std::move(shape), env_.shape.dtype, kind);
+}
+Tensor Block::alloc_f32(std::vector<int64_t> shape, MemKind kind) {
+  return be().alloc(std::move(shape), DType::f32, kind);
+}
+
+void Block::setup(StrategyEnv& env) {
+  env_ = env;
+  reg_ = TensorRegistry(env_.be);
+  const LayerShape& s = env_.shape;
+  pos_ = token_positions(s, mesh());
+  T_ = pos_.count();
+  const int64_t Hd = int64_t(s.H) * s.d;
+  tp_.setup(reg_, tp_group(), s, T_);
+  hl_ = s.H / tp_.size();
+  gl_ = replicated_kv_heads(tp_.size(), s) / tp_.size();
+
+  // The block's input and the gradient of its output (seeded), then its sub-layers in order.
+  auto law = [&](InputId id) { return input_law(id, s.D, Hd); };
+  Tensor& x = reg_.add("x", {s.B, T_, s.D}, s.dtype, Held::activation, "x", ExportRule::tokens(pos_, s.D, 0, s.D));
+  be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::x)), x);
+  Tensor& dy = reg_.add("dy", {s.B, T_, s.D}, s.dtype, Held::activation, "dy", ExportRule::tokens(pos_, s.D, 0, s.D));
+  be().upload(input_token_rows(env_.seed, InputId::dy, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::dy)), dy);
+  // The residual stream between sub-layers and its gradient: token rows [B, T, D]. y and dx
+  // are the block's output and input gradient; under --block full h = x + attn(x) and dh sit
+  // between the attention and the MLP sub-layer.
+  auto rows = [&](const std::string& name, const std::string& dump) {
+    reg_.add(name, {s.B, T_, s.D}, s.dtype, Held::activation, dump,
+             dump.empty() ? ExportRule{} : ExportRule::tokens(pos_, s.D, 0, s.D));
+  };
+  rows("y", "y");
+  rows("dx", "dx");
+  sublayers_.clear();
+  if (s.full_block) {
+    rows("h", "");
+    rows("dh", "");
+    sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, "x", "h"));
+    sublayers_.push_back(std::make_unique<MlpSubLayer>(*this, "h", "y"));
+  } else {
+    sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, "x", "y"));
+  }
+  for (const auto& l : sublayers_) l->setup();
+  core_setup();
+}
+
+void Block::forward() {
+  for (const auto& l : sublayers_) l->forward();
+}
+
+void Block::backward() {
+  for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) (*it)->backward();
+}
+
+void Block::export_tensor(const std::string& name, std::vector<float>& global) {
+  if (replicated() && env_.world->rank() != 0) return;
+  if (name == "lse") {
+    export_lse(global);
+    return;
+  }
+  if (!reg_.export_share(name, global, env_.shape))
+    throw std::invalid_argument("export_tensor: unknown tensor '" + name + "'");
+}
+
+int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {
+  // Token-local tensors kept across the layer, per rank: x, dy, xn, qkv, q, k, v, o, y, do,
+  // dqkv, dxn, dx (run dtype) and rstd, dq, dk, dv (float32).
+  const int64_t T = s.N / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
+  const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
+  const int64_t run = BT * (6 * s.D + 2 * Cq + 3 * Hd + 2 * Gd) * es;
+  const int64_t f32 = BT * (1 + Hd + 2 * Gd) * 4;
+  return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BT, 1);
+}
+
+int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t) {
+  if (!s.full_block) return 0;
+  // h, dh, hn, dhn on this rank's tokens, a, b, g (da, db, dg in their memory) on the wide rows
+  // for F/t columns (run dtype); rstd2 (float32).
+  const int64_t es = int64_t(dtype_size(s.dtype));
+  return local_rows * 4 * s.D * es + wide_rows * 3 * (s.F / t) * es + local_rows * 4;
+}
+
+}  // namespace cpbench

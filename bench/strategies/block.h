@@ -1,0 +1,186 @@
+// The transformer block of DESIGN, written once for every strategy: an ordered sequence of
+// sub-layers over ONE registry of named tensors.
+//
+//   attention sub-layer:  xn = rmsnorm(x)*norm_w; qkv = xn @ w_qkv; rope(q, k); o = CORE(q, k, v);
+//                         h = x + o @ w_o                      (y = h under --block attn)
+//   MLP sub-layer (--block full): hn = rmsnorm(h)*norm2_w; a = hn @ w_gate; b = hn @ w_up;
+//                         y = h + (silu(a)*b) @ w_down
+//   (and their mirror backward, in reverse order)
+//
+// The registry (TensorRegistry) says, for every tensor, its name, shape, dtype, what it holds
+// (weight, activation, gradient, communication buffer), its dump name and how its share is
+// exported for verification (token rows, a slice of a replicated or partial-sum tensor, column
+// blocks of a weight shard). It allocates the tensors and frees them when the block goes away;
+// export_tensor() and the dump are driven by it. Nothing keeps a hand-written list of buffers.
+//
+// A strategy differs from another only in how it shards and communicates:
+//  - where its tokens are (token_positions) and the attention core on them (core_forward /
+//    core_backward, where ulysses, the rings and allgather-kv communicate);
+//  - optionally a tensor-parallel group (tp_group, megatron-sp today): the block then holds 1/t
+//    of the projection weights (by heads: H/t query heads, max(G,t)/t KV heads, replicated when
+//    t > G) and wraps each column-parallel GEMM in an all-gather of its normed input over the
+//    group and each row-parallel GEMM in a reduce-scatter of its output (TpGroup below). The
+//    attention core then runs on the group's gathered tokens ("wide" rows) for the local heads.
+// With no TP group (t = 1) the gather and reduce-scatter are nothing at all: the same code runs
+// the sequence-sharded strategies and single.
+#pragma once
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/strategies/qkv.h"
+#include "bench/strategy.h"
+
+namespace cpbench {
+
+// What a registered tensor holds; decides the allocator's memory kind (gradients of weights are
+// counted with the weights, as the report always did).
+enum class Held { weight, activation, grad, comm };
+
+// How one rank's share of a tensor is added into the global (natural order, float32) array of
+// DESIGN's dump. Summing every rank's share must give the global tensor: replicated data is
+// added by one rank only (this_rank false on the others); weight gradients are partial sums.
+struct ExportRule {
+  enum class How { none, token_rows, slice, columns };
+  struct ColBlock {     // local columns [local0, local0 + width) -> global [global0, ...)
+    int64_t global0 = 0, local0 = 0, width = 0;
+    bool this_rank = true;  // replicated columns (KV heads) are added by one of their holders
+  };
+  How how = How::none;
+  bool this_rank = true;
+  // token_rows: local [B, pos.count(), width] -> global [B, N, global_cols], columns from col0.
+  Positions pos;
+  int64_t global_cols = 0, col0 = 0, width = 0;
+  // slice: local elements added at global[offset, ...) (a whole tensor: offset 0).
+  int64_t offset = 0;
+  // columns: local [rows, local_cols] -> global [rows, global_cols] by blocks.
+  int64_t rows = 0, local_cols = 0;
+  std::vector<ColBlock> blocks;
+
+  static ExportRule tokens(const Positions& pos, int64_t global_cols, int64_t col0, int64_t width,
+                           bool this_rank = true);
+  static ExportRule slice(int64_t offset, bool this_rank = true);
+};
+
+class TensorRegistry {
+ public:
+  struct Entry {
+    std::string name;   // the block's name for it ("xn", "w_qkv")
+    Held held = Held::activation;
+    std::string dump;   // DESIGN's dump name ("" = not exported)
+    ExportRule rule;
+    Tensor t;
+  };
+  explicit TensorRegistry(Backend* be = nullptr) : be_(be) {}
+  // Allocates and registers a tensor. The name must be new.
+  Tensor& add(const std::string& name, std::vector<int64_t> shape, DType dt, Held held,
+              const std::string& dump = "", ExportRule rule = {});
+  // Registers an existing tensor (a view of another's memory: no allocation of its own).
+  Tensor& add_view(const std::string& name, Tensor t, Held held, const std::string& dump = "",
+                   ExportRule rule = {});
+  Tensor& operator[](const std::string& name);  // throws std::logic_error when unknown
+  bool has(const std::string& name) const;
+  const Entry* by_dump(const std::string& dump) const;
+  // Adds this rank's share of dump tensor `dump` into `global` (see ExportRule). Returns false
+  // when no entry has that dump name.
+  bool export_share(const std::string& dump, std::vector<float>& global, const LayerShape& s);
+
+ private:
+  Entry* find(const std::string& name);
+  Backend* be_;
+  std::deque<Entry> entries_;  // stable addresses: strategies keep references
+};
+
+// The tensor-parallel group around the block's column- and row-parallel GEMMs (Megatron SP).
+// Outside the GEMMs each member holds its own tokens [B*T, D]; gather() all-gathers them into
+// the group's tokens [B*t*T, D] in member order ("wide" rows), reduce_scatter() sums partial
+// [B*t*T, D] outputs and scatters them back. With no communicator (t = 1) gather returns the
+// local rows and partial() is the output itself, so the block's code has no special case.
+// The whole-sequence buffers are slots allocated once; their uses never overlap in time.
+class TpGroup {
+ public:
+  void setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, int64_t T);
+  int size() const { return t_; }
+  int rank() const { return r_; }
+  bool active() const { return c_ != nullptr; }
+  // local [B*T, D] -> the group's rows, in slot `dst` (through `scratch` when B > 1).
+  const Tensor& gather(Backend& be, const Tensor& local, int dst, int scratch);
+  // Where a row-parallel GEMM writes its partial sum: slot `slot`, or `out` itself when t = 1.
+  Tensor partial(int slot, Tensor& out);
+  // partial (returned by partial()) -> out [B*T, D] (through `scratch` when B > 1); t = 1: nothing.
+  void reduce_scatter(Backend& be, const Tensor& partial, int scratch, Tensor& out);
+
+ private:
+  Communicator* c_ = nullptr;
+  int t_ = 1, r_ = 0;
+  int64_t B_ = 1, T_ = 0, D_ = 0;
+  Tensor slot_[3];
+};
+
+class Block : public Strategy {
+ public:
+  Block();
+  ~Block() override;
+  void setup(StrategyEnv& env) final;
+  void forward() final;
+  void backward() final;
+  void export_tensor(const std::string& name, std::vector<float>& global) final;
+  int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
+
+  class SubLayer;  // one sub-layer of the block (block.cpp: attention, the MLP)
+
+ protected:
+  // ---- what a strategy supplies -----------------------------------------------------------------
+  // Global positions of this rank's T tokens, in the order they are stored.
+  virtual Positions token_positions(const LayerShape& s, const Mesh& mesh) const = 0;
+  // The tensor-parallel group (null: none). Its members' tokens, gathered in member order, are
+  // the rows the attention core sees (wide_positions).
+  virtual Communicator* tp_group() { return nullptr; }
+  // Positions of the rows the core sees: this rank's tokens, or the TP group's gathered tokens.
+  virtual Positions wide_positions() const { return pos_; }
+  // Allocate the core's own buffers (called at the end of setup).
+  virtual void core_setup() {}
+  // q_ [B,n,hl,d], k_, v_ [B,n,gl,d] (q, k roped; n = wide rows) -> o_ [B,n,hl,d]; keep what
+  // backward needs.
+  virtual void core_forward() = 0;
+  // do_ [B,n,hl,d] -> dq_ [B,n,hl,d], dk_, dv_ [B,n,gl,d] (float32, overwritten).
+  virtual void core_backward() = 0;
+  // Add this rank's share of lse [B,H,N] (the core knows where its rows live).
+  virtual void export_lse(std::vector<float>& global) = 0;
+  // Extra bytes the core keeps live per rank beyond the token-local activations (estimate).
+  virtual int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const = 0;
+  // Every rank holds the whole block (single): only rank 0 exports.
+  virtual bool replicated() const { return false; }
+  // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
+  // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
+  static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t);
+
+  // ---- for the cores --------------------------------------------------------------------------
+  Backend& be() { return *env_.be; }
+  Mesh& mesh() { return *env_.mesh; }
+  const Mesh& mesh() const { return *env_.mesh; }
+  const LayerShape& shape() const { return env_.shape; }
+  Tensor alloc(std::vector<int64_t> shape, MemKind kind = MemKind::activations);
+  Tensor alloc_f32(std::vector<int64_t> shape, MemKind kind = MemKind::activations);
+
+  StrategyEnv env_;
+  TensorRegistry reg_;
+  TpGroup tp_;
+  Positions pos_;  // this rank's tokens
+  int64_t T_ = 0;  // tokens per batch row on this rank
+  int hl_ = 0, gl_ = 0;  // query and KV heads on this rank (H/t, max(G,t)/t)
+  // The attention core's tensors: views of registry entries (the registry owns them).
+  Tensor q_, k_, v_, o_, do_, dq_, dk_, dv_;
+  // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv's memory (dead once q, k, v are split
+  // out of it; nothing exports them), so the conversion allocates nothing and adds no memory.
+  Tensor dq_run_, dk_run_, dv_run_;
+
+ private:
+  class AttentionSubLayer;
+  class MlpSubLayer;
+  std::vector<std::unique_ptr<SubLayer>> sublayers_;
+};
+
+}  // namespace cpbench
