@@ -106,7 +106,7 @@ def fits_up_to(rows, hbm):
         a = m1 - b * n1
     if b <= 0:
         return None
-    return int((hbm - a) / b)
+    return max(0, int((hbm - a) / b))  # 0: what does not grow with N alone exceeds hbm
 
 
 def node_count(ctx, P):
@@ -219,7 +219,7 @@ def one_report(path, a):
                 mfu, batch * n / P / (step * 1e-3),
                 "n/a" if tb is None else fmt_bytes(tb["intra"]), "n/a" if tb is None else fmt_bytes(tb["inter"]),
                 fmt_bytes(mem), fits,
-                "-" if nmax is None else "{:,}".format(nmax) + (" (est.)" if est else "")))
+                "-" if nmax is None else ("{:,}".format(nmax) if nmax else "none") + (" (est.)" if est else "")))
         lines += ["", verdict(n, fit_rows, bands, tied), ""]
     skipped = [r for r in rep["results"] if r["status"] == "skipped"]
     if skipped:

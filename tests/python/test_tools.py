@@ -671,6 +671,9 @@ class PlanTest(TempDirCase):
         self.assertEqual(rows["ring"]["longest N that fits"], "1,536 (est.)")
         self.assertEqual(rows["ulysses"]["vs best"], "best")
         self.assertIn("Best per N (4 GPUs): N=1024: ring, N=2048: ulysses", out)
+        # 0.5 GiB: the parameters' state alone (1 GiB) does not fit, at no N
+        rows = {r["strategy"]: r for r in plan_tables(self.plan(rep, "--hbm-gib", "0.5"))[2048]}
+        self.assertEqual(rows["ring"]["longest N that fits"], "none (est.)")
         # one N: the estimate's non-activation part stays, its activations grow with N
         rep["results"] = [r for r in rep["results"] if r["seq"] == 1024]
         rows = {r["strategy"]: r for r in plan_tables(self.plan(rep, "--hbm-gib", "10"))[1024]}
