@@ -142,6 +142,15 @@ void finalize_config(RunConfig& c, int P) {
   if (c.block == "full" && c.ffn_dim == 0)
     throw std::invalid_argument("block=full needs the MLP width: --ffn-dim F (model '" + c.model +
                                 "' with dim=" + std::to_string(c.dim) + " gives none)");
+  // The whole-model estimate's L and V: --layers, else the preset's; every embedded preset has
+  // both, a block without L is an error rather than a silent one-layer model.
+  if (c.layers == 0) c.layers = m->layers;
+  c.vocab = m->vocab;
+  if (c.block == "full" && c.layers < 1)
+    throw std::invalid_argument("block=full needs the model's layers for the memory estimate: --layers L (model '" +
+                                c.model + "' gives layers=" + std::to_string(c.layers) + ")");
+  if (c.recompute != "none" && c.recompute != "full")
+    throw std::invalid_argument("recompute must be none or full, got '" + c.recompute + "'");
   auto positive = [](const char* name, int64_t v) {
     if (v <= 0) throw std::invalid_argument(std::string(name) + " must be positive, got " + std::to_string(v));
   };

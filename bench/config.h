@@ -30,6 +30,11 @@ struct RunConfig {
   int heads = 0, kv_heads = 0, head_dim = 0, dim = 0;
   std::string block = "attn";  // attn | full (the attention sub-layer, or with the SwiGLU MLP)
   int64_t ffn_dim = 0;          // F; 0: the model preset's (needed by --block full)
+  // The whole-model memory estimate (--block full): L layers (0: the model preset's), the
+  // preset's vocabulary V, and what the activations keep (none: every block's; full: each
+  // block's input only).
+  int64_t layers = 0, vocab = 0;
+  std::string recompute = "none";  // none | full
   bool causal = true, rope = true;
   std::vector<std::string> strategies;  // empty: every registered strategy
   bool strategies_explicit = false;     // named by the user (errors instead of skips)

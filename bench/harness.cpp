@@ -1,11 +1,13 @@
 #include "bench/harness.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "bench/dump.h"
 #include "bench/measure.h"
+#include "bench/strategies/block.h"
 #include "bench/verify_bound.h"
 
 namespace cpbench {
@@ -116,6 +118,12 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     }
     reasons = agree_on_errors(w_, error);
   }
+  if (auto* block = dynamic_cast<Block*>(strat.get()); block && reasons.empty()) {
+    const Block::HeldShare held = block->held_share();
+    m.summary.block_parameters = double(held.parameters);
+    m.summary.block_input_bytes = double(held.input_bytes);
+    m.summary.tp = held.tp;
+  }
   strat.reset();  // its destructor frees its buffers
   be_.release_cached_memory();
   log_.clear();
@@ -152,6 +160,20 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
                                    peak, model->activation_bytes_estimate(shape, P, job.mesh),
                                    predict_tiers(predicted, model->mesh_desc(job.mesh), P, log_.node_map()));
+  if (shape.full_block) {  // DESIGN's whole-model memory estimate, from the busiest rank's share
+    ModelEstimateInput in;
+    for (const RankSummary& r : ranks) {
+      in.block_parameters = std::max(in.block_parameters, int64_t(r.block_parameters));
+      in.block_input_bytes = std::max(in.block_input_bytes, int64_t(r.block_input_bytes));
+      in.tp = std::max(in.tp, int(r.tp));
+    }
+    in.layers = cfg_.layers;
+    in.vocab = cfg_.vocab;
+    in.dim = shape.D;
+    in.block_activation_bytes = result.timed->mem_activations;  // measured, maximum over ranks
+    in.recompute_full = cfg_.recompute == "full";
+    result.timed->model_estimate = model_estimate(in);
+  }
   return result;
 }
 

@@ -145,4 +145,35 @@ double imbalance(const std::vector<double>& per_rank) {
   return m > 0 ? std::max(1.0, max_of(per_rank) / m) : 1.0;
 }
 
+ModelEstimate model_estimate(const ModelEstimateInput& in) {
+  if (in.layers < 1 || in.tp < 1)
+    throw std::invalid_argument("model_estimate: layers and tp must be >= 1, got layers=" + std::to_string(in.layers) +
+                                " tp=" + std::to_string(in.tp));
+  ModelEstimate e;
+  e.layers = in.layers;
+  // Embedding and output head (untied): V x D each, vocabulary-parallel over the TP group; a
+  // rank holds at most ceil(2VD / t) of them.
+  const int64_t head = (2 * in.vocab * in.dim + in.tp - 1) / in.tp;
+  e.parameters = in.layers * in.block_parameters + head;
+  e.weights = e.parameters * kWeightBytesPerParam;
+  e.grads = e.parameters * kGradBytesPerParam;
+  e.optimizer = e.parameters * kOptimizerBytesPerParam;
+  e.activations = in.recompute_full ? in.layers * in.block_input_bytes + in.block_activation_bytes
+                                    : in.layers * in.block_activation_bytes;
+  e.total = e.weights + e.grads + e.optimizer + e.activations;
+  const std::string L = std::to_string(in.layers);
+  e.formula = "estimate, per rank: parameters = L " + L + " x " + std::to_string(in.block_parameters) +
+              " held of one block + embedding and head 2 x V " + std::to_string(in.vocab) + " x D " +
+              std::to_string(in.dim) + " / tp " + std::to_string(in.tp) + " = " + std::to_string(e.parameters) +
+              "; weights 2 B/param (bf16), grads 2 B/param (bf16), optimizer 12 B/param (fp32 master + two fp32 "
+              "Adam moments); activations = " +
+              (in.recompute_full ? "L " + L + " x block input " + std::to_string(in.block_input_bytes) +
+                                       " B + one block's measured activations " +
+                                       std::to_string(in.block_activation_bytes) + " B (recompute full)"
+                                 : "L " + L + " x one block's measured activations " +
+                                       std::to_string(in.block_activation_bytes) + " B (recompute none)") +
+              "; total = weights + grads + optimizer + activations";
+  return e;
+}
+
 }  // namespace cpbench

@@ -56,4 +56,30 @@ double exposed_overlap_ratio(double exposed_ms, double standalone_ms, bool sends
 // max / mean (1 when the mean is 0).
 double imbalance(const std::vector<double>& per_rank);
 
+// DESIGN's whole-model memory estimate per rank (--block full): L blocks as measured plus the
+// embedding and the output head, trained with mixed-precision Adam. An estimate, not a
+// measurement: the report says so in `formula`.
+struct ModelEstimateInput {
+  int64_t layers = 0;             // L
+  int64_t block_parameters = 0;   // parameters one rank holds of one block (its registry's weights)
+  int64_t vocab = 0, dim = 0;     // V, D: embedding and output head, V x D each, split by tp
+  int tp = 1;                     // the TP degree (megatron-sp: P; 1 for the others)
+  int64_t block_activation_bytes = 0;  // one block's activations per rank (report's memory.activations)
+  int64_t block_input_bytes = 0;       // one block's input [B, T, D] per rank, run dtype
+  bool recompute_full = false;         // --recompute full: keep only each block's input
+};
+struct ModelEstimate {
+  int64_t layers = 0, parameters = 0;
+  int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, total = 0;  // bytes
+  std::string formula;
+};
+// Bytes per parameter held: bf16 weights 2, bf16 gradients 2, optimizer 12 (fp32 master 4 and
+// Adam's two fp32 moments 8): 16 in all.
+inline constexpr int64_t kWeightBytesPerParam = 2, kGradBytesPerParam = 2, kOptimizerBytesPerParam = 12;
+// parameters = L * block_parameters + ceil(2 V D / tp); weights/grads/optimizer = parameters x
+// 2/2/12 bytes; activations = L * block_activation_bytes (recompute none) or L *
+// block_input_bytes + block_activation_bytes (recompute full: each block's input kept, one block
+// recomputed at a time); total = their sum. Throws std::invalid_argument on layers < 1 or tp < 1.
+ModelEstimate model_estimate(const ModelEstimateInput& in);
+
 }  // namespace cpbench

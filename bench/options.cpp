@@ -121,6 +121,12 @@ std::vector<OptionSpec> make_table() {
        {"attn", "full"}, false, [](RunConfig& c, const json& v) { c.block = v.get<std::string>(); }},
       {"ffn_dim", "--ffn-dim", OptKind::count, "MLP width F for --block full (default: the model preset's)", {}, false,
        [](RunConfig& c, const json& v) { c.ffn_dim = v.get<int64_t>(); }},
+      {"layers", "--layers", OptKind::count,
+       "layers L of the whole-model memory estimate under --block full (default: the model preset's)", {}, false,
+       [](RunConfig& c, const json& v) { c.layers = v.get<int64_t>(); }},
+      {"recompute", "--recompute", OptKind::choice,
+       "activations of the memory estimate: none (every block's, default) | full (each block's input only)",
+       {"none", "full"}, false, [](RunConfig& c, const json& v) { c.recompute = v.get<std::string>(); }},
       {"causal", "--causal", OptKind::boolean, "causal mask (default) or none (--no-causal)", {}, true,
        [](RunConfig& c, const json& v) { c.causal = v.get<bool>(); }},
       {"rope", "--rope", OptKind::boolean, "rotary embedding (default) or none (--no-rope)", {}, true,
@@ -197,7 +203,7 @@ std::vector<OptionSpec> make_table() {
   // value, the strategy's default mesh) and silently stand for something else.
   const std::pair<const char*, int64_t> minimums[] = {
       {"seq", 1},        {"batch", 1},      {"heads", 1},      {"kv_heads", 1},   {"head_dim", 1},
-      {"dim", 1},        {"ffn_dim", 1},    {"ulysses", 1},    {"ring", 1},       {"iters", 1},      {"warmup", 0},
+      {"dim", 1},        {"ffn_dim", 1},    {"layers", 1},    {"ulysses", 1},    {"ring", 1},       {"iters", 1},      {"warmup", 0},
       {"threads", 0},    {"window", 0},     {"inner_ring", 0}, {"ranks_per_node", 0},
       {"timeout", 0},    {"min_verified", 0}, {"world_size", 0}};
   for (auto& o : t)
@@ -216,6 +222,9 @@ std::vector<OptionSpec> make_table() {
       {"block", "block", [](const RunConfig& c) { return json(c.block); }},
       {"ffn_dim", "ffn_dim",
        [](const RunConfig& c) { return c.block == "full" ? json(c.ffn_dim) : json(nullptr); }},
+      {"layers", "layers", [](const RunConfig& c) { return c.block == "full" ? json(c.layers) : json(nullptr); }},
+      {"recompute", "recompute",
+       [](const RunConfig& c) { return c.block == "full" ? json(c.recompute) : json(nullptr); }},
       {"causal", "causal", [](const RunConfig& c) { return json(c.causal); }},
       {"rope", "rope", [](const RunConfig& c) { return json(c.rope); }},
       {"strategies", "strategies", [](const RunConfig& c) { return json(c.strategies); }},

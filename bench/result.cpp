@@ -10,7 +10,7 @@ using nlohmann::json;
 std::vector<double> RankSummary::pack() const {
   return {step_ms, busy_ms, exposed_ms, standalone_ms, bytes_fwd, bytes_bwd, mem_peak, mem_weights,
           mem_activations, mem_comm, model_flops, hardware_flops, hta_overlap, timed_allocations,
-          intra_fwd, inter_fwd, intra_bwd, inter_bwd};
+          intra_fwd, inter_fwd, intra_bwd, inter_bwd, block_parameters, block_input_bytes, tp};
 }
 
 RankSummary RankSummary::unpack(const double* v) {
@@ -20,6 +20,7 @@ RankSummary RankSummary::unpack(const double* v) {
   s.mem_activations = v[8], s.mem_comm = v[9], s.model_flops = v[10], s.hardware_flops = v[11];
   s.hta_overlap = v[12], s.timed_allocations = v[13];
   s.intra_fwd = v[14], s.inter_fwd = v[15], s.intra_bwd = v[16], s.inter_bwd = v[17];
+  s.block_parameters = v[18], s.block_input_bytes = v[19], s.tp = v[20];
   return s;
 }
 
@@ -187,6 +188,14 @@ json JobResult::to_json() const {
                    {"weights", t.mem_weights}, {"activations", t.mem_activations},
                    {"comm_buffers", t.mem_comm}, {"activation_estimate_bytes", t.activation_estimate},
                    {"timed_allocations", t.timed_allocations}};
+    json estimate = nullptr;
+    if (t.model_estimate) {
+      const ModelEstimate& e = *t.model_estimate;
+      estimate = {{"layers", e.layers}, {"parameters", e.parameters}, {"weights", e.weights}, {"grads", e.grads},
+                  {"optimizer", e.optimizer}, {"activations", e.activations}, {"total", e.total},
+                  {"formula", e.formula}};
+    }
+    r["memory"]["model_estimate"] = estimate;
     r["balance"] = {{"compute_ms_per_rank", t.compute_ms_per_rank}, {"imbalance", t.imbalance()},
                     {"model_flops_per_rank", t.model_flops_per_rank}, {"flops_imbalance", t.flops_imbalance()}};
   }

@@ -24,7 +24,9 @@ struct RankSummary {
   double hta_overlap = 1;       // communication time covered by own compute (median over timed iterations)
   double timed_allocations = 0;  // allocator calls during the timed iterations
   double intra_fwd = 0, inter_fwd = 0, intra_bwd = 0, inter_bwd = 0;  // bytes_sent by tier
-  static constexpr size_t kFields = 18;
+  // What the rank holds of the block (Block::held_share), for the whole-model memory estimate.
+  double block_parameters = 0, block_input_bytes = 0, tp = 1;
+  static constexpr size_t kFields = 21;
   std::vector<double> pack() const;
   static RankSummary unpack(const double* v);
 };
@@ -62,6 +64,7 @@ struct TimedResult {  // present when status is ok in a run
   std::vector<int64_t> mem_per_rank;
   int64_t mem_weights = 0, mem_activations = 0, mem_comm = 0, activation_estimate = 0;
   int64_t timed_allocations = 0;  // summed over ranks; 0 by contract
+  std::optional<ModelEstimate> model_estimate;  // --block full only (metrics.h model_estimate)
   std::vector<double> compute_ms_per_rank, model_flops_per_rank;
 
   double overlap_ratio() const;      // min over ranks

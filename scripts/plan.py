@@ -19,6 +19,12 @@ gives each margin and the two bands. A single winner is named only when the best
 disjoint from every other's; when a band has zero width (one timed step, or a simulation without
 timing.step_ms.band) the verdict says its margin's significance is unknown.
 
+Memory: "fits HBM" and "longest N that fits" use memory.model_estimate.total where a result has
+one (--block full: an ESTIMATE of the whole model per rank, L layers with embedding, output head and
+mixed-precision Adam; the cells say "est."), else the measured peak of the one block that ran
+(peak_bytes, which ignores the other layers and the optimizer). The "peak memory" column is always
+the measured peak.
+
 Tiers: the bytes columns are the report's own comm.{fwd,bwd}.tiers: per rank, intra_node_bytes
 (to ranks on its node) and inter_node_bytes (to other nodes) of fwd + bwd, the maximum over ranks
 of each (the rank that sends most, as cpbench's console prints inter_node). A report without
@@ -68,24 +74,39 @@ def overlaps(a, b):
     return a[0] <= b[1] and b[0] <= a[1]
 
 
+def model_estimate(r):
+    """The result's memory.model_estimate (the whole model per rank, an estimate), or None."""
+    return r["memory"].get("model_estimate")
+
+
+def fit_memory(r):
+    """The bytes that must fit in HBM: the whole-model estimate's total when the result has one,
+    else the measured peak of the block that ran."""
+    e = model_estimate(r)
+    return e["total"] if e else r["memory"]["peak_bytes"]
+
+
 def fits_up_to(rows, hbm):
-    """Longest N whose peak memory stays under hbm, from a line through the two largest N run
-    (memory = a + b*N); None when it cannot be estimated."""
-    pts = sorted((r["seq"], r["memory"]["peak_bytes"]) for r in rows)
+    """Longest N whose memory (fit_memory) stays under hbm, from a line through the two largest N
+    run (memory = a + b*N); None when it cannot be estimated."""
+    pts = sorted(((r["seq"], fit_memory(r), r) for r in rows), key=lambda p: p[:2])
     if not hbm or not pts:
         return None
     if len(pts) == 1:
-        n, m = pts[0]
-        w = rows[0]["memory"].get("weights", 0)
+        n, m, r = pts[0]
+        e = model_estimate(r)
+        # One N: what does not grow with N (the estimate's weights, grads and optimizer state;
+        # else the measured weights) stays, the rest grows linearly.
+        w = (m - e["activations"]) if e else r["memory"].get("weights", 0)
         b = (m - w) / n if n else 0
         a = w
     else:
-        (n0, m0), (n1, m1) = pts[-2], pts[-1]
+        (n0, m0, _), (n1, m1, _) = pts[-2], pts[-1]
         b = (m1 - m0) / (n1 - n0) if n1 != n0 else 0
         a = m1 - b * n1
     if b <= 0:
         return None
-    return int((hbm - a) / b)
+    return max(0, int((hbm - a) / b))  # 0: what does not grow with N alone exceeds hbm
 
 
 def node_count(ctx, P):
@@ -148,6 +169,13 @@ def one_report(path, a):
              "Bytes per step (fwd + bwd) from the report's comm.*.tiers, each column the maximum over ranks; "
              "band: timing.step_ms.band x median where present, else p10-p90 of the timed steps; "
              "tie \"=1\": the band overlaps the best's.", ""]
+    estimated = [r for r in oks if model_estimate(r)]
+    if estimated:
+        e = model_estimate(estimated[0])
+        lines += ["Fits HBM and longest N: memory.model_estimate.total, an **estimate** of the whole model per "
+                  "rank (%d layers, embedding and output head, mixed-precision Adam at 16 B/param, activations "
+                  "with recompute %s), not a measurement; peak memory: the measured block." % (
+                      e["layers"], cfg.get("recompute") or "none"), ""]
     best = {}      # N -> (label, [tied labels])
     curves = {}    # label -> [(N, median, lo, hi)]
     by_label = {}
@@ -156,7 +184,7 @@ def one_report(path, a):
     for n in sorted({r["seq"] for r in oks}):
         rows = sorted([r for r in oks if r["seq"] == n], key=lambda r: r["timing"]["step_ms"]["median"])
         bands = {r["label"]: step_band(r) for r in rows}
-        fit_rows = [r for r in rows if not hbm or r["memory"]["peak_bytes"] <= hbm]
+        fit_rows = [r for r in rows if not hbm or fit_memory(r) <= hbm]
         tied = []
         if fit_rows:
             b0 = bands[fit_rows[0]["label"]]
@@ -174,7 +202,10 @@ def one_report(path, a):
             curves.setdefault(r["label"], []).append((n, step, lo, hi))
             tb = tier_bytes(r)
             mem = r["memory"]["peak_bytes"]
-            fits = "-" if not hbm else ("yes" if mem <= hbm else "**no**")
+            est = model_estimate(r)
+            fits = "-" if not hbm else ("yes" if fit_memory(r) <= hbm else "**no**")
+            if hbm and est:
+                fits += " (est. %s)" % fmt_bytes(est["total"])
             nmax = fits_up_to(by_label[r["label"]], hbm)
             if bm is None:
                 vs = "-"
@@ -187,7 +218,8 @@ def one_report(path, a):
                 i, r["label"], step, lo, hi, vs, "=1" if r["label"] in tie_set else "",
                 mfu, batch * n / P / (step * 1e-3),
                 "n/a" if tb is None else fmt_bytes(tb["intra"]), "n/a" if tb is None else fmt_bytes(tb["inter"]),
-                fmt_bytes(mem), fits, "-" if nmax is None else "{:,}".format(nmax)))
+                fmt_bytes(mem), fits,
+                "-" if nmax is None else ("{:,}".format(nmax) if nmax else "none") + (" (est.)" if est else "")))
         lines += ["", verdict(n, fit_rows, bands, tied), ""]
     skipped = [r for r in rep["results"] if r["status"] == "skipped"]
     if skipped:

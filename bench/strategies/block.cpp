@@ -77,6 +77,13 @@ bool TensorRegistry::has(const std::string& name) const {
   return false;
 }
 
+int64_t TensorRegistry::elements(Held held) const {
+  int64_t n = 0;
+  for (const Entry& e : entries_)
+    if (e.held == held) n += e.t.numel();
+  return n;
+}
+
 const TensorRegistry::Entry* TensorRegistry::by_dump(const std::string& dump) const {
   for (const Entry& e : entries_)
     if (e.dump == dump) return &e;
@@ -500,6 +507,10 @@ void Block::export_tensor(const std::string& name, std::vector<float>& global) {
   }
   if (!reg_.export_share(name, global, env_.shape))
     throw std::invalid_argument("export_tensor: unknown tensor '" + name + "'");
+}
+
+Block::HeldShare Block::held_share() {
+  return {reg_.elements(Held::weight), int64_t(reg_["x"].bytes()), tp_.size()};
 }
 
 int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {

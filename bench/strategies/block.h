@@ -82,6 +82,8 @@ class TensorRegistry {
                    ExportRule rule = {});
   Tensor& operator[](const std::string& name);  // throws std::logic_error when unknown
   bool has(const std::string& name) const;
+  // Elements of the tensors that hold `held` (Held::weight: the parameters this rank holds).
+  int64_t elements(Held held) const;
   const Entry* by_dump(const std::string& dump) const;
   // Adds this rank's share of dump tensor `dump` into `global` (see ExportRule). Returns false
   // when no entry has that dump name.
@@ -128,6 +130,14 @@ class Block : public Strategy {
   void backward() final;
   void export_tensor(const std::string& name, std::vector<float>& global) final;
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
+  // After setup, for the whole-model memory estimate (metrics.h model_estimate): the parameters
+  // this rank holds of the block (its registry's weight elements: 1/t of the projections under
+  // a TP group of t), the bytes of its input x [B, T, D] and the TP degree t.
+  struct HeldShare {
+    int64_t parameters = 0, input_bytes = 0;
+    int tp = 1;
+  };
+  HeldShare held_share();
 
   class SubLayer;  // one sub-layer of the block (block.cpp: attention, the MLP)
 

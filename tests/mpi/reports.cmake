@@ -117,3 +117,12 @@ set_tests_properties(report_mem_limit_fails_job_sweep_goes_on PROPERTIES LABELS 
 set(_plan_md ${CPBENCH_TEST_OUT}/plan_tiers_p4.md)
 cpbench_report_test(plan_tiers_p4 4 "--model;tiny;--seq;64;--strategies;double-ring,ulysses;--ranks-per-node;2;--warmup;0;--iters;3;--no-progress"
   "${_py} ${PROJECT_SOURCE_DIR}/scripts/plan.py REPORT > ${_plan_md} && ${_py} ${_chk} plan REPORT ${_plan_md} --min-cross 2 && grep -q 'Best per N (4 GPUs)' ${_plan_md}")
+
+# The whole-model memory estimate (memory.model_estimate): under --block full its parameters are
+# DESIGN's block (rebuilt from the config) x layers + the split embedding and head, 16 bytes each,
+# activations by --recompute, total = the sum, megatron-sp's 1/P; null under --block attn.
+set(_est ${CPBENCH_TEST_OUT}/estimate_p2)
+set(_est_run "${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 64 --strategies single,ring,ulysses,megatron-sp ${_fast_s}")
+add_test(NAME report_model_estimate_p2
+         COMMAND sh -c "rm -f ${_est}_none.json ${_est}_full.json ${_est}_attn.json && ${_est_run} --block full --out ${_est}_none.json && ${_est_run} --block full --recompute full --layers 3 --batch 2 --out ${_est}_full.json && ${_est_run} --out ${_est}_attn.json && ${_py} ${_val} ${_est}_none.json && ${_py} ${_val} ${_est}_full.json && ${_py} ${_val} ${_est}_attn.json && ${_py} ${_chk} estimate ${_est}_none.json ${_est}_full.json --attn ${_est}_attn.json --min-ok 4")
+set_tests_properties(report_model_estimate_p2 PROPERTIES LABELS "mpi;report" TIMEOUT 300)

@@ -22,10 +22,18 @@
                                                      tier columns equal the report's comm.*.tiers (per rank
                                                      fwd + bwd, maximum over ranks), N rows at least with bytes
                                                      to other nodes
+  check_report.py estimate FULL.json [FULL2.json ...] --attn ATTN.json
+                                                     memory.model_estimate: under --block full every ok result's
+                                                     parameters equal DESIGN's block (rebuilt here from the config,
+                                                     1/t of the projections under megatron-sp's t = P) x layers +
+                                                     2 V D / t (V from configs/models/), 2/2/12 bytes per parameter,
+                                                     activations by config.recompute, total = the sum, megatron-sp's
+                                                     projections 1/P of the others'; null under --block attn
 Prints 'N passed, M failed' and exits 1 on any failure.
 """
 import argparse
 import json
+import os
 import re
 import sys
 
@@ -281,6 +289,76 @@ def cmd_plan(a):
     check(cross >= a.min_cross, f"{cross} results send to other nodes, expected at least {a.min_cross}")
 
 
+def preset_vocab(model):
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "models",
+                           model + ".json"), encoding="utf-8") as f:
+        return json.load(f)["vocab"]
+
+
+def tp_degree(r, P):
+    """The TP degree of a result: mesh.tp where the report has it, else megatron-sp's P, else 1."""
+    return r["mesh"].get("tp") or (P if r["strategy"] == "megatron-sp" else 1)
+
+
+def block_parameters(cfg, t):
+    """Parameters one rank holds of one block (DESIGN): the two norms whole; w_qkv, w_o by heads
+    (H/t query heads, max(G, t)/t KV heads); the MLP's three [D, F] matrices by F/t columns."""
+    D, H, G, d, F = cfg["dim"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn_dim"]
+    hl, gl = H // t, max(G, t) // t
+    return 2 * D + D * (hl + 2 * gl) * d + hl * d * D + 3 * D * (F // t)
+
+
+def cmd_estimate(a):
+    for path in a.full:
+        rep = json.load(open(path))
+        cfg = rep["config"]
+        P, L, V, D = cfg["world_size"], cfg["layers"], preset_vocab(cfg["model"]), cfg["dim"]
+        check(cfg["block"] == "full" and isinstance(L, int) and L >= 1 and cfg["recompute"] in ("none", "full"),
+              f"{path}: config block {cfg['block']} layers {L} recompute {cfg.get('recompute')}")
+        oks = ok_results(rep)
+        check(len(oks) >= a.min_ok, f"{path}: {len(oks)} ok results, expected at least {a.min_ok}")
+        params = {}
+        for r in oks:
+            e, m = r["memory"]["model_estimate"], r["memory"]
+            name = f"{path}: {r['label']} seq={r['seq']}"
+            if not check(e is not None, f"{name}: no model_estimate under --block full"):
+                continue
+            t = tp_degree(r, P)
+            want = L * block_parameters(cfg, t) + -(-2 * V * D // t)
+            params[(r["label"], r["seq"])] = (e["parameters"], t)
+            check(e["layers"] == L, f"{name}: layers {e['layers']} != config {L}")
+            check(e["parameters"] == want, f"{name}: parameters {e['parameters']} != {want} (t={t})")
+            check((e["weights"], e["grads"], e["optimizer"]) == (2 * want, 2 * want, 12 * want),
+                  f"{name}: weights/grads/optimizer {e['weights']}/{e['grads']}/{e['optimizer']} != 2/2/12 x {want}")
+            T = r["seq"] if r["strategy"] == "single" else r["seq"] // P  # tokens on a rank
+            block_input = cfg["batch"] * T * D * ELEM_BYTES[cfg["dtype"]]
+            acts = (L * block_input + m["activations"]) if cfg["recompute"] == "full" else L * m["activations"]
+            check(e["activations"] == acts, f"{name}: activations {e['activations']} != {acts} ({cfg['recompute']})")
+            check(e["total"] == e["weights"] + e["grads"] + e["optimizer"] + e["activations"],
+                  f"{name}: total {e['total']} is not the sum of its terms")
+            check(e["formula"].startswith("estimate") and "recompute " + cfg["recompute"] in e["formula"],
+                  f"{name}: formula {e['formula']!r} does not say it is an estimate and which recompute")
+        # megatron-sp holds 1/P of the projections and of the embedding/head: its parameters less the
+        # replicated norms, times P, are every sequence-sharded strategy's (no KV replication: G >= P).
+        if cfg["kv_heads"] >= P and P > 1:
+            norms = L * 2 * D
+            for (label, seq), (p_msp, t) in params.items():
+                if t != P:
+                    continue
+                others = [p for (lb, s), (p, t1) in params.items() if s == seq and t1 == 1]
+                check(others and all((p_msp - norms) * P == p - norms for p in others),
+                      f"{path}: {label} seq={seq}: parameters {p_msp} x {P} (less norms) != the others' {others}")
+                print(f"{label} seq={seq}: {p_msp} parameters per rank, the others {sorted(set(others))}")
+    rep = json.load(open(a.attn))
+    check(rep["config"]["block"] == "attn" and rep["config"]["layers"] is None and rep["config"]["recompute"] is None,
+          f"{a.attn}: config block {rep['config']['block']} layers {rep['config']['layers']}")
+    oks = ok_results(rep)
+    check(oks, f"{a.attn}: no ok result")
+    for r in oks:
+        check(r["memory"]["model_estimate"] is None,
+              f"{a.attn}: {r['label']}: model_estimate {r['memory']['model_estimate']} under --block attn")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -296,6 +374,8 @@ def main():
     c.add_argument("--min-dash", type=int, default=1); c.add_argument("--min-pct", type=int, default=1)
     p = sub.add_parser("plan"); p.add_argument("report"); p.add_argument("plan")
     p.add_argument("--min-cross", type=int, default=1)
+    e = sub.add_parser("estimate"); e.add_argument("full", nargs="+"); e.add_argument("--attn", required=True)
+    e.add_argument("--min-ok", type=int, default=1)
     a = ap.parse_args()
     if a.cmd == "model":
         cmd_model(a)
@@ -311,6 +391,8 @@ def main():
         cmd_console(a)
     elif a.cmd == "plan":
         cmd_plan(a)
+    elif a.cmd == "estimate":
+        cmd_estimate(a)
     else:
         cmd_trace(a)
     print(f"{passed} passed, {failed} failed")

@@ -43,7 +43,8 @@ OPTIONS = {
     "--threads": ("threads", "count"), "--backend": ("backend", "choice"), "--comm": ("comm", "choice"),
     "--dtype": ("dtype", "choice"), "--mem-limit": ("mem_limit", "size"), "--timeout": ("timeout", "integer"),
     "--min-verified": ("min_verified", "count"), "--world-size": ("world_size", "count"),
-    "--peak-tflops": ("peak_tflops", "number"),
+    "--peak-tflops": ("peak_tflops", "number"), "--layers": ("layers", "count"),
+    "--recompute": ("recompute", "choice"),
 }
 BOOL_FLAGS = {"--causal": "causal", "--rope": "rope", "--dry-run": "dry_run", "--progress": "progress"}
 
@@ -69,6 +70,7 @@ SEMANTIC = {
     "head_dim": ["0", "-8", "300"], "dim": ["0", "-1", "16777217"], "window": ["-1", "-9223372036854775808"], "iters": ["0", "-1"], "warmup": ["-1"],
     "threads": ["-1"], "ulysses": ["-1"], "ring": ["-2"], "inner_ring": ["-1"], "ranks_per_node": ["-1", "3"],
     "min_verified": ["-1", "2"], "world_size": ["-1", "8"], "timeout": ["-1", "-600"], "model": ["gpt5", ""],
+    "layers": ["0", "-3"],
 }
 
 

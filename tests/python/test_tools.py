@@ -644,6 +644,41 @@ class PlanTest(TempDirCase):
         self.assertEqual(res.returncode, 2)
         self.assertIn("ring N=1024: timing.step_ms.band {lo: 1.2, hi: 1.1} must satisfy 0 < lo <= 1 <= hi", res.stderr)
 
+    def test_fits_use_the_model_estimate_when_present(self):
+        GiB = 2**30
+        rep = synth.make_report(strategies=["ring", "ulysses"], seqs=[1024, 2048],
+                                step_ms={"ring": 10.0, "ulysses": 20.0})
+        for r in rep["results"]:
+            if r["label"] == "ring":  # the whole model: 1 GiB of parameters' state + 1 GiB per 1024 tokens
+                act = GiB * r["seq"] // 1024
+                r["memory"]["model_estimate"] = {
+                    "layers": 4, "parameters": GiB // 16, "weights": GiB // 8, "grads": GiB // 8,
+                    "optimizer": 3 * GiB // 4, "activations": act, "total": GiB + act,
+                    "formula": "estimate, per rank: ..."}
+        self.assertLess(max(r["memory"]["peak_bytes"] for r in rep["results"]), GiB // 4)  # the block alone is small
+        rep["config"]["recompute"] = "none"
+        out = self.plan(rep, "--hbm-gib", "10")
+        self.assertIn("memory.model_estimate.total, an **estimate** of the whole model per rank (4 layers", out)
+        rows = {r["strategy"]: r for r in plan_tables(out)[2048]}
+        self.assertEqual(rows["ring"]["fits HBM"], "yes (est. 3.00 GiB)")
+        self.assertEqual(rows["ring"]["longest N that fits"], "9,216 (est.)")  # (10 - 1) GiB / (1 GiB / 1024)
+        self.assertEqual(rows["ulysses"]["fits HBM"], "yes")  # no estimate: the measured peak, as before
+        self.assertNotIn("est.", rows["ulysses"]["longest N that fits"])
+        # 2.5 GiB: the block's peak would fit, the whole model does not; ring is out of the ranking
+        out = self.plan(rep, "--hbm-gib", "2.5")
+        rows = {r["strategy"]: r for r in plan_tables(out)[2048]}
+        self.assertEqual(rows["ring"]["fits HBM"], "**no** (est. 3.00 GiB)")
+        self.assertEqual(rows["ring"]["longest N that fits"], "1,536 (est.)")
+        self.assertEqual(rows["ulysses"]["vs best"], "best")
+        self.assertIn("Best per N (4 GPUs): N=1024: ring, N=2048: ulysses", out)
+        # 0.5 GiB: the parameters' state alone (1 GiB) does not fit, at no N
+        rows = {r["strategy"]: r for r in plan_tables(self.plan(rep, "--hbm-gib", "0.5"))[2048]}
+        self.assertEqual(rows["ring"]["longest N that fits"], "none (est.)")
+        # one N: the estimate's non-activation part stays, its activations grow with N
+        rep["results"] = [r for r in rep["results"] if r["seq"] == 1024]
+        rows = {r["strategy"]: r for r in plan_tables(self.plan(rep, "--hbm-gib", "10"))[1024]}
+        self.assertEqual(rows["ring"]["longest N that fits"], "9,216 (est.)")
+
     def test_verify_report_exit_2(self):
         res = run_script("plan.py", self.write("v.json", synth.make_report(command="verify", seqs=[1024])))
         self.assertEqual(res.returncode, 2)

@@ -125,6 +125,62 @@ TEST_CASE("result: rank summaries round-trip and reduce into the timed result") 
   CHECK_FALSE(j.contains("reason"));
 }
 
+TEST_CASE("whole-model memory estimate: 16 bytes per held parameter, activations by --recompute (hand-computed)") {
+  ModelEstimateInput in;
+  in.layers = 3;
+  in.block_parameters = 1000;
+  in.vocab = 50;
+  in.dim = 8;
+  in.tp = 2;
+  in.block_activation_bytes = 5000;
+  in.block_input_bytes = 256;
+  const ModelEstimate e = model_estimate(in);
+  // parameters = 3 x 1000 + 2 x 50 x 8 / 2 = 3400
+  CHECK(e.layers == 3);
+  CHECK(e.parameters == 3400);
+  CHECK(e.weights == 6800);      // bf16: 2 B/param
+  CHECK(e.grads == 6800);        // bf16: 2 B/param
+  CHECK(e.optimizer == 40800);   // fp32 master + two moments: 12 B/param
+  CHECK(e.activations == 15000); // 3 x 5000 (recompute none)
+  CHECK(e.total == 69400);
+  CHECK(e.formula.rfind("estimate", 0) == 0);
+  CHECK(e.formula.find("recompute none") != std::string::npos);
+  CHECK(e.formula.find("/ tp 2 = 3400") != std::string::npos);
+
+  in.recompute_full = true;  // each block's input kept, one block's activations recomputed at a time
+  const ModelEstimate f = model_estimate(in);
+  CHECK(f.activations == 3 * 256 + 5000);
+  CHECK(f.total == 6800 + 6800 + 40800 + 5768);
+  CHECK(f.formula.find("recompute full") != std::string::npos);
+
+  in.vocab = 5, in.dim = 3, in.tp = 4, in.layers = 1;  // 30 head parameters over 4 ranks: at most 8 each
+  CHECK(model_estimate(in).parameters == 1000 + 8);
+  in.tp = 1, in.vocab = 0;  // no vocabulary: the blocks alone
+  CHECK(model_estimate(in).parameters == 1000);
+  in.layers = 0;
+  CHECK_THROWS_WITH(model_estimate(in), Catch::Contains("layers=0"));
+}
+
+TEST_CASE("result JSON: memory.model_estimate is the estimate's fields, null without one") {
+  JobResult r;
+  r.strategy = r.label = "single";
+  r.seq = 8;
+  r.timed = TimedResult{};
+  CHECK(r.to_json()["memory"]["model_estimate"].is_null());
+  ModelEstimateInput in;
+  in.layers = 2, in.block_parameters = 10, in.block_activation_bytes = 7;
+  r.timed->model_estimate = model_estimate(in);
+  const nlohmann::json m = r.to_json()["memory"]["model_estimate"];
+  CHECK(m["layers"] == 2);
+  CHECK(m["parameters"] == 20);
+  CHECK(m["weights"] == 40);
+  CHECK(m["grads"] == 40);
+  CHECK(m["optimizer"] == 240);
+  CHECK(m["activations"] == 14);
+  CHECK(m["total"] == 334);
+  CHECK(m["formula"].get<std::string>().rfind("estimate", 0) == 0);
+}
+
 TEST_CASE("block cache: freed blocks are reused by size bucket") {
   int raw_allocs = 0, raw_frees = 0;
   {

@@ -213,12 +213,14 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   CHECK(keys == std::vector<std::string>{"backend", "batch", "block", "causal", "comm", "command", "dim", "dtype",
-                                         "ffn_dim", "head_dim", "heads", "iters", "kv_heads", "mask", "mem_limit_bytes", "mesh", "model",
-                                         "pass", "ranks_per_node", "rope", "seed", "seqs", "strategies", "threads",
+                                         "ffn_dim", "head_dim", "heads", "iters", "kv_heads", "layers", "mask", "mem_limit_bytes", "mesh",
+                                         "model", "pass", "ranks_per_node", "recompute", "rope", "seed", "seqs", "strategies", "threads",
                                          "timeout_s", "warmup", "world_size"});
   CHECK(j["seqs"] == json::array({64}));
   CHECK(j["block"] == "attn");
   CHECK(j["ffn_dim"].is_null());  // no MLP under --block attn
+  CHECK(j["layers"].is_null());     // no whole-model estimate under --block attn
+  CHECK(j["recompute"].is_null());
   CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));
   CHECK(j["mesh"] == json::parse(R"({"ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false,
                                       "usp_layout": "auto", "usp_ring": "single", "inner_ring": 0})"));
@@ -265,4 +267,27 @@ TEST_CASE("options: --block full takes F from --ffn-dim or the model preset, and
   }
   CHECK(find_model("llama2-7b")->ffn_dim == 11008);
   CHECK(find_model("llama3-405b")->layers == 126);
+}
+
+TEST_CASE("options: --layers and --recompute of the whole-model estimate: preset defaults, errors naming flag and value") {
+  RunConfig c;
+  apply_settings(c, {{"model", "tiny"}, {"seq", 64}, {"block", "full"}}, "t");
+  finalize_config(c, 2);
+  CHECK(c.layers == 2);   // configs/models/tiny.json
+  CHECK(c.vocab == 256);
+  CHECK(c.recompute == "none");
+  CHECK(c.to_json(2)["layers"] == 2);
+  CHECK(c.to_json(2)["recompute"] == "none");
+  RunConfig given;
+  apply_settings(given, {{"model", "llama3-8b"}, {"seq", 64}, {"block", "full"}, {"layers", 7}, {"recompute", "full"}},
+                 "t");
+  finalize_config(given, 2);
+  CHECK(given.layers == 7);
+  CHECK(given.vocab == 128256);
+  CHECK(given.to_json(2)["recompute"] == "full");
+  RunConfig zero;
+  CHECK_THROWS_WITH(apply_settings(zero, {{"layers", 0}}, "t"), Catch::Contains("'layers' must be positive, got 0"));
+  RunConfig bad;
+  CHECK_THROWS_WITH(apply_settings(bad, {{"recompute", "some"}}, "t"),
+                    Catch::Contains("'recompute' must be none or full, got \"some\""));
 }
