@@ -84,7 +84,22 @@ MeshDesc MeshSpec::desc() const {
     d.levels = {{"ulysses", U}};
     d.levels.insert(d.levels.end(), ring.begin(), ring.end());
   }
+  if (tp > 1) d.levels.push_back({"tp", tp});
   return d;
+}
+
+std::vector<MeshLevel> MeshSpec::levels_innermost_first() const {
+  std::vector<MeshLevel> ring = {{"ring", R}};
+  if (inner_ring > 0) ring = {{"ring_inner", inner_ring}, {"ring_outer", R / inner_ring}};
+  std::vector<MeshLevel> l = {{"tp", tp}};
+  if (placement == Placement::ulysses_inner) {
+    l.push_back({"ulysses", U});
+    l.insert(l.end(), ring.begin(), ring.end());
+  } else {
+    l.insert(l.end(), ring.begin(), ring.end());
+    l.push_back({"ulysses", U});
+  }
+  return l;
 }
 
 int resolve_inner_ring(const MeshSpec& m, const std::string& who) {
@@ -96,12 +111,13 @@ int resolve_inner_ring(const MeshSpec& m, const std::string& who) {
     }
     return m.inner_ring;
   }
-  // The ring group's members on one node: ring groups are contiguous under ring-inner; under
-  // ulysses-inner they are strided by U, so a node of K ranks holds K/U of them (one when U
-  // does not divide K).
+  // The ring group's members on one node: ring groups are strided by t (the tp level is
+  // innermost) under ring-inner and by t*U under ulysses-inner, so a node of K ranks holds K/t
+  // or K/(t*U) of them (one when that stride does not divide K).
   const int K = m.ranks_per_node;
   if (K <= 0) return m.R;
-  int w = m.placement == Placement::ring_inner ? K : (K % m.U == 0 ? K / m.U : 1);
+  const int stride = m.placement == Placement::ring_inner ? m.tp : m.tp * m.U;
+  int w = K % stride == 0 ? K / stride : 1;
   if (w < 1 || w > m.R || m.R % w != 0) w = m.R;
   return w;
 }

@@ -136,8 +136,13 @@ Mesh Mesh::build(World& w, const MeshDesc& d, CommLog& log, Backend& be, const s
     m.groups.push_back(w.make_group(group_of(w.rank(), d, l.name), l.name, log, be, comm_kind));
   m.U = d.size_of("ulysses");
   m.R = d.size_of("ring");
-  m.placement = !d.levels.empty() && d.levels.back().name.rfind("ring", 0) == 0 ? Placement::ring_inner
-                                                                                 : Placement::ulysses_inner;
+  // The placement orders ulysses against ring; the tp level (always innermost) does not count.
+  m.placement = Placement::ulysses_inner;
+  for (size_t i = d.levels.size(); i-- > 0;)
+    if (d.levels[i].name != "tp") {
+      if (d.levels[i].name.rfind("ring", 0) == 0) m.placement = Placement::ring_inner;
+      break;
+    }
   for (size_t i = 0; i < d.levels.size(); ++i) {
     if (d.levels[i].name == "ulysses") m.ulysses = m.groups[i].get();
     if (d.levels[i].name == "ring") m.ring = m.groups[i].get();
