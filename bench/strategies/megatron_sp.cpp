@@ -39,8 +39,8 @@ class MegatronSP final : public Block {
  public:
   std::string name() const override { return "megatron-sp"; }
   std::string summary() const override {
-    return "Megatron-LM tensor + sequence parallelism: all-gather xn, head-sharded QKV,\n"
-           "attention and w_o, reduce-scatter back to token shards; weights sharded.";
+    return "Megatron-LM tensor + sequence parallelism, the mesh {tp = P}: all-gather xn, head-sharded\n"
+           "QKV, attention and w_o, reduce-scatter back to token shards; weights sharded.";
   }
   std::string tiers() const override { return "all-gather/reduce-scatter over all P ranks: tensor parallelism, keep its P ranks inside one node"; }
   std::string constraints() const override {

@@ -29,8 +29,8 @@ class Usp final : public UlyssesRingLayer {
  public:
   std::string name() const override { return "usp"; }
   std::string summary() const override {
-    return "Unified sequence parallelism: Ulysses all-to-all inside U groups, ring attention\n"
-           "(zigzag when causal) across R groups; optional TP level innermost; t x U x R = P (--tp, --ulysses, --ring, --mesh all).";
+    return "Unified sequence parallelism: optional tensor-parallel level innermost (--tp t), Ulysses\n"
+           "all-to-all inside U groups, ring (zigzag when causal) across R; t x U x R = P (--mesh all).";
   }
   std::string tiers() const override { return "tp all-gather/reduce-scatter on contiguous ranks (innermost), all-to-all inside Ulysses groups (keep them in a node: --placement ulysses-inner), ring hops across the R groups"; }
   std::string constraints() const override {

@@ -17,8 +17,11 @@ cpbench_verify_test(tp_p4_kv_replicated 4 --min-verified 6 --seq 64 --heads 8 --
 # Bytes and tier bytes == the model (check_report.py model), and the tp formulas recomputed
 # independently (check_report.py tp: DESIGN's per-level terms and, on 2 simulated nodes of 4, tp
 # and Ulysses inside the node, the ring across).
+# plan.py ranks the tp meshes by label with their tier cells (check_report.py plan) and names their
+# levels; compare_reports.py matches a tp report with itself.
+set(_tp_md ${CPBENCH_TEST_OUT}/tp_p8_k4.md)
 cpbench_report_test(tp_p8_k4 8 "${_tp_shape};--block;full;--strategies;usp;--mesh;all;--ranks-per-node;4;${_fast}"
-  "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} tp REPORT --min-ok 6")
+  "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} tp REPORT --min-ok 6 && ${_py} ${PROJECT_SOURCE_DIR}/scripts/plan.py REPORT > ${_tp_md} && ${_py} ${_chk} plan REPORT ${_tp_md} --min-cross 6 && grep -qF 'usp[t2xu2xr2] = tp 2 x ulysses 2 x ring 2' ${_tp_md} && ${_py} ${PROJECT_SOURCE_DIR}/scripts/compare_reports.py REPORT REPORT --threshold 1000 > ${_tp_md}.cmp && grep -qF '| usp[t4xu1xr2] | 64 |' ${_tp_md}.cmp")
 cpbench_report_test(tp_p8_k4_megatron 8 "${_tp_shape};--strategies;megatron-sp;--ranks-per-node;4;${_fast}"
   "${_py} ${_chk} model REPORT --min-ok 1 && ${_py} ${_chk} tp REPORT --min-ok 1")
 
