@@ -17,6 +17,7 @@
 #include "bench/strategies/double_ring_core.h"
 #include "bench/inputs.h"
 #include "bench/report.h"
+#include "bench/tiers.h"
 
 using namespace cpbench;
 
@@ -343,6 +344,13 @@ TEST_CASE("comm model: the tp level (usp --tp, megatron-sp = {tp = P})", "[model
   t2.U = 2;
   CHECK(error_of([&] { usp->check(s, P, usp->resolve_mesh(t2, s, P)); }) ==
         "usp: tp=2 does not divide ffn_dim=97 (w_gate, w_up split by columns)");
+  // A TP group spanning nodes is warned about; inside a node it is not.
+  MeshSpec w22;
+  w22.tp = 2;
+  w22.U = 2;
+  w22.R = 2;
+  CHECK(placement_warning("usp", usp->mesh_desc(w22), P, {0, 0, 1, 1, 2, 2, 3, 3}).empty());
+  CHECK(placement_warning("usp", usp->mesh_desc(w22), P, {0, 1, 0, 1, 0, 1, 0, 1}).find("tp groups of 2 ranks span nodes") == 0);
   // --mesh all: every t x U x R including t = P.
   bool has_tP = false;
   for (const MeshSpec& c : usp->mesh_candidates({}, P)) has_tP = has_tP || (c.tp == P && c.U == 1 && c.R == 1);
