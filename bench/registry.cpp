@@ -6,6 +6,7 @@
 // strategy file defines `std::unique_ptr<Strategy> make_strategy_<id>()`; its name, summary and
 // constraints come from the class itself.
 #include <sstream>
+#include <stdexcept>
 
 #include "bench/strategy.h"
 
@@ -71,6 +72,20 @@ int max_ulysses_degree(int P, const LayerShape& s) {
   for (int u = P; u > 1; --u)
     if (P % u == 0 && head_sharding_error(u, s, "u").empty()) return u;
   return 1;
+}
+
+const char* placement_name(Placement p) {
+  switch (p) {
+    case Placement::ulysses_inner: return "ulysses-inner";
+    case Placement::ring_inner: return "ring-inner";
+  }
+  return "?";
+}
+
+Placement parse_placement(const std::string& s) {
+  if (s == "ulysses-inner") return Placement::ulysses_inner;
+  if (s == "ring-inner") return Placement::ring_inner;
+  throw std::invalid_argument("unknown placement '" + s + "' (expected ulysses-inner or ring-inner)");
 }
 
 MeshDesc MeshSpec::desc() const {

@@ -40,6 +40,12 @@ struct LayerShape {
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };
 
+// The order of usp's ulysses and ring levels (the tp level is always innermost):
+// ulysses-inner (default) makes each Ulysses group contiguous ranks, ring-inner each ring group.
+enum class Placement { ulysses_inner, ring_inner };
+const char* placement_name(Placement p);
+Placement parse_placement(const std::string& s);  // throws std::invalid_argument
+
 // The requested mesh; U = R = 0 means "the strategy's default".
 enum class RingLayout { auto_, zigzag, contiguous };  // usp's ring layout: auto = zigzag iff causal
 enum class UspRing { single, double_ };                // usp's ring level: one ring, or a double ring
