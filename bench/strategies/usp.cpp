@@ -47,21 +47,23 @@ class Usp final : public UlyssesRingLayer {
   // dividing R as well.
   std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const override {
     std::vector<MeshSpec> all;
-    for (int t = 1; t <= P; ++t)
-    for (int u = 1; u <= P / t; ++u) {
-      if (P % t || (P / t) % u) continue;
-      MeshSpec m = base;
-      m.tp = t;
-      m.U = u;
-      m.R = P / t / u;
-      if (base.usp_ring == UspRing::double_) {
-        for (int w = 1; w <= m.R; ++w)
-          if (m.R % w == 0) {
-            m.inner_ring = w;
-            all.push_back(m);
-          }
-      } else {
-        all.push_back(m);
+    for (int t = 1; t <= P; ++t) {
+      if (P % t) continue;
+      for (int u = 1; u <= P / t; ++u) {
+        if ((P / t) % u) continue;
+        MeshSpec m = base;
+        m.tp = t;
+        m.U = u;
+        m.R = P / t / u;
+        if (base.usp_ring == UspRing::double_) {
+          for (int w = 1; w <= m.R; ++w)
+            if (m.R % w == 0) {
+              m.inner_ring = w;
+              all.push_back(m);
+            }
+        } else {
+          all.push_back(m);
+        }
       }
     }
     return all;
