@@ -110,10 +110,10 @@ void apply_settings(RunConfig& c, const nlohmann::json& j, const std::string& or
   // A layer that names the mesh replaces the mesh of the layers below it: --ulysses/--ring on
   // the command line override a preset's "mesh": "all" and the reverse. Both in one layer stay a
   // conflict (finalize_config reports it).
-  const bool sets_degrees = j.contains("ulysses") || j.contains("ring");
+  const bool sets_degrees = j.contains("ulysses") || j.contains("ring") || j.contains("tp");
   const bool sets_all = j.contains("mesh");
   if (sets_degrees && !sets_all) c.mesh_all = false;
-  if (sets_all && !sets_degrees) c.ulysses = c.ring = 0;
+  if (sets_all && !sets_degrees) c.ulysses = c.ring = c.tp = 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const OptionSpec* o = find_option_by_key(it.key());
     if (!o)
@@ -195,8 +195,19 @@ void finalize_config(RunConfig& c, int P) {
     }
   if (c.strategies.empty())
     for (const auto& i : strategy_registry()) c.strategies.push_back(i.name);
-  if (c.mesh_all && (c.ulysses || c.ring))
-    throw std::invalid_argument("--mesh all enumerates every U x R; do not also give --ulysses/--ring");
+  if (c.mesh_all && (c.ulysses || c.ring || c.tp))
+    throw std::invalid_argument("--mesh all enumerates every t x U x R; do not also give --tp/--ulysses/--ring (tp=" +
+                                std::to_string(c.tp) + " ulysses=" + std::to_string(c.ulysses) +
+                                " ring=" + std::to_string(c.ring) + ")");
+  // --tp is usp's level (megatron-sp is the mesh {tp = P} by itself; every other strategy t = 1).
+  if (c.tp > 1)
+    for (const auto& s : c.strategies)
+      if (s != "usp") {
+        std::string names;
+        for (const auto& n : c.strategies) names += (names.empty() ? "" : ",") + n;
+        throw std::invalid_argument("--tp " + std::to_string(c.tp) + " applies to usp only, but strategy '" + s +
+                                    "' is requested (strategies: " + names + "; use --strategies usp)");
+      }
   // A mesh that no requested strategy uses would be silently ignored: say so instead.
   if (c.mesh_all || c.ulysses || c.ring) {
     bool used = false;
@@ -254,7 +265,8 @@ nlohmann::json RunConfig::to_json(int world_size) const {
   for (const auto& o : option_table())  // every reported option, under its report key
     if (!o.report_key.empty()) j[o.report_key] = o.report(*this);
   // Blocks made of several options.
-  j["mesh"] = {{"ulysses", ulysses ? nlohmann::json(ulysses) : nlohmann::json(nullptr)},
+  j["mesh"] = {{"tp", tp ? nlohmann::json(tp) : nlohmann::json(nullptr)},
+               {"ulysses", ulysses ? nlohmann::json(ulysses) : nlohmann::json(nullptr)},
                {"ring", ring ? nlohmann::json(ring) : nlohmann::json(nullptr)},
                {"placement", placement_name(placement)},
                {"all", mesh_all},

@@ -39,6 +39,7 @@ struct RunConfig {
   std::vector<std::string> strategies;  // empty: every registered strategy
   bool strategies_explicit = false;     // named by the user (errors instead of skips)
   int ulysses = 0, ring = 0;            // 0: unset
+  int tp = 0;                           // usp's tensor-parallel degree t; 0: unset (t = 1, never inferred)
   Placement placement = Placement::ulysses_inner;
   RingLayout ring_layout = RingLayout::auto_;
   bool mesh_all = false;

@@ -15,7 +15,7 @@ json dry_run_plan(const RunConfig& cfg, const std::vector<Job>& jobs, int P) {
     json j = {{"strategy", job.info->name},
               {"label", job.label},
               {"seq", job.seq},
-              {"mesh", {{"ulysses", job.mesh.U}, {"ring", job.mesh.R}, {"placement", placement_name(job.mesh.placement)}}}};
+              {"mesh", mesh_json(job.mesh)}};
     if (!job.skip.empty()) {
       j["status"] = "skipped";
       j["reason"] = job.skip;
@@ -41,7 +41,9 @@ int print_dry_run(const RunConfig& cfg, const json& plan, int P) {
   std::printf("%-22s %10s %-14s %18s %18s %18s\n", "strategy", "seq", "mesh", "fwd bytes/rank", "bwd bytes/rank",
               "activations/rank");
   for (const json& j : plan) {
-    const std::string mesh = "u" + std::to_string(j["mesh"]["ulysses"].get<int>()) + "xr" +
+    const int tp = j["mesh"]["tp"].get<int>();
+    const std::string mesh = (tp > 1 ? "t" + std::to_string(tp) + "x" : std::string()) + "u" +
+                             std::to_string(j["mesh"]["ulysses"].get<int>()) + "xr" +
                              std::to_string(j["mesh"]["ring"].get<int>());
     if (j["status"] == "skipped") {
       std::printf("%-22s %10lld %-14s skipped: %s\n", j["label"].get<std::string>().c_str(),

@@ -142,7 +142,9 @@ std::vector<OptionSpec> make_table() {
        [](RunConfig& c, const json& v) { c.ulysses = as_int(v); }},
       {"ring", "--ring", OptKind::count, "USP ring degree R", {}, false,
        [](RunConfig& c, const json& v) { c.ring = as_int(v); }},
-      {"mesh", "--mesh", OptKind::choice, "'all': every factorization U x R of P", {"all"}, false,
+      {"tp", "--tp", OptKind::count, "usp's tensor-parallel degree t, innermost (default 1)", {}, false,
+       [](RunConfig& c, const json& v) { c.tp = as_int(v); }},
+      {"mesh", "--mesh", OptKind::choice, "'all': every factorization t x U x R of P (usp)", {"all"}, false,
        [](RunConfig& c, const json&) { c.mesh_all = true; }},
       {"placement", "--placement", OptKind::choice, "ulysses-inner (default) | ring-inner",
        {"ulysses-inner", "ring-inner"}, false,
@@ -203,7 +205,8 @@ std::vector<OptionSpec> make_table() {
   // value, the strategy's default mesh) and silently stand for something else.
   const std::pair<const char*, int64_t> minimums[] = {
       {"seq", 1},        {"batch", 1},      {"heads", 1},      {"kv_heads", 1},   {"head_dim", 1},
-      {"dim", 1},        {"ffn_dim", 1},    {"layers", 1},    {"ulysses", 1},    {"ring", 1},       {"iters", 1},      {"warmup", 0},
+      {"dim", 1},        {"ffn_dim", 1},    {"layers", 1},    {"ulysses", 1},    {"ring", 1},       {"tp", 1},
+      {"iters", 1},      {"warmup", 0},
       {"threads", 0},    {"window", 0},     {"inner_ring", 0}, {"ranks_per_node", 0},
       {"timeout", 0},    {"min_verified", 0}, {"world_size", 0}};
   for (auto& o : t)

@@ -10,7 +10,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
       const StrategyInfo* info = find_strategy(name);
       auto strat = info->make();
       // --mesh all: the meshes the strategy declares (usp: every U x R; double-ring: every w).
-      MeshSpec base{cfg.ulysses, cfg.ring, cfg.placement, cfg.ring_layout};
+      MeshSpec base{cfg.ulysses, cfg.ring, cfg.tp > 0 ? cfg.tp : 1, cfg.placement, cfg.ring_layout};
       base.inner_ring = cfg.inner_ring;
       base.usp_ring = cfg.usp_ring == "double" ? UspRing::double_ : UspRing::single;
       base.ranks_per_node = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : host_ranks_per_node;
@@ -18,7 +18,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
       const bool enumerate = cfg.mesh_all && (strat->uses_mesh() || candidates.size() > 1);
       const std::vector<MeshSpec> requests = enumerate ? candidates : std::vector<MeshSpec>{base};
       // Named explicitly: the strategy itself, or the mesh (--ulysses/--ring) of a mesh strategy.
-      const bool named = !enumerate && (cfg.strategies_explicit || (strat->uses_mesh() && (cfg.ulysses || cfg.ring)));
+      const bool named = !enumerate && (cfg.strategies_explicit || (strat->uses_mesh() && (cfg.ulysses || cfg.ring || cfg.tp)));
       for (const MeshSpec& req : requests) {
         Job job{info, seq, req, strat->name(), ""};
         try {

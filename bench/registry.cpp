@@ -6,6 +6,7 @@
 // strategy file defines `std::unique_ptr<Strategy> make_strategy_<id>()`; its name, summary and
 // constraints come from the class itself.
 #include <sstream>
+#include <stdexcept>
 
 #include "bench/strategy.h"
 
@@ -73,6 +74,20 @@ int max_ulysses_degree(int P, const LayerShape& s) {
   return 1;
 }
 
+const char* placement_name(Placement p) {
+  switch (p) {
+    case Placement::ulysses_inner: return "ulysses-inner";
+    case Placement::ring_inner: return "ring-inner";
+  }
+  return "?";
+}
+
+Placement parse_placement(const std::string& s) {
+  if (s == "ulysses-inner") return Placement::ulysses_inner;
+  if (s == "ring-inner") return Placement::ring_inner;
+  throw std::invalid_argument("unknown placement '" + s + "' (expected ulysses-inner or ring-inner)");
+}
+
 MeshDesc MeshSpec::desc() const {
   std::vector<MeshLevel> ring = {{"ring", R}};
   if (inner_ring > 0) ring = {{"ring_outer", R / inner_ring}, {"ring_inner", inner_ring}};
@@ -84,7 +99,22 @@ MeshDesc MeshSpec::desc() const {
     d.levels = {{"ulysses", U}};
     d.levels.insert(d.levels.end(), ring.begin(), ring.end());
   }
+  if (tp > 1) d.levels.push_back({"tp", tp});
   return d;
+}
+
+std::vector<MeshLevel> MeshSpec::levels_innermost_first() const {
+  std::vector<MeshLevel> ring = {{"ring", R}};
+  if (inner_ring > 0) ring = {{"ring_inner", inner_ring}, {"ring_outer", R / inner_ring}};
+  std::vector<MeshLevel> l = {{"tp", tp}};
+  if (placement == Placement::ulysses_inner) {
+    l.push_back({"ulysses", U});
+    l.insert(l.end(), ring.begin(), ring.end());
+  } else {
+    l.insert(l.end(), ring.begin(), ring.end());
+    l.push_back({"ulysses", U});
+  }
+  return l;
 }
 
 int resolve_inner_ring(const MeshSpec& m, const std::string& who) {
@@ -96,12 +126,13 @@ int resolve_inner_ring(const MeshSpec& m, const std::string& who) {
     }
     return m.inner_ring;
   }
-  // The ring group's members on one node: ring groups are contiguous under ring-inner; under
-  // ulysses-inner they are strided by U, so a node of K ranks holds K/U of them (one when U
-  // does not divide K).
+  // The ring group's members on one node: ring groups are strided by t (the tp level is
+  // innermost) under ring-inner and by t*U under ulysses-inner, so a node of K ranks holds K/t
+  // or K/(t*U) of them (one when that stride does not divide K).
   const int K = m.ranks_per_node;
   if (K <= 0) return m.R;
-  int w = m.placement == Placement::ring_inner ? K : (K % m.U == 0 ? K / m.U : 1);
+  const int stride = m.placement == Placement::ring_inner ? m.tp : m.tp * m.U;
+  int w = K % stride == 0 ? K / stride : 1;
   if (w < 1 || w > m.R || m.R % w != 0) w = m.R;
   return w;
 }

@@ -89,7 +89,8 @@ struct JobResult {
   nlohmann::json to_json() const;
 };
 
-// The report's mesh block: {ulysses, ring, placement} and inner_ring for a double ring.
+// The report's mesh block: {tp, ulysses, ring, placement, levels: [{name, size}] innermost
+// first (size-1 levels included)} and inner_ring for a double ring.
 nlohmann::json mesh_json(const MeshSpec& m);
 
 // Assembles the timed result from every rank's summary (rank order) and this rank's records.

@@ -40,11 +40,21 @@ struct LayerShape {
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };
 
+// The order of usp's ulysses and ring levels (the tp level is always innermost):
+// ulysses-inner (default) makes each Ulysses group contiguous ranks, ring-inner each ring group.
+enum class Placement { ulysses_inner, ring_inner };
+const char* placement_name(Placement p);
+Placement parse_placement(const std::string& s);  // throws std::invalid_argument
+
 // The requested mesh; U = R = 0 means "the strategy's default".
 enum class RingLayout { auto_, zigzag, contiguous };  // usp's ring layout: auto = zigzag iff causal
 enum class UspRing { single, double_ };                // usp's ring level: one ring, or a double ring
 struct MeshSpec {
   int U = 0, R = 0;
+  // The tensor-parallel level (DESIGN "Tensor parallelism inside the CP mesh"): t ranks,
+  // innermost (contiguous world ranks), t*U*R = P. 1 = none (every strategy but usp and
+  // megatron-sp, which is the mesh {tp = P}).
+  int tp = 1;
   Placement placement = Placement::ulysses_inner;
   RingLayout ring_layout = RingLayout::auto_;
   // Double ring (LoongTrain): ranks per inner ring. Requested: 0 = the ring's members on one
@@ -56,10 +66,14 @@ struct MeshSpec {
   // ranks sharing this host); 0 = unknown.
   int ranks_per_node = 0;
 
-  // The mesh these degrees and placement describe (Mesh::build builds it): the two-level
-  // {ring, ulysses} mesh, or with a double ring {ring_outer R/w, ring_inner w, ulysses}; the
-  // placement's inner level last (contiguous ranks).
+  // The mesh these degrees and placement describe (Mesh::build builds it), outermost first:
+  // {ring, ulysses}, or with a double ring {ring_outer R/w, ring_inner w, ulysses}, the
+  // placement's inner level of the two after the other; then "tp" last (contiguous ranks) when
+  // tp > 1.
   MeshDesc desc() const;
+  // The report's levels, innermost first, size-1 levels included: tp, then the placement's
+  // inner and outer level (a double ring as ring_inner, ring_outer).
+  std::vector<MeshLevel> levels_innermost_first() const;
 };
 
 // The inner ring size for a request (see MeshSpec::inner_ring) on a ring of m.R ranks: the

@@ -53,6 +53,10 @@ std::string placement_warning(const std::string& strategy, const MeshDesc& d, in
   std::iota(all.begin(), all.end(), 0);
   if (strategy == "megatron-sp" && spans(all))
     return "megatron-sp's tensor-parallel all-gather/reduce-scatter spans nodes (it belongs inside one node)";
+  if (d.has("tp") && d.size_of("tp") > 1 && any_spans("tp"))
+    return "tp groups of " + std::to_string(d.size_of("tp")) +
+           " ranks span nodes: the tensor-parallel all-gather/reduce-scatter belongs inside one node (a tp degree "
+           "that divides the ranks per node)";
   if (!d.has("ulysses") || d.size_of("ulysses") < 2 || !any_spans("ulysses")) return "";
   bool has_ring = false, rings_inside = true;  // a ring level of more than one rank, all inside nodes
   for (const char* level : {"ring", "ring_inner", "ring_outer"})

@@ -19,9 +19,9 @@ std::vector<RankTiers> predict_tiers(const CommPrediction& p, const MeshDesc& d,
                                      const std::vector<int>& node_of);
 
 // The seed's placement rule: the heavy all-to-all (and Megatron-SP's tensor-parallel
-// collectives) belong on the fast links. Returns a warning when a Ulysses group, or Megatron-SP's
-// group ("cp" of a strategy without ring levels), spans nodes while the mesh's ring groups stay
-// inside them; "" otherwise (also on one node).
+// collectives) belong on the fast links. Returns a warning when Megatron-SP's group (all P
+// ranks) or a tp level's group (usp --tp) spans nodes, or when a Ulysses group spans nodes while
+// the mesh's ring groups stay inside them; "" otherwise (also on one node).
 std::string placement_warning(const std::string& strategy, const MeshDesc& d, int P, const std::vector<int>& node_of);
 
 }  // namespace cpbench

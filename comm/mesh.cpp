@@ -1,11 +1,7 @@
-// Placement names and meshes: named levels, outermost first, and which world ranks form each
-// level's groups (Mesh::group_of). The two-level USP mesh is one case of it:
-//
-//   ulysses-inner (default): Ulysses group k = ranks [k*U, (k+1)*U)  (contiguous: intra-node)
-//                            ring group j    = ranks {j, j+U, j+2U, ...}  (stride U)
-//   ring-inner:              ring group k    = ranks [k*R, (k+1)*R)
-//                            Ulysses group j = ranks {j, j+R, j+2R, ...}  (stride R)
-// Group order is ascending world rank, so group rank = index in the list.
+// Meshes: named levels, outermost first, and which world ranks form each level's groups
+// (Mesh::group_of: mixed radix, the last level contiguous). Group order is ascending world rank,
+// so group rank = index in the list. The meaning of the levels (tp, ulysses, ring, the placement)
+// belongs to bench/strategy.h's MeshSpec.
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -14,20 +10,6 @@
 #include "comm/world.h"
 
 namespace cpbench {
-
-const char* placement_name(Placement p) {
-  switch (p) {
-    case Placement::ulysses_inner: return "ulysses-inner";
-    case Placement::ring_inner: return "ring-inner";
-  }
-  return "?";
-}
-
-Placement parse_placement(const std::string& s) {
-  if (s == "ulysses-inner") return Placement::ulysses_inner;
-  if (s == "ring-inner") return Placement::ring_inner;
-  throw std::invalid_argument("unknown placement '" + s + "' (expected ulysses-inner or ring-inner)");
-}
 
 namespace {
 
@@ -46,13 +28,6 @@ void check_desc(const MeshDesc& d) {
       if (d.levels[j].name == l.name)
         throw std::invalid_argument("mesh: level '" + l.name + "' appears twice: " + levels_str(d));
   }
-}
-
-void check_mesh(int P, int U, int R) {
-  if (P < 1 || U < 1 || R < 1 || int64_t(U) * R != P)
-    throw std::invalid_argument("mesh U x R must equal the number of ranks P with U, R >= 1: U=" +
-                                std::to_string(U) + " R=" + std::to_string(R) +
-                                " P=" + std::to_string(P));
 }
 
 void check_rank(int rank, int P) {
@@ -85,13 +60,6 @@ std::string MeshDesc::key() const {
   std::string k;
   for (const MeshLevel& l : levels) k += (k.empty() ? "" : "/") + l.name + "=" + std::to_string(l.size);
   return k;
-}
-
-MeshDesc MeshDesc::two_level(int U, int R, Placement pl) {
-  MeshDesc d;
-  if (pl == Placement::ulysses_inner) d.levels = {{"ring", R}, {"ulysses", U}};
-  else d.levels = {{"ulysses", U}, {"ring", R}};
-  return d;
 }
 
 std::vector<int> Mesh::group_of(int rank, const MeshDesc& d, const std::string& level) {
@@ -134,32 +102,6 @@ Mesh Mesh::build(World& w, const MeshDesc& d, CommLog& log, Backend& be, const s
   m.cp = w.make_group(all, "cp", log, be, comm_kind);
   for (const MeshLevel& l : d.levels)
     m.groups.push_back(w.make_group(group_of(w.rank(), d, l.name), l.name, log, be, comm_kind));
-  m.U = d.size_of("ulysses");
-  m.R = d.size_of("ring");
-  m.placement = !d.levels.empty() && d.levels.back().name.rfind("ring", 0) == 0 ? Placement::ring_inner
-                                                                                 : Placement::ulysses_inner;
-  for (size_t i = 0; i < d.levels.size(); ++i) {
-    if (d.levels[i].name == "ulysses") m.ulysses = m.groups[i].get();
-    if (d.levels[i].name == "ring") m.ring = m.groups[i].get();
-  }
-  return m;
-}
-
-std::vector<int> Mesh::ulysses_group_of(int rank, int P, int U, int R, Placement pl) {
-  check_mesh(P, U, R);
-  return group_of(rank, MeshDesc::two_level(U, R, pl), "ulysses");
-}
-
-std::vector<int> Mesh::ring_group_of(int rank, int P, int U, int R, Placement pl) {
-  check_mesh(P, U, R);
-  return group_of(rank, MeshDesc::two_level(U, R, pl), "ring");
-}
-
-Mesh Mesh::build(World& w, int U, int R, Placement pl, CommLog& log, Backend& be,
-                 const std::string& comm_kind) {
-  check_mesh(w.size(), U, R);
-  Mesh m = build(w, MeshDesc::two_level(U, R, pl), log, be, comm_kind);
-  m.placement = pl;
   return m;
 }
 

@@ -12,10 +12,6 @@ class Communicator;
 class CommLog;
 class Backend;
 
-enum class Placement { ulysses_inner, ring_inner };
-const char* placement_name(Placement p);
-Placement parse_placement(const std::string& s);  // throws std::invalid_argument
-
 class World {
  public:
   // Initialises MPI with MPI_THREAD_MULTIPLE (each rank's comm thread polls point-to-point
@@ -86,14 +82,12 @@ struct MeshDesc {
   int size_of(const std::string& level) const;  // 1 for a level the mesh does not have
   std::string key() const;                      // "ring=4/ulysses=2": one key per description
   bool operator==(const MeshDesc& o) const { return levels == o.levels; }
-
-  // The two-level USP mesh: ulysses-inner = {ring R, ulysses U} (Ulysses groups contiguous),
-  // ring-inner = {ulysses U, ring R}.
-  static MeshDesc two_level(int U, int R, Placement pl);
 };
 
 // The process groups of one strategy run: the whole CP group and one group per mesh level.
-// Built once per description: nothing here depends on a job's sequence or shape.
+// Built once per description: nothing here depends on a job's sequence or shape. What the levels
+// mean (tp, ulysses, ring; the placement that orders them) is the strategies' business
+// (bench/strategy.h MeshSpec): here a mesh is only named levels.
 struct Mesh {
   int P = 1;
   MeshDesc desc;
@@ -111,16 +105,6 @@ struct Mesh {
   static std::vector<int> group_of(int rank, const MeshDesc& d, const std::string& level);
   // Collective over the world: every rank builds the cp group and one group per level.
   static Mesh build(World& w, const MeshDesc& d, CommLog& log, Backend& be,
-                    const std::string& comm_kind);
-
-  // ---- the two-level USP mesh (ulysses x ring), kept for callers that know only U, R -------------
-  int U = 1, R = 1;  // sizes of the "ulysses" and "ring" levels (1 when absent)
-  Placement placement = Placement::ulysses_inner;
-  Communicator* ulysses = nullptr;  // group("ulysses") when the mesh has it
-  Communicator* ring = nullptr;     // group("ring") when the mesh has it
-  static std::vector<int> ulysses_group_of(int rank, int P, int U, int R, Placement pl);
-  static std::vector<int> ring_group_of(int rank, int P, int U, int R, Placement pl);
-  static Mesh build(World& w, int U, int R, Placement pl, CommLog& log, Backend& be,
                     const std::string& comm_kind);
 };
 

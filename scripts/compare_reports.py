@@ -115,6 +115,12 @@ def noise(r):
     return (st["p90"] - st["p10"]) / st["median"]
 
 
+def mesh_text(r):
+    """A result's mesh levels innermost first, size-1 levels left out: 'tp2·ulysses2·ring2'."""
+    levels = [lv for lv in r["mesh"].get("levels", []) if lv["size"] > 1]
+    return "·".join(f"{lv['name']}{lv['size']}" for lv in levels) or "one rank"
+
+
 def describe(path, rep):
     c = rep["context"]
     cfg = rep["config"]
@@ -138,6 +144,12 @@ def compare(base, new, threshold, allow_missing_verified, base_name="BASE", new_
              if k not in skip_cfg and base["config"][k] != new["config"].get(k)]
     if diffs:
         lines.append("- Configs differ (results are still matched by label and seq): " + "; ".join(diffs))
+    # A label names its mesh (usp[t2xu2xr2]); the levels (innermost first) say it in full, so a
+    # label whose mesh changed between the reports (e.g. megatron-sp, the mesh {tp = P}) is named.
+    moved = [f"{k[0]} seq {k[1]}: {mesh_text(bidx[k])} → {mesh_text(nidx[k])}" for k in keys
+             if mesh_text(bidx[k]) != mesh_text(nidx[k])]
+    if moved:
+        lines.append("- Meshes differ (levels innermost first): " + "; ".join(moved))
     lines += ["", "| label | seq | status | step median ms | fwd ms | bwd ms | TFLOP/s | MFU | comm bytes fwd+bwd "
               "| peak memory | overlap ratio | verify | step limit ms | verdict |",
               "|---|---:|---|---|---|---|---|---|---|---|---|---|---:|---|"]

@@ -221,6 +221,13 @@ def one_report(path, a):
                 fmt_bytes(mem), fits,
                 "-" if nmax is None else ("{:,}".format(nmax) if nmax else "none") + (" (est.)" if est else "")))
         lines += ["", verdict(n, fit_rows, bands, tied), ""]
+    meshes = {}  # label -> its mesh levels, innermost first (size-1 levels left out)
+    for r in oks:
+        meshes.setdefault(r["label"], " x ".join("%s %d" % (lv["name"], lv["size"])
+                                                 for lv in r["mesh"].get("levels", []) if lv["size"] > 1) or "one rank")
+    if meshes:
+        lines.append("Mesh levels, innermost first: " + "; ".join("%s = %s" % kv for kv in meshes.items()))
+        lines.append("")
     skipped = [r for r in rep["results"] if r["status"] == "skipped"]
     if skipped:
         lines.append("Skipped: " + "; ".join("%s N=%d (%s)" % (r["label"], r["seq"], r.get("reason", "")) for r in skipped))

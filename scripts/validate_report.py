@@ -212,8 +212,16 @@ def semantic_errors(report):
         if r["status"] != "ok":
             continue
         mesh = r["mesh"]
-        if mesh["ulysses"] * mesh["ring"] != P:
-            err(base + ["mesh"], f"ulysses {mesh['ulysses']} x ring {mesh['ring']} != world_size {P}")
+        if mesh["tp"] * mesh["ulysses"] * mesh["ring"] != P:
+            err(base + ["mesh"], f"tp {mesh['tp']} x ulysses {mesh['ulysses']} x ring {mesh['ring']} != world_size {P}")
+        sizes = {lv["name"]: lv["size"] for lv in mesh["levels"]}
+        prod = 1
+        for lv in mesh["levels"]:
+            prod *= lv["size"]
+        if prod != P or mesh["levels"][0]["name"] != "tp" or sizes.get("tp") != mesh["tp"] or \
+                sizes.get("ulysses") != mesh["ulysses"]:
+            err(base + ["mesh", "levels"], f"levels {mesh['levels']} must start with tp, match tp/ulysses and "
+                f"multiply to world_size {P}")
         if "timing" in r:
             for name, st in r["timing"].items():
                 _check_stats(st, base + ["timing", name], cfg["iters"], err)

@@ -16,7 +16,8 @@
 // A strategy differs from another only in how it shards and communicates:
 //  - where its tokens are (token_positions) and the attention core on them (core_forward /
 //    core_backward, where ulysses, the rings and allgather-kv communicate);
-//  - optionally a tensor-parallel group (tp_group, megatron-sp today): the block then holds 1/t
+//  - optionally a tensor-parallel group (tp_group: the mesh's "tp" level, megatron-sp's {tp = P}
+//    and usp --tp t, ulysses_ring_layer.h): the block then holds 1/t
 //    of the projection weights (by heads: H/t query heads, max(G,t)/t KV heads, replicated when
 //    t > G) and wraps each column-parallel GEMM in an all-gather of its normed input over the
 //    group and each row-parallel GEMM in a reduce-scatter of its output (TpGroup below). The

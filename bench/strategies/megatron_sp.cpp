@@ -13,7 +13,8 @@
 //      dxn partial = dqkv w_qkv_shard^T -> reduce_scatter; xn is all-gathered AGAIN for
 //      dw_qkv_shard = xn_full^T dqkv (the forward dropped its gathered copy: Megatron's
 //      activation-memory saving); rmsnorm backward local.
-// All of this is the block (block.h) with the whole CP group as its tensor-parallel group: the
+// All of this is the block (block.h) on the mesh {tp = P}: the whole CP group is its tensor-
+// parallel group (its collectives' group is named "tp", result mesh.tp = P), the
 // block shards the weights by heads and wraps its column- and row-parallel GEMMs in the gather
 // and reduce-scatter; this file adds only the token layout and the attention core (one local
 // attention over the whole sequence for this rank's heads).
@@ -38,12 +39,27 @@ class MegatronSP final : public Block {
  public:
   std::string name() const override { return "megatron-sp"; }
   std::string summary() const override {
-    return "Megatron-LM tensor + sequence parallelism: all-gather xn, head-sharded QKV,\n"
-           "attention and w_o, reduce-scatter back to token shards; weights sharded.";
+    return "Megatron-LM tensor + sequence parallelism, the mesh {tp = P}: all-gather xn, head-sharded\n"
+           "QKV, attention and w_o, reduce-scatter back to token shards; weights sharded.";
   }
   std::string tiers() const override { return "all-gather/reduce-scatter over all P ranks: tensor parallelism, keep its P ranks inside one node"; }
   std::string constraints() const override {
     return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq; P divides ffn_dim (--block full)";
+  }
+
+  // The mesh {tp = P} (DESIGN "Tensor parallelism inside the CP mesh": megatron-sp is t = P).
+  MeshSpec resolve_mesh(const MeshSpec& req, const LayerShape&, int P) const override {
+    MeshSpec m;
+    m.tp = P;
+    m.U = 1;
+    m.R = 1;
+    m.placement = req.placement;
+    return m;
+  }
+  MeshDesc mesh_desc(const MeshSpec& m) const override {
+    MeshDesc d;
+    d.levels = {{"tp", m.tp}};
+    return d;
   }
 
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
@@ -64,9 +80,9 @@ class MegatronSP final : public Block {
                                  int64_t) const override {
     const int64_t sTD = elem * (s.B * s.N / P) * s.D;
     const int sublayers = s.full_block ? 2 : 1;  // the MLP moves the same as attention
-    CommPrediction p;  // all collectives over the whole CP group
-    return p.add("cp", Phase::fwd, 0, sublayers * 2 * sTD * (P - 1))
-        .add("cp", Phase::bwd, 0, sublayers * 3 * sTD * (P - 1));
+    CommPrediction p;  // all collectives over the tp level: the whole CP group
+    return p.add("tp", Phase::fwd, 0, sublayers * 2 * sTD * (P - 1))
+        .add("tp", Phase::bwd, 0, sublayers * 3 * sTD * (P - 1));
   }
 
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec&) const override {
@@ -91,7 +107,7 @@ class MegatronSP final : public Block {
     const int64_t T = s.N / m.P;
     return Positions::contiguous(m.cp->rank() * T, T);
   }
-  Communicator* tp_group() override { return env_.mesh->cp.get(); }
+  Communicator* tp_group() override { return &env_.mesh->group("tp"); }
   Positions wide_positions() const override { return Positions::contiguous(0, env_.shape.N); }
 
   void core_setup() override {

@@ -1,5 +1,6 @@
 #include "bench/strategies/ulysses_ring_layer.h"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -10,10 +11,17 @@ namespace cpbench {
 
 CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m,
                                                  int64_t elem, int64_t acc) const {
-  if (m.U < 1 || m.R < 1) throw std::logic_error(name() + ": predicted_bytes needs a resolved mesh");
-  const int64_t T = s.B * s.N / P, hq = int64_t(s.H) * s.d, hk = int64_t(replicated_kv_heads(m.U, s)) * s.d;
+  if (m.U < 1 || m.R < 1 || m.tp < 1) throw std::logic_error(name() + ": predicted_bytes needs a resolved mesh");
+  // hk = hk': the KV heads the ranks hold after any replication, d*max(G, t*U), over the whole
+  // model (a TP rank's max(G,t)/t heads, replicated again for U: max(G, t*U)/t, times t ranks).
+  const int64_t T = s.B * s.N / P, hq = int64_t(s.H) * s.d, hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;
   const int64_t a2a = elem * T * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
   CommPrediction p;
+  // The tp level: all-gather before and reduce-scatter after each sub-layer's GEMMs (forward:
+  // gather xn, reduce-scatter the w_o output; backward: gather dy, reduce-scatter dxn, gather
+  // xn again), as megatron-sp.
+  const int64_t sTD = elem * T * s.D, sublayers = s.full_block ? 2 : 1;
+  p.add("tp", Phase::fwd, 0, sublayers * 2 * sTD * (m.tp - 1)).add("tp", Phase::bwd, 0, sublayers * 3 * sTD * (m.tp - 1));
   p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
   return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc,
                                                                 double_ring_hops(s, m))
@@ -24,11 +32,17 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
                                             const std::string& hint) const {
   std::ostringstream e;
   const bool zz = zigzag_layout(m.ring_layout, s.causal);
-  const std::string heads = m.U >= 1 ? head_sharding_error(m.U, s, "ulysses") : "";
-  if (m.U < 1 || m.R < 1 || int64_t(m.U) * m.R != P)
-    e << name() << ": ulysses=" << m.U << " x ring=" << m.R << " must equal P=" << P;
+  const std::string tp_heads = m.tp >= 1 ? head_sharding_error(m.tp, s, "tp") : "";
+  const std::string heads = m.U >= 1 && m.tp >= 1 ? head_sharding_error(m.tp * m.U, s, m.tp > 1 ? "tp*ulysses" : "ulysses") : "";
+  if (m.tp < 1 || m.U < 1 || m.R < 1 || int64_t(m.tp) * m.U * m.R != P)
+    e << name() << ": " << (m.tp != 1 ? "tp=" + std::to_string(m.tp) + " x " : std::string()) << "ulysses=" << m.U
+      << " x ring=" << m.R << " must equal P=" << P;
+  else if (!tp_heads.empty())
+    e << name() << ": " << tp_heads << " (w_qkv is split by heads)";
   else if (!heads.empty())
     e << name() << ": " << heads << "; " << hint;
+  else if (s.full_block && s.F % m.tp != 0)
+    e << name() << ": tp=" << m.tp << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
   else if (zz && s.N % (2 * int64_t(P)) != 0)
     e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
       << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
@@ -65,10 +79,10 @@ int UlyssesRingLayer::ring_position(const Mesh& m) {
   return m.group("ring_outer").rank() * m.size_of("ring_inner") + m.group("ring_inner").rank();
 }
 
-Positions UlyssesRingLayer::token_positions(const LayerShape& s, const Mesh& m) const {
+Positions UlyssesRingLayer::cp_positions(const LayerShape& s, const Mesh& m, bool zz) {
   const int64_t Un = m.size_of("ulysses"), Rn = ring_size(m);
   const int64_t u = m.group("ulysses").rank(), rho = ring_position(m);
-  if (zigzag()) {
+  if (zz) {
     const int64_t C = s.N / (2 * Rn), c = C / Un;
     return Positions::two(rho * C + u * c, c, (2 * Rn - 1 - rho) * C + u * c, c);
   }
@@ -76,10 +90,33 @@ Positions UlyssesRingLayer::token_positions(const LayerShape& s, const Mesh& m) 
   return Positions::contiguous(rho * L + u * T, T);
 }
 
+Positions UlyssesRingLayer::token_positions(const LayerShape& s, const Mesh& m) const {
+  const Positions group = cp_positions(s, m, zigzag());
+  if (!m.desc.has("tp")) return group;
+  // TP member j: rows [j*T, (j+1)*T) of its group's tokens (a zigzag slice may span both chunks).
+  const int64_t tn = m.size_of("tp"), T = group.count() / tn, first = m.group("tp").rank() * T;
+  Positions mine;
+  int64_t row = 0;
+  for (int i = 0; i < group.nseg(); ++i) {
+    const PosSeg& g = group.seg(i);
+    const int64_t lo = std::max(first, row), hi = std::min(first + T, row + g.count);
+    if (lo < hi) mine.append({g.start + (lo - row) * g.stride, g.stride, hi - lo});
+    row += g.count;
+  }
+  return mine;
+}
+
+Communicator* UlyssesRingLayer::tp_group() {
+  return mesh().desc.has("tp") ? &mesh().group("tp") : nullptr;
+}
+
+Positions UlyssesRingLayer::wide_positions() const { return cp_positions(shape(), mesh(), zigzag()); }
+
 void UlyssesRingLayer::core_setup() {
   const LayerShape& s = shape();
-  const int Un = U(), Ge = replicated_kv_heads(Un, s), hl = s.H / Un, gl = Ge / Un;
-  const int64_t n = int64_t(Un) * T_;  // tokens per batch row of this rank's ring index
+  // This TP rank's heads (all of them without tp): hl_ query, gl_ KV heads, Ge after the copies.
+  const int Un = U(), Ge = gl_ * kv_copies(), hl = hl_ / Un, gl = Ge / Un;
+  const int64_t Tw = wide_T(), n = int64_t(Un) * Tw;  // tokens per batch row of this rank's ring index
   q_r_ = alloc({s.B, n, hl, s.d});
   k_r_ = alloc({s.B, n, gl, s.d});
   v_r_ = alloc({s.B, n, gl, s.d});
@@ -88,14 +125,14 @@ void UlyssesRingLayer::core_setup() {
   dq_r_ = alloc_f32({s.B, n, hl, s.d});
   dk_r_ = alloc_f32({s.B, n, gl, s.d});
   dv_r_ = alloc_f32({s.B, n, gl, s.d});
-  const int64_t a2a = s.B * T_ * int64_t(s.H + 2 * Ge) * s.d;  // the largest exchange: q|k|v
+  const int64_t a2a = s.B * Tw * int64_t(hl_ + 2 * Ge) * s.d;  // the largest exchange: q|k|v
   send_ = alloc({a2a}, MemKind::comm);
   recv_ = alloc({a2a}, MemKind::comm);
   if (kv_copies() > 1) {
-    k_rep_ = alloc({s.B, T_, Ge, s.d});
-    v_rep_ = alloc({s.B, T_, Ge, s.d});
-    copy_run_ = alloc({s.B, T_, s.G, s.d});
-    if (s.dtype != DType::f32) copy32_ = alloc_f32({s.B, T_, s.G, s.d});
+    k_rep_ = alloc({s.B, Tw, Ge, s.d});
+    v_rep_ = alloc({s.B, Tw, Ge, s.d});
+    copy_run_ = alloc({s.B, Tw, gl_, s.d});
+    if (s.dtype != DType::f32) copy32_ = alloc_f32({s.B, Tw, gl_, s.d});
   }
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
@@ -113,12 +150,13 @@ void UlyssesRingLayer::core_setup() {
 void UlyssesRingLayer::core_forward() {
   const LayerShape& s = shape();
   Communicator& c = mesh().group("ulysses");
-  const int Un = c.size(), f = kv_copies(), Ge = s.G * f;
+  const int Un = c.size(), f = kv_copies(), Ge = gl_ * f, H = hl_;
+  const int64_t Tw = wide_T();
   Backend& b = be();
   Tensor* k = &k_;
   Tensor* v = &v_;
   if (f > 1) {  // head g*f + c = copy c of head g
-    const int64_t rows = s.B * T_ * s.G;
+    const int64_t rows = s.B * Tw * gl_;
     for (int cp = 0; cp < f; ++cp) {
       Tensor kd = k_rep_.view(cp * s.d, {k_rep_.numel() - cp * s.d});
       Tensor vd = v_rep_.view(cp * s.d, {v_rep_.numel() - cp * s.d});
@@ -129,25 +167,25 @@ void UlyssesRingLayer::core_forward() {
     v = &v_rep_;
   }
   // q, k, v: my tokens, all heads -> my ring index's tokens, head slice u
-  Tensor send = send_.view(0, {s.B * T_ * int64_t(s.H + 2 * Ge) * s.d});
+  Tensor send = send_.view(0, {s.B * Tw * int64_t(H + 2 * Ge) * s.d});
   Tensor recv = recv_.view(0, {send.numel()});
-  pack_heads_to_peers(b, {{&q_, s.H}, {k, Ge}, {v, Ge}}, s.B, T_, s.d, Un, send);
+  pack_heads_to_peers(b, {{&q_, H}, {k, Ge}, {v, Ge}}, s.B, Tw, s.d, Un, send);
   c.all_to_all(send, recv);
-  unpack_peers_to_sequence(b, recv, s.B, T_, s.d, Un, nseg(), {{&q_r_, s.H}, {&k_r_, Ge}, {&v_r_, Ge}});
+  unpack_peers_to_sequence(b, recv, s.B, Tw, s.d, Un, nseg(), {{&q_r_, H}, {&k_r_, Ge}, {&v_r_, Ge}});
   if (double_ring()) dring_.forward(q_r_, k_r_, v_r_, o_r_, dring_hops_);
   else ring_.forward(q_r_, k_r_, v_r_, o_r_, hops_);
   // o: back to my tokens, all heads
-  Tensor send_o = send_.view(0, {s.B * T_ * s.H * s.d});
+  Tensor send_o = send_.view(0, {s.B * Tw * H * s.d});
   Tensor recv_o = recv_.view(0, {send_o.numel()});
-  pack_sequence_to_peers(b, {{&o_r_, s.H}}, s.B, T_, s.d, Un, nseg(), send_o);
+  pack_sequence_to_peers(b, {{&o_r_, H}}, s.B, Tw, s.d, Un, nseg(), send_o);
   c.all_to_all(send_o, recv_o);
-  unpack_peers_to_heads(b, recv_o, s.B, T_, s.d, Un, {{&o_, s.H}});
+  unpack_peers_to_heads(b, recv_o, s.B, Tw, s.d, Un, {{&o_, H}});
 }
 
 void UlyssesRingLayer::sum_kv_copies(const Tensor& copies, Tensor& dst) {
   const LayerShape& s = shape();
   const int f = kv_copies();
-  const int64_t rows = s.B * T_ * s.G;
+  const int64_t rows = s.B * wide_T() * gl_;
   Backend& b = be();
   for (int cp = 0; cp < f; ++cp) {
     const Tensor src = copies.view(cp * s.d, {copies.numel() - cp * s.d});
@@ -165,30 +203,31 @@ void UlyssesRingLayer::sum_kv_copies(const Tensor& copies, Tensor& dst) {
 void UlyssesRingLayer::core_backward() {
   const LayerShape& s = shape();
   Communicator& c = mesh().group("ulysses");
-  const int Un = c.size(), f = kv_copies(), Ge = s.G * f;
+  const int Un = c.size(), f = kv_copies(), Ge = gl_ * f, H = hl_;
+  const int64_t Tw = wide_T();
   const bool f32 = s.dtype == DType::f32;
   Backend& b = be();
-  Tensor send_do = send_.view(0, {s.B * T_ * s.H * s.d});
+  Tensor send_do = send_.view(0, {s.B * Tw * H * s.d});
   Tensor recv_do = recv_.view(0, {send_do.numel()});
-  pack_heads_to_peers(b, {{&do_, s.H}}, s.B, T_, s.d, Un, send_do);
+  pack_heads_to_peers(b, {{&do_, H}}, s.B, Tw, s.d, Un, send_do);
   c.all_to_all(send_do, recv_do);
-  unpack_peers_to_sequence(b, recv_do, s.B, T_, s.d, Un, nseg(), {{&do_r_, s.H}});
+  unpack_peers_to_sequence(b, recv_do, s.B, Tw, s.d, Un, nseg(), {{&do_r_, H}});
   if (double_ring()) dring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_, dring_hops_);
   else ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_, hops_);
   // dq, dk, dv: back to my tokens, sent in the run dtype (converted into q_r_, k_r_, v_r_,
   // which the step no longer needs).
   Tensor dq = in_dtype(b, s.dtype, dq_r_, q_r_), dk = in_dtype(b, s.dtype, dk_r_, k_r_),
          dv = in_dtype(b, s.dtype, dv_r_, v_r_);
-  Tensor send = send_.view(0, {s.B * T_ * int64_t(s.H + 2 * Ge) * s.d});
+  Tensor send = send_.view(0, {s.B * Tw * int64_t(H + 2 * Ge) * s.d});
   Tensor recv = recv_.view(0, {send.numel()});
-  pack_sequence_to_peers(b, {{&dq, s.H}, {&dk, Ge}, {&dv, Ge}}, s.B, T_, s.d, Un, nseg(), send);
+  pack_sequence_to_peers(b, {{&dq, H}, {&dk, Ge}, {&dv, Ge}}, s.B, Tw, s.d, Un, nseg(), send);
   c.all_to_all(send, recv);
   // Where each gradient lands: the float32 result directly (fp32, no replication), else a
   // run-dtype buffer converted or summed over the copies afterwards.
   Tensor& dq_dst = f32 ? dq_ : dq_run_;
   Tensor& dk_dst = f > 1 ? k_rep_ : (f32 ? dk_ : dk_run_);
   Tensor& dv_dst = f > 1 ? v_rep_ : (f32 ? dv_ : dv_run_);
-  unpack_peers_to_heads(b, recv, s.B, T_, s.d, Un, {{&dq_dst, s.H}, {&dk_dst, Ge}, {&dv_dst, Ge}});
+  unpack_peers_to_heads(b, recv, s.B, Tw, s.d, Un, {{&dq_dst, H}, {&dk_dst, Ge}, {&dv_dst, Ge}});
   if (!f32) b.convert(dq_, dq_run_);
   if (f > 1) {
     sum_kv_copies(k_rep_, dk_);
@@ -200,12 +239,12 @@ void UlyssesRingLayer::core_backward() {
 }
 
 void UlyssesRingLayer::export_lse(std::vector<float>& global) {
-  // The ring core's lse [B, H/U, U*T] covers query heads [u*H/U, (u+1)*H/U) of the tokens of
-  // this rank's ring index.
+  // The ring core's lse [B, H/(tU), U*t*T] covers this TP rank's query heads' slice u,
+  // [tr*H/t + u*H/(tU), +H/(tU)), of the tokens of this rank's ring index.
   const LayerShape& s = shape();
-  const int hl = s.H / U();
+  const int hl = hl_ / U();
   const Tensor& lse = double_ring() ? dring_.lse() : ring_.lse();
-  add_lse_rows(global, be().download(lse), s.B, s.H, s.N, mesh().group("ulysses").rank() * hl, hl,
+  add_lse_rows(global, be().download(lse), s.B, s.H, s.N, tp_.rank() * hl_ + mesh().group("ulysses").rank() * hl, hl,
                ring_block(ring_position(mesh())));
 }
 
@@ -213,16 +252,35 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   // The ring index's tokens for the local heads: q, k, v, o, do (run dtype; kept for backward)
   // and dq, dk, dv (float32); two all-to-all buffers; with replication the replicated k, v and
   // one copy's buffers; the ring core's own buffers.
-  const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P, n = int64_t(m.U) * T;
-  const int64_t Ge = replicated_kv_heads(m.U, s), hl = s.H / m.U, gl = Ge / m.U;
+  // Under tp the core holds the TP group's t*T tokens for this TP rank's heads.
+  const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P * m.tp, n = int64_t(m.U) * T;
+  const int64_t Hc = s.H / m.tp, Gc = replicated_kv_heads(m.tp, s) / m.tp;
+  const int64_t Ge = Gc >= m.U ? Gc : m.U, hl = Hc / m.U, gl = Ge / m.U;
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
   int64_t rep = 0;
-  if (Ge > s.G) rep = s.B * T * s.d * (2 * Ge * es + s.G * es + (s.dtype == DType::f32 ? 0 : s.G * 4));
+  if (Ge > Gc) rep = s.B * T * s.d * (2 * Ge * es + Gc * es + (s.dtype == DType::f32 ? 0 : Gc * 4));
   return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) +
-         2 * s.B * T * (s.H + 2 * Ge) * s.d * es + rep +
+         2 * s.B * T * (Hc + 2 * Ge) * s.d * es + rep +
          (m.inner_ring > 0 ? DoubleRingCore::activation_bytes(cs, m.inner_ring, m.R / m.inner_ring)
                            : RingCore::activation_bytes(cs, m.R));
+}
+
+}  // namespace cpbench
+
+namespace cpbench {
+
+int64_t UlyssesRingLayer::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {
+  if (m.tp <= 1) return Block::activation_bytes_estimate(s, P, m);
+  // Under tp, as megatron-sp: token-local x, dy, xn, y, dxn, dx (run dtype) and rstd; the TP
+  // group's t*T rows for this rank's heads: qkv, dqkv, q, k, v, o, do (run dtype), dq, dk, dv
+  // (float32); the block's whole-group TP slots; the core's own buffers; the MLP's.
+  const int64_t es = int64_t(dtype_size(s.dtype)), BT = s.B * (s.N / P), BW = BT * m.tp;
+  const int64_t hl = s.H / m.tp, gl = replicated_kv_heads(m.tp, s) / m.tp, Cl = (hl + 2 * gl) * s.d;
+  const int64_t local = BT * 6 * s.D * es + BT * 4;
+  const int64_t heads = BW * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es + BW * (hl + 2 * gl) * s.d * 4;
+  const int64_t slots = (s.B > 1 ? 3 : 2) * BW * s.D * es;
+  return local + heads + slots + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BW, m.tp);
 }
 
 }  // namespace cpbench

@@ -24,7 +24,17 @@
 // The ring level is a single ring (ring_core.h) or, with MeshSpec::inner_ring > 0 (usp_ring =
 // double), a double ring over the levels ring_outer x ring_inner (double_ring_core.h).
 //
-// Bytes per rank, with Ge = max(G, U): fwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1);
+// The tp level (usp --tp t; DESIGN "Tensor parallelism inside the CP mesh"): t ranks innermost,
+// the block's tensor-parallel group (block.h). The U x R mesh above is then a mesh of TP groups
+// ("CP positions"): the tokens listed above for Ulysses member u and ring index rho belong to the
+// TP group at (u, rho), and TP member j holds the j-th 1/t of them (in that order); the block
+// gathers them ("wide" rows) around its column- and row-parallel GEMMs, so the core below sees
+// the TP group's tokens for this TP rank's H/t query heads and max(G,t)/t KV heads, and Ulysses
+// and the ring work on those heads exactly as without tp (replicating the KV heads again when U
+// exceeds them).
+//
+// Bytes per rank, with Ge = max(G, U) (max(G, t*U) under tp; T = B*N/P, tp's terms on level "tp":
+// 2*s*T*D*(t-1) forward and 3*s*T*D*(t-1) backward per sub-layer): fwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1);
 // bwd = s*T*(2hq + 2*d*Ge)*(U-1)/U + s*T*2*d*Ge*(R-1) + s_acc*T*2*d*Ge*R. Ulysses terms vanish
 // when U = 1, ring terms when R = 1 (DESIGN's usp model; Ge = G without replication). Under a
 // window or documents the ring runs K_eff hops (ring_core.h's terms with h = K_eff); a double
@@ -42,6 +52,7 @@ class UlyssesRingLayer : public Block {
  public:
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
+  int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
 
  protected:
   // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (head_sharding_error)
@@ -61,7 +72,16 @@ class UlyssesRingLayer : public Block {
   static int ring_position(const Mesh& m);
   int R() const { return ring_size(mesh()); }
   bool double_ring() const { return env_.spec.inner_ring > 0; }
-  int kv_copies() const { return replicated_kv_heads(U(), shape()) / shape().G; }  // f
+  // The TP group's size t (1 without a tp level) and this rank's member index in it.
+  int t() const { return mesh().size_of("tp"); }
+  // KV heads this TP rank gives Ulysses (gl_: max(G,t)/t) and their copies f so that U ranks
+  // can share them: f = max(gl_, U) / gl_.
+  int kv_copies() const { return (gl_ >= U() ? gl_ : U()) / gl_; }
+  // Tokens per batch row the core sees: the TP group's (t x this rank's).
+  int64_t wide_T() const { return T_ * t(); }
+  // The tokens (per batch row) of the CP position (Ulysses member, ring index) this rank's TP
+  // group occupies, in the order the group's gather puts them.
+  static Positions cp_positions(const LayerShape& s, const Mesh& m, bool zigzag);
   // The U*T tokens (per batch row) of ring index j, in position order.
   Positions ring_block(int j) const;
   // Positions of ring index j's block on a resolved mesh (pure: what ring_block returns).
@@ -74,6 +94,8 @@ class UlyssesRingLayer : public Block {
   DoubleRingHops dring_hops_;
 
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;
+  Communicator* tp_group() override;
+  Positions wide_positions() const override;
   void core_setup() override;
   void core_forward() override;
   void core_backward() override;

@@ -77,7 +77,7 @@ cpbench_fail_test(ulysses_heads 4 "ulysses: P=4 does not divide heads=6" run --m
 cpbench_fail_test(zigzag_seq 4 "ring-zigzag: seq=100 is not divisible by 2.P=8" run --model tiny --seq 100 --strategies ring-zigzag)
 cpbench_fail_test(double_ring_seq 4 "double-ring: seq=100 is not divisible by 2.P=8" run --model tiny --seq 100 --strategies double-ring)
 cpbench_fail_test(allgather_seq 3 "allgather-kv: seq=100 is not divisible by 2.P=6" run --model tiny --seq 100 --strategies allgather-kv)
-cpbench_fail_test(mesh_all_with_ulysses 2 "--mesh all enumerates every U x R" run --model tiny --mesh all --ulysses 2)
+cpbench_fail_test(mesh_all_with_ulysses 2 "--mesh all enumerates every t x U x R; do not also give --tp/--ulysses/--ring" run --model tiny --mesh all --ulysses 2)
 
 # The ring core's steps with a truncated ring (hops = 0 .. R-1) against a local reference:
 # outputs, the dK,dV accumulators' return to their owner, and bytes == RingCore's model.

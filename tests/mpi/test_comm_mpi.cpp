@@ -384,36 +384,53 @@ void check_errors(Ctx& c, World& w, Communicator& comm, Backend& be, CommLog& lo
     expect_throw<std::invalid_argument>(c, [&] { w.make_group(mine, "bad", log, be, "mpi"); },
                                         "make_group where one rank passes no ranks", "invalid group");
   }
-  // Mesh with U x R != P: every rank throws before any collective.
-  expect_throw<std::invalid_argument>(
-      c, [&] { Mesh::build(w, w.size() + 1, 1, Placement::ulysses_inner, log, be, "mpi"); },
-      "Mesh::build with U*R != P", "P=" + str(w.size()));
+  // A mesh of more ranks than P: every rank throws before any collective.
+  {
+    MeshDesc too_big;
+    too_big.levels = {{"ring", 1}, {"ulysses", w.size() + 1}};
+    expect_throw<std::invalid_argument>(c, [&] { Mesh::build(w, too_big, log, be, "mpi"); },
+                                        "Mesh::build with U*R != P", "P=" + str(w.size()));
+  }
   log.clear();
 }
 
 // ---- mesh --------------------------------------------------------------------------------------
+
+// ranks first, first + stride, ... (count of them)
+std::vector<int> arith(int first, int stride, int count) {
+  std::vector<int> g;
+  for (int j = 0; j < count; ++j) g.push_back(first + j * stride);
+  return g;
+}
 
 void check_mesh(Ctx& c, World& w, Backend& be, CommLog& log) {
   const int P = w.size(), me = w.rank();
   for (int U = 1; U <= P; ++U) {
     if (P % U) continue;
     const int R = P / U;
-    for (Placement pl : {Placement::ulysses_inner, Placement::ring_inner}) {
-      const std::string id = "mesh U=" + str(U) + " R=" + str(R) + " " + placement_name(pl);
-      Mesh m = Mesh::build(w, U, R, pl, log, be, "mpi");
-      c.expect(m.P == P && m.U == U && m.R == R && m.placement == pl, id + ": fields");
-      c.expect(m.cp && m.ulysses && m.ring, id + ": groups built");
-      if (!m.cp || !m.ulysses || !m.ring) continue;
-      c.expect(m.cp->name() == "cp" && m.ulysses->name() == "ulysses" && m.ring->name() == "ring", id + ": names");
-      const auto ug = Mesh::ulysses_group_of(me, P, U, R, pl), rg = Mesh::ring_group_of(me, P, U, R, pl);
-      const auto cpm = members_of(*m.cp, be, me), um = members_of(*m.ulysses, be, me), rm = members_of(*m.ring, be, me);
+    for (const bool ulysses_inner : {true, false}) {
+      // usp's two levels, the inner one last (contiguous ranks), as MeshSpec::desc orders them.
+      const std::string id = "mesh U=" + str(U) + " R=" + str(R) + (ulysses_inner ? " ulysses-inner" : " ring-inner");
+      MeshDesc d;
+      if (ulysses_inner) d.levels = {{"ring", R}, {"ulysses", U}};
+      else d.levels = {{"ulysses", U}, {"ring", R}};
+      Mesh m = Mesh::build(w, d, log, be, "mpi");
+      c.expect(m.P == P && m.desc == d && m.groups.size() == 2, id + ": fields");
+      Communicator* uly = &m.group("ulysses");
+      Communicator* ring = &m.group("ring");
+      c.expect(m.cp != nullptr, id + ": groups built");
+      if (!m.cp) continue;
+      c.expect(m.cp->name() == "cp" && uly->name() == "ulysses" && ring->name() == "ring", id + ": names");
+      const auto ug = ulysses_inner ? arith(me / U * U, 1, U) : arith(me % R, R, U);
+      const auto rg = ulysses_inner ? arith(me % U, U, R) : arith(me / R * R, 1, R);
+      const auto cpm = members_of(*m.cp, be, me), um = members_of(*uly, be, me), rm = members_of(*ring, be, me);
       c.expect(cpm == all_ranks(P), id + ": cp members " + vec_str(cpm));
       c.expect(um == ug, id + ": ulysses members " + vec_str(um) + ", expected " + vec_str(ug));
       c.expect(rm == rg, id + ": ring members " + vec_str(rm) + ", expected " + vec_str(rg));
       // The groups carry traffic: collectives and a ring shift on each.
-      check_collectives(c, *m.ulysses, be, ug, 3);
-      check_collectives(c, *m.ring, be, rg, 3);
-      check_ring_shifts(c, *m.ring, be, rg);
+      check_collectives(c, *uly, be, ug, 3);
+      check_collectives(c, *ring, be, rg, 3);
+      check_ring_shifts(c, *ring, be, rg);
     }
   }
   log.clear();

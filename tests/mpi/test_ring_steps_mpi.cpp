@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
 
   {  // the cache: the same description returns the same mesh; another builds one more
     expect(&meshes.get(desc) == &mesh && meshes.built() == 1, "mesh cache: same description, same mesh");
-    MeshDesc other = MeshDesc::two_level(1, R, Placement::ulysses_inner);
+    MeshDesc other;
+    other.levels = {{"ring", R}, {"ulysses", 1}};
     Mesh& m2 = meshes.get(other);
     expect(&m2 != &mesh && meshes.built() == 2 && &meshes.get(other) == &m2, "mesh cache: another description");
     expect(m2.group("ring").size() == R && m2.group("ring").rank() == me, "mesh cache: ring group of the new mesh");

@@ -43,12 +43,16 @@ def expected_jobs(m, P):
     out["ulysses"] = (a2a(P), a2a(P)) if heads_ok(P) and N % P == 0 else None
     for name, div in (("ring", P), ("ring-zigzag", 2 * P), ("ring-striped", P)):
         out[name] = (ring_f, ring_b) if N % div == 0 else None
-    for U in divisors(P):
-        R = P // U
-        hk_u = d * max(G, U)  # the ring carries the (replicated) KV heads
-        rf = S * T * 2 * hk_u * (R - 1) if R > 1 else 0
-        rb = rf + S_ACC * T * 2 * hk_u * R if R > 1 else 0
-        out[f"usp[u{U}xr{R}]"] = (a2a(U) + rf, a2a(U) + rb) if heads_ok(U) else None
+    for t in divisors(P):  # usp: every t x U x R = P (DESIGN "Tensor parallelism inside the CP mesh")
+        for U in divisors(P // t):
+            R = P // t // U
+            hk_u = d * max(G, t * U)  # hk': the KV heads held after any replication
+            uly = S * T * (2 * hq + 2 * hk_u) * Fraction(U - 1, U)
+            rf = S * T * 2 * hk_u * (R - 1) if R > 1 else 0
+            rb = rf + S_ACC * T * 2 * hk_u * R if R > 1 else 0
+            tf, tb = 2 * S * T * D * (t - 1), 3 * S * T * D * (t - 1)
+            label = f"usp[{'t%dx' % t if t > 1 else ''}u{U}xr{R}]"
+            out[label] = (tf + uly + rf, tb + uly + rb) if heads_ok(t) and heads_ok(t * U) else None
     out["allgather-kv"] = (ring_f, ring_f + S_ACC * T * 2 * hk * (P - 1)) if N % (2 * P) == 0 else None
     for w in divisors(P):  # double ring: inner rings of w, W = P/w windows
         W = P // w

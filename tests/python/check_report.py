@@ -359,10 +359,82 @@ def cmd_estimate(a):
               f"{a.attn}: {r['label']}: model_estimate {r['memory']['model_estimate']} under --block attn")
 
 
+def cmd_tp(a):
+    """Meshes with a tp level (usp --tp, megatron-sp = {tp = P}): DESIGN's per-level bytes
+    recomputed here (T = B*N/P, hk' = d*max(G, t*U); tp 2/3*s*T*D*(t-1) per sub-layer, Ulysses
+    s*T*(2hq + 2hk')*(U-1)/U, ring s*T*2hk'*(R-1) (+ s_acc*T*2hk'*R backward)), rank 0's ops per
+    level, every rank's total, mesh.levels (innermost first, product P), the label, and, on
+    nodes of config.ranks_per_node ranks, each rank's tier split from the groups the levels define
+    (for ring levels of at most 2 ranks, where every hop goes to the one other member)."""
+    rep = json.load(open(a.report))
+    cfg = rep["config"]
+    P, K = cfg["world_size"], cfg["ranks_per_node"] or P
+    s, s_acc = ELEM_BYTES[cfg["dtype"]], 4
+    B, H, G, d, D = cfg["batch"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["dim"]
+    sub = 2 if cfg["block"] == "full" else 1
+    check(not cfg["mask"]["window"] and not cfg["mask"]["docs"], "tp check: no window or documents (full rings)")
+    n = 0
+    for r in ok_results(rep):
+        m = r["mesh"]
+        t, U, R = m["tp"], m["ulysses"], m["ring"]
+        if t == 1 or "inner_ring" in m:
+            continue
+        n += 1
+        lv = m["levels"]
+        names = [x["name"] for x in lv]
+        prod = 1
+        for x in lv:
+            prod *= x["size"]
+        check(names[0] == "tp" and lv[0]["size"] == t and prod == P and set(names) == {"tp", "ulysses", "ring"},
+              f"{r['label']}: mesh.levels {lv} (tp first, product P={P})")
+        if r["strategy"] == "usp":
+            check(r["label"] == f"usp[t{t}xu{U}xr{R}]", f"label {r['label']} for t={t} U={U} R={R}")
+        else:
+            check(r["strategy"] == "megatron-sp" and (t, U, R) == (P, 1, 1), f"{r['label']}: mesh {m}")
+        T = B * r["seq"] // P
+        hq, hk = H * d, d * max(G, t * U)
+        want = {"fwd": {"tp": sub * 2 * s * T * D * (t - 1), "ulysses": s * T * (2 * hq + 2 * hk) * (U - 1) // U,
+                        "ring": s * T * 2 * hk * (R - 1)},
+                "bwd": {"tp": sub * 3 * s * T * D * (t - 1), "ulysses": s * T * (2 * hq + 2 * hk) * (U - 1) // U,
+                        "ring": s * T * 2 * hk * (R - 1) + (s_acc * T * 2 * hk * R if R > 1 else 0)}}
+        # groups from the levels: level i's members are strided by the product of the sizes inside it
+        stride, groups = 1, {}
+        for x in lv:
+            groups[x["name"]] = (stride, x["size"])
+            stride *= x["size"]
+        for ph in ("fwd", "bwd"):
+            c = r["comm"][ph]
+            got = {}
+            for op in c["ops"]:
+                got[op["group"]] = got.get(op["group"], 0) + op["bytes_sent"]
+            check(all(got.get(k, 0) == v for k, v in want[ph].items()) and set(got) <= set(want[ph]),
+                  f"{r['label']} seq={r['seq']} {ph}: rank 0's bytes by level {got} != DESIGN's {want[ph]}")
+            total = sum(want[ph].values())
+            check(c["per_rank"] == [total] * P, f"{r['label']} {ph}: per rank {c['per_rank']} != {total}")
+            if R > 2:
+                continue
+            for q in range(P):
+                intra = inter = 0
+                for name, bytes_ in want[ph].items():
+                    st, g = groups[name]
+                    if g < 2:
+                        continue
+                    first = q - (q // st % g) * st
+                    peers = [first + j * st for j in range(g) if first + j * st != q]
+                    same = sum(1 for p_ in peers if p_ // K == q // K)
+                    intra += bytes_ // (g - 1) * same
+                    inter += bytes_ // (g - 1) * (g - 1 - same)
+                tr = c["tiers"]["per_rank"][q]
+                check((tr["intra_node_bytes"], tr["inter_node_bytes"]) == (intra, inter),
+                      f"{r['label']} {ph} rank {q}: tiers {tr} != recomputed intra {intra} inter {inter} (K={K})")
+    check(n >= a.min_ok, f"{n} ok results with a tp level, expected at least {a.min_ok}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("model"); m.add_argument("report"); m.add_argument("--min-ok", type=int, default=1)
+    tpp = sub.add_parser("tp"); tpp.add_argument("report"); tpp.add_argument("--min-ok", type=int, default=1)
     for name in ("memory", "weights"):
         p = sub.add_parser(name); p.add_argument("p1"); p.add_argument("p4"); p.add_argument("strategies", nargs="+")
     b = sub.add_parser("balance"); b.add_argument("report")
@@ -387,6 +459,8 @@ def main():
         cmd_balance(a)
     elif a.cmd == "hops":
         cmd_hops(a)
+    elif a.cmd == "tp":
+        cmd_tp(a)
     elif a.cmd == "console":
         cmd_console(a)
     elif a.cmd == "plan":

@@ -20,6 +20,12 @@ ELEM = {"fp32": 4, "bf16": 2, "fp16": 2}
 DEFAULT_STRATEGIES = ["single", "megatron-sp", "ulysses", "ring", "ring-zigzag", "usp[u2xr2]", "allgather-kv"]
 
 
+def mesh_block(U, R, tp=1):
+    """A result's mesh: degrees, placement and levels innermost first (schema 3)."""
+    return {"tp": tp, "ulysses": U, "ring": R, "placement": "ulysses-inner",
+            "levels": [{"name": "tp", "size": tp}, {"name": "ulysses", "size": U}, {"name": "ring", "size": R}]}
+
+
 def parse_label(label, P):
     """'usp[u2xr2]' -> ('usp', U=2, R=2); other names -> (name, 1, P)."""
     m = re.fullmatch(r"([a-z0-9-]+)(?:\[u(\d+)xr(\d+)\])?", label)
@@ -187,7 +193,7 @@ def _ok_result(name, label, seq, U, R, P, cfg, step, spread, comm_scale):
     mean = sum(compute) / P
     return {
         "strategy": name, "label": label, "seq": seq,
-        "mesh": {"ulysses": U, "ring": R, "placement": "ulysses-inner"},
+        "mesh": mesh_block(U, R),
         "status": "ok",
         "timing": timing, "comm": comm, "overlap": overlap,
         "flops": {"model": model, "hardware": hardware},
@@ -247,7 +253,7 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
         for lab in strategies:
             name, U, R = parse_label(lab, P)
             ident = {"strategy": name, "label": lab, "seq": seq,
-                     "mesh": {"ulysses": U, "ring": R, "placement": "ulysses-inner"}}
+                     "mesh": mesh_block(U, R)}
             skip = skipped.get((lab, seq), skipped.get(lab))
             fail = failed.get((lab, seq), failed.get(lab))
             if skip:

@@ -17,6 +17,7 @@
 #include "bench/strategies/double_ring_core.h"
 #include "bench/inputs.h"
 #include "bench/report.h"
+#include "bench/tiers.h"
 
 using namespace cpbench;
 
@@ -258,10 +259,102 @@ TEST_CASE("comm model: KV replication and the double ring", "[model]") {
   CHECK(dr->resolve_mesh(node, s, P).inner_ring == 4);
   node.ranks_per_node = 0;  // unknown: one window
   CHECK(dr->resolve_mesh(node, s, P).inner_ring == P);
-  // --mesh all: usp declares every U x R, double-ring every w.
-  CHECK(find_strategy("usp")->make()->mesh_candidates({}, 8).size() == 4);
+  // --mesh all: usp declares every t x U x R (t | 8, U | 8/t: 4 + 3 + 2 + 1), double-ring every w.
+  CHECK(find_strategy("usp")->make()->mesh_candidates({}, 8).size() == 10);
   CHECK(dr->mesh_candidates({}, 8).size() == 4);
   CHECK(find_strategy("ring")->make()->mesh_candidates({}, 8).size() == 1);
+}
+
+TEST_CASE("comm model: the tp level (usp --tp, megatron-sp = {tp = P})", "[model][tp]") {
+  // DESIGN "Tensor parallelism inside the CP mesh", written out here: T = B*N/P, hk' =
+  // d*max(G, t*U); tp fwd 2*s*T*D*(t-1), bwd 3*s*T*D*(t-1) per sub-layer; Ulysses
+  // s*T*(2hq + 2hk')*(U-1)/U; ring s*T*2hk'*(R-1) (+ s_acc*T*2hk'*R backward).
+  LayerShape s;
+  s.B = 2; s.N = 128; s.H = 8; s.G = 2; s.d = 8; s.D = 64; s.F = 96;
+  const int64_t e = 4, acc = 4, hq = int64_t(s.H) * s.d;
+  const auto usp = find_strategy("usp")->make();
+  const int P = 8;
+  const int64_t T = s.B * s.N / P;
+  struct Case { int t, U, R; };
+  for (const bool full : {false, true}) {
+    s.full_block = full;
+    const int64_t sub = full ? 2 : 1;
+    for (const Case c : {Case{2, 2, 2}, Case{2, 1, 4}, Case{4, 2, 1}, Case{8, 1, 1}, Case{2, 4, 1}}) {
+      CAPTURE(full, c.t, c.U, c.R);
+      MeshSpec req;
+      req.tp = c.t;
+      req.U = c.U;
+      const MeshSpec m = usp->resolve_mesh(req, s, P);
+      CHECK(m.R == c.R);
+      CHECK_NOTHROW(usp->check(s, P, m));
+      CHECK(usp->label(m) == "usp[t" + std::to_string(c.t) + "xu" + std::to_string(c.U) + "xr" + std::to_string(c.R) + "]");
+      const int64_t hk = int64_t(std::max(s.G, c.t * c.U)) * s.d;
+      const int64_t uly = e * T * (2 * hq + 2 * hk) * (c.U - 1) / c.U;
+      const int64_t ring_f = e * T * 2 * hk * (c.R - 1), ring_b = c.R > 1 ? ring_f + acc * T * 2 * hk * c.R : 0;
+      const CommPrediction p = usp->predicted_bytes(s, P, m, e, acc);
+      CHECK(p.fwd == sub * 2 * e * T * s.D * (c.t - 1) + uly + ring_f);
+      CHECK(p.bwd == sub * 3 * e * T * s.D * (c.t - 1) + uly + ring_b);
+      int64_t tp_fwd = 0;
+      for (const CommShare& sh : p.shares)
+        if (sh.level == "tp" && sh.phase == Phase::fwd) tp_fwd += sh.bytes;
+      CHECK(tp_fwd == sub * 2 * e * T * s.D * (c.t - 1));
+      // The mesh: tp innermost (contiguous ranks), levels innermost first with size-1 levels.
+      const MeshDesc d = usp->mesh_desc(m);
+      CHECK(d.levels.back().name == "tp");
+      std::vector<int> tp_group(static_cast<size_t>(c.t));
+      for (int j = 0; j < c.t; ++j) tp_group[static_cast<size_t>(j)] = 5 - 5 % c.t + j;
+      CHECK(Mesh::group_of(5, d, "tp") == tp_group);
+      const nlohmann::json mj = mesh_json(m);
+      CHECK(mj["tp"] == c.t);
+      CHECK(mj["levels"] == nlohmann::json::parse("[{\"name\": \"tp\", \"size\": " + std::to_string(c.t) +
+                                                   "}, {\"name\": \"ulysses\", \"size\": " + std::to_string(c.U) +
+                                                   "}, {\"name\": \"ring\", \"size\": " + std::to_string(c.R) + "}]"));
+    }
+  }
+  s.full_block = false;
+  // t = 1 keeps today's label and model; megatron-sp is the mesh {tp = P}.
+  MeshSpec plain;
+  plain.U = 2;
+  CHECK(usp->label(usp->resolve_mesh(plain, s, P)) == "usp[u2xr4]");
+  const auto mg = find_strategy("megatron-sp")->make();
+  const MeshSpec mm = mg->resolve_mesh({}, s, P);
+  CHECK((mm.tp == P && mm.U == 1 && mm.R == 1));
+  CHECK(mg->mesh_desc(mm).key() == "tp=8");
+  for (const CommShare& sh : mg->predicted_bytes(s, P, mm, e, acc).shares) CHECK(sh.level == "tp");
+  CHECK(mesh_json(mm)["levels"][0] == nlohmann::json{{"name", "tp"}, {"size", P}});
+  // Constraints name the values.
+  MeshSpec bad;
+  bad.tp = 3;
+  CHECK(error_of([&] { usp->resolve_mesh(bad, s, P); }) == "usp: tp=3 does not divide P=8");
+  bad.tp = 2;
+  bad.U = 2;
+  bad.R = 4;
+  CHECK(error_of([&] { usp->resolve_mesh(bad, s, P); }) == "usp: ulysses=2 x ring=4 = 8 ranks, but P/tp=4 (P=8, tp=2)");
+  LayerShape s6 = s;
+  s6.H = 6; s6.G = 6; s6.D = 48;
+  MeshSpec t4;
+  t4.tp = 4;
+  t4.U = 1;
+  const MeshSpec m4 = usp->resolve_mesh(t4, s6, P);
+  CHECK(error_of([&] { usp->check(s6, P, m4); }).find("usp: tp=4 does not divide heads=6") == 0);
+  s.full_block = true;
+  s.F = 97;
+  MeshSpec t2;
+  t2.tp = 2;
+  t2.U = 2;
+  CHECK(error_of([&] { usp->check(s, P, usp->resolve_mesh(t2, s, P)); }) ==
+        "usp: tp=2 does not divide ffn_dim=97 (w_gate, w_up split by columns)");
+  // A TP group spanning nodes is warned about; inside a node it is not.
+  MeshSpec w22;
+  w22.tp = 2;
+  w22.U = 2;
+  w22.R = 2;
+  CHECK(placement_warning("usp", usp->mesh_desc(w22), P, {0, 0, 1, 1, 2, 2, 3, 3}).empty());
+  CHECK(placement_warning("usp", usp->mesh_desc(w22), P, {0, 1, 0, 1, 0, 1, 0, 1}).find("tp groups of 2 ranks span nodes") == 0);
+  // --mesh all: every t x U x R including t = P.
+  bool has_tP = false;
+  for (const MeshSpec& c : usp->mesh_candidates({}, P)) has_tP = has_tP || (c.tp == P && c.U == 1 && c.R == 1);
+  CHECK(has_tP);
 }
 
 TEST_CASE("comm model: a sequence of 2^40 tokens keeps every ring hop", "[model]") {
@@ -386,7 +479,7 @@ TEST_CASE("config: a layer naming the mesh replaces the lower layer's mesh") {
   finalize_config(d, 4);
   RunConfig e = tiny(64);  // both in one layer: a conflict
   apply_settings(e, {{"mesh", "all"}, {"ulysses", 2}}, "command line");
-  CHECK(error_of([&] { finalize_config(e, 4); }).find("--mesh all enumerates every U x R") == 0);
+  CHECK(error_of([&] { finalize_config(e, 4); }).find("--mesh all enumerates every t x U x R") == 0);
 }
 
 TEST_CASE("report: context.nccl says what went through NCCL and what was local (--comm nccl only)") {

@@ -1,4 +1,4 @@
-// Mesh groups (pure functions of P, U, R, placement, rank), byte accounting, names and the
+// Mesh groups (pure functions of the levels and the rank), byte accounting, names and the
 // comm log's clock. No MPI needed. Without MPI (CPBENCH_MPI=OFF) also the one-rank world.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -21,6 +21,21 @@ std::vector<std::pair<int, int>> factorizations(int P) {
   return f;
 }
 
+// usp's two levels, the inner one last (contiguous ranks), as bench/strategy.h's MeshSpec::desc
+// orders them: ulysses-inner {ring R, ulysses U}, ring-inner {ulysses U, ring R}.
+MeshDesc two_levels(int U, int R, bool ulysses_inner) {
+  MeshDesc d;
+  if (ulysses_inner) d.levels = {{"ring", R}, {"ulysses", U}};
+  else d.levels = {{"ulysses", U}, {"ring", R}};
+  return d;
+}
+std::vector<int> ulysses_group(int rank, int U, int R, bool ulysses_inner) {
+  return Mesh::group_of(rank, two_levels(U, R, ulysses_inner), "ulysses");
+}
+std::vector<int> ring_group(int rank, int U, int R, bool ulysses_inner) {
+  return Mesh::group_of(rank, two_levels(U, R, ulysses_inner), "ring");
+}
+
 bool is_arith(const std::vector<int>& g, int first, int stride) {
   for (size_t j = 0; j < g.size(); ++j)
     if (g[j] != first + static_cast<int>(j) * stride) return false;
@@ -32,25 +47,25 @@ bool is_arith(const std::vector<int>& g, int first, int stride) {
 TEST_CASE("mesh groups partition the ranks for every P <= 16, U x R and placement", "[mesh]") {
   for (int P = 1; P <= 16; ++P) {
     for (auto [U, R] : factorizations(P)) {
-      for (Placement pl : {Placement::ulysses_inner, Placement::ring_inner}) {
-        INFO("P=" << P << " U=" << U << " R=" << R << " placement=" << placement_name(pl));
+      for (const bool pl : {true, false}) {  // ulysses-inner, ring-inner
+        INFO("P=" << P << " U=" << U << " R=" << R << (pl ? " ulysses-inner" : " ring-inner"));
         std::vector<int> uly_count(static_cast<size_t>(P), 0), ring_count(static_cast<size_t>(P), 0);
         std::set<std::vector<int>> uly_groups, ring_groups;
         for (int r = 0; r < P; ++r) {
           INFO("rank " << r);
-          const auto ug = Mesh::ulysses_group_of(r, P, U, R, pl);
-          const auto rg = Mesh::ring_group_of(r, P, U, R, pl);
+          const auto ug = ulysses_group(r, U, R, pl);
+          const auto rg = ring_group(r, U, R, pl);
           REQUIRE(ug.size() == static_cast<size_t>(U));
           REQUIRE(rg.size() == static_cast<size_t>(R));
           // Each member of a group computes the same group (consistent partition).
-          for (int m : ug) CHECK(Mesh::ulysses_group_of(m, P, U, R, pl) == ug);
-          for (int m : rg) CHECK(Mesh::ring_group_of(m, P, U, R, pl) == rg);
+          for (int m : ug) CHECK(ulysses_group(m, U, R, pl) == ug);
+          for (int m : rg) CHECK(ring_group(m, U, R, pl) == rg);
           // The Ulysses and ring groups of a rank meet in that rank only (a 2-D mesh).
           std::vector<int> both;
           std::set_intersection(ug.begin(), ug.end(), rg.begin(), rg.end(), std::back_inserter(both));
           CHECK(both == std::vector<int>{r});
           // Contiguity per placement; group order = ascending world rank.
-          if (pl == Placement::ulysses_inner) {
+          if (pl) {
             CHECK(is_arith(ug, r / U * U, 1));
             CHECK(is_arith(rg, r % U, U));
           } else {
@@ -75,29 +90,26 @@ TEST_CASE("mesh groups partition the ranks for every P <= 16, U x R and placemen
 
 TEST_CASE("mesh groups: worked examples", "[mesh]") {
   // P = 8, U = 2, R = 4
-  CHECK(Mesh::ulysses_group_of(5, 8, 2, 4, Placement::ulysses_inner) == std::vector<int>{4, 5});
-  CHECK(Mesh::ring_group_of(5, 8, 2, 4, Placement::ulysses_inner) == std::vector<int>{1, 3, 5, 7});
-  CHECK(Mesh::ring_group_of(5, 8, 2, 4, Placement::ring_inner) == std::vector<int>{4, 5, 6, 7});
-  CHECK(Mesh::ulysses_group_of(5, 8, 2, 4, Placement::ring_inner) == std::vector<int>{1, 5});
+  CHECK(ulysses_group(5, 2, 4, true) == std::vector<int>{4, 5});
+  CHECK(ring_group(5, 2, 4, true) == std::vector<int>{1, 3, 5, 7});
+  CHECK(ring_group(5, 2, 4, false) == std::vector<int>{4, 5, 6, 7});
+  CHECK(ulysses_group(5, 2, 4, false) == std::vector<int>{1, 5});
   // P = 6, U = 3, R = 2
-  CHECK(Mesh::ulysses_group_of(4, 6, 3, 2, Placement::ulysses_inner) == std::vector<int>{3, 4, 5});
-  CHECK(Mesh::ring_group_of(4, 6, 3, 2, Placement::ulysses_inner) == std::vector<int>{1, 4});
-  CHECK(Mesh::ring_group_of(4, 6, 3, 2, Placement::ring_inner) == std::vector<int>{4, 5});
-  CHECK(Mesh::ulysses_group_of(4, 6, 3, 2, Placement::ring_inner) == std::vector<int>{0, 2, 4});
+  CHECK(ulysses_group(4, 3, 2, true) == std::vector<int>{3, 4, 5});
+  CHECK(ring_group(4, 3, 2, true) == std::vector<int>{1, 4});
+  CHECK(ring_group(4, 3, 2, false) == std::vector<int>{4, 5});
+  CHECK(ulysses_group(4, 3, 2, false) == std::vector<int>{0, 2, 4});
   // Degenerate meshes: pure Ulysses and pure ring.
-  CHECK(Mesh::ulysses_group_of(2, 4, 4, 1, Placement::ulysses_inner) == std::vector<int>{0, 1, 2, 3});
-  CHECK(Mesh::ring_group_of(2, 4, 4, 1, Placement::ulysses_inner) == std::vector<int>{2});
-  CHECK(Mesh::ring_group_of(2, 4, 1, 4, Placement::ulysses_inner) == std::vector<int>{0, 1, 2, 3});
-  CHECK(Mesh::ulysses_group_of(2, 4, 1, 4, Placement::ulysses_inner) == std::vector<int>{2});
+  CHECK(ulysses_group(2, 4, 1, true) == std::vector<int>{0, 1, 2, 3});
+  CHECK(ring_group(2, 4, 1, true) == std::vector<int>{2});
+  CHECK(ring_group(2, 1, 4, true) == std::vector<int>{0, 1, 2, 3});
+  CHECK(ulysses_group(2, 1, 4, true) == std::vector<int>{2});
 }
 
-TEST_CASE("mesh rejects U x R != P and ranks outside the mesh, naming the values", "[mesh]") {
-  CHECK_THROWS_AS(Mesh::ulysses_group_of(0, 8, 3, 2, Placement::ulysses_inner), std::invalid_argument);
-  CHECK_THROWS_WITH(Mesh::ring_group_of(0, 8, 3, 2, Placement::ring_inner),
-                    Catch::Contains("U=3") && Catch::Contains("R=2") && Catch::Contains("P=8"));
-  CHECK_THROWS_AS(Mesh::ulysses_group_of(0, 4, 0, 4, Placement::ulysses_inner), std::invalid_argument);
-  CHECK_THROWS_AS(Mesh::ulysses_group_of(4, 4, 2, 2, Placement::ulysses_inner), std::invalid_argument);
-  CHECK_THROWS_AS(Mesh::ring_group_of(-1, 4, 2, 2, Placement::ulysses_inner), std::invalid_argument);
+TEST_CASE("mesh rejects ranks outside the mesh, naming the values", "[mesh]") {
+  CHECK_THROWS_WITH(ring_group(4, 2, 2, true), Catch::Contains("rank 4 is outside [0, 4)"));
+  CHECK_THROWS_AS(ulysses_group(-1, 2, 2, true), std::invalid_argument);
+  CHECK_THROWS_AS(ulysses_group(0, 0, 4, true), std::invalid_argument);  // a level of size 0
 }
 
 TEST_CASE("N-level meshes: each level partitions the ranks, levels meet in one rank", "[mesh]") {
@@ -151,19 +163,6 @@ TEST_CASE("N-level meshes: worked example, two-level equivalence, errors", "[mes
   CHECK(d.size_of("ring_inner") == 2);
   CHECK(d.size_of("ring") == 1);  // a level the mesh lacks has groups of one
   CHECK_FALSE(d.has("ring"));
-  // The two-level mesh is the general one with the placement's order.
-  for (int P : {4, 6, 8, 12})
-    for (int U = 1; U <= P; ++U) {
-      if (P % U) continue;
-      for (Placement pl : {Placement::ulysses_inner, Placement::ring_inner})
-        for (int r = 0; r < P; ++r) {
-          const MeshDesc t = MeshDesc::two_level(U, P / U, pl);
-          CHECK(Mesh::group_of(r, t, "ulysses") == Mesh::ulysses_group_of(r, P, U, P / U, pl));
-          CHECK(Mesh::group_of(r, t, "ring") == Mesh::ring_group_of(r, P, U, P / U, pl));
-        }
-    }
-  CHECK(MeshDesc::two_level(2, 4, Placement::ulysses_inner).key() == "ring=4/ulysses=2");
-  CHECK(MeshDesc::two_level(2, 4, Placement::ring_inner).key() == "ulysses=2/ring=4");
   CHECK_THROWS_WITH(Mesh::group_of(0, d, "ring"),
                     Catch::Contains("no level 'ring'") && Catch::Contains("ring_outer=2"));
   CHECK_THROWS_WITH(Mesh::group_of(8, d, "ulysses"), Catch::Contains("rank 8 is outside [0, 8)"));
@@ -173,13 +172,6 @@ TEST_CASE("N-level meshes: worked example, two-level equivalence, errors", "[mes
   MeshDesc zero;
   zero.levels = {{"ring", 0}};
   CHECK_THROWS_AS(Mesh::group_of(0, zero, "ring"), std::invalid_argument);
-}
-
-TEST_CASE("placements parse from the command line's names", "[mesh]") {
-  // (The names themselves are checked against the report schema in test_metrics.)
-  CHECK(parse_placement("ulysses-inner") == Placement::ulysses_inner);
-  CHECK(parse_placement("ring-inner") == Placement::ring_inner);
-  CHECK_THROWS_WITH(parse_placement("inner"), Catch::Contains("inner"));
 }
 
 TEST_CASE("logical_bytes_sent follows the nccl-tests convention", "[comm]") {
@@ -292,11 +284,11 @@ TEST_CASE("serial world: groups of one copy, record zero bytes, match sends to s
     CHECK_THROWS_AS(c->all_to_all(s, small), std::invalid_argument);
     CHECK_THROWS_WITH(w.make_group({0}, "cp", log, be, "bogus"), Catch::Contains("bogus"));
     CHECK_THROWS_WITH(w.make_group({0}, "cp", log, be, "nccl"), Catch::Contains("nccl"));
-    Mesh m = Mesh::build(w, 1, 1, Placement::ulysses_inner, log, be, "mpi");
+    Mesh m = Mesh::build(w, two_levels(1, 1, true), log, be, "mpi");
     CHECK(m.cp->size() == 1);
-    CHECK(m.ulysses->name() == "ulysses");
-    CHECK(m.ring->name() == "ring");
-    CHECK_THROWS_AS(Mesh::build(w, 2, 1, Placement::ulysses_inner, log, be, "mpi"), std::invalid_argument);
+    CHECK(m.group("ulysses").name() == "ulysses");
+    CHECK(m.group("ring").name() == "ring");
+    CHECK_THROWS_AS(Mesh::build(w, two_levels(2, 1, true), log, be, "mpi"), std::invalid_argument);
   }
 }
 #endif

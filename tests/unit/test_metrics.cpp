@@ -21,6 +21,17 @@
 using namespace cpbench;
 
 namespace {
+// usp's U x R mesh with a placement, as the harness describes it (MeshSpec::desc).
+MeshDesc usp_desc(int U, int R, Placement pl) {
+  MeshSpec m;
+  m.U = U;
+  m.R = R;
+  m.placement = pl;
+  return m.desc();
+}
+}  // namespace
+
+namespace {
 CommRecord rec(OpKind op, Phase ph, int64_t bytes, double t0, double t1, int g = 4) {
   return CommRecord{op, "ring", g, ph, bytes, bytes, -1, t0, t1};
 }
@@ -233,7 +244,7 @@ TEST_CASE("tiers: the model's bytes split by destination node on the mesh's grou
   SECTION("a ring over all ranks crosses nodes only at the node boundaries") {
     CommPrediction p;
     p.add("cp", Phase::fwd, 1, 700).add("cp", Phase::bwd, -3, 40);
-    const auto t = predict_tiers(p, MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, two_nodes);
+    const auto t = predict_tiers(p, usp_desc(1, 8, Placement::ulysses_inner), 8, two_nodes);
     REQUIRE(t.size() == 8);
     for (int r = 0; r < 8; ++r) {
       const bool crosses = r == 3 || r == 7;  // 3 -> 4, 7 -> 0
@@ -246,19 +257,19 @@ TEST_CASE("tiers: the model's bytes split by destination node on the mesh's grou
   SECTION("a spread share goes in equal chunks to every other member") {
     CommPrediction p;
     p.add("cp", Phase::fwd, 0, 7 * 10);  // 10 bytes to each of 7 peers: 3 on the node, 4 off it
-    const auto t = predict_tiers(p, MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, two_nodes);
+    const auto t = predict_tiers(p, usp_desc(1, 8, Placement::ulysses_inner), 8, two_nodes);
     for (int r = 0; r < 8; ++r) {
       CHECK(t[r].fwd.intra == 30);
       CHECK(t[r].fwd.inter == 40);
     }
-    CHECK_THROWS_AS(predict_tiers(CommPrediction{}.add("cp", Phase::fwd, 0, 71), MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, two_nodes),
+    CHECK_THROWS_AS(predict_tiers(CommPrediction{}.add("cp", Phase::fwd, 0, 71), usp_desc(1, 8, Placement::ulysses_inner), 8, two_nodes),
                     std::logic_error);
   }
   SECTION("usp u2 x r4: Ulysses groups inside nodes with ulysses-inner, across them with ring-inner") {
     CommPrediction p;
     p.add("ulysses", Phase::fwd, 0, 100).add("ring", Phase::fwd, 1, 1000);
-    const auto in = predict_tiers(p, MeshDesc::two_level(2, 4, Placement::ulysses_inner), 8, two_nodes);
-    const auto out = predict_tiers(p, MeshDesc::two_level(2, 4, Placement::ring_inner), 8, two_nodes);
+    const auto in = predict_tiers(p, usp_desc(2, 4, Placement::ulysses_inner), 8, two_nodes);
+    const auto out = predict_tiers(p, usp_desc(2, 4, Placement::ring_inner), 8, two_nodes);
     int64_t in_inter = 0, out_inter_ulysses_ranks = 0;
     for (int r = 0; r < 8; ++r) {
       in_inter += in[r].fwd.inter;
@@ -271,7 +282,7 @@ TEST_CASE("tiers: the model's bytes split by destination node on the mesh's grou
   SECTION("one node: everything is intra-node") {
     CommPrediction p;
     p.add("ring", Phase::bwd, 1, 5);
-    for (const auto& r : predict_tiers(p, MeshDesc::two_level(2, 4, Placement::ulysses_inner), 8, {}))
+    for (const auto& r : predict_tiers(p, usp_desc(2, 4, Placement::ulysses_inner), 8, {}))
       CHECK((r.bwd.intra == 5 && r.bwd.inter == 0));
   }
 }
@@ -289,18 +300,18 @@ TEST_CASE("tiers: split_by_tier follows DESIGN's per-destination convention") {
 TEST_CASE("tiers: the placement warning appears exactly when a Ulysses group spans nodes and the rings do not") {
   const std::vector<int> k4 = {0, 0, 0, 0, 1, 1, 1, 1};  // P = 8, K = 4
   // ulysses-inner: Ulysses groups are neighbours, inside a node -> no warning.
-  CHECK(placement_warning("usp", MeshDesc::two_level(2, 4, Placement::ulysses_inner), 8, k4).empty());
-  CHECK(placement_warning("usp", MeshDesc::two_level(4, 2, Placement::ulysses_inner), 8, k4).empty());
+  CHECK(placement_warning("usp", usp_desc(2, 4, Placement::ulysses_inner), 8, k4).empty());
+  CHECK(placement_warning("usp", usp_desc(4, 2, Placement::ulysses_inner), 8, k4).empty());
   // ring-inner: rings of 4 or 2 neighbours stay inside a node, Ulysses groups cross -> warning.
-  CHECK(placement_warning("usp", MeshDesc::two_level(2, 4, Placement::ring_inner), 8, k4).find("span nodes") != std::string::npos);
-  CHECK(placement_warning("usp", MeshDesc::two_level(4, 2, Placement::ring_inner), 8, k4).find("Ulysses groups of 4") != std::string::npos);
+  CHECK(placement_warning("usp", usp_desc(2, 4, Placement::ring_inner), 8, k4).find("span nodes") != std::string::npos);
+  CHECK(placement_warning("usp", usp_desc(4, 2, Placement::ring_inner), 8, k4).find("Ulysses groups of 4") != std::string::npos);
   // U = 8 > K: the Ulysses group must span nodes, but there is no ring to put inside instead.
-  CHECK(placement_warning("usp", MeshDesc::two_level(8, 1, Placement::ulysses_inner), 8, k4).empty());
+  CHECK(placement_warning("usp", usp_desc(8, 1, Placement::ulysses_inner), 8, k4).empty());
   // ring-inner with ring groups that also cross (K = 2, rings of 4): no better placement -> none.
-  CHECK(placement_warning("usp", MeshDesc::two_level(2, 4, Placement::ring_inner), 8, {0, 0, 1, 1, 2, 2, 3, 3}).empty());
-  CHECK(placement_warning("megatron-sp", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, k4).find("megatron-sp") != std::string::npos);
-  CHECK(placement_warning("megatron-sp", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, {}).empty());
-  CHECK(placement_warning("ring", MeshDesc::two_level(1, 8, Placement::ulysses_inner), 8, k4).empty());
+  CHECK(placement_warning("usp", usp_desc(2, 4, Placement::ring_inner), 8, {0, 0, 1, 1, 2, 2, 3, 3}).empty());
+  CHECK(placement_warning("megatron-sp", usp_desc(1, 8, Placement::ulysses_inner), 8, k4).find("megatron-sp") != std::string::npos);
+  CHECK(placement_warning("megatron-sp", usp_desc(1, 8, Placement::ulysses_inner), 8, {}).empty());
+  CHECK(placement_warning("ring", usp_desc(1, 8, Placement::ulysses_inner), 8, k4).empty());
 }
 
 // The names the code writes into reports are the report schema's (results_schema), both ways: a

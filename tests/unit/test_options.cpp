@@ -36,6 +36,14 @@ CommandLine parse(std::vector<std::string> args) {
 int64_t sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t(0)); }
 }  // namespace
 
+TEST_CASE("options: placements parse from the command line's names") {
+  // (The names themselves are checked against the report schema in test_metrics.)
+  CHECK(parse_placement("ulysses-inner") == Placement::ulysses_inner);
+  CHECK(parse_placement("ring-inner") == Placement::ring_inner);
+  CHECK(std::string(placement_name(Placement::ring_inner)) == "ring-inner");
+  CHECK_THROWS_WITH(parse_placement("inner"), Catch::Contains("inner"));
+}
+
 TEST_CASE("options: every preset key has one entry, and its flag is the key with dashes") {
   for (const auto& o : option_table()) {
     CHECK(find_option_by_key(o.key) == &o);
@@ -222,7 +230,7 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   CHECK(j["layers"].is_null());     // no whole-model estimate under --block attn
   CHECK(j["recompute"].is_null());
   CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));
-  CHECK(j["mesh"] == json::parse(R"({"ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false,
+  CHECK(j["mesh"] == json::parse(R"({"tp": null, "ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false,
                                       "usp_layout": "auto", "usp_ring": "single", "inner_ring": 0})"));
   RunConfig d;
   apply_settings(d, {{"model", "tiny"}, {"seq", 64}, {"usp_layout", "contiguous"}, {"usp_ring", "double"},
