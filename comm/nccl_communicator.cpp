@@ -75,18 +75,6 @@ Counters& counters() {
   return c;
 }
 
-// CPBENCH_NCCL_TIMEOUT_S: how long a host wait on the comm stream may last (default 600, as
-// DESIGN's --timeout; 0 = no bound).
-double timeout_s() {
-  const char* v = std::getenv("CPBENCH_NCCL_TIMEOUT_S");
-  if (!v || !*v) return 600.0;
-  char* end = nullptr;
-  const double t = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(t >= 0))
-    throw std::invalid_argument(std::string("CPBENCH_NCCL_TIMEOUT_S must be a number of seconds >= 0, got '") +
-                                v + "'");
-  return t;
-}
 
 bool one_rank_requested() {
   const char* v = std::getenv("CPBENCH_NCCL_ONE_RANK");
@@ -251,7 +239,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, const std::string& name, CommL
                                  "); NCCL needs one GPU per rank. Start one rank per GPU, or use "
                                  "--comm mpi to share a GPU between ranks.");
 
-  timeout_s_ = timeout_s();
+  timeout_s_ = cuda::host_wait_timeout_s();  // CPBENCH_NCCL_TIMEOUT_S, shared with the backend's host waits
   one_rank_nccl_ = size_ == 1 && one_rank_requested();
   if (one_rank_nccl_) counters().one_rank = true;
   int prio_lo = 0, prio_hi = 0;
