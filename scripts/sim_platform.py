@@ -16,6 +16,18 @@ SimGrid zones, one per node:
 Ranks are placed by node: rank r on node r // gpus_per_node, GPU r % gpus_per_node (the
 placement cpbench's Ulysses-inner meshes assume). Usage:
   sim_platform.py PLATFORM.json P OUT_DIR   -> OUT_DIR/platform.xml, OUT_DIR/hostfile
+
+An optional network "fabric" section gives the fabric beyond the NICs limits (otherwise it is
+non-blocking, as above):
+  "fabric": {"nodes_per_leaf": K, "oversubscription": X, "rail_optimized": true|false}
+Nodes are grouped K by K under leaf switches. rail_optimized: NIC i of each node of a group goes
+to the group's rail-i leaf (one leaf per rail per group); not rail-optimised: all the NICs of a
+group's nodes go to one leaf (top of rack). A leaf's uplink to the spine carries its down-ports'
+bandwidth divided by X (X = 2: 2:1 oversubscribed), each direction. A route between two NICs on
+the same leaf stays there; any other inter-node route (another group, or, rail-optimised,
+another rail) crosses the source leaf's uplink and the destination leaf's downlink. The fabric
+latency (fabric_lat_us) is charged once per inter-node route either way (spine hops ASSUMED free
+of extra latency). With a fabric the platform is one flat zone with a route per host pair.
 A platform JSON may instead name a hand-written XML ("xml": path, relative to the JSON) and its
 host list ("hosts": [...]); then that XML is used as is.
 """
@@ -42,6 +54,66 @@ def gbs(x):
 
 def us(x):
     return "%.6gus" % x
+
+
+def fabric_options(net, path, nodes, nics):
+    """The validated "fabric" section, or None (non-blocking)."""
+    fab = net.get("fabric")
+    if fab is None:
+        return None
+    where = path + " network.fabric"
+    k = int(need(fab, "nodes_per_leaf", where))
+    x = float(need(fab, "oversubscription", where))
+    rail = need(fab, "rail_optimized", where)
+    if k < 1 or x < 1 or not isinstance(rail, bool):
+        fail("%s: need nodes_per_leaf >= 1, oversubscription >= 1, rail_optimized true|false "
+             "(got %r, %r, %r)" % (where, fab.get("nodes_per_leaf"), fab.get("oversubscription"), rail))
+    return k, x, rail
+
+
+def write_fabric(w, net, nodes, g, hosts_per_node, fab):
+    """The flat zone of a platform with a limited fabric (see the module comment)."""
+    intra, inter = net["intra"], net["inter"]
+    nics = int(net.get("nics_per_node", g))
+    k, x, rail = fab
+    groups = int(math.ceil(nodes / k))
+    nic_bw = inter["bw_gbs"]
+    half = inter.get("fabric_lat_us", 0.0) / 2
+
+    def leaf(n, nic):  # leaf id of NIC `nic` of node n
+        return "leaf%d-rail%d" % (n // k, nic) if rail else "leaf%d" % (n // k)
+
+    leaves = [(grp, r) for grp in range(groups) for r in (range(nics) if rail else [None])]
+    for n in range(nodes):
+        for i in range(hosts_per_node):
+            w('  <host id="node%d-gpu%d" speed="1Gf"/>' % (n, i))
+        for i in range(hosts_per_node):
+            w('  <link id="node%d-port%d" bandwidth="%s" latency="%s" sharing_policy="SPLITDUPLEX"/>'
+              % (n, i, gbs(intra["bw_gbs"]), us(intra["lat_us"] / 2)))
+        for i in range(nics):
+            w('  <link id="node%d-nic%d" bandwidth="%s" latency="%s" sharing_policy="SPLITDUPLEX"/>'
+              % (n, i, gbs(nic_bw), us(inter["lat_us"] / 2)))
+    for grp, r in leaves:
+        name = "leaf%d-rail%d" % (grp, r) if rail else "leaf%d" % grp
+        down = sum(1 for n in range(grp * k, min(nodes, grp * k + k))) * (1 if rail else nics)
+        # The switch itself (latency only: never the bottleneck) and its uplink to the spine.
+        w('  <link id="%s" bandwidth="%s" latency="%s" sharing_policy="FATPIPE"/>'
+          % (name, gbs(nic_bw * down), us(2 * half)))
+        w('  <link id="%s-up" bandwidth="%s" latency="%s" sharing_policy="SPLITDUPLEX"/>'
+          % (name, gbs(nic_bw * down / x), us(half)))
+    hosts = [(n, i) for n in range(nodes) for i in range(hosts_per_node)]
+    for a in range(len(hosts)):
+        n, i = hosts[a]
+        for b in range(a + 1, len(hosts)):
+            m, j = hosts[b]
+            if n == m:
+                links = [("node%d-port%d" % (n, i), "UP"), ("node%d-port%d" % (m, j), "DOWN")]
+            else:
+                la, lb = leaf(n, i % nics), leaf(m, j % nics)
+                mid = [(la, None)] if la == lb else [(la + "-up", "UP"), (lb + "-up", "DOWN")]
+                links = [("node%d-nic%d" % (n, i % nics), "UP")] + mid + [("node%d-nic%d" % (m, j % nics), "DOWN")]
+            w('  <route src="node%d-gpu%d" dst="node%d-gpu%d">%s</route>' % (n, i, m, j, "".join(
+                '<link_ctn id="%s"%s/>' % (l, ' direction="%s"' % d if d else "") for l, d in links)))
 
 
 def write_generated(plat, path, P, out_dir):
@@ -75,7 +147,12 @@ def write_generated(plat, path, P, out_dir):
       % (os.path.basename(path), P, nodes, g))
     w('<platform version="4.1">')
     w('<zone id="world" routing="Full">')
-    for n in range(nodes):
+    fab = fabric_options(net, path, nodes, nics) if inter is not None else None
+    if fab is not None and hosts_per_node < g:
+        fail("%s: a network.fabric needs cores_per_node >= gpus_per_node" % path)
+    if fab is not None:
+        write_fabric(w, net, nodes, g, hosts_per_node, fab)
+    for n in (range(nodes) if fab is None else []):
         w('  <zone id="node%d" routing="Full">' % n)
         for i in range(hosts_per_node):
             w('    <host id="node%d-gpu%d" speed="1Gf"/>' % (n, i))
@@ -104,7 +181,7 @@ def write_generated(plat, path, P, out_dir):
                 w('    <route src="node%d-gpu%d" dst="node%d-gw"><link_ctn id="node%d-nic%d" direction="UP"/></route>'
                   % (n, i, n, n, i % nics))
         w("  </zone>")
-    if nodes > 1:
+    if nodes > 1 and fab is None:
         # The non-blocking fabric: one FATPIPE link per node (never the bottleneck: the node's NICs
         # are), half the fabric latency each. Not one link shared by every inter-node route: SimGrid
         # re-solves all the flows that share a link whenever one starts or ends, so a single fabric
