@@ -245,6 +245,18 @@ CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t hk, int R, int6
   return p.add(level, Phase::bwd, -h, acc_block);
 }
 
+CommPrediction RingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
+                                                int64_t acc, int hops, const std::string& level) {
+  const int h = hops < 0 ? R - 1 : hops;
+  CommPrediction p;
+  if (R <= 1 || h == 0) return p;
+  // Q moves against the ring's K,V direction (to the previous rank); the partial rides along
+  // with it on every hop and one last send returns it to its owner, h places ahead.
+  const int64_t q = elem * tokens_q * hq, partial = acc * tokens_q * hq + 4 * tokens_q * heads;
+  p.add(level, Phase::fwd, -1, (q + partial) * h);
+  return p.add(level, Phase::fwd, h, partial);
+}
+
 // ---- RingLayer -----------------------------------------------------------------------------------
 
 CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,

@@ -15,6 +15,7 @@
 #include "bench/dump.h"
 #include "bench/plan.h"
 #include "bench/strategies/double_ring_core.h"
+#include "bench/strategies/ring_core.h"
 #include "bench/inputs.h"
 #include "bench/report.h"
 #include "bench/tiers.h"
@@ -462,6 +463,33 @@ TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
     CHECK_THROWS_AS(DoubleRingCore::predicted_bytes(10, 2, 3, 4, 2, 4, hops(1, {3, 0})), std::logic_error);
     CHECK_THROWS_AS(DoubleRingCore::predicted_bytes(10, 2, 3, 4, 2, 4, hops(4, {0, 0, 0, 0, 0})), std::logic_error);
   }
+}
+
+TEST_CASE("ring core: pass-Q byte model (DESIGN: fwd = s*Tq*hq*K + (s_acc*Tq*hq + 4*Tq*H)*(K+1))") {
+  // Tq = 12 new tokens, H = 3 query heads of d = 4 (hq = 12), bf16 run (2) with float32 partials.
+  const int64_t Tq = 12, H = 3, hq = H * 4, s = 2, s_acc = 4;
+  const int64_t partial = s_acc * Tq * hq + 4 * Tq * H;
+  for (int K : {1, 2, 3}) {
+    const CommPrediction p = RingCore::predicted_bytes_pass_q(Tq, hq, H, 4, s, s_acc, K, "cp");
+    CHECK(p.fwd == s * Tq * hq * K + partial * (K + 1));
+    CHECK(p.bwd == 0);
+    int64_t back = 0;
+    for (const CommShare& sh : p.shares) {
+      CHECK(sh.level == "cp");
+      CHECK(sh.phase == Phase::fwd);
+      if (sh.to > 0) {
+        CHECK(sh.to == K);  // the partial returns to its owner, K places ahead
+        back += sh.bytes;
+      } else {
+        CHECK(sh.to == -1);  // Q and its partial go to the previous rank
+      }
+    }
+    CHECK(back == partial);
+  }
+  // The full ring by default (K = R - 1); nothing sent with K = 0 or one rank.
+  CHECK(RingCore::predicted_bytes_pass_q(Tq, hq, H, 4, s, s_acc).fwd == s * Tq * hq * 3 + partial * 4);
+  CHECK(RingCore::predicted_bytes_pass_q(Tq, hq, H, 4, s, s_acc, 0).fwd == 0);
+  CHECK(RingCore::predicted_bytes_pass_q(Tq, hq, H, 1, s, s_acc).shares.empty());
 }
 
 TEST_CASE("config: a layer naming the mesh replaces the lower layer's mesh") {
