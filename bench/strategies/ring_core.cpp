@@ -283,6 +283,25 @@ int RingCore::effective_hops(int R, const BlockPositions& block_pos, const Layer
   return 0;
 }
 
+int RingCore::effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                    const LayerShape& s) {
+  if (R <= 1) return 0;
+  AttnShape a;
+  a.causal = s.causal;
+  a.window = s.window;
+  a.docs = s.docs;
+  const AttnMask mask = a.mask();
+  std::vector<Positions> qp, kp;
+  for (int j = 0; j < R; ++j) {
+    qp.push_back(q_pos(j));
+    kp.push_back(k_pos(j));
+  }
+  for (int k = R - 1; k >= 1; --k)  // at hop k, rank r holds the queries of rank r + k
+    for (int r = 0; r < R; ++r)
+      if (any_visible_pair(qp[size_t((r + k) % R)], kp[size_t(r)], mask)) return k;
+  return 0;
+}
+
 void RingLayer::core_setup() {
   const LayerShape& s = shape();
   RingCoreShape cs;

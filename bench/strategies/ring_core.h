@@ -91,6 +91,13 @@ class RingCore {
   // receives a block (that of rank r-k) it has a visible pair with; 0 if none. R-1 without a
   // window or documents. A pure function of the blocks' positions and the mask.
   static int effective_hops(int R, const BlockPositions& block_pos, const LayerShape& s);
+  // pass-Q's K_eff (DESIGN: pass-KV's rule with queries and keys swapped): the farthest hop k
+  // (1..R-1) at which some ring rank r holds the query block of rank r+k (queries move to the
+  // previous rank) and has a visible pair between it and its own keys; 0 if none. Query and key
+  // positions are separate because under --cached a rank's keys are its cache shard plus its
+  // new tokens while only the new tokens are queries. Equals effective_hops when they coincide.
+  static int effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                   const LayerShape& s);
   static int64_t activation_bytes(const RingCoreShape& s, int R);
   // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `hk` = kv heads * d, `hops` hops
   // (-1: R-1, the full ring).

@@ -492,6 +492,38 @@ TEST_CASE("ring core: pass-Q byte model (DESIGN: fwd = s*Tq*hq*K + (s_acc*Tq*hq 
   CHECK(RingCore::predicted_bytes_pass_q(Tq, hq, H, 1, s, s_acc).shares.empty());
 }
 
+TEST_CASE("ring core: pass-Q hop truncation is pass-KV's with queries and keys swapped") {
+  LayerShape s;
+  s.N = 32;
+  const int R = 4;
+  SECTION("no cache: the same K_eff as pass-KV on the same layout") {
+    const BlockPositions contiguous = [](int j) { return Positions::contiguous(8 * j, 8); };
+    const BlockPositions zigzag = [](int j) { return Positions::two(4 * j, 4, 4 * (7 - j), 4); };
+    for (const BlockPositions& pos : {contiguous, zigzag})
+      for (bool causal : {true, false})
+        for (int64_t w : {0, 3, 8, 12}) {
+          s.causal = causal;
+          s.window = w;
+          CAPTURE(causal, w);
+          CHECK(RingCore::effective_hops_pass_q(R, pos, pos, s) == RingCore::effective_hops(R, pos, s));
+        }
+  }
+  SECTION("cached: keys are the cache shard plus the new tokens, queries only the new tokens") {
+    // Cache 0..15 and new tokens 16..31, both contiguous over 4 ranks (4 tokens each).
+    const BlockPositions q = [](int j) { return Positions::contiguous(16 + 4 * j, 4); };
+    const BlockPositions k = [](int j) { return Positions::two(4 * j, 4, 16 + 4 * j, 4); };
+    s.causal = true;
+    s.window = 0;
+    CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == R - 1);  // every new query sees the whole cache
+    // A window of 4: query 16 (rank 0) reaches cache key 15 (rank 3, hop 1); rank r+1's queries
+    // reach rank r's new keys (hop 1); nothing farther.
+    s.window = 4;
+    CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == 1);
+    s.window = 1;  // each query sees itself only: its own rank, no hop
+    CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == 0);
+  }
+}
+
 TEST_CASE("config: a layer naming the mesh replaces the lower layer's mesh") {
   RunConfig c = tiny(64);
   apply_settings(c, {{"mesh", "all"}}, "preset");
