@@ -42,9 +42,13 @@ void print_list() {
     std::printf("  %-12s D=%-6d H=%-4d G=%-3d d=%-4d F=%-6lld L=%-4lld V=%-7lld %s\n", m.name.c_str(), m.dim, m.heads,
                 m.kv_heads, m.head_dim, static_cast<long long>(m.ffn_dim), static_cast<long long>(m.layers),
                 static_cast<long long>(m.vocab), m.description.c_str());
-  std::printf("\nWorkloads for --docs NAME (configs/workloads/, embedded; scaled to N):\n");
+  std::printf("\nWorkloads for --docs NAME (configs/workloads/, embedded; fixed packs scaled to N, "
+              "distributions sampled with --seed or NAME:SEED):\n");
   for (const auto& w : workloads())
-    std::printf("  %-12s %zu documents: %s\n", w.name.c_str(), w.weights.size(), w.description.c_str());
+    if (w.sampled())
+      std::printf("  %-12s sampled: %s\n", w.name.c_str(), w.description.c_str());
+    else
+      std::printf("  %-12s %zu documents: %s\n", w.name.c_str(), w.weights.size(), w.description.c_str());
   std::printf("\nDefault run (configs/runs/default.json, embedded): %s\n", default_run_preset().dump().c_str());
   std::printf("\nPreset keys (--config FILE; flags are the keys with '-' for '_'): %s\n", known_option_keys().c_str());
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -20,8 +21,25 @@ const std::vector<Workload>& workloads() {
     std::vector<Workload> v;
     for (int i = 0; i < kNumEmbeddedWorkloads; ++i) {
       const auto j = nlohmann::json::parse(kEmbeddedWorkloads[i]);
-      v.push_back({j.at("name").get<std::string>(), j.value("description", ""),
-                   j.at("weights").get<std::vector<int64_t>>()});
+      Workload w;
+      w.name = j.at("name").get<std::string>();
+      w.description = j.value("description", "");
+      if (j.contains("weights")) w.weights = j.at("weights").get<std::vector<int64_t>>();
+      if (j.contains("distribution")) {
+        const auto& d = j.at("distribution");
+        w.source = d.at("source").get<std::string>();
+        for (const auto& c : d.at("components"))
+          w.components.push_back({c.at("name").get<std::string>(), c.at("share").get<double>(),
+                                  c.at("mean_tokens").get<double>()});
+      }
+      // A config error is the build's, not the user's: fail loudly on first use.
+      if (w.weights.empty() == w.components.empty())
+        throw std::logic_error("configs/workloads/" + w.name + ".json: needs exactly one of weights, distribution");
+      for (const auto& c : w.components)
+        if (!(c.share > 0) || !(c.mean_tokens >= 1))
+          throw std::logic_error("configs/workloads/" + w.name + ".json: component '" + c.name +
+                                 "' needs share > 0 and mean_tokens >= 1");
+      v.push_back(std::move(w));
     }
     std::sort(v.begin(), v.end(), [](const Workload& a, const Workload& b) { return a.name < b.name; });
     return v;
@@ -67,6 +85,33 @@ uint64_t next_random(uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+// A uniform double in [0, 1) from the top 53 bits.
+double next_uniform(uint64_t& state) { return double(next_random(state) >> 11) * 0x1.0p-53; }
+
+// One pack drawn from a distribution workload: per document, a component by its share, then a
+// length from an exponential of the component's mean (at least one token), until N is filled;
+// the last document takes the rest. The published tables give shares and means only, so the
+// exponential (the maximum-entropy law for a given mean) is this tool's choice, not a figure.
+std::vector<int64_t> sample_pack(const std::string& spec, const Workload& w, int64_t N, uint64_t seed) {
+  double total = 0;
+  for (const auto& c : w.components) total += c.share;
+  std::vector<int64_t> lens;
+  uint64_t state = seed ^ 0x5A3B1E5D15757A7Full;
+  int64_t left = N;
+  while (left > 0) {
+    if (lens.size() >= (size_t(1) << 24))
+      bad(spec, "more than 2^24 documents for seq=" + std::to_string(N) + "; use a shorter seq");
+    double pick = next_uniform(state) * total;
+    size_t k = 0;
+    while (k + 1 < w.components.size() && pick >= w.components[k].share) pick -= w.components[k++].share;
+    const double x = -w.components[k].mean_tokens * std::log1p(-next_uniform(state));
+    const int64_t len = x >= double(left) ? left : std::max<int64_t>(1, int64_t(std::ceil(x)));
+    lens.push_back(len);
+    left -= len;
+  }
+  return lens;
 }
 
 std::string workload_names() {
@@ -126,8 +171,21 @@ std::vector<int64_t> resolve_doc_lens(const std::string& spec, int64_t N, uint64
     return lens;
   }
 
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
   for (const auto& w : workloads()) {
-    if (w.name != spec) continue;
+    if (w.name != name) continue;
+    if (w.sampled()) {
+      uint64_t pack_seed = seed;
+      if (colon != std::string::npos) {
+        int64_t s = 0;
+        if (!parse_count(spec.substr(colon + 1), s)) bad(spec, "expected NAME:SEED with an integer SEED >= 0");
+        pack_seed = uint64_t(s);
+      }
+      return sample_pack(spec, w, N, pack_seed);
+    }
+    if (colon != std::string::npos)
+      bad(spec, "workload '" + name + "' is a fixed pack (scaled to N), not a distribution: it takes no :SEED");
     const int64_t total = std::accumulate(w.weights.begin(), w.weights.end(), int64_t(0));
     if (N > std::numeric_limits<int64_t>::max() / total)
       bad(spec, "seq=" + n + " is too large to scale this workload");
@@ -153,6 +211,14 @@ std::vector<int64_t> resolve_doc_lens(const std::string& spec, int64_t N, uint64
     return lens;
   }
   bad(spec, "not a list of lengths, equal:K, random:MIN:MAX or a workload (workloads: " + workload_names() + ")");
+}
+
+bool doc_spec_is_sampled(const std::string& spec) {
+  if (spec.rfind("random:", 0) == 0) return true;
+  const std::string name = spec.substr(0, spec.find(':'));
+  for (const auto& w : workloads())
+    if (w.name == name) return w.sampled();
+  return false;
 }
 
 }  // namespace cpbench

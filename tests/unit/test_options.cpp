@@ -189,13 +189,49 @@ TEST_CASE("docs: lists, equal, random and workloads resolve to lengths summing t
     CHECK(std::find(names.begin(), names.end(), want) != names.end());
   for (const auto& w : workloads())
     for (int64_t N : {int64_t(4096), int64_t(100003), int64_t(1) << 40}) {
+      if (w.sampled() && N > 100003) continue;  // a drawn pack has ~N/mean documents
       const auto lens = resolve_doc_lens(w.name, N, 1);
       CHECK(sum(lens) == N);
-      CHECK(lens.size() == w.weights.size());
+      if (!w.sampled()) CHECK(lens.size() == w.weights.size());
       for (auto l : lens) CHECK(l >= 1);
     }
   CHECK(resolve_doc_lens("bucket", 64, 1) == std::vector<int64_t>(8, 8));
   CHECK(resolve_doc_lens("outlier", 64, 1) == std::vector<int64_t>{48, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+}
+
+TEST_CASE("docs: distribution workloads are seeded draws from their cited table, summing to N") {
+  const Workload* sft = nullptr;
+  for (const auto& w : workloads())
+    if (w.name == "llama3-sft") sft = &w;
+  REQUIRE(sft != nullptr);
+  CHECK(sft->sampled());
+  CHECK(sft->weights.empty());
+  CHECK(contains(sft->source, "arXiv:2407.21783"));
+  REQUIRE(sft->components.size() == 6);
+  CHECK(sft->components[0].share == 52.66);
+  CHECK(sft->components[5].mean_tokens == 38135.6);
+  CHECK(doc_spec_is_sampled("llama3-sft"));
+  CHECK(doc_spec_is_sampled("llama3-sft:5"));
+  CHECK(doc_spec_is_sampled("random:1:9"));
+  CHECK(!doc_spec_is_sampled("outlier"));
+  CHECK(!doc_spec_is_sampled("equal:4"));
+  CHECK(!doc_spec_is_sampled("10,20"));
+  // Deterministic values: the splitmix64 stream is fixed, so a pack is the same on every rank,
+  // every run and every platform (pinned here so a change to the sampler is seen).
+  const auto a = resolve_doc_lens("llama3-sft", 4096, 1);
+  CHECK(sum(a) == 4096);
+  CHECK(a == resolve_doc_lens("llama3-sft", 4096, 1));
+  CHECK(a == resolve_doc_lens("llama3-sft:1", 4096, 99));  // NAME:SEED overrides the run's seed
+  CHECK(a != resolve_doc_lens("llama3-sft", 4096, 2));
+  CHECK(a == std::vector<int64_t>{551, 439, 939, 64, 510, 497, 1096});
+  // The mean length over many documents approaches the table's mixture mean
+  // (sum share * mean / sum share = 847.1 tokens; the table's total row says 846.1): 1e6 tokens hold ~1180 documents.
+  const auto big = resolve_doc_lens("llama3-sft:7", 1000000, 1);
+  CHECK(sum(big) == 1000000);
+  const double mean = 1e6 / double(big.size());
+  CHECK(mean > 700);
+  CHECK(mean < 1050);
+  for (auto l : big) CHECK(l >= 1);
 }
 
 TEST_CASE("docs: bad specs are errors naming the spec and the values") {
@@ -208,9 +244,14 @@ TEST_CASE("docs: bad specs are errors naming the spec and the values") {
   CHECK(err("random:9:5", 64) == "docs 'random:9:5': MIN=9 is greater than MAX=5");
   CHECK(err("random:0:5", 64) == "docs 'random:0:5': MIN must be >= 1, got 0");
   CHECK(err("random:100:200", 64) == "docs 'random:100:200': MIN=100 is greater than seq=64");
+  CHECK(err("outlier:3", 64) ==
+        "docs 'outlier:3': workload 'outlier' is a fixed pack (scaled to N), not a distribution: it takes no :SEED");
+  CHECK(err("llama3-sft:x", 64) == "docs 'llama3-sft:x': expected NAME:SEED with an integer SEED >= 0");
+  CHECK(err("llama3-sft", int64_t(1) << 40) ==
+        "docs 'llama3-sft': more than 2^24 documents for seq=1099511627776; use a shorter seq");
   CHECK(err("outlier", 10) == "docs 'outlier': workload of 17 documents needs seq >= 17, got seq=10");
   CHECK(contains(err("nosuch", 64), "docs 'nosuch': not a list of lengths, equal:K, random:MIN:MAX or a workload "
-                                    "(workloads: bucket, mixed, outlier, rl"));
+                                    "(workloads: bucket, llama3-sft, mixed, outlier, rl"));
 }
 
 TEST_CASE("options: the report's config block has schema v1's keys plus the second and third waves', no others") {
