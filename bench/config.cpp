@@ -49,13 +49,13 @@ nlohmann::json default_run_preset() { return nlohmann::json::parse(kEmbeddedDefa
 
 int64_t RunConfig::full_block_ffn_dim() const { return block == "full" ? ffn_dim : 0; }
 
-LayerShape RunConfig::shape(int64_t N) const {
+LayerShape RunConfig::shape(int64_t N, int pack) const {
   LayerShape s;
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
   s.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
   s.window = window;
   if (!docs_spec.empty()) {
-    s.doc_lens = resolve_doc_lens(docs_spec, N, seed);
+    s.doc_lens = resolve_doc_lens(docs_spec, N, seed + uint64_t(pack));
     auto starts = std::make_shared<std::vector<int64_t>>();
     int64_t at = 0;
     for (int64_t len : s.doc_lens) starts->push_back(at), at += len;
@@ -256,6 +256,16 @@ void finalize_config(RunConfig& c, int P) {
                                   " seq=" + std::to_string(n));
     if (!c.docs_spec.empty()) resolve_doc_lens(c.docs_spec, n, c.seed);  // throws naming the spec
   }
+  if (c.docs_resample) {
+    // Another pack per iteration needs a spec that draws at random with the run's seed.
+    if (c.docs_spec.empty() || !doc_spec_is_sampled(c.docs_spec) ||
+        (c.docs_spec.rfind("random:", 0) != 0 && c.docs_spec.find(':') != std::string::npos))
+      throw std::invalid_argument("docs_resample needs --docs random:MIN:MAX or a distribution workload drawn with "
+                                  "--seed (llama3-sft, not NAME:SEED), got docs='" + c.docs_spec + "'");
+    if (c.iters < 2)
+      throw std::invalid_argument("docs_resample draws one pack per timed iteration and needs iters >= 2, got iters=" +
+                                  std::to_string(c.iters));
+  }
 }
 
 nlohmann::json RunConfig::to_json(int world_size) const {
@@ -280,6 +290,7 @@ nlohmann::json RunConfig::to_json(int world_size) const {
   nlohmann::json docs = nullptr;
   if (!docs_spec.empty()) {
     docs = {{"spec", docs_spec}};
+    if (docs_resample) docs["resample"] = true;  // lens below are pack 0's; each result's balance.resample has all
     nlohmann::json by_seq = nlohmann::json::object();
     for (int64_t n : seqs) by_seq[std::to_string(n)] = resolve_doc_lens(docs_spec, n, seed);
     if (seqs.size() == 1) docs["lens"] = by_seq.begin().value();

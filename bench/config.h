@@ -55,6 +55,7 @@ struct RunConfig {
   int64_t timeout_s = 600;      // watchdog bound on one blocked call or job; 0 = none
   int64_t window = 0;           // sliding window W; 0 = none
   std::string docs_spec;        // --docs SPEC (bench/workloads.h); empty = one document
+  bool docs_resample = false;   // --docs-resample: timed iteration i draws its pack with seed + i
   std::string pass = "train";   // train | prefill
   int ranks_per_node = 0;       // 0: ranks sharing a host form a node
   int inner_ring = 0;           // double ring's inner ring size w; 0 = ranks per node
@@ -63,7 +64,9 @@ struct RunConfig {
   bool dry_run = false;         // plan and model only, allocate nothing
   int world_size = 0;           // dry run: plan for this many ranks; 0 = the world's size
 
-  LayerShape shape(int64_t N) const;
+  // The layer's shape at N; under --docs, `pack` selects the pack drawn with seed + pack
+  // (--docs-resample; 0 otherwise).
+  LayerShape shape(int64_t N, int pack = 0) const;
   int64_t full_block_ffn_dim() const;  // F under --block full, else 0
   nlohmann::json to_json(int world_size) const;
 };

@@ -85,38 +85,93 @@ std::vector<JobResult> Harness::run(const std::vector<Job>& jobs, const Peak& pe
   return results;
 }
 
+namespace {
+// The model's bytes for `shape` (forward only under prefill: the backward's bytes are not sent).
+CommPrediction predicted_for(const Strategy& model, const LayerShape& shape, int P, const MeshSpec& mesh) {
+  CommPrediction predicted = model.predicted_bytes(shape, P, mesh, int64_t(dtype_size(shape.dtype)), 4);
+  if (!shape.prefill) return predicted;
+  CommPrediction fwd_only;
+  for (const CommShare& c : predicted.shares)
+    if (c.phase == Phase::fwd) fwd_only.add(c.level, c.phase, c.to, c.bytes);
+  return fwd_only;
+}
+}  // namespace
+
 JobResult Harness::run_one(const Job& job, const Peak& peak) {
   const int P = w_.size();
-  const LayerShape shape = cfg_.shape(job.seq);
+  // --docs-resample: timed iteration i runs on pack i (drawn with seed + i). Strategies fix their
+  // layout at setup, so each pack sets the strategy up again, outside the timed region (the timed
+  // step still allocates nothing); each pack's bytes are checked against its own pack's model, and
+  // the comm and balance fields describe the last pack (the shape left in `shape`).
+  const int packs = cfg_.docs_resample ? cfg_.iters : 1;
+  LayerShape shape = cfg_.shape(job.seq);
   JobResult result = JobResult::of(job);
-  std::unique_ptr<Strategy> strat = job.info->make();
+  std::unique_ptr<Strategy> strat;
   be_.set_poison(false);
   be_.mem().reset_peaks();
-
-  // Setup: a failure here (out of memory, --mem-limit, a device error) is agreed on by all ranks
-  // before anyone enters the timed loop's first barrier.
-  std::string error;
-  try {
-    Mesh& mesh = meshes_.get(strat->mesh_desc(job.mesh));
-    StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, job.mesh};
-    strat->setup(env);
-    be_.synchronize();
-  } catch (const std::exception& e) {
-    error = std::string("setup: ") + e.what();
-  }
-  std::string reasons = agree_on_errors(w_, error);
-
+  std::string reasons;
   RankMeasurement m;
-  if (reasons.empty()) {
+  std::vector<double> pack_step, pack_flops, pack_ok;  // per pack: this rank's figures
+  std::vector<std::vector<int64_t>> pack_lens;
+  std::vector<double> fwd_all, bwd_all, step_all;
+  double allocations = 0;
+  for (int pack = 0; pack < packs && reasons.empty(); ++pack) {
+    if (pack > 0) {  // the previous pack's strategy and buffers go before the next is set up
+      shape = cfg_.shape(job.seq, pack);
+      strat.reset();
+      be_.release_cached_memory();
+      log_.clear();
+    }
+    strat = job.info->make();
+    // Setup: a failure here (out of memory, --mem-limit, a device error) is agreed on by all ranks
+    // before anyone enters the timed loop's first barrier.
+    std::string error;
+    try {
+      Mesh& mesh = meshes_.get(strat->mesh_desc(job.mesh));
+      StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, job.mesh};
+      strat->setup(env);
+      be_.synchronize();
+    } catch (const std::exception& e) {
+      error = std::string("setup: ") + e.what();
+    }
+    reasons = agree_on_errors(w_, error);
+    if (!reasons.empty()) break;
     // Errors that every rank meets at the same point (a device error surfacing at the final
     // synchronisation) are agreed on here; a rank that fails while its peers wait in a collective
     // leaves them there until the watchdog (--timeout) ends the run.
     try {
-      m = measure(*strat, be_, w_, log_, MeasureOptions{cfg_.warmup, cfg_.iters, shape.prefill});
+      m = measure(*strat, be_, w_, log_, MeasureOptions{cfg_.warmup, packs > 1 ? 1 : cfg_.iters, shape.prefill});
     } catch (const std::exception& e) {
       error = std::string("run: ") + e.what();
     }
     reasons = agree_on_errors(w_, error);
+    if (!reasons.empty() || packs == 1) break;
+    // The model from a fresh instance: a set-up strategy may answer from the layout it holds.
+    const CommPrediction pred = predicted_for(*job.info->make(), shape, P, job.mesh);
+    pack_step.push_back(m.step_ms.at(0));
+    pack_flops.push_back(m.summary.model_flops);
+    pack_ok.push_back(int64_t(std::llround(m.summary.bytes_fwd)) == pred.fwd &&
+                      int64_t(std::llround(m.summary.bytes_bwd)) == pred.bwd);
+    pack_lens.push_back(shape.doc_lens);
+    fwd_all.insert(fwd_all.end(), m.fwd_ms.begin(), m.fwd_ms.end());
+    bwd_all.insert(bwd_all.end(), m.bwd_ms.begin(), m.bwd_ms.end());
+    step_all.insert(step_all.end(), m.step_ms.begin(), m.step_ms.end());
+    allocations += m.summary.timed_allocations;
+  }
+  std::vector<ResampledPack> resampled;
+  if (packs > 1 && reasons.empty()) {  // every rank reached here: the collectives match
+    m.fwd_ms = fwd_all, m.bwd_ms = bwd_all, m.step_ms = step_all;
+    m.summary.timed_allocations = allocations;
+    std::vector<double> flops_max = pack_flops, flops_sum = pack_flops;
+    w_.allreduce_max(pack_step);
+    w_.allreduce_max(flops_max);
+    w_.allreduce_sum(flops_sum);
+    w_.allreduce_min(pack_ok);
+    for (int i = 0; i < packs; ++i) {
+      const double mean = flops_sum[size_t(i)] / P;
+      resampled.push_back({pack_lens[size_t(i)], pack_step[size_t(i)],
+                           mean > 0 ? flops_max[size_t(i)] / mean : 1.0, pack_ok[size_t(i)] > 0});
+    }
   }
   if (auto* block = dynamic_cast<Block*>(strat.get()); block && reasons.empty()) {
     const Block::HeldShare held = block->held_share();
@@ -148,18 +203,12 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   std::vector<RankSummary> ranks;
   for (int r = 0; r < P; ++r) ranks.push_back(RankSummary::unpack(&all[size_t(r) * RankSummary::kFields]));
   const auto model = job.info->make();
-  const int64_t elem = int64_t(dtype_size(shape.dtype));
-  CommPrediction predicted = model->predicted_bytes(shape, P, job.mesh, elem, 4);
-  if (shape.prefill) {  // forward only: the backward's bytes are not sent
-    CommPrediction fwd_only;
-    for (const CommShare& c : predicted.shares)
-      if (c.phase == Phase::fwd) fwd_only.add(c.level, c.phase, c.to, c.bytes);
-    predicted = fwd_only;
-  }
+  const CommPrediction predicted = predicted_for(*model, shape, P, job.mesh);
   result.warning = placement_warning(job.info->name, model->mesh_desc(job.mesh), P, log_.node_map());
   result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
                                    peak, model->activation_bytes_estimate(shape, P, job.mesh),
                                    predict_tiers(predicted, model->mesh_desc(job.mesh), P, log_.node_map()));
+  result.timed->packs = std::move(resampled);
   if (shape.full_block) {  // DESIGN's whole-model memory estimate, from the busiest rank's share
     ModelEstimateInput in;
     for (const RankSummary& r : ranks) {

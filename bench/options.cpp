@@ -136,6 +136,10 @@ std::vector<OptionSpec> make_table() {
       {"docs", "--docs", OptKind::docs,
        "packed documents: L1,L2,... summing to N | equal:K | random:MIN:MAX | a workload name (configs/workloads/)",
        {}, false, [](RunConfig& c, const json& v) { c.docs_spec = v.get<std::string>(); }},
+      {"docs_resample", "--docs-resample", OptKind::boolean,
+       "draw another pack per timed iteration (iteration i: --seed + i) from a sampled --docs (random:MIN:MAX or a "
+       "distribution workload); setup again outside the timed region",
+       {}, false, [](RunConfig& c, const json& v) { c.docs_resample = v.get<bool>(); }},
       {"pass", "--pass", OptKind::choice, "train (forward+backward, default) | prefill (forward only)",
        {"train", "prefill"}, false, [](RunConfig& c, const json& v) { c.pass = v.get<std::string>(); }},
       {"ulysses", "--ulysses", OptKind::count, "USP Ulysses degree U", {}, false,

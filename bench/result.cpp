@@ -201,6 +201,24 @@ json JobResult::to_json() const {
     r["memory"]["model_estimate"] = estimate;
     r["balance"] = {{"compute_ms_per_rank", t.compute_ms_per_rank}, {"imbalance", t.imbalance()},
                     {"model_flops_per_rank", t.model_flops_per_rank}, {"flops_imbalance", t.flops_imbalance()}};
+    if (!t.packs.empty()) {  // the spread over packs, not one lucky pack
+      json packs = json::array();
+      std::vector<double> steps, imbalances;
+      bool all_ok = true;
+      for (const ResampledPack& p : t.packs) {
+        packs.push_back({{"lens", p.lens}, {"step_ms", p.step_ms}, {"flops_imbalance", p.flops_imbalance},
+                         {"bytes_match_model", p.bytes_match_model}});
+        steps.push_back(p.step_ms);
+        imbalances.push_back(p.flops_imbalance);
+        all_ok = all_ok && p.bytes_match_model;
+      }
+      auto spread = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return json{{"min", v.front()}, {"median", median(v)}, {"max", v.back()}};
+      };
+      r["balance"]["resample"] = {{"packs", packs}, {"step_ms", spread(steps)},
+                                  {"flops_imbalance", spread(imbalances)}, {"bytes_match_model", all_ok}};
+    }
   }
   if (verify) {
     json tensors = json::object();

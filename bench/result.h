@@ -53,6 +53,13 @@ struct VerifyResult {
   std::string worst_tensor() const;
 };
 
+// --docs-resample: one timed iteration's pack and what it gave (max over ranks).
+struct ResampledPack {
+  std::vector<int64_t> lens;
+  double step_ms = 0, flops_imbalance = 1;
+  bool bytes_match_model = false;  // every rank's bytes = this pack's model
+};
+
 struct TimedResult {  // present when status is ok in a run
   Stats fwd_ms, bwd_ms, step_ms;
   CommPhaseResult comm_fwd, comm_bwd;
@@ -66,6 +73,7 @@ struct TimedResult {  // present when status is ok in a run
   int64_t timed_allocations = 0;  // summed over ranks; 0 by contract
   std::optional<ModelEstimate> model_estimate;  // --block full only (metrics.h model_estimate)
   std::vector<double> compute_ms_per_rank, model_flops_per_rank;
+  std::vector<ResampledPack> packs;  // --docs-resample only, in iteration order (the last is described above)
 
   double overlap_ratio() const;      // min over ranks
   // True when no rank sent a byte (fwd and bwd): the report's overlap.ratio is null then.

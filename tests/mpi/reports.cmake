@@ -36,6 +36,15 @@ cpbench_report_test(tiers_p8_k4 8 "--model;tiny;--seq;128;--heads;8;--kv-heads;2
 cpbench_report_test(tiers_p8_k4_ring_inner 8 "--model;tiny;--seq;128;--heads;8;--kv-heads;4;--mesh;all;--ranks-per-node;4;--placement;ring-inner;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(tiers_p8_k2_ring_inner_double 8 "--model;tiny;--seq;160;--heads;8;--kv-heads;8;--strategies;usp,double-ring;--usp-ring;double;--mesh;all;--ranks-per-node;2;--placement;ring-inner;${_fast}" "${_py} ${_chk} model REPORT --min-ok 5")
 
+# --docs-resample: a pack per timed iteration from the llama3-sft distribution (seed + i), the
+# strategies set up again per pack; every pack's bytes = its own model, packs as the re-implemented
+# sampler says, no timed allocation. Bad input: a fixed pack cannot be resampled (exit 2).
+cpbench_report_test(docs_resample_p4 4 "--model;tiny;--seq;4096;--docs;llama3-sft;--docs-resample;--strategies;ring,ring-zigzag,ring-striped,ulysses,usp,double-ring;--inner-ring;2;--threads;1;--warmup;0;--iters;3;--no-progress" "${_py} ${_chk} resample REPORT --min-ok 6")
+cpbench_fail_test(docs_resample_fixed 2 "docs_resample needs --docs random:MIN:MAX or a distribution workload drawn with --seed \\(llama3-sft, not NAME:SEED\\), got docs='outlier'"
+                  run --model tiny --seq 64 --docs outlier --docs-resample --no-progress)
+cpbench_fail_test(docs_resample_one_iter 2 "docs_resample draws one pack per timed iteration and needs iters >= 2, got iters=1"
+                  run --model tiny --seq 64 --docs random:4:9 --docs-resample --iters 1 --no-progress)
+
 # Ring hop truncation (K_eff): a window W <= N/P makes the contiguous ring a one-hop halo exchange;
 # documents cut hops too. Bytes (total and per tier) == the model with K_eff for every strategy.
 cpbench_report_test(keff_window_p4 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--window;32;--mesh;all;--ranks-per-node;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 12")

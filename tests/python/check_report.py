@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Assertions on real cpbench reports and traces, used by the MPI tests (tests/mpi/reports.cmake).
 
+  check_report.py resample REPORT [--min-ok N]       --docs-resample: every pack drawn as the sampler says (seed + i),
+                                                     its bytes = its model, the last pack described by comm/balance
   check_report.py model REPORT [--min-ok N]          every result ok (or skipped with a reason), and
                                                      measured bytes == the analytic model, fwd and bwd
   check_report.py memory P1.json P4.json STRAT...    peak activation bytes at P=4 within 20% of 1/4 of P=1
@@ -430,6 +432,66 @@ def cmd_tp(a):
     check(n >= a.min_ok, f"{n} ok results with a tp level, expected at least {a.min_ok}")
 
 
+def splitmix64(state):
+    M = (1 << 64) - 1
+    state = (state + 0x9E3779B97F4A7C15) & M
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return state, z ^ (z >> 31)
+
+
+def sample_pack(name, N, seed):
+    """bench/workloads.cpp's sampler, re-implemented from DESIGN's description (not from its code)."""
+    import math
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "workloads",
+                           name + ".json"), encoding="utf-8") as f:
+        comps = [(c["share"], c["mean_tokens"]) for c in json.load(f)["distribution"]["components"]]
+    total = sum(c[0] for c in comps)
+    state, left, lens = seed ^ 0x5A3B1E5D15757A7F, N, []
+    while left > 0:
+        state, r = splitmix64(state)
+        pick, k = (r >> 11) * 2.0 ** -53 * total, 0
+        while k + 1 < len(comps) and pick >= comps[k][0]:
+            pick -= comps[k][0]
+            k += 1
+        state, r = splitmix64(state)
+        x = -comps[k][1] * math.log1p(-((r >> 11) * 2.0 ** -53))
+        n = left if x >= left else max(1, math.ceil(x))
+        lens.append(n)
+        left -= n
+    return lens
+
+
+def cmd_resample(a):
+    """--docs-resample: one pack per timed iteration (seed + i), every pack's bytes = its model."""
+    rep = json.load(open(a.report))
+    cfg = rep["config"]
+    docs, N, seed, iters = cfg["mask"]["docs"], cfg["seqs"][0], cfg["seed"], cfg["iters"]
+    check(docs.get("resample") is True, f"config.mask.docs.resample: {docs.get('resample')}")
+    want = [sample_pack(docs["spec"], N, seed + i) for i in range(iters)]
+    check(docs["lens"] == want[0], f"config lens {docs['lens']} != pack 0 {want[0]}")
+    check(len({tuple(w) for w in want}) > 1, f"the packs drawn are all the same: {want}")
+    oks = ok_results(rep)
+    check(len(oks) >= a.min_ok, f"{len(oks)} ok results, expected >= {a.min_ok}")
+    for r in oks:
+        rs = r["balance"].get("resample")
+        if not check(rs is not None, f"{r['label']}: no balance.resample"):
+            continue
+        packs = rs["packs"]
+        check([p["lens"] for p in packs] == want, f"{r['label']}: packs {[p['lens'] for p in packs]} != {want}")
+        check(all(p["bytes_match_model"] for p in packs) and rs["bytes_match_model"],
+              f"{r['label']}: a pack's bytes differ from its model: {[p['bytes_match_model'] for p in packs]}")
+        # The comm and balance fields describe the last pack.
+        check(r["comm"]["fwd"]["matches_model"] and r["comm"]["bwd"]["matches_model"], f"{r['label']}: comm != model")
+        check(abs(r["balance"]["flops_imbalance"] - packs[-1]["flops_imbalance"]) < 1e-9,
+              f"{r['label']}: flops_imbalance {r['balance']['flops_imbalance']} is not the last pack's")
+        imb = sorted(p["flops_imbalance"] for p in packs)
+        check(rs["flops_imbalance"]["min"] == imb[0] and rs["flops_imbalance"]["max"] == imb[-1],
+              f"{r['label']}: spread {rs['flops_imbalance']} vs {imb}")
+        check(r["memory"]["timed_allocations"] == 0, f"{r['label']}: timed allocations {r['memory']['timed_allocations']}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -448,8 +510,11 @@ def main():
     p.add_argument("--min-cross", type=int, default=1)
     e = sub.add_parser("estimate"); e.add_argument("full", nargs="+"); e.add_argument("--attn", required=True)
     e.add_argument("--min-ok", type=int, default=1)
+    rs = sub.add_parser("resample"); rs.add_argument("report"); rs.add_argument("--min-ok", type=int, default=1)
     a = ap.parse_args()
-    if a.cmd == "model":
+    if a.cmd == "resample":
+        cmd_resample(a)
+    elif a.cmd == "model":
         cmd_model(a)
     elif a.cmd == "memory":
         ratio_check(a, "activations")
