@@ -3,6 +3,10 @@
 
   workloads_table.py run --out-dir DIR [--np 4 8] [--seq 4096]   runs cpbench per workload and P
   workloads_table.py table REPORT.json [...]                      prints the Markdown from reports
+  workloads_table.py run ... --balance none doc-zigzag greedy dynamic   also runs each --balance scheme
+  workloads_table.py table --schemes REPORT.json [...]            workload x scheme x strategy: flops_imbalance,
+                                                                  step time relative to none, bytes, and
+                                                                  the cases where balancing loses
 
 `run` calls `mpirun -np P cpbench run --docs WORKLOAD ...` for every workload of configs/workloads/
 (causal, tiny preset, one timed iteration: the figures are deterministic: FLOP counts and bytes)
@@ -20,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RING = ("ring", "ring-zigzag", "ring-striped", "double-ring")
+SCHEMES = ("none", "doc-zigzag", "greedy", "dynamic")  # --balance (DESIGN "Balancing packed documents")
 
 
 def table(paths):
@@ -45,6 +50,51 @@ def table(paths):
     return "\n".join(out) + "\n"
 
 
+def scheme_of(rep):
+    """The --balance scheme of a report (config.balance); `none` where the flag is absent."""
+    return rep["config"].get("balance") or "none"
+
+
+def schemes_table(paths):
+    """Every workload x --balance scheme x strategy, per P and N: flops_imbalance, the median step
+    time relative to the same strategy under `none` (same P, N and pack), and bytes per rank per
+    step; then the cases where balancing loses (a scheme with a higher flops_imbalance or a slower
+    step than `none`). A scheme without a `none` report beside it shows '-' for the ratio."""
+    groups = {}
+    for p in paths:
+        rep = json.load(open(p))
+        c = rep["config"]
+        docs = c["mask"]["docs"] or {}
+        key = (docs.get("spec", "one document"), c["world_size"], c["seqs"][0])
+        for r in rep["results"]:
+            if r["status"] == "ok":
+                groups.setdefault(key, {})[(r["label"], scheme_of(rep))] = r
+    out, losses = [], []
+    for (spec, P, seq), rows in sorted(groups.items()):
+        out.append(f"\n### {spec} — P = {P}, N = {seq}, by --balance scheme\n")
+        out.append("| strategy | scheme | flops_imbalance | step vs none | MiB per rank per step (fwd + bwd) |")
+        out.append("|---|---|---|---|---|")
+        order = {s: i for i, s in enumerate(SCHEMES)}
+        for (label, scheme), r in sorted(rows.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99), kv[0][1])):
+            base = rows.get((label, "none"))
+            imb = r["balance"]["flops_imbalance"]
+            step = r["timing"]["step_ms"]["median"]
+            rel = step / base["timing"]["step_ms"]["median"] if base and base["timing"]["step_ms"]["median"] > 0 else None
+            b = r["comm"]["fwd"]["bytes_sent"] + r["comm"]["bwd"]["bytes_sent"]
+            out.append(f"| {label} | {scheme} | {imb:.3f} | {'-' if rel is None else f'{rel:.2f}x'} | {b / 2**20:.2f} |")
+            if scheme != "none" and base:
+                why = []
+                if imb > base["balance"]["flops_imbalance"] + 1e-9:
+                    why.append(f"flops_imbalance {imb:.3f} > none's {base['balance']['flops_imbalance']:.3f}")
+                if rel is not None and rel > 1:
+                    why.append(f"step {rel:.2f}x none's")
+                if why:
+                    losses.append(f"- {spec}, P = {P}, {label}, {scheme}: " + "; ".join(why))
+    out.append("\nWhere balancing loses:\n")
+    out.extend(losses or ["- none of these cases"])
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -53,26 +103,37 @@ def main():
     r.add_argument("--np", type=int, nargs="+", default=[4, 8])
     r.add_argument("--seq", type=int, default=4096)
     r.add_argument("--binary", default=str(ROOT / "build" / "bench" / "cpbench"))
+    r.add_argument("--balance", nargs="+", default=["none"], choices=SCHEMES,
+                   help="--balance schemes to run (each but none passes --balance S); the scheme table follows")
+    r.add_argument("--iters", type=int, default=1, help="timed iterations (step-time ratios want several)")
     t = sub.add_parser("table")
     t.add_argument("reports", nargs="+")
+    t.add_argument("--schemes", action="store_true", help="the workload x scheme x strategy table instead")
     a = ap.parse_args()
     if a.cmd == "table":
-        print(table(a.reports), end="")
+        print(schemes_table(a.reports) if a.schemes else table(a.reports), end="")
         return 0
     os.makedirs(a.out_dir, exist_ok=True)
     env = dict(os.environ, OMPI_MCA_mpi_yield_when_idle="1")
-    paths = []
+    paths, none_paths = [], []
     for name in sorted(p.stem for p in (ROOT / "configs" / "workloads").glob("*.json")):
         for P in a.np:
-            out = Path(a.out_dir) / f"{name}_p{P}.json"
-            cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(P), a.binary, "run", "--model", "tiny",
-                   "--seq", str(a.seq), "--heads", "8", "--kv-heads", "8", "--docs", name, "--threads", "1",
-                   "--strategies", "ulysses,ring,ring-zigzag,ring-striped,allgather-kv,usp,double-ring",
-                   "--inner-ring", "2", "--warmup", "0",
-                   "--iters", "1", "--peak-tflops", "1", "--no-progress", "--out", str(out)]
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
-            paths.append(out)
-    print(table(paths), end="")
+            for scheme in a.balance:
+                out = Path(a.out_dir) / (f"{name}_p{P}.json" if scheme == "none" else f"{name}_p{P}_{scheme}.json")
+                cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(P), a.binary, "run", "--model",
+                       "tiny", "--seq", str(a.seq), "--heads", "8", "--kv-heads", "8", "--docs", name, "--threads", "1",
+                       "--strategies", "ulysses,ring,ring-zigzag,ring-striped,allgather-kv,usp,double-ring",
+                       "--inner-ring", "2", "--warmup", "0" if a.iters == 1 else "1",
+                       "--iters", str(a.iters), "--peak-tflops", "1", "--no-progress", "--out", str(out)]
+                if scheme != "none":
+                    cmd[cmd.index("--docs"):cmd.index("--docs")] = ["--balance", scheme]
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+                paths.append(out)
+                if scheme == "none":
+                    none_paths.append(out)
+    print(table(none_paths), end="")
+    if a.balance != ["none"]:
+        print(schemes_table(paths), end="")
     return 0
 
 
