@@ -146,7 +146,16 @@ json make_report(const json& context, const RunConfig& cfg, int world_size, cons
   }
   r["config"] = cfg.to_json(world_size);
   json list = json::array();
-  for (const auto& res : results) list.push_back(res.to_json());
+  // A simulated report (context.simulated, from the SimulatedBackend interface) carries its
+  // platform's band on every timed result; a measured one has none (its spread is p10-p90).
+  const json* band = nullptr;
+  if (context.contains("simulated") && context.at("simulated").contains("band")) band = &context.at("simulated").at("band");
+  for (const auto& res : results) {
+    json j = res.to_json();
+    if (band && j.contains("timing"))
+      j["timing"]["step_ms"]["band"] = {{"lo", band->at("lo")}, {"hi", band->at("hi")}};
+    list.push_back(j);
+  }
   r["results"] = list;
   return r;
 }

@@ -225,6 +225,14 @@ def semantic_errors(report):
         if "timing" in r:
             for name, st in r["timing"].items():
                 _check_stats(st, base + ["timing", name], cfg["iters"], err)
+            # The band: on step_ms only, exactly the simulated platform's, never on a measured report.
+            want = ctx.get("simulated", {}).get("band")
+            want = {"lo": want["lo"], "hi": want["hi"]} if want else None
+            for name, st in r["timing"].items():
+                got = st.get("band")
+                if got != (want if name == "step_ms" else None):
+                    err(base + ["timing", name, "band"], f"{got}, expected {want if name == 'step_ms' else None} "
+                        "(only timing.step_ms of a simulated report has a band: context.simulated.band)")
         if "comm" in r:
             for phase, c in r["comm"].items():
                 _check_comm(c, base + ["comm", phase], P, err)

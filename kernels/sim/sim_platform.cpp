@@ -74,6 +74,20 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
   p.hbm_gib = positive(j, "hbm_gib", where);
   p.launch_us = j.value("kernel_launch_us", 0.0);
   if (!(p.launch_us >= 0)) bad(where, "kernel_launch_us must be >= 0");
+  // Required: every simulated report carries a band, and a band without its source is a number
+  // nobody can check.
+  if (!j.contains("band") || !j.at("band").is_object())
+    bad(where, "needs 'band': {\"lo\": x, \"hi\": y, \"source\": \"...\"} (docs/SIMULATION.md, Bands)");
+  const json& b = j.at("band");
+  if (!b.contains("lo") || !b.at("lo").is_number() || !b.contains("hi") || !b.at("hi").is_number())
+    bad(where, "band.lo and band.hi must be numbers");
+  p.band_lo = b.at("lo").get<double>();
+  p.band_hi = b.at("hi").get<double>();
+  if (!(p.band_lo > 0) || !(p.band_lo <= 1) || !(p.band_hi >= 1) || !std::isfinite(p.band_hi))
+    bad(where, "band must satisfy 0 < band.lo <= 1 <= band.hi, got lo " + std::to_string(p.band_lo) + ", hi " +
+                   std::to_string(p.band_hi));
+  p.band_source = b.value("source", "");
+  if (p.band_source.empty()) bad(where, "band.source must name the validation the band comes from");
   return p;
 }
 
@@ -133,7 +147,8 @@ json SimPlatform::context() const {
           {"efficiency_size", {{"gemm", "min(m, n, k)"}, {"attn_fwd", "min(nq, nk)"}, {"attn_bwd", "min(nq, nk)"}}},
           {"memory_bw", memory_bw_gbs * 1e9},
           {"hbm_bytes", hbm_gib * 1073741824.0},
-          {"kernel_launch_us", launch_us}};
+          {"kernel_launch_us", launch_us},
+          {"band", {{"lo", band_lo}, {"hi", band_hi}, {"source", band_source}}}};
 }
 
 json simulated_context(const Backend& be) {

@@ -34,6 +34,10 @@ struct SimPlatform {
   double memory_bw_gbs = 0;  // achievable device-memory bandwidth, GB/s (1e9 B/s)
   double hbm_gib = 0;        // device memory per GPU
   double launch_us = 0;      // fixed cost added to every kernel (launch and tail)
+  // Relative factors around a simulated median step time (band_lo <= 1 <= band_hi), from the
+  // platform's validation residuals (docs/SIMULATION.md "Bands"); the report's timing.step_ms.band.
+  double band_lo = 1, band_hi = 1;
+  std::string band_source;  // which validation section and residual the factors come from
 
   // Reads and checks a platform JSON; throws std::invalid_argument naming the file and field.
   static SimPlatform load(const std::string& path);
@@ -45,7 +49,7 @@ struct SimPlatform {
   double compute_seconds(SimClass c, double flops, double size, DType t) const;
   // Seconds of one memory-bound kernel moving `bytes` (reads + writes).
   double memory_seconds(double bytes) const;
-  // context.simulated of the report: platform, peak_tflops, efficiencies, memory_bw.
+  // context.simulated of the report: platform, peak_tflops, efficiencies, memory_bw, band.
   nlohmann::json context() const;
 };
 

@@ -4,7 +4,8 @@
   check_report.py resample REPORT [--min-ok N]       --docs-resample: every pack drawn as the sampler says (seed + i),
                                                      its bytes = its model, the last pack described by comm/balance
   check_report.py model REPORT [--min-ok N]          every result ok (or skipped with a reason), and
-                                                     measured bytes == the analytic model, fwd and bwd
+                                                     measured bytes == the analytic model, fwd and bwd;
+                                                     timing.step_ms.band only on a simulated report
   check_report.py memory P1.json P4.json STRAT...    peak activation bytes at P=4 within 20% of 1/4 of P=1
   check_report.py weights P1.json P4.json STRAT      peak weight bytes at P=4 within 20% of 1/4 of P=1
   check_report.py balance REPORT --above ring=1.4 --below ring-zigzag=1.02 ...   on flops_imbalance
@@ -96,6 +97,11 @@ def cmd_model(a):
                 want = sub * k * sTD * (P - 1)
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (block {cfg['block']}): {r['comm'][ph]['per_rank']} != {want}")
+        # timing.step_ms.band: the simulated platform's, on a simulated report only.
+        sim_band = rep["context"].get("simulated", {}).get("band")
+        band = r["timing"]["step_ms"].get("band")
+        check(band == ({"lo": sim_band["lo"], "hi": sim_band["hi"]} if sim_band else None),
+              f"{r['label']}: timing.step_ms.band {band}, expected {sim_band} (only simulated reports have one)")
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
         check(r["memory"]["timed_allocations"] == 0,
               f"{r['label']} seq={r['seq']}: {r['memory']['timed_allocations']} allocator calls in timed iterations")

@@ -4,7 +4,8 @@
   check_sim_report.py simulated REPORT PLATFORM.json [--same-times OTHER.json]
       context.simulated is the platform's (name, peaks, efficiency tables, memory bandwidth), the
       GPU is the simulated device, MFU uses the platform's peak, every ok result has positive
-      simulated times; with --same-times, OTHER (the same run again, possibly with the other
+      simulated times, each carrying timing.step_ms.band = the platform's band {lo, hi}
+      (0 < lo <= 1 <= hi), context.simulated.band = the platform's band; with --same-times, OTHER (the same run again, possibly with the other
       CPBENCH_SIM_CLOCK mode) has the same step times to a relative 1e-9.
   check_sim_report.py shared-cores REPORT_P REPORT_2P
       the platform's ranks time-share cores (cores_per_node = P): `single` does the same work on
@@ -40,6 +41,7 @@ def cmd_simulated(args):
         check(sim["efficiencies"][cls] == [[float(a), float(b)] for a, b in pts],
               "efficiencies.%s %r != platform %r" % (cls, sim["efficiencies"][cls], pts))
     check(abs(sim["memory_bw"] - plat["memory_bw_gbs"] * 1e9) < 1, "memory_bw %r" % sim["memory_bw"])
+    check(sim.get("band") == plat["band"], "context.simulated.band %r != the platform's %r" % (sim.get("band"), plat["band"]))
     check(any("simulated" in g and plat["device"] in g for g in ctx["gpus"]), "gpus %r" % ctx["gpus"])
     dtype = rep["config"].get("dtype", "fp32")
     if "xml" not in plat:  # generated platforms: nodes of gpus_per_node ranks, not one node per host
@@ -53,6 +55,12 @@ def cmd_simulated(args):
         check(r["peak"]["tflops"] == plat["peak_tflops"][dtype],
               "%s: peak %r, expected the platform's %s peak" % (r["label"], r["peak"], dtype))
         check(r["timing"]["step_ms"]["median"] > 0, "%s: step time %r" % (r["label"], r["timing"]["step_ms"]))
+        band = r["timing"]["step_ms"].get("band")
+        check(band is not None, "%s: timing.step_ms.band is missing" % r["label"])
+        if band is not None:
+            check(0 < band["lo"] <= 1 <= band["hi"], "%s: band %r: expected 0 < lo <= 1 <= hi" % (r["label"], band))
+            check(band == {"lo": plat["band"]["lo"], "hi": plat["band"]["hi"]},
+                  "%s: band %r != the platform's %r" % (r["label"], band, plat["band"]))
     if len(args) > 2 and args[2] == "--same-times":
         other = {r["label"]: r for r in json.load(open(args[3]))["results"] if r["status"] == "ok"}
         for r in oks:

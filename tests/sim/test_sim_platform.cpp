@@ -20,7 +20,8 @@ json toy() {
     "efficiency": {"gemm": [[16, 0.2], [256, 0.6]],
                    "attn_fwd": [[64, 0.5]],
                    "attn_bwd": [[64, 0.25], [4096, 0.4]]},
-    "memory_bw_gbs": 1000, "hbm_gib": 16, "kernel_launch_us": 2})");
+    "memory_bw_gbs": 1000, "hbm_gib": 16, "kernel_launch_us": 2,
+    "band": {"lo": 0.8, "hi": 1.25, "source": "toy"}})");
 }
 
 }  // namespace
@@ -54,6 +55,7 @@ TEST_CASE("context.simulated names the platform, its peaks, efficiencies and ban
   CHECK(c.at("efficiencies").at("attn_bwd") == json::parse("[[64.0, 0.25], [4096.0, 0.4]]"));
   CHECK(c.at("memory_bw").get<double>() == Approx(1e12));
   CHECK(c.at("hbm_bytes").get<double>() == Approx(16.0 * 1073741824.0));
+  CHECK(c.at("band") == json::parse(R"({"lo": 0.8, "hi": 1.25, "source": "toy"})"));
 }
 
 TEST_CASE("broken platforms are refused with the field named", "[sim]") {
@@ -75,6 +77,22 @@ TEST_CASE("broken platforms are refused with the field named", "[sim]") {
   j = toy();
   j["peak_tflops"] = json::object();
   refuse(j, "peak_tflops");
+  // The band: required, 0 < lo <= 1 <= hi, with a source.
+  j = toy();
+  j.erase("band");
+  refuse(j, "needs 'band'");
+  for (const char* b : {R"({"lo": 1.1, "hi": 1.2, "source": "s"})", R"({"lo": 0.9, "hi": 0.95, "source": "s"})",
+                        R"({"lo": 0, "hi": 1.2, "source": "s"})", R"({"lo": -0.5, "hi": 1.2, "source": "s"})"}) {
+    j = toy();
+    j["band"] = json::parse(b);
+    refuse(j, "0 < band.lo <= 1 <= band.hi");
+  }
+  j = toy();
+  j["band"] = json::parse(R"({"lo": 0.9, "hi": "1.2", "source": "s"})");
+  refuse(j, "band.lo and band.hi must be numbers");
+  j = toy();
+  j["band"] = json::parse(R"({"lo": 0.9, "hi": 1.2})");
+  refuse(j, "band.source");
   CHECK_THROWS_WITH(SimPlatform::load("/nonexistent/platform.json"), Catch::Contains("cannot be read"));
 }
 
@@ -86,6 +104,9 @@ TEST_CASE("every shipped platform loads and is internally consistent", "[sim]") 
     const SimPlatform p = SimPlatform::load(e.path().string());
     CHECK(p.name == e.path().stem().string());
     CHECK(p.peak(DType::f32) > 0);
+    CHECK(p.band_lo <= 1);
+    CHECK(p.band_hi >= 1);
+    CHECK(!p.band_source.empty());
     // Hand-written (assumed) tables do not fall as blocks grow; measured ones (local.json, from
     // calibrate_platform.py) are what the machine gave.
     if (p.name != "local")
@@ -95,4 +116,17 @@ TEST_CASE("every shipped platform loads and is internally consistent", "[sim]") 
     ++n;
   }
   CHECK(n >= 4);  // dgx-h100, dgx-a100, a800, l20-pcie (+ local)
+}
+
+TEST_CASE("shipped bands: the factors docs/SIMULATION.md Validation gives", "[sim]") {
+  // Recomputed from the residuals printed there (see each file's band.source), rounded outward.
+  auto band = [](const char* n) {
+    const SimPlatform p = SimPlatform::load(std::string(CPBENCH_PLATFORM_DIR) + "/" + n + ".json");
+    return std::make_pair(p.band_lo, p.band_hi);
+  };
+  CHECK(band("local") == std::make_pair(0.940, 1.238));     // 178.0/189.3, 189.6/153.2
+  CHECK(band("dgx-h100") == std::make_pair(0.935, 1.102));  // 50.4/53.9, 91.3/82.9
+  CHECK(band("a800") == std::make_pair(0.961, 1.026));      // relative to usp[u4xr4]
+  CHECK(band("dgx-a100") == band("local"));                 // not validated: the widest
+  CHECK(band("l20-pcie") == band("local"));
 }
