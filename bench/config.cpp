@@ -62,6 +62,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
     s.docs = starts;
   }
   s.prefill = pass == "prefill";
+  s.ring_pass_q = ring_pass == "q";
   s.full_block = block == "full";
   s.F = full_block_ffn_dim();
   return s;
@@ -187,6 +188,9 @@ void finalize_config(RunConfig& c, int P) {
     throw std::invalid_argument("comm must be mpi or nccl, got '" + c.comm + "'");
   if (c.backend == "cpu" && c.comm == "nccl")
     throw std::invalid_argument("comm nccl needs backend cuda (got backend=cpu)");
+  if (c.ring_pass == "q" && c.pass != "prefill")
+    throw std::invalid_argument("--ring-pass q circulates query blocks in the forward only: it needs --pass prefill (got pass=" +
+                                c.pass + ")");
   for (const auto& s : c.strategies)
     if (!find_strategy(s)) {
       std::string names;

@@ -25,6 +25,9 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           job.mesh = strat->resolve_mesh(req, shape, P);
           job.label = strat->label(job.mesh);
           strat->check(shape, P, job.mesh);
+          if (shape.ring_pass_q && !strat->supports_pass_q())
+            throw ConstraintError(strat->name() +
+                                  ": --ring-pass q is built for the ring family only (ring, ring-zigzag, ring-striped)");
         } catch (const ConstraintError& e) {
           if (named) throw;
           job.skip = e.what();

@@ -35,6 +35,7 @@ struct LayerShape {
   std::vector<int64_t> doc_lens;     // packed documents, summing to N; empty = one document
   DocStarts docs;                    // their start positions (null = one document), for the kernels
   bool prefill = false;              // --pass prefill: forward only
+  bool ring_pass_q = false;          // --ring-pass q: query blocks circulate (ring family, prefill)
   bool full_block = false;           // --block full: the SwiGLU MLP sub-layer after attention
   int64_t F = 0;                     // its width (--ffn-dim), under full_block
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
@@ -129,6 +130,8 @@ class Strategy {
   virtual MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const;
   // True when --ulysses/--ring/--placement/--mesh apply to this strategy (usp).
   virtual bool uses_mesh() const { return false; }
+  // --ring-pass q (query blocks circulate): the ring family (RingLayer) implements it.
+  virtual bool supports_pass_q() const { return false; }
   // The meshes `--mesh all` runs for this strategy on P ranks: requests to resolve_mesh, each
   // with `base`'s placement and layout. Default: `base` alone; usp: every U x R = P.
   virtual std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const {

@@ -13,7 +13,7 @@ namespace {
 // One tag per message stream. K,V of the backward and the dK,dV accumulators arrive from the
 // same neighbour at the same time (and have the same size in fp32 runs), so they must not share
 // a tag; within a stream, MPI's non-overtaking order matches step i's message to step i's recv.
-constexpr int kTagFwdKV = 101, kTagBwdKV = 102, kTagBwdAcc = 103;
+constexpr int kTagFwdKV = 101, kTagBwdKV = 102, kTagBwdAcc = 103, kTagQ = 104, kTagPartial = 105;
 
 // A block none of whose pairs is visible (causal, window, documents) contributes nothing:
 // skipping it (instead of calling the kernel, which would skip its tiles anyway) also skips the
@@ -57,7 +57,17 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
     const int64_t kv = 2 * s.B * s.n * s.hk * s.d;
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
+    if (s.pass_q) {
+      const int64_t qn = s.B * s.n * s.hq * s.d, part = qn + s.B * s.hq * s.n;
+      for (Tensor& t : qbuf_) t = be.alloc({qn}, s.dtype, MemKind::comm);
+      for (Tensor& t : part_) t = be.alloc({part}, DType::f32, MemKind::comm);
+    }
   }
+}
+
+Tensor RingCore::part_o(const Tensor& buf) const { return buf.view(0, {s_.B, s_.n, s_.hq, s_.d}); }
+Tensor RingCore::part_lse(const Tensor& buf) const {
+  return buf.view(s_.B * s_.n * s_.hq * s_.d, {s_.B, s_.hq, s_.n});
 }
 
 void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos) {
@@ -221,6 +231,67 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   c.wait(acc_hop.send);
 }
 
+void RingCore::forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops) {
+  Backend& b = *be_;
+  Communicator& c = *ring_;
+  const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
+  const int next = (me + 1) % R, prev = (me + R - 1) % R;
+  const AttnShape a = attn_shape();
+  const Positions kpos = block_pos_(me);
+  if (h == 0) {  // this rank's own block only: nothing travels
+    b.attn_fwd(a, q, k, v, kpos, kpos, o, lse_);
+    return;
+  }
+  if (qbuf_[0].empty()) throw std::logic_error("ring core: forward_pass_q needs setup() with pass_q");
+  const bool f32 = s_.dtype == DType::f32;
+  const int64_t qn = s_.B * s_.n * s_.hq * s_.d, part_n = qn + s_.B * s_.hq * s_.n;
+  // Step i: this rank holds the Q block of rank j = me+i (for i > 0 in qbuf_, arrived from the
+  // next rank) and in part_[2] the partial the ranks before it on the Q's path built. It
+  // computes its own K,V's contribution into a scratch partial while that partial is still
+  // arriving (the same overlap as backward()'s dK,dV accumulators), merges the arrived one in,
+  // and sends the sum on with the Q: to the previous rank, and after the last step (i = h) back
+  // to the owner j. Step 0 is the owner's diagonal block. What arrives last, from rank me-h, is
+  // this rank's own Q block's partial with every rank's contribution.
+  b.copy_2d(qbuf_[0], qn, q, qn, 1, qn);
+  Tensor& incoming = part_[2];
+  Hop part_hop;
+  for (int i = 0; i <= h; ++i) {
+    const Tensor& cur = i == 0 ? q : qbuf_[i % 2];
+    Hop hop;
+    // Step 0 sends qbuf_[0] (a copy of q: q itself is the caller's and const) so that the buffer
+    // the next step receives into, qbuf_[1], is never the one in flight.
+    if (i < h) hop = post_hop(c, qbuf_[i % 2], prev, qbuf_[(i + 1) % 2], next, kTagQ);
+    const int j = (me + i) % R;
+    const Positions qpos = block_pos_(j);
+    Tensor& scratch = part_[i % 2];  // its send (step i-2) was waited for at step i-1
+    Tensor so = part_o(scratch), sl = part_lse(scratch);
+    const bool visible = i == 0 || !invisible(a, qpos, kpos);
+    if (visible) {
+      if (f32) {
+        b.attn_fwd(a, cur, k, v, qpos, kpos, so, sl);
+      } else {  // the kernel writes the run dtype; the partial is float32
+        b.attn_fwd(a, cur, k, v, qpos, kpos, o_blk_, sl);
+        b.convert(so, o_blk_);
+      }
+    }
+    if (i > 0) {
+      c.wait(part_hop.recv);
+      if (visible) b.attn_merge(a, so, sl, part_o(incoming), part_lse(incoming));
+      else b.copy_2d(scratch, part_n, incoming, part_n, 1, part_n);  // nothing to add: pass it on
+      c.wait(part_hop.send);  // frees part_[(i-1)%2] for step i+1
+    }
+    const int to = i < h ? prev : (me + h) % R, from = i < h ? next : (me - h + R) % R;
+    part_hop = post_hop(c, scratch, to, incoming, from, kTagPartial);
+    if (i < h) wait_hop(c, hop);
+  }
+  c.wait(part_hop.recv);  // this rank's own Q block, with every rank's contribution
+  const int64_t rows = s_.B * s_.hq * s_.n;
+  b.copy_2d(lse_, rows, part_lse(incoming), rows, 1, rows);
+  if (f32) b.copy_2d(o, qn, part_o(incoming), qn, 1, qn);
+  else b.convert(o, part_o(incoming));
+  c.wait(part_hop.send);
+}
+
 int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   const int64_t es = int64_t(dtype_size(s.dtype)), rows = s.B * s.hq * s.n;
   int64_t bytes = 2 * rows * 4;  // lse, delta
@@ -229,6 +300,7 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
     bytes += o * es + rows * 4;                      // block o, lse
     if (s.dtype != DType::f32) bytes += 2 * o * 4;   // float32 running and block output
     bytes += 2 * kv * es + 3 * kv * 4;               // k|v double buffer, dk|dv accumulators
+    if (s.pass_q) bytes += 2 * o * es + 3 * (o + rows) * 4;  // q double buffer, o|lse partials
   }
   return bytes;
 }
@@ -261,6 +333,11 @@ CommPrediction RingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, in
 
 CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                           int64_t acc) const {
+  if (s.ring_pass_q) {
+    const BlockPositions pos = [&](int j) { return rank_positions(s, P, j); };
+    return RingCore::predicted_bytes_pass_q(s.B * s.N / P, int64_t(s.H) * s.d, s.H, P, elem, acc,
+                                            RingCore::effective_hops_pass_q(P, pos, pos, s), "cp");
+  }
   return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, ring_hops(s, P), "cp");
 }
 
@@ -306,10 +383,15 @@ void RingLayer::core_setup() {
   const LayerShape& s = shape();
   RingCoreShape cs;
   cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
-  cs.window = s.window; cs.docs = s.docs;
+  cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
   const int P = mesh().P;
   core_.setup(be(), *mesh().cp, cs, [this, P](int j) { return rank_positions(shape(), P, j); });
-  hops_ = ring_hops(s, P);
+  if (s.ring_pass_q) {
+    const BlockPositions pos = [this, P](int j) { return rank_positions(shape(), P, j); };
+    hops_ = RingCore::effective_hops_pass_q(P, pos, pos, s);
+  } else {
+    hops_ = ring_hops(s, P);
+  }
 }
 
 void RingLayer::export_lse(std::vector<float>& global) {
@@ -320,6 +402,7 @@ void RingLayer::export_lse(std::vector<float>& global) {
 int64_t RingLayer::core_activation_bytes(const LayerShape& s, int P, const MeshSpec&) const {
   RingCoreShape cs;
   cs.B = s.B; cs.n = s.N / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
+  cs.pass_q = s.ring_pass_q;
   return RingCore::activation_bytes(cs, P);
 }
 

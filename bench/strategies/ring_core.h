@@ -37,6 +37,7 @@ struct RingCoreShape {
   int64_t window = 0;  // sliding window (0 = none)
   DocStarts docs;      // packed documents (null = one)
   DType dtype = DType::f32;
+  bool pass_q = false;  // --ring-pass q: setup also allocates forward_pass_q's buffers
 };
 
 // Global positions of the n tokens ring rank j holds, in storage order.
@@ -53,6 +54,12 @@ class RingCore {
   // q [B,n,hq,d], k, v [B,n,hk,d] (run dtype) -> o [B,n,hq,d] (run dtype); lse() [B,hq,n] f32.
   // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one.
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
+  // pass-Q (--ring-pass q, DESIGN "Inference passes"): same result as forward(), but the Q
+  // blocks travel `hops` hops to the previous rank while K,V stay. The float32 partial (o, lse)
+  // of each Q block travels with it: starting from its owner's diagonal block, every rank the Q
+  // visits merges in its own K,V's contribution and passes the partial on; after the last hop
+  // one send returns it to the owner (`hops` places ahead). Needs setup() with s.pass_q.
+  void forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
   // With the forward's final o (and lse, kept here) and dout [B,n,hq,d]:
   // dq [B,n,hq,d], dk, dv [B,n,hk,d] float32, overwritten. Same `hops` as the forward.
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
@@ -128,12 +135,18 @@ class RingCore {
   int me_ = 0;                // this rank's ring position
   Tensor kv_[2];   // k|v blocks, run dtype (double buffer: one computed on, one arriving)
   Tensor acc_[3];  // dk|dv accumulators, float32: [0],[1] computed on / in flight, [2] arriving
+  // pass-Q: q blocks (run dtype, double buffer) and partials o|lse (float32; [0],[1] computed
+  // on / in flight, [2] arriving).
+  Tensor qbuf_[2], part_[3];
+  Tensor part_o(const Tensor& buf) const;    // the o half, [B,n,hq,d] float32
+  Tensor part_lse(const Tensor& buf) const;  // the lse half, [B,hq,n] float32
 };
 
 // ring, ring-zigzag, ring-striped: a Block whose core is a RingCore over the whole CP
 // group. A subclass fixes the token layout (rank_positions) and its constraint.
 class RingLayer : public Block {
  public:
+  bool supports_pass_q() const override { return true; }
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
 
@@ -145,7 +158,10 @@ class RingLayer : public Block {
     return rank_positions(s, m.P, m.cp->rank());
   }
   void core_setup() override;
-  void core_forward() override { core_.forward(q_, k_, v_, o_, hops_); }
+  void core_forward() override {
+    if (shape().ring_pass_q) core_.forward_pass_q(q_, k_, v_, o_, hops_);
+    else core_.forward(q_, k_, v_, o_, hops_);
+  }
   void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_, hops_); }
   // DESIGN's ring hop truncation: K_eff, the farthest hop k at which some rank receives a block
   // it has a visible pair with (R-1 without a window or documents; 1 for a window W <= N/P on the
