@@ -130,7 +130,8 @@ class Strategy {
   virtual MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const;
   // True when --ulysses/--ring/--placement/--mesh apply to this strategy (usp).
   virtual bool uses_mesh() const { return false; }
-  // --ring-pass q (query blocks circulate): the ring family (RingLayer) implements it.
+  // --ring-pass q (query blocks circulate): the ring family (RingLayer) implements it; single
+  // (nothing circulates) runs unchanged as the reference.
   virtual bool supports_pass_q() const { return false; }
   // The meshes `--mesh all` runs for this strategy on P ranks: requests to resolve_mesh, each
   // with `base`'s placement and layout. Default: `base` alone; usp: every U x R = P.

@@ -22,6 +22,10 @@ cpbench_report_test(model_p2 2 "--model;tiny;--seq;96,120;--batch;2;${_fast}" "$
 # The whole block: megatron-sp's MLP doubles its bytes (check_report.py recomputes DESIGN's formula),
 # every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.
 cpbench_report_test(model_p4_block_full 4 "--block;full;--seq;64,96;--heads;4;--kv-heads;2;--head-dim;16;--dim;64;--ffn-dim;96;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")
+# --ring-pass q: the ring family's measured bytes = the pass-Q model (and check_report.py's own
+# formula); every other strategy is skipped with its reason; a window truncates the hops.
+cpbench_report_test(model_p4_ring_pass_q 4 "--model;tiny;--seq;128;--batch;2;--pass;prefill;--ring-pass;q;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
+cpbench_report_test(model_p4_ring_pass_q_window 4 "--model;tiny;--seq;128;--window;20;--pass;prefill;--ring-pass;q;--strategies;single,ring,ring-zigzag,ring-striped;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 cpbench_report_test(model_p3 3 "--model;tiny;--seq;132;--heads;6;--kv-heads;3;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 6")
 cpbench_report_test(model_p4_mesh 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p4_ring_inner 4 "--model;tiny;--seq;128;--heads;4;--kv-heads;4;--mesh;all;--placement;ring-inner;--no-causal;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")

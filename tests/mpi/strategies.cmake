@@ -44,6 +44,12 @@ cpbench_verify_test(p6_double_ring_docs_noncausal  6 --min-verified 13 --model t
 cpbench_verify_test(p6_double_ring_window_contiguous 6 --min-verified 13 --model tiny --seq 132 --heads 6 --kv-heads 6 --window 22 --usp-layout contiguous ${_dr})
 cpbench_verify_test(p8_double_ring_docs_window     8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs equal:4 --window 24 ${_dr})
 cpbench_verify_test(p8_double_ring_docs_pairs      8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs equal:8 ${_dr} --placement ring-inner)
+# --ring-pass q (pass-Q: query blocks circulate, their partials return to the owner): the ring
+# family against single at 1e-5 (verify also runs the backward from pass-Q's o and lse), causal,
+# P = 2 with a window, P = 4 with documents and B = 2.
+set(_passq --pass prefill --ring-pass q --strategies ring,ring-zigzag,ring-striped)
+cpbench_verify_test(p2_ring_pass_q_window 2 --min-verified 3 --model tiny --seq 100 --heads 4 --kv-heads 2 --window 30 ${_passq})
+cpbench_verify_test(p4_ring_pass_q_docs_b2 4 --min-verified 3 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --batch 2 ${_passq})
 # The masked layer of every strategy against an independent float64 NumPy recomputation that
 # rebuilds the mask and the per-document RoPE positions from meta.json.
 add_test(NAME dump_p4_float64_masks
@@ -62,6 +68,9 @@ set_tests_properties(dump_p4_float64_block_full PROPERTIES LABELS "mpi;verify" T
 # Bad block options: refused on every rank before any work, naming the flag and the value.
 cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)
 cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)
+cpbench_fail_test(ring_pass_q_train 2 "--ring-pass q circulates query blocks in the forward only: it needs --pass prefill \\(got pass=train\\)" run --model tiny --seq 64 --ring-pass q)
+cpbench_fail_test(ring_pass_q_ulysses 2 "ulysses: --ring-pass q is built for the ring family only" run --model tiny --seq 64 --pass prefill --ring-pass q --strategies ring,ulysses)
+cpbench_fail_test(ring_pass_unknown 2 "--ring-pass must be kv or q, got \"x\"" run --model tiny --seq 64 --pass prefill --ring-pass x)
 cpbench_fail_test(block_unknown 2 "--block must be attn or full, got \"mlp\"" run --model tiny --seq 64 --block mlp)
 cpbench_fail_test(megatron_ffn_dim 2 "megatron-sp: P=2 does not divide ffn_dim=97" run --model tiny --seq 64 --block full --ffn-dim 97 --strategies megatron-sp)
 

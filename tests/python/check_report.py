@@ -102,6 +102,16 @@ def cmd_model(a):
         band = r["timing"]["step_ms"].get("band")
         check(band == ({"lo": sim_band["lo"], "hi": sim_band["hi"]} if sim_band else None),
               f"{r['label']}: timing.step_ms.band {band}, expected {sim_band} (only simulated reports have one)")
+        cfg = rep["config"]
+        if cfg.get("ring_pass") == "q" and r["strategy"] != "single" and not cfg["mask"]["window"] \
+                and not cfg["mask"]["docs"]:
+            # DESIGN's pass-Q formula, computed here: Q goes K = P-1 hops (no window, no documents),
+            # its float32 partial (o, lse) K hops with it plus one send back to the owner.
+            P = cfg["world_size"]
+            Tq, hq, K = cfg["batch"] * r["seq"] // P, cfg["heads"] * cfg["head_dim"], P - 1
+            want = ELEM_BYTES[cfg["dtype"]] * Tq * hq * K + (4 * Tq * hq + 4 * Tq * cfg["heads"]) * (K + 1)
+            check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
+                  f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
         check(r["memory"]["timed_allocations"] == 0,
               f"{r['label']} seq={r['seq']}: {r['memory']['timed_allocations']} allocator calls in timed iterations")
