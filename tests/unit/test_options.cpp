@@ -263,7 +263,7 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   CHECK(keys == std::vector<std::string>{"backend", "batch", "block", "causal", "comm", "command", "dim", "dtype",
                                          "ffn_dim", "head_dim", "heads", "iters", "kv_heads", "layers", "mask", "mem_limit_bytes", "mesh",
-                                         "model", "pass", "ranks_per_node", "recompute", "rope", "seed", "seqs", "strategies", "threads",
+                                         "model", "pass", "ranks_per_node", "recompute", "ring_pass", "rope", "seed", "seqs", "strategies", "threads",
                                          "timeout_s", "warmup", "world_size"});
   CHECK(j["seqs"] == json::array({64}));
   CHECK(j["block"] == "attn");
