@@ -333,35 +333,21 @@ CommPrediction RingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, in
 
 CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                           int64_t acc) const {
-  if (s.ring_pass_q) {
-    const BlockPositions pos = [&](int j) { return rank_positions(s, P, j); };
+  if (s.ring_pass_q)
     return RingCore::predicted_bytes_pass_q(s.B * s.N / P, int64_t(s.H) * s.d, s.H, P, elem, acc,
-                                            RingCore::effective_hops_pass_q(P, pos, pos, s), "cp");
-  }
+                                            ring_hops(s, P), "cp");
   return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, ring_hops(s, P), "cp");
 }
 
 int RingLayer::ring_hops(const LayerShape& s, int P) const {
-  return RingCore::effective_hops(P, [&](int j) { return rank_positions(s, P, j); }, s);
+  const BlockPositions pos = [&](int j) { return rank_positions(s, P, j); };
+  return s.ring_pass_q ? RingCore::effective_hops_pass_q(P, pos, pos, s) : RingCore::effective_hops(P, pos, s);
 }
 
-int RingCore::effective_hops(int R, const BlockPositions& block_pos, const LayerShape& s) {
-  if (R <= 1) return 0;
-  AttnShape a;
-  a.causal = s.causal;
-  a.window = s.window;
-  a.docs = s.docs;
-  const AttnMask mask = a.mask();
-  std::vector<Positions> pos;
-  for (int j = 0; j < R; ++j) pos.push_back(block_pos(j));
-  for (int k = R - 1; k >= 1; --k)  // at hop k, rank r holds the block of rank r - k
-    for (int r = 0; r < R; ++r)
-      if (any_visible_pair(pos[size_t(r)], pos[size_t((r - k + R) % R)], mask)) return k;
-  return 0;
-}
-
-int RingCore::effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                    const LayerShape& s) {
+// The farthest hop k (1..R-1) at which some rank's queries, those of ring rank r, meet the keys of
+// ring rank r - k: pass-KV's K_eff (the K,V of rank r-k visit rank r) and, re-indexed, pass-Q's
+// (the queries of rank r+k visit rank r's keys). 0 if none.
+static int farthest_visible_hop(int R, const BlockPositions& q_pos, const BlockPositions& k_pos, const LayerShape& s) {
   if (R <= 1) return 0;
   AttnShape a;
   a.causal = s.causal;
@@ -373,10 +359,19 @@ int RingCore::effective_hops_pass_q(int R, const BlockPositions& q_pos, const Bl
     qp.push_back(q_pos(j));
     kp.push_back(k_pos(j));
   }
-  for (int k = R - 1; k >= 1; --k)  // at hop k, rank r holds the queries of rank r + k
+  for (int k = R - 1; k >= 1; --k)
     for (int r = 0; r < R; ++r)
-      if (any_visible_pair(qp[size_t((r + k) % R)], kp[size_t(r)], mask)) return k;
+      if (any_visible_pair(qp[size_t(r)], kp[size_t((r - k + R) % R)], mask)) return k;
   return 0;
+}
+
+int RingCore::effective_hops(int R, const BlockPositions& block_pos, const LayerShape& s) {
+  return farthest_visible_hop(R, block_pos, block_pos, s);
+}
+
+int RingCore::effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                    const LayerShape& s) {
+  return farthest_visible_hop(R, q_pos, k_pos, s);
 }
 
 void RingLayer::core_setup() {
@@ -386,12 +381,7 @@ void RingLayer::core_setup() {
   cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
   const int P = mesh().P;
   core_.setup(be(), *mesh().cp, cs, [this, P](int j) { return rank_positions(shape(), P, j); });
-  if (s.ring_pass_q) {
-    const BlockPositions pos = [this, P](int j) { return rank_positions(shape(), P, j); };
-    hops_ = RingCore::effective_hops_pass_q(P, pos, pos, s);
-  } else {
-    hops_ = ring_hops(s, P);
-  }
+  hops_ = ring_hops(s, P);
 }
 
 void RingLayer::export_lse(std::vector<float>& global) {

@@ -166,7 +166,7 @@ class RingLayer : public Block {
   // DESIGN's ring hop truncation: K_eff, the farthest hop k at which some rank receives a block
   // it has a visible pair with (R-1 without a window or documents; 1 for a window W <= N/P on the
   // contiguous ring: a halo exchange). A pure function of the layout and the mask: every rank
-  // computes the same value, and predicted_bytes uses it.
+  // computes the same value, and predicted_bytes uses it. Under --ring-pass q, pass-Q's K_eff.
   int ring_hops(const LayerShape& s, int P) const;
   void export_lse(std::vector<float>& global) override;
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
