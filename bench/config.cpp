@@ -63,6 +63,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   }
   s.prefill = pass == "prefill";
   s.ring_pass_q = ring_pass == "q";
+  s.balance = parse_balance(balance);
   s.full_block = block == "full";
   s.F = full_block_ffn_dim();
   return s;

@@ -7,6 +7,7 @@
 
 #include "bench/dump.h"
 #include "bench/measure.h"
+#include "bench/strategies/balance.h"
 #include "bench/strategies/block.h"
 #include "bench/verify_bound.h"
 
@@ -209,6 +210,11 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
                                    peak, model->activation_bytes_estimate(shape, P, job.mesh),
                                    predict_tiers(predicted, model->mesh_desc(job.mesh), P, log_.node_map()));
   result.timed->packs = std::move(resampled);
+  result.timed->balance_scheme = balance_name(shape.balance);
+  if (shape.balance != BalanceScheme::none && job.info->name != "single") {
+    const TokenLayout layout = TokenLayout::build(shape.balance, shape, P);
+    for (int r = 0; r < P; ++r) result.timed->visible_pairs_per_rank.push_back(layout.visible_pairs(r));
+  }
   if (shape.full_block) {  // DESIGN's whole-model memory estimate, from the busiest rank's share
     ModelEstimateInput in;
     for (const RankSummary& r : ranks) {

@@ -142,6 +142,10 @@ std::vector<OptionSpec> make_table() {
        {}, false, [](RunConfig& c, const json& v) { c.docs_resample = v.get<bool>(); }},
       {"pass", "--pass", OptKind::choice, "train (forward+backward, default) | prefill (forward only)",
        {"train", "prefill"}, false, [](RunConfig& c, const json& v) { c.pass = v.get<std::string>(); }},
+      {"balance", "--balance", OptKind::choice,
+       "none (the strategy's static layout, default) | doc-zigzag (2P chunks per document) | greedy "
+       "(chunks to the least-loaded rank); ring, with --docs",
+       {"none", "doc-zigzag", "greedy"}, false, [](RunConfig& c, const json& v) { c.balance = v.get<std::string>(); }},
       {"ring_pass", "--ring-pass", OptKind::choice,
        "kv (K,V blocks circulate, default) | q (query blocks circulate; --pass prefill, ring family)",
        {"kv", "q"}, false, [](RunConfig& c, const json& v) { c.ring_pass = v.get<std::string>(); }},
@@ -246,6 +250,7 @@ std::vector<OptionSpec> make_table() {
       {"comm", "comm", [](const RunConfig& c) { return json(c.comm); }},
       {"dtype", "dtype", [](const RunConfig& c) { return json(c.dtype); }},
       {"pass", "pass", [](const RunConfig& c) { return json(c.pass); }},
+      {"balance", "balance", [](const RunConfig& c) { return json(c.balance); }},
       {"ring_pass", "ring_pass", [](const RunConfig& c) { return json(c.ring_pass); }},
       {"mem_limit", "mem_limit_bytes", [](const RunConfig& c) { return json(c.mem_limit_bytes); }},
       {"timeout", "timeout_s", [](const RunConfig& c) { return json(c.timeout_s); }},

@@ -28,6 +28,13 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           if (shape.ring_pass_q && !strat->supports_pass_q())
             throw ConstraintError(strat->name() +
                                   ": --ring-pass q is built for the ring family only (ring, ring-zigzag, ring-striped)");
+          if (shape.balance != BalanceScheme::none && !strat->supports_balance()) {
+            const std::string b = balance_name(shape.balance);
+            throw ConstraintError(strat->name() + ": --balance " + b +
+                                  (strat->name() == "ring-zigzag" || strat->name() == "ring-striped"
+                                       ? " replaces its layout: the same layout as ring under --balance " + b
+                                       : " is built for ring only (its layout replaces the static one)"));
+          }
         } catch (const ConstraintError& e) {
           if (named) throw;
           job.skip = e.what();

@@ -88,6 +88,22 @@ Placement parse_placement(const std::string& s) {
   throw std::invalid_argument("unknown placement '" + s + "' (expected ulysses-inner or ring-inner)");
 }
 
+const char* balance_name(BalanceScheme b) {
+  switch (b) {
+    case BalanceScheme::none: return "none";
+    case BalanceScheme::doc_zigzag: return "doc-zigzag";
+    case BalanceScheme::greedy: return "greedy";
+  }
+  return "?";
+}
+
+BalanceScheme parse_balance(const std::string& s) {
+  if (s == "none") return BalanceScheme::none;
+  if (s == "doc-zigzag") return BalanceScheme::doc_zigzag;
+  if (s == "greedy") return BalanceScheme::greedy;
+  throw std::invalid_argument("unknown balance scheme '" + s + "' (expected none, doc-zigzag or greedy)");
+}
+
 MeshDesc MeshSpec::desc() const {
   std::vector<MeshLevel> ring = {{"ring", R}};
   if (inner_ring > 0) ring = {{"ring_outer", R / inner_ring}, {"ring_inner", inner_ring}};

@@ -150,7 +150,10 @@ json comm_phase_json(const CommPhaseResult& c) {
     for (const TierBytes& t : c.predicted_tiers) pred.push_back({{"intra_node_bytes", t.intra}, {"inter_node_bytes", t.inter}});
     tiers["predicted"] = pred;
   }
+  // Every rank of every strategy is predicted the same bytes (the model is per rank).
+  const std::vector<int64_t> predicted_per_rank(c.per_rank.size(), c.predicted_bytes);
   return {{"bytes_sent", c.bytes_sent}, {"per_rank", c.per_rank}, {"predicted_bytes", c.predicted_bytes},
+          {"predicted_per_rank", predicted_per_rank},
           {"matches_model", c.matches_model}, {"time_ms", c.time_ms}, {"ops", ops}, {"tiers", tiers}};
 }
 
@@ -201,6 +204,8 @@ json JobResult::to_json() const {
     r["memory"]["model_estimate"] = estimate;
     r["balance"] = {{"compute_ms_per_rank", t.compute_ms_per_rank}, {"imbalance", t.imbalance()},
                     {"model_flops_per_rank", t.model_flops_per_rank}, {"flops_imbalance", t.flops_imbalance()}};
+    r["balance"]["scheme"] = t.balance_scheme;
+    if (!t.visible_pairs_per_rank.empty()) r["balance"]["visible_pairs_per_rank"] = t.visible_pairs_per_rank;
     if (!t.packs.empty()) {  // the spread over packs, not one lucky pack
       json packs = json::array();
       std::vector<double> steps, imbalances;

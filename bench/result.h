@@ -73,6 +73,10 @@ struct TimedResult {  // present when status is ok in a run
   int64_t timed_allocations = 0;  // summed over ranks; 0 by contract
   std::optional<ModelEstimate> model_estimate;  // --block full only (metrics.h model_estimate)
   std::vector<double> compute_ms_per_rank, model_flops_per_rank;
+  // --balance other than none: the scheme and the layout's visible query-key pairs per rank
+  // (TokenLayout::visible_pairs, in rank order).
+  std::string balance_scheme = "none";
+  std::vector<int64_t> visible_pairs_per_rank;
   std::vector<ResampledPack> packs;  // --docs-resample only, in iteration order (the last is described above)
 
   double overlap_ratio() const;      // min over ranks

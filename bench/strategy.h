@@ -23,6 +23,12 @@ struct ConstraintError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// --balance (DESIGN "Balancing packed documents"): none keeps a strategy's static layout; the
+// others map document tokens to ring positions (bench/strategies/balance.h).
+enum class BalanceScheme { none, doc_zigzag, greedy };
+const char* balance_name(BalanceScheme b);
+BalanceScheme parse_balance(const std::string& s);  // throws std::invalid_argument
+
 // The layer's sizes (DESIGN notation).
 struct LayerShape {
   int64_t B = 1, N = 0;
@@ -36,6 +42,7 @@ struct LayerShape {
   DocStarts docs;                    // their start positions (null = one document), for the kernels
   bool prefill = false;              // --pass prefill: forward only
   bool ring_pass_q = false;          // --ring-pass q: query blocks circulate (ring family, prefill)
+  BalanceScheme balance = BalanceScheme::none;  // --balance: the ring family's token layout
   bool full_block = false;           // --block full: the SwiGLU MLP sub-layer after attention
   int64_t F = 0;                     // its width (--ffn-dim), under full_block
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
@@ -133,6 +140,8 @@ class Strategy {
   // --ring-pass q (query blocks circulate): the ring family (RingLayer) implements it; single
   // (nothing circulates) runs unchanged as the reference.
   virtual bool supports_pass_q() const { return false; }
+  // --balance other than none: the strategy places tokens by the balanced layout (ring only).
+  virtual bool supports_balance() const { return false; }
   // The meshes `--mesh all` runs for this strategy on P ranks: requests to resolve_mesh, each
   // with `base`'s placement and layout. Default: `base` alone; usp: every U x R = P.
   virtual std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const {

@@ -19,6 +19,7 @@ class Ring final : public RingLayer {
   }
   std::string tiers() const override { return "K,V to the next rank only: intra-node except at node boundaries, where a rank sends all its hops across"; }
   std::string constraints() const override { return "P divides seq"; }
+  bool supports_balance() const override { return true; }
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     require_seq_multiple(s, P, "P");
   }

@@ -333,6 +333,14 @@ CommPrediction RingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, in
 
 CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                           int64_t acc) const {
+  // A balanced layout's hops come from the layout's own model (balance.h), not from the scan the
+  // running strategy uses: bytes = model then checks one against the other.
+  if (s.balance != BalanceScheme::none) {
+    const int hops = TokenLayout::build(s.balance, s, P).ring_hops();
+    if (s.ring_pass_q)
+      return RingCore::predicted_bytes_pass_q(s.B * s.N / P, int64_t(s.H) * s.d, s.H, P, elem, acc, hops, "cp");
+    return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, hops, "cp");
+  }
   if (s.ring_pass_q)
     return RingCore::predicted_bytes_pass_q(s.B * s.N / P, int64_t(s.H) * s.d, s.H, P, elem, acc,
                                             ring_hops(s, P), "cp");
@@ -340,7 +348,7 @@ CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const Mesh
 }
 
 int RingLayer::ring_hops(const LayerShape& s, int P) const {
-  const BlockPositions pos = [&](int j) { return rank_positions(s, P, j); };
+  const BlockPositions pos = [&](int j) { return layout_positions(s, P, j); };
   return s.ring_pass_q ? RingCore::effective_hops_pass_q(P, pos, pos, s) : RingCore::effective_hops(P, pos, s);
 }
 
@@ -380,8 +388,21 @@ void RingLayer::core_setup() {
   cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
   cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
   const int P = mesh().P;
-  core_.setup(be(), *mesh().cp, cs, [this, P](int j) { return rank_positions(shape(), P, j); });
+  core_.setup(be(), *mesh().cp, cs, [this, P](int j) { return layout_positions(shape(), P, j); });
   hops_ = ring_hops(s, P);
+}
+
+Positions RingLayer::layout_positions(const LayerShape& s, int P, int j) const {
+  if (s.balance == BalanceScheme::none) return rank_positions(s, P, j);
+  std::vector<int64_t> key = {s.N, P, int64_t(s.balance), s.causal, s.window};
+  key.insert(key.end(), s.doc_lens.begin(), s.doc_lens.end());
+  if (key != balanced_key_) {
+    const TokenLayout l = TokenLayout::build(s.balance, s, P);
+    balanced_pos_.clear();
+    for (int r = 0; r < P; ++r) balanced_pos_.push_back(l.positions_of(r));
+    balanced_key_ = key;
+  }
+  return balanced_pos_[size_t(j)];
 }
 
 void RingLayer::export_lse(std::vector<float>& global) {

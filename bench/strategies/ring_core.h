@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/strategies/balance.h"
 #include "bench/strategies/block.h"
 #include "comm/communicator.h"
 
@@ -154,8 +155,11 @@ class RingLayer : public Block {
   // Positions of the N/P tokens rank j of P holds (storage order).
   virtual Positions rank_positions(const LayerShape& s, int P, int j) const = 0;
 
+  // The layout the ring runs on: rank_positions, or under --balance the balanced layout's
+  // position j (balance.h), built once per shape and kept.
+  Positions layout_positions(const LayerShape& s, int P, int j) const;
   Positions token_positions(const LayerShape& s, const Mesh& m) const override {
-    return rank_positions(s, m.P, m.cp->rank());
+    return layout_positions(s, m.P, m.cp->rank());
   }
   void core_setup() override;
   void core_forward() override {
@@ -177,6 +181,10 @@ class RingLayer : public Block {
 
   RingCore core_;
   int hops_ = -1;
+
+ private:
+  mutable std::vector<Positions> balanced_pos_;  // the balanced layout of balanced_key_
+  mutable std::vector<int64_t> balanced_key_;    // {N, P, scheme, causal, window, doc lens...}
 };
 
 }  // namespace cpbench

@@ -12,6 +12,7 @@ class Single final : public Block {
   std::string name() const override { return "single"; }
   // Nothing circulates: under --ring-pass q it stays the reference every ring result is compared with.
   bool supports_pass_q() const override { return true; }
+  bool supports_balance() const override { return true; }  // the reference: one rank holds every token
   std::string summary() const override {
     return "Reference: every rank computes the whole layer on the whole sequence.\n"
            "Nothing travels; the strong-scaling baseline.";

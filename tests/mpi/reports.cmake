@@ -22,6 +22,11 @@ cpbench_report_test(model_p2 2 "--model;tiny;--seq;96,120;--batch;2;${_fast}" "$
 # The whole block: megatron-sp's MLP doubles its bytes (check_report.py recomputes DESIGN's formula),
 # every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.
 cpbench_report_test(model_p4_block_full 4 "--block;full;--seq;64,96;--heads;4;--kv-heads;2;--head-dim;16;--dim;64;--ffn-dim;96;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")
+# --balance: the layout rebuilt in Python (check_report.py layout): visible pairs per rank, and the
+# measured bytes = the model from K_eff found by brute force on that layout; the other ring
+# strategies and the non-ring ones are skipped with their reason (a default all-strategy run).
+cpbench_report_test(balance_p4_greedy 4 "--model;tiny;--seq;136;--docs;30,50,56;--window;24;--balance;greedy;${_fast}" "${_py} ${_chk} model REPORT --min-ok 2 && ${_py} ${_chk} layout REPORT --min-ok 1")
+cpbench_report_test(balance_p4_doc_zigzag_outlier 4 "--model;tiny;--seq;160;--docs;outlier;--balance;doc-zigzag;--strategies;single,ring;--pass;prefill;${_fast}" "${_py} ${_chk} layout REPORT --min-ok 1")
 # --ring-pass q: the ring family's measured bytes = the pass-Q model (and check_report.py's own
 # formula); every other strategy is skipped with its reason; a window truncates the hops.
 cpbench_report_test(model_p4_ring_pass_q 4 "--model;tiny;--seq;128;--batch;2;--pass;prefill;--ring-pass;q;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")

@@ -134,3 +134,13 @@ set_tests_properties(fail_verify_perturbed_vanishing_dk PROPERTIES LABELS "mpi;v
 # A malformed CPBENCH_TEST_PERTURB is bad input: exit 2 on every rank before any work, no report.
 cpbench_fail_test(test_perturb_malformed 2 "CPBENCH_TEST_PERTURB='dz:1' .test only.: 'dz' is not a dumped tensor" verify --seq 64 --heads 2 --kv-heads 2 --head-dim 16)
 set_tests_properties(fail_test_perturb_malformed PROPERTIES ENVIRONMENT "CPBENCH_TEST_PERTURB=dz:1")
+# --balance doc-zigzag|greedy (ring's tokens placed by the balanced layout, balance.h): ring
+# against single at 1e-5 over documents, windows and the full mask, P = 2, 3, 4, 6, 8.
+cpbench_verify_test(p2_balance_doc_zigzag_window 2 --min-verified 1 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --window 16 --balance doc-zigzag --strategies ring)
+cpbench_verify_test(p3_balance_greedy_docs 3 --min-verified 1 --model tiny --seq 96 --heads 4 --kv-heads 2 --docs 50,7,39 --balance greedy --strategies ring)
+cpbench_verify_test(p4_balance_greedy_docs_window_b2 4 --min-verified 1 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance greedy --strategies ring)
+cpbench_verify_test(p6_balance_doc_zigzag_noncausal 6 --min-verified 1 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance doc-zigzag --strategies ring)
+cpbench_verify_test(p8_balance_greedy_outlier 8 --min-verified 1 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --balance greedy --strategies ring)
+cpbench_fail_test(balance_unknown 2 "--balance must be none, doc-zigzag or greedy, got \"lpt\"" run --model tiny --seq 64 --balance lpt)
+cpbench_fail_test(balance_ring_zigzag 2 "ring-zigzag: --balance greedy replaces its layout: the same layout as ring under --balance greedy" run --model tiny --seq 64 --balance greedy --strategies ring,ring-zigzag)
+cpbench_fail_test(balance_ulysses 2 "ulysses: --balance doc-zigzag is built for ring only" run --model tiny --seq 64 --balance doc-zigzag --strategies ulysses)

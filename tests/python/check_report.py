@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Assertions on real cpbench reports and traces, used by the MPI tests (tests/mpi/reports.cmake).
 
+  check_report.py layout REPORT [--min-ok N]         --balance doc-zigzag|greedy: the layout rebuilt here, its visible
+                                                     pairs per rank, bytes from K_eff found by brute force on it
   check_report.py resample REPORT [--min-ok N]       --docs-resample: every pack drawn as the sampler says (seed + i),
                                                      its bytes = its model, the last pack described by comm/balance
   check_report.py model REPORT [--min-ok N]          every result ok (or skipped with a reason), and
@@ -508,6 +510,90 @@ def cmd_resample(a):
         check(r["memory"]["timed_allocations"] == 0, f"{r['label']}: timed allocations {r['memory']['timed_allocations']}")
 
 
+def layout_runs(scheme, lens, P, causal, window):
+    """--balance, re-implemented from DESIGN: every document cut into 2P chunks (q = L // 2P each,
+    the L % 2P remainder tokens round robin over ranks with a cursor kept across documents, a
+    rank's first extra to its early chunk r, a second to its late chunk 2P-1-r); doc-zigzag gives
+    rank r chunks r and 2P-1-r, greedy hands chunks out in decreasing visible-pair order to the
+    least-loaded rank with room, split at the room. Returns each rank's list of (doc, start, count)."""
+    def keys(t, L):
+        if causal:
+            return min(t + 1, window) if window else t + 1
+        return (min(L - 1, t + window - 1) - max(0, t - window + 1) + 1) if window else L
+    starts = [sum(lens[:d]) for d in range(len(lens))]
+    chunks, cursor = [], 0
+    for d, L in enumerate(lens):
+        size = [L // (2 * P)] * (2 * P)
+        extra = [0] * P
+        for _ in range(L % (2 * P)):
+            extra[cursor % P] += 1
+            cursor += 1
+        for r in range(P):
+            size[r] += extra[r] >= 1
+            size[2 * P - 1 - r] += extra[r] >= 2
+        at = starts[d]
+        for c in range(2 * P):
+            chunks.append((d, at, size[c], c if c < P else 2 * P - 1 - c))
+            at += size[c]
+    pairs = lambda d, s, n: sum(keys(p - starts[d], lens[d]) for p in range(s, s + n))
+    runs = [[] for _ in range(P)]
+    if scheme == "doc-zigzag":
+        for d, s, n, r in chunks:
+            if n:
+                runs[r].append((d, s, n))
+        return runs, pairs
+    cap, load, held = sum(lens) // P, [0] * P, [0] * P
+    for d, s, n, _ in sorted(chunks, key=lambda c: -pairs(c[0], c[1], c[2])):  # stable: ties in document order
+        while n:
+            r = min((x for x in range(P) if held[x] < cap), key=lambda x: (load[x], x))
+            take = min(n, cap - held[r])
+            runs[r].append((d, s, take))
+            load[r] += pairs(d, s, take)
+            held[r] += take
+            s, n = s + take, n - take
+    return runs, pairs
+
+
+def cmd_layout(a):
+    """--balance doc-zigzag|greedy: the layout rebuilt here; visible pairs per rank, every rank's
+    N/P tokens, and the ring's bytes from K_eff found by brute force on that layout."""
+    rep = json.load(open(a.report))
+    cfg = rep["config"]
+    P, mask, scheme = cfg["world_size"], cfg["mask"], cfg.get("balance")
+    check(scheme in ("doc-zigzag", "greedy"), f"config.balance {scheme}")
+    seen = 0
+    for r in ok_results(rep):
+        check(r["balance"]["scheme"] == scheme, f"{r['label']}: balance.scheme {r['balance'].get('scheme')}")
+        if r["strategy"] == "single":
+            continue
+        seen += 1
+        N = r["seq"]
+        lens = (mask["docs"] or {}).get("lens_by_seq", {}).get(str(N)) or (mask["docs"] or {}).get("lens") or [N]
+        runs, pairs = layout_runs(scheme, lens, P, mask["causal"], mask["window"])
+        check(all(sum(n for _, _, n in rr) == N // P for rr in runs), f"{r['label']}: tokens per rank not N/P")
+        want_pairs = [sum(pairs(d, s, n) for d, s, n in rr) for rr in runs]
+        check(r["balance"]["visible_pairs_per_rank"] == want_pairs,
+              f"{r['label']}: visible pairs {r['balance'].get('visible_pairs_per_rank')} != {want_pairs}")
+        doc_of = [d for d, n in enumerate(lens) for _ in range(n)]
+        pos = [[p for _, s, n in rr for p in range(s, s + n)] for rr in runs]
+        K = 0
+        for k in range(P - 1, 0, -1):
+            if any(visible(i, j, mask["causal"], mask["window"], doc_of)
+                   for q in range(P) for i in pos[q] for j in pos[(q - k) % P]):
+                K = k
+                break
+        T, hk, elem = cfg["batch"] * N // P, cfg["kv_heads"] * cfg["head_dim"], ELEM_BYTES[cfg["dtype"]]
+        fwd = elem * T * 2 * hk * K
+        bwd = 0 if cfg["pass"] == "prefill" else fwd + 4 * T * 2 * hk * (K + 1 if K > 0 else 0)
+        for ph, want in (("fwd", fwd), ("bwd", bwd)):
+            c = r["comm"][ph]
+            check(c["per_rank"] == [want] * P and c["predicted_per_rank"] == [want] * P,
+                  f"{r['label']} seq={N} {ph}: measured {c['per_rank']} / model {c['predicted_per_rank']} != {want} (K={K})")
+        print(f"{r['label']} seq={N} {scheme}: K_eff={K}, visible pairs {want_pairs}, "
+              f"flops_imbalance {r['balance']['flops_imbalance']:.3f}")
+    check(seen >= a.min_ok, f"{seen} balanced results, expected at least {a.min_ok}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -527,8 +613,11 @@ def main():
     e = sub.add_parser("estimate"); e.add_argument("full", nargs="+"); e.add_argument("--attn", required=True)
     e.add_argument("--min-ok", type=int, default=1)
     rs = sub.add_parser("resample"); rs.add_argument("report"); rs.add_argument("--min-ok", type=int, default=1)
+    lay = sub.add_parser("layout"); lay.add_argument("report"); lay.add_argument("--min-ok", type=int, default=1)
     a = ap.parse_args()
-    if a.cmd == "resample":
+    if a.cmd == "layout":
+        cmd_layout(a)
+    elif a.cmd == "resample":
         cmd_resample(a)
     elif a.cmd == "model":
         cmd_model(a)

@@ -7,3 +7,5 @@ target_compile_definitions(test_metrics PRIVATE CPBENCH_REPORT_SCHEMA="${PROJECT
 cpbench_unit_test(test_options SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_options.cpp LIBS cpbench_lib)
 # The verification bound ||a-b|| <= bound * max(||b||, m) and the scales m of dq, dk (issue 24).
 cpbench_unit_test(test_verify_bound SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_verify_bound.cpp LIBS cpbench_lib)
+# Balanced layouts of packed documents (--balance doc-zigzag|greedy) and their own model.
+cpbench_unit_test(test_balance SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_balance.cpp LIBS cpbench_lib)

@@ -1,0 +1,59 @@
+// Balanced layouts of packed documents (DESIGN "Balancing packed documents"): `--balance
+// doc-zigzag|greedy` replaces a ring strategy's static layout by a map of every document token to
+// a ring position. Positions stay global, so the mask, RoPE, the kernels and the dump read the
+// layout through Positions and nothing else changes.
+//
+//   doc-zigzag: every document is cut into 2R chunks and position r takes chunks r and 2R-1-r
+//               (TransformerEngine THD, ring-flash-attention varlen). Chunk sizes differ by at most
+//               one token: a document's remainder tokens go round robin over the positions with a
+//               cursor carried from one document to the next, so every position holds N/R tokens.
+//   greedy:     the same chunks, in decreasing visible-pair order, each to the position with the
+//               least work so far that has room (longest-processing-time first); a chunk larger
+//               than the room is split there and its rest goes on to the next position.
+//
+// The layout's own model (visible pairs per position, the ring's K_eff) is computed here from the
+// token runs in closed form: it shares no code with the strategy, which derives its hops from
+// Positions and the kernels' mask (RingCore::effective_hops). Reports compare the two through
+// bytes = model.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/strategy.h"
+
+namespace cpbench {
+
+// Tokens [start, start + count) (global positions) of document `doc`.
+struct TokenRun {
+  int64_t start = 0, count = 0;
+  int doc = 0;
+};
+
+class TokenLayout {
+ public:
+  // The layout of s's documents (one document when s has none) over R ring positions. Needs
+  // R | N. scheme: doc-zigzag or greedy.
+  static TokenLayout build(BalanceScheme scheme, const LayerShape& s, int R);
+
+  int positions() const { return int(runs_.size()); }
+  const std::vector<TokenRun>& runs(int j) const { return runs_[size_t(j)]; }
+  // Ring position j's tokens in storage order (= position order), adjacent runs merged.
+  Positions positions_of(int j) const;
+  // Query-key pairs the mask lets position j's queries see (over the whole sequence).
+  int64_t visible_pairs(int j) const;
+  // DESIGN's ring hop truncation computed from the runs: the farthest hop k (1..R-1) at which
+  // position r receives the keys of r-k and some query of r sees one of them; 0 if none.
+  int ring_hops() const;
+
+ private:
+  LayerShape s_;
+  std::vector<int64_t> doc_start_, doc_len_;
+  std::vector<std::vector<TokenRun>> runs_;
+  // Keys one query at document offset t (document length L) sees.
+  int64_t visible_keys(int64_t t, int64_t L) const;
+  // Some query of run a sees some key of run b.
+  bool any_visible(const TokenRun& a, const TokenRun& b) const;
+};
+
+}  // namespace cpbench

@@ -1,0 +1,113 @@
+// Balanced layouts (bench/strategies/balance.h): tokens per position, chunk sizes, coverage,
+// visible pairs against a brute-force count, and the layout's own K_eff against the strategy's
+// (RingCore::effective_hops over the same positions) on random packs and masks.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "bench/strategies/balance.h"
+#include "bench/strategies/ring_core.h"
+
+using namespace cpbench;
+
+namespace {
+
+LayerShape packed(std::vector<int64_t> lens, bool causal = true, int64_t window = 0) {
+  LayerShape s;
+  s.N = 0;
+  auto starts = std::make_shared<std::vector<int64_t>>();
+  for (int64_t L : lens) starts->push_back(s.N), s.N += L;
+  s.doc_lens = lens;
+  s.docs = starts;
+  s.causal = causal;
+  s.window = window;
+  return s;
+}
+
+// Visible keys of the query at global position p, by scanning every key.
+int64_t brute_keys(const LayerShape& s, int64_t p) {
+  AttnShape a;
+  a.causal = s.causal, a.window = s.window, a.docs = s.docs;
+  const Positions one = Positions::contiguous(p, 1);
+  int64_t n = 0;
+  for (int64_t k = 0; k < s.N; ++k) n += any_visible_pair(one, Positions::contiguous(k, 1), a.mask()) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("doc-zigzag: rank r holds chunks r and 2R-1-r of every document, N/R tokens each") {
+  const LayerShape s = packed({30, 50, 56});  // N = 136, R = 4: 2R = 8 chunks per document
+  const TokenLayout l = TokenLayout::build(BalanceScheme::doc_zigzag, s, 4);
+  std::set<int64_t> seen;
+  for (int r = 0; r < 4; ++r) {
+    CHECK(l.positions_of(r).count() == 34);
+    for (int64_t p : l.positions_of(r).list()) CHECK(seen.insert(p).second);
+    // Two runs per document (30 = 8*3 + 6 extras: no chunk is empty).
+    CHECK(l.runs(r).size() == 6);
+    for (const TokenRun& run : l.runs(r)) CHECK((run.count == 3 || run.count == 4 || run.count == 6 || run.count == 7));
+  }
+  CHECK(seen.size() == 136);
+  // Document 0 (30 tokens: q = 3, six extras to ranks 0,1,2,3,0,1): rank 0 takes chunk 0 (4 tokens,
+  // positions 0..3) and chunk 7 (4 tokens, the last four: 26..29).
+  CHECK(l.runs(0)[0].start == 0);
+  CHECK(l.runs(0)[0].count == 4);
+  CHECK(l.runs(0)[1].start == 26);
+  CHECK(l.runs(0)[1].count == 4);
+  // Without documents, doc-zigzag is ring-zigzag's layout.
+  LayerShape one;
+  one.N = 64;
+  const TokenLayout z = TokenLayout::build(BalanceScheme::doc_zigzag, one, 4);
+  CHECK(z.positions_of(1).list() == Positions::two(8, 8, 48, 8).list());
+}
+
+TEST_CASE("greedy balances visible pairs of a pack with one long document better than doc-zigzag") {
+  const LayerShape s = packed({400, 20, 30, 10, 20, 32, 8});  // N = 520, R = 8
+  const TokenLayout g = TokenLayout::build(BalanceScheme::greedy, s, 8);
+  const TokenLayout z = TokenLayout::build(BalanceScheme::doc_zigzag, s, 8);
+  auto spread = [](const TokenLayout& l) {
+    int64_t mx = 0, sum = 0;
+    for (int r = 0; r < l.positions(); ++r) mx = std::max(mx, l.visible_pairs(r)), sum += l.visible_pairs(r);
+    return double(mx) * l.positions() / double(sum);
+  };
+  for (int r = 0; r < 8; ++r) CHECK(g.positions_of(r).count() == 65);
+  CHECK(spread(g) <= 1.05);
+  CHECK(spread(g) <= spread(z));
+}
+
+TEST_CASE("visible pairs and K_eff from the runs agree with brute force and RingCore on random packs") {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int R = std::vector<int>{2, 3, 4, 6, 8}[size_t(trial % 5)];
+    std::vector<int64_t> lens;
+    int64_t N = 0;
+    const int64_t target = int64_t(R) * (4 + int64_t(rng() % 12));
+    while (N < target) {
+      const int64_t L = std::min<int64_t>(1 + int64_t(rng() % 40), target - N);
+      lens.push_back(L), N += L;
+    }
+    const bool causal = trial % 3 != 2;
+    const int64_t window = trial % 4 == 1 ? 1 + int64_t(rng() % 12) : 0;
+    const LayerShape s = packed(lens, causal, window);
+    for (BalanceScheme scheme : {BalanceScheme::doc_zigzag, BalanceScheme::greedy}) {
+      const TokenLayout l = TokenLayout::build(scheme, s, R);
+      int64_t total = 0;
+      for (int r = 0; r < R; ++r) {
+        REQUIRE(l.positions_of(r).count() == N / R);
+        int64_t brute = 0;
+        for (int64_t p : l.positions_of(r).list()) brute += brute_keys(s, p);
+        CHECK(l.visible_pairs(r) == brute);
+        total += l.positions_of(r).count();
+      }
+      CHECK(total == N);
+      const BlockPositions pos = [&](int j) { return l.positions_of(j); };
+      CHECK(l.ring_hops() == RingCore::effective_hops(R, pos, s));
+    }
+  }
+}
+
+TEST_CASE("a layout needs R | N") {
+  CHECK_THROWS_AS(TokenLayout::build(BalanceScheme::greedy, packed({10, 11}), 4), std::invalid_argument);
+}
