@@ -63,6 +63,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   }
   s.prefill = pass == "prefill";
   s.ring_pass_q = ring_pass == "q";
+  s.cached = cached;
   s.balance = parse_balance(balance);
   s.full_block = block == "full";
   s.F = full_block_ffn_dim();
@@ -260,6 +261,24 @@ void finalize_config(RunConfig& c, int P) {
       throw std::invalid_argument("batch x seq overflows 64 bits: batch=" + std::to_string(c.batch) +
                                   " seq=" + std::to_string(n));
     if (!c.docs_spec.empty()) resolve_doc_lens(c.docs_spec, n, c.seed);  // throws naming the spec
+  }
+  at_least_zero("cached", c.cached, "no cache");
+  if (c.cached > 0) {
+    // Persistent-KV prefill (DESIGN "Inference passes"): forward only, new tokens after the cache.
+    if (c.pass != "prefill")
+      throw std::invalid_argument("--cached " + std::to_string(c.cached) +
+                                  " is persistent-KV prefill: it needs --pass prefill (got pass=" + c.pass + ")");
+    for (int64_t n : c.seqs)
+      if (c.cached >= n)
+        throw std::invalid_argument("--cached " + std::to_string(c.cached) + " must be less than seq=" +
+                                    std::to_string(n) + " (prefill needs at least one new token)");
+    if (!c.docs_spec.empty() || c.balance != "none")
+      throw std::invalid_argument("--cached " + std::to_string(c.cached) +
+                                  " is built for one sequence whose prefix is cached: not with --docs or --balance (docs='" +
+                                  c.docs_spec + "' balance=" + c.balance + ")");
+    if (!c.dump.empty())
+      throw std::invalid_argument("--cached " + std::to_string(c.cached) +
+                                  ": the dump format with the cache's k, v is not built yet; drop --dump");
   }
   if (c.docs_resample) {
     // Another pack per iteration needs a spec that draws at random with the run's seed.

@@ -58,6 +58,7 @@ struct RunConfig {
   bool docs_resample = false;   // --docs-resample: timed iteration i draws its pack with seed + i
   std::string pass = "train";   // train | prefill
   std::string balance = "none";  // --balance none | doc-zigzag | greedy (the ring's token layout)
+  int64_t cached = 0;            // --cached C: tokens already in the sharded KV cache (prefill)
   std::string ring_pass = "kv";  // --ring-pass kv | q (q: query blocks circulate; needs prefill)
   int ranks_per_node = 0;       // 0: ranks sharing a host form a node
   int inner_ring = 0;           // double ring's inner ring size w; 0 = ranks per node

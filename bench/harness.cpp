@@ -215,6 +215,18 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     const TokenLayout layout = TokenLayout::build(shape.balance, shape, P);
     for (int r = 0; r < P; ++r) result.timed->visible_pairs_per_rank.push_back(layout.visible_pairs(r));
   }
+  if (shape.prefill) {
+    InferenceResult inf;
+    inf.ring_pass = shape.ring_pass_q ? "q" : "kv";
+    inf.cached = shape.cached;
+    inf.new_tokens = shape.new_tokens();
+    inf.miss_rate = double(shape.new_tokens()) / double(shape.N);
+    // The cache shard single holds whole and every other strategy splits C/P per rank (block.h).
+    const int64_t shard = job.info->name == "single" ? shape.cached : shape.cached / P;
+    inf.kv_cache_bytes = 2 * shape.B * shard * shape.G * shape.d * int64_t(dtype_size(shape.dtype));
+    inf.ttft_ms = result.timed->step_ms.median;
+    result.timed->inference = inf;
+  }
   if (shape.full_block) {  // DESIGN's whole-model memory estimate, from the busiest rank's share
     ModelEstimateInput in;
     for (const RankSummary& r : ranks) {
@@ -236,7 +248,12 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   std::vector<JobResult> results;
   const int P = w_.size();
   const double tol = cfg_.dtype == "fp32" ? 1e-5 : 2e-2;
-  const std::vector<std::string> names = dump_tensor_names(cfg_.block == "full");
+  // Under --cached only the forward runs (persistent-KV prefill): the gradients are not compared.
+  std::vector<std::string> names = dump_tensor_names(cfg_.block == "full");
+  if (cfg_.cached > 0)
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [](const std::string& n) { return n != "dy" && n[0] == 'd'; }),
+                names.end());
   const TestPerturbation perturb = test_perturbation();  // test only; checked at start-up (main)
   be_.set_poison(true);
 
@@ -259,7 +276,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
         log_.set_phase(Phase::fwd);
         strat->forward();
         log_.set_phase(Phase::bwd);
-        strat->backward();
+        if (shape.cached == 0) strat->backward();
         be_.synchronize();
       } catch (const std::exception& e) {
         error = std::string("run: ") + e.what();
@@ -296,7 +313,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
     // The bound's scales m (verify_bound.h) come from the reference, once per seq; the ranks
     // share the work by (batch row, kv head) and sum the squares.
     GradientScales scales;
-    if (ref_error.empty()) {
+    if (ref_error.empty() && shape.cached == 0) {
       const GradientScales part = gradient_scale_squares(ref, shape, w_.rank(), P);
       std::vector<double> sums = {part.dq, part.dk};
       w_.allreduce_sum(sums);

@@ -40,6 +40,10 @@ InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F) {
     case InputId::w_gate:
     case InputId::w_up: return {float(1.0 / std::sqrt(double(D))), 0.0f};
     case InputId::w_down: return {float(1.0 / std::sqrt(double(F > 0 ? F : 1))), 0.0f};
+    // The cache's roped k, v: unit-range values, the magnitude of a computed k (rmsnorm'd input
+    // times a 1/sqrt(D)-scaled projection: standard deviation ~0.58, that of uniform [-1, 1)).
+    case InputId::k_cache:
+    case InputId::v_cache: return {1.0f, 0.0f};
   }
   throw std::logic_error("input_law: unknown input");
 }

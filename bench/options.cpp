@@ -149,6 +149,10 @@ std::vector<OptionSpec> make_table() {
       {"ring_pass", "--ring-pass", OptKind::choice,
        "kv (K,V blocks circulate, default) | q (query blocks circulate; --pass prefill, ring family)",
        {"kv", "q"}, false, [](RunConfig& c, const json& v) { c.ring_pass = v.get<std::string>(); }},
+      {"cached", "--cached", OptKind::integer,
+       "C tokens already in a KV cache sharded over the CP ranks (persistent-KV prefill; --pass prefill, "
+       "ring family; 0 = none)",
+       {}, false, [](RunConfig& c, const json& v) { c.cached = v.get<int64_t>(); }},
       {"ulysses", "--ulysses", OptKind::count, "USP Ulysses degree U", {}, false,
        [](RunConfig& c, const json& v) { c.ulysses = as_int(v); }},
       {"ring", "--ring", OptKind::count, "USP ring degree R", {}, false,
@@ -252,6 +256,7 @@ std::vector<OptionSpec> make_table() {
       {"pass", "pass", [](const RunConfig& c) { return json(c.pass); }},
       {"balance", "balance", [](const RunConfig& c) { return json(c.balance); }},
       {"ring_pass", "ring_pass", [](const RunConfig& c) { return json(c.ring_pass); }},
+      {"cached", "cached", [](const RunConfig& c) { return json(c.cached); }},
       {"mem_limit", "mem_limit_bytes", [](const RunConfig& c) { return json(c.mem_limit_bytes); }},
       {"timeout", "timeout_s", [](const RunConfig& c) { return json(c.timeout_s); }},
       {"ranks_per_node", "ranks_per_node",

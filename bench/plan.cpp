@@ -2,6 +2,28 @@
 
 namespace cpbench {
 
+namespace {
+// The strategy's constraints, and under --cached C those of its layout of the N - C new tokens
+// (the layout places only them) plus an equal cache shard per rank.
+void check_shape(const Strategy& strat, const LayerShape& shape, int P, const MeshSpec& mesh) {
+  if (shape.cached == 0) return strat.check(shape, P, mesh);
+  if (strat.name() == "single") return;
+  const std::string under = " (--cached " + std::to_string(shape.cached) + " of seq=" + std::to_string(shape.N) + ")";
+  if (shape.cached % P != 0)
+    throw ConstraintError(strat.name() + ": cached=" + std::to_string(shape.cached) +
+                          " is not divisible by P=" + std::to_string(P) + ": each rank holds an equal cache shard" + under);
+  LayerShape fresh = shape;
+  fresh.N = shape.new_tokens();
+  fresh.cached = 0;
+  try {
+    strat.check(fresh, P, mesh);
+  } catch (const ConstraintError& e) {
+    throw ConstraintError(std::string(e.what()) + ": the layout holds the seq - cached = " +
+                          std::to_string(fresh.N) + " new tokens" + under);
+  }
+}
+}  // namespace
+
 std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node) {
   std::vector<Job> jobs;
   for (int64_t seq : cfg.seqs) {
@@ -24,7 +46,10 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
         try {
           job.mesh = strat->resolve_mesh(req, shape, P);
           job.label = strat->label(job.mesh);
-          strat->check(shape, P, job.mesh);
+          if (shape.cached > 0 && !strat->supports_cached())
+            throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.cached) +
+                                  " is built for the ring family only (ring, ring-zigzag, ring-striped)");
+          check_shape(*strat, shape, P, job.mesh);
           if (shape.ring_pass_q && !strat->supports_pass_q())
             throw ConstraintError(strat->name() +
                                   ": --ring-pass q is built for the ring family only (ring, ring-zigzag, ring-striped)");

@@ -225,6 +225,12 @@ json JobResult::to_json() const {
                                   {"flops_imbalance", spread(imbalances)}, {"bytes_match_model", all_ok}};
     }
   }
+  if (timed && timed->inference) {
+    const InferenceResult& i = *timed->inference;
+    r["inference"] = {{"pass", "prefill"}, {"ring_pass", i.ring_pass}, {"cached", i.cached},
+                      {"new_tokens", i.new_tokens}, {"miss_rate", i.miss_rate},
+                      {"kv_cache_bytes", i.kv_cache_bytes}, {"ttft_ms", i.ttft_ms}};
+  }
   if (verify) {
     json tensors = json::object();
     for (const auto& [name, e] : verify->tensors) tensors[name] = e;

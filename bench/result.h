@@ -60,6 +60,15 @@ struct ResampledPack {
   bool bytes_match_model = false;  // every rank's bytes = this pack's model
 };
 
+// --pass prefill (DESIGN "Inference passes"): what a serving engineer reads off a prefill job.
+struct InferenceResult {
+  std::string ring_pass = "kv";  // kv | q
+  int64_t cached = 0, new_tokens = 0;  // --cached C and the N - C tokens computed
+  double miss_rate = 1;                // (N - C) / N
+  int64_t kv_cache_bytes = 0;          // per rank: its cache shard's k and v (model: 2*B*Cr*G*d*s)
+  double ttft_ms = 0;                  // time to first token: the prefill step's median
+};
+
 struct TimedResult {  // present when status is ok in a run
   Stats fwd_ms, bwd_ms, step_ms;
   CommPhaseResult comm_fwd, comm_bwd;
@@ -78,6 +87,7 @@ struct TimedResult {  // present when status is ok in a run
   std::string balance_scheme = "none";
   std::vector<int64_t> visible_pairs_per_rank;
   std::vector<ResampledPack> packs;  // --docs-resample only, in iteration order (the last is described above)
+  std::optional<InferenceResult> inference;  // --pass prefill only
 
   double overlap_ratio() const;      // min over ranks
   // True when no rank sent a byte (fwd and bwd): the report's overlap.ratio is null then.

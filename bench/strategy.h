@@ -42,6 +42,12 @@ struct LayerShape {
   DocStarts docs;                    // their start positions (null = one document), for the kernels
   bool prefill = false;              // --pass prefill: forward only
   bool ring_pass_q = false;          // --ring-pass q: query blocks circulate (ring family, prefill)
+  // --cached C (DESIGN "Inference passes"): persistent-KV prefill. Positions [0, C) are already
+  // in a KV cache sharded over the CP ranks (their roped k, v seeded, not computed); the N - C
+  // new tokens at [C, N) are this layer's tokens: their queries attend the cache and, causally,
+  // each other. 0 = no cache.
+  int64_t cached = 0;
+  int64_t new_tokens() const { return N - cached; }
   BalanceScheme balance = BalanceScheme::none;  // --balance: the ring family's token layout
   bool full_block = false;           // --block full: the SwiGLU MLP sub-layer after attention
   int64_t F = 0;                     // its width (--ffn-dim), under full_block
@@ -142,6 +148,9 @@ class Strategy {
   virtual bool supports_pass_q() const { return false; }
   // --balance other than none: the strategy places tokens by the balanced layout (ring only).
   virtual bool supports_balance() const { return false; }
+  // --cached C: the strategy attends its new tokens' queries to a sharded KV cache (the ring
+  // family and single; Block's cache, block.h).
+  virtual bool supports_cached() const { return false; }
   // The meshes `--mesh all` runs for this strategy on P ranks: requests to resolve_mesh, each
   // with `base`'s placement and layout. Default: `base` alone; usp: every U x R = P.
   virtual std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const {

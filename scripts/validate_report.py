@@ -245,7 +245,20 @@ def semantic_errors(report):
             _check_balance(r["balance"], base + ["balance"], P, err)
         if all(k in r for k in ("timing", "flops", "tflops", "mfu", "hfu", "peak")):
             _check_rates(r, base, err)
+        if "inference" in r:
+            _check_inference(r, base + ["inference"], err)
     return errs
+
+
+def _check_inference(r, path, err):
+    """inference: cached + new_tokens = seq, miss_rate = new_tokens / seq, ttft_ms = the step's median."""
+    i = r["inference"]
+    if i["cached"] + i["new_tokens"] != r["seq"]:
+        err(path + ["new_tokens"], f"cached {i['cached']} + new_tokens {i['new_tokens']} != seq {r['seq']}")
+    if not _close(i["miss_rate"], i["new_tokens"] / r["seq"], FORMULA_RTOL):
+        err(path + ["miss_rate"], f"{i['miss_rate']:g}, expected new_tokens / seq = {i['new_tokens'] / r['seq']:g}")
+    if "timing" in r and not _close(i["ttft_ms"], r["timing"]["step_ms"]["median"], FORMULA_RTOL):
+        err(path + ["ttft_ms"], f"{i['ttft_ms']:g}, expected timing.step_ms.median = {r['timing']['step_ms']['median']:g}")
 
 
 def _check_stats(st, path, iters, err):

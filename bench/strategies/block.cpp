@@ -249,6 +249,24 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     k.dq_ = reg.add("dq", {s.B, n, k.hl_, s.d}, DType::f32, Held::activation, "dq", heads_q(true));
     k.dk_ = reg.add("dk", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dk", heads_kv(true));
     k.dv_ = reg.add("dv", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dv", heads_kv(true));
+    if (s.cached > 0) {
+      // The KV cache shard (t = 1 under --cached: every head on this rank), seeded as the roped
+      // k and v a previous prefill would have written; the new rows are filled every forward.
+      const int64_t Cr = k.cache_pos_.count(), nk = Cr + n, Gw = int64_t(k.gl_) * s.d;
+      k.kc_ = reg.add("k_cache", {s.B, nk, k.gl_, s.d}, s.dtype, Held::activation);
+      k.vc_ = reg.add("v_cache", {s.B, nk, k.gl_, s.d}, s.dtype, Held::activation);
+      for (auto [id, dst] : {std::pair{InputId::k_cache, &k.kc_}, std::pair{InputId::v_cache, &k.vc_}}) {
+        const std::vector<float> rows =
+            input_token_rows(k.env_.seed, id, s.B, s.cached, Gw, k.cache_pos_, 0, Gw, law(id));
+        std::vector<float> full(static_cast<size_t>(s.B * nk * Gw), 0.0f);
+        for (int64_t b = 0; b < s.B; ++b)
+          std::copy_n(&rows[static_cast<size_t>(b * Cr * Gw)], Cr * Gw, &full[static_cast<size_t>(b * nk * Gw)]);
+        be.upload(full, *dst);
+      }
+    } else {
+      k.kc_ = k.k_;
+      k.vc_ = k.v_;
+    }
     reg.add("dqkv", {BW, Cl}, s.dtype, Held::activation);
     reg.add("dxn", {BT, s.D}, s.dtype, Held::activation);
     reg.add("dnorm_w", {s.D}, DType::f32, Held::grad, "dnorm_w", ExportRule::slice(0));
@@ -279,6 +297,14 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
     b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl);
     rope_and_split_qkv(b, qkv_layout(), s.rope, k.wide_positions(), s.rope_theta, qkv, k.q_, k.k_, k.v_);
+    if (s.cached > 0) {  // the new tokens' k, v after this rank's cache shard, per batch row
+      const int64_t n = k.q_.shape[1], row = n * k.gl_ * s.d, nk = k.kc_.shape[1];
+      const int64_t at = (nk - n) * k.gl_ * s.d, pitch = nk * k.gl_ * s.d;
+      const int64_t tail = (s.B - 1) * pitch + row;  // the view from the first new row to the last
+      Tensor kd = k.kc_.view(at, {tail}), vd = k.vc_.view(at, {tail});
+      b.copy_2d(kd, pitch, k.k_, row, s.B, row);
+      b.copy_2d(vd, pitch, k.v_, row, s.B, row);
+    }
     k.core_forward();
     // row-parallel w_o: this rank's heads' share, summed over the group into out
     Tensor out2 = out.reshape({BT, s.D});
@@ -452,12 +478,31 @@ Tensor Block::alloc_f32(std::vector<int64_t> shape, MemKind kind) {
   return be().alloc(std::move(shape), DType::f32, kind);
 }
 
+Positions Block::cache_positions(const LayerShape& s, const Mesh& m) const {
+  return Positions::segments({cache_shard(s, m.P, m.cp->rank())});
+}
+
+int64_t Block::kv_cache_bytes() const {
+  return env_.shape.cached > 0 ? 2 * env_.shape.B * cache_pos_.count() * gl_ * env_.shape.d *
+                                     int64_t(dtype_size(env_.shape.dtype))
+                               : 0;
+}
+
 void Block::setup(StrategyEnv& env) {
   env_ = env;
   reg_ = TensorRegistry(env_.be);
   const LayerShape& s = env_.shape;
   pos_ = token_positions(s, mesh());
   T_ = pos_.count();
+  // Under --cached the keys are this rank's cache shard, then its new tokens (kc_ above).
+  cache_pos_ = s.cached > 0 ? cache_positions(s, mesh()) : Positions();
+  key_pos_ = pos_;
+  if (s.cached > 0) {
+    std::vector<PosSeg> segs;
+    for (const Positions* p : {&cache_pos_, &pos_})
+      for (int i = 0; i < p->nseg(); ++i) segs.push_back(p->seg(i));
+    key_pos_ = Positions::segments(segs);
+  }
   const int64_t Hd = int64_t(s.H) * s.d;
   tp_.setup(reg_, tp_group(), s, T_);
   hl_ = s.H / tp_.size();
@@ -496,6 +541,8 @@ void Block::forward() {
 }
 
 void Block::backward() {
+  if (env_.shape.cached > 0)  // the config refuses it; a core reaching here would use stale keys
+    throw std::logic_error("block: --cached is prefill (forward only): no backward");
   for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) (*it)->backward();
 }
 
@@ -516,9 +563,11 @@ Block::HeldShare Block::held_share() {
 int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {
   // Token-local tensors kept across the layer, per rank: x, dy, xn, qkv, q, k, v, o, y, do,
   // dqkv, dxn, dx (run dtype) and rstd, dq, dk, dv (float32).
-  const int64_t T = s.N / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
+  // Under --cached, T counts the new tokens, and k_cache, v_cache hold the cache shard too.
+  const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
   const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
-  const int64_t run = BT * (6 * s.D + 2 * Cq + 3 * Hd + 2 * Gd) * es;
+  const int64_t cache = s.cached > 0 ? 2 * s.B * (s.cached / P + T) * Gd * es : 0;
+  const int64_t run = BT * (6 * s.D + 2 * Cq + 3 * Hd + 2 * Gd) * es + cache;
   const int64_t f32 = BT * (1 + Hd + 2 * Gd) * 4;
   return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BT, 1);
 }

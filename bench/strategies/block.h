@@ -164,6 +164,11 @@ class Block : public Strategy {
   virtual int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const = 0;
   // Every rank holds the whole block (single): only rank 0 exports.
   virtual bool replicated() const { return false; }
+  // --cached C: the positions of this rank's shard of the KV cache (positions [0, C)), in the
+  // order it is stored. Default: the CP group's contiguous split, C/P per rank.
+  virtual Positions cache_positions(const LayerShape& s, const Mesh& mesh) const;
+  // That split's shard of rank j of P: positions [j*C/P, (j+1)*C/P).
+  static PosSeg cache_shard(const LayerShape& s, int P, int j) { return {j * (s.cached / P), 1, s.cached / P}; }
   // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
   // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
   static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t);
@@ -184,6 +189,13 @@ class Block : public Strategy {
   int hl_ = 0, gl_ = 0;  // query and KV heads on this rank (H/t, max(G,t)/t)
   // The attention core's tensors: views of registry entries (the registry owns them).
   Tensor q_, k_, v_, o_, do_, dq_, dk_, dv_;
+  // --cached C: the keys and values the queries attend, [B, Cr + n, gl, d] per batch row this
+  // rank's Cr cached tokens (seeded at setup, never rewritten) then its n new ones (k_, v_
+  // copied in every forward, as an engine appends them to its cache); key_pos_ their positions.
+  // Without a cache they are k_ and v_ themselves and key_pos_ is the rows' positions.
+  Positions cache_pos_, key_pos_;
+  Tensor kc_, vc_;
+  int64_t kv_cache_bytes() const;  // the cached part of kc_ and vc_ on this rank
   // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv's memory (dead once q, k, v are split
   // out of it; nothing exports them), so the conversion allocates nothing and adds no memory.
   Tensor dq_run_, dk_run_, dv_run_;

@@ -25,18 +25,18 @@ bool invisible(const AttnShape& a, const Positions& qpos, const Positions& kpos)
 
 AttnShape RingCore::attn_shape() const {
   AttnShape a;
-  a.B = s_.B; a.nq = s_.n; a.nk = s_.n; a.hq = s_.hq; a.hk = s_.hk; a.d = s_.d; a.causal = s_.causal;
+  a.B = s_.B; a.nq = s_.n; a.nk = s_.keys(); a.hq = s_.hq; a.hk = s_.hk; a.d = s_.d; a.causal = s_.causal;
   a.window = s_.window; a.docs = s_.docs;
   return a;
 }
 
 Tensor RingCore::kv_view(const Tensor& buf, int which) const {
-  const int64_t e = s_.B * s_.n * s_.hk * s_.d;
-  return buf.view(which * e, {s_.B, s_.n, s_.hk, s_.d});
+  const int64_t e = s_.B * s_.keys() * s_.hk * s_.d;
+  return buf.view(which * e, {s_.B, s_.keys(), s_.hk, s_.d});
 }
 
 void RingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
-  const int64_t e = s_.B * s_.n * s_.hk * s_.d;
+  const int64_t e = s_.B * s_.keys() * s_.hk * s_.d;
   Tensor kd = kv_view(buf, 0), vd = kv_view(buf, 1);
   be_->copy_2d(kd, e, k, e, 1, e);
   be_->copy_2d(vd, e, v, e, 1, e);
@@ -50,11 +50,12 @@ int RingCore::resolve_hops(int hops) const {
   return hops;
 }
 
-void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos) {
-  setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos));
+void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos,
+                     BlockPositions key_pos) {
+  setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos), std::move(key_pos));
   ring_ = &ring;
   if (ring.size() > 1) {
-    const int64_t kv = 2 * s.B * s.n * s.hk * s.d;
+    const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
     if (s.pass_q) {
@@ -70,11 +71,13 @@ Tensor RingCore::part_lse(const Tensor& buf) const {
   return buf.view(s_.B * s_.n * s_.hq * s_.d, {s_.B, s_.hq, s_.n});
 }
 
-void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos) {
+void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
+                           BlockPositions key_pos) {
   be_ = &be;
   ring_ = nullptr;
   s_ = s;
   block_pos_ = std::move(block_pos);
+  key_pos_ = key_pos ? std::move(key_pos) : block_pos_;
   me_ = position;
   lse_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   delta_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
@@ -110,7 +113,7 @@ void RingCore::fwd_begin() { have_ = false; }
 void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
   Backend& b = *be_;
   const AttnShape a = attn_shape();
-  const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
+  const Positions qpos = block_pos_(me_), kpos = key_pos_(owner);
   if (invisible(a, qpos, kpos)) return;
   const Tensor kb = kv_view(kv, 0), vb = kv_view(kv, 1);
   const bool f32 = s_.dtype == DType::f32;
@@ -170,8 +173,7 @@ void RingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
   const int next = (me + 1) % R, prev = (me + R - 1) % R;
   fwd_begin();
   if (h == 0) {  // this rank's own block only: nothing travels
-    const Positions qpos = block_pos_(me);
-    b.attn_fwd(attn_shape(), q, k, v, qpos, qpos, o, lse_);
+    b.attn_fwd(attn_shape(), q, k, v, block_pos_(me), key_pos_(me), o, lse_);
     return;
   }
   pack_kv(k, v, kv_[0]);
@@ -192,6 +194,7 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
   const int next = (me + 1) % R, prev = (me + R - 1) % R;
   const AttnShape a = attn_shape();
+  if (s_.keys() != s_.n) throw std::logic_error("ring core: backward needs as many keys as queries per rank (no cache)");
   bwd_begin(o, dout, dq);
   if (h == 0) {
     const Positions qpos = block_pos_(me);
@@ -237,9 +240,9 @@ void RingCore::forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v,
   const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
   const int next = (me + 1) % R, prev = (me + R - 1) % R;
   const AttnShape a = attn_shape();
-  const Positions kpos = block_pos_(me);
+  const Positions kpos = key_pos_(me);
   if (h == 0) {  // this rank's own block only: nothing travels
-    b.attn_fwd(a, q, k, v, kpos, kpos, o, lse_);
+    b.attn_fwd(a, q, k, v, block_pos_(me), kpos, o, lse_);
     return;
   }
   if (qbuf_[0].empty()) throw std::logic_error("ring core: forward_pass_q needs setup() with pass_q");
@@ -296,7 +299,7 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   const int64_t es = int64_t(dtype_size(s.dtype)), rows = s.B * s.hq * s.n;
   int64_t bytes = 2 * rows * 4;  // lse, delta
   if (R > 1) {
-    const int64_t kv = 2 * s.B * s.n * s.hk * s.d, o = s.B * s.n * s.hq * s.d;
+    const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d, o = s.B * s.n * s.hq * s.d;
     bytes += o * es + rows * 4;                      // block o, lse
     if (s.dtype != DType::f32) bytes += 2 * o * 4;   // float32 running and block output
     bytes += 2 * kv * es + 3 * kv * 4;               // k|v double buffer, dk|dv accumulators
@@ -341,15 +344,18 @@ CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const Mesh
       return RingCore::predicted_bytes_pass_q(s.B * s.N / P, int64_t(s.H) * s.d, s.H, P, elem, acc, hops, "cp");
     return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, hops, "cp");
   }
+  // Under --cached C pass-Q moves only the (N - C)/P new queries of a rank; pass-KV moves its
+  // whole key block, cache shard included: C/P + (N - C)/P = N/P tokens, as without a cache.
   if (s.ring_pass_q)
-    return RingCore::predicted_bytes_pass_q(s.B * s.N / P, int64_t(s.H) * s.d, s.H, P, elem, acc,
+    return RingCore::predicted_bytes_pass_q(s.B * s.new_tokens() / P, int64_t(s.H) * s.d, s.H, P, elem, acc,
                                             ring_hops(s, P), "cp");
   return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, ring_hops(s, P), "cp");
 }
 
 int RingLayer::ring_hops(const LayerShape& s, int P) const {
-  const BlockPositions pos = [&](int j) { return layout_positions(s, P, j); };
-  return s.ring_pass_q ? RingCore::effective_hops_pass_q(P, pos, pos, s) : RingCore::effective_hops(P, pos, s);
+  const BlockPositions qpos = [&](int j) { return layout_positions(s, P, j); };
+  const BlockPositions kpos = [&](int j) { return key_positions(s, P, j); };
+  return s.ring_pass_q ? RingCore::effective_hops_pass_q(P, qpos, kpos, s) : RingCore::effective_hops(P, qpos, kpos, s);
 }
 
 // The farthest hop k (1..R-1) at which some rank's queries, those of ring rank r, meet the keys of
@@ -377,6 +383,10 @@ int RingCore::effective_hops(int R, const BlockPositions& block_pos, const Layer
   return farthest_visible_hop(R, block_pos, block_pos, s);
 }
 
+int RingCore::effective_hops(int R, const BlockPositions& q_pos, const BlockPositions& k_pos, const LayerShape& s) {
+  return farthest_visible_hop(R, q_pos, k_pos, s);
+}
+
 int RingCore::effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
                                     const LayerShape& s) {
   return farthest_visible_hop(R, q_pos, k_pos, s);
@@ -387,12 +397,23 @@ void RingLayer::core_setup() {
   RingCoreShape cs;
   cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
   cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
+  cs.nk = key_pos_.count();
   const int P = mesh().P;
-  core_.setup(be(), *mesh().cp, cs, [this, P](int j) { return layout_positions(shape(), P, j); });
+  core_.setup(be(), *mesh().cp, cs, [this, P](int j) { return layout_positions(shape(), P, j); },
+              [this, P](int j) { return key_positions(shape(), P, j); });
   hops_ = ring_hops(s, P);
 }
 
 Positions RingLayer::layout_positions(const LayerShape& s, int P, int j) const {
+  if (s.cached > 0) {  // the strategy's layout of the new tokens, after the cache
+    LayerShape fresh = s;
+    fresh.N = s.new_tokens();
+    fresh.cached = 0;
+    const Positions p = rank_positions(fresh, P, j);
+    std::vector<PosSeg> segs;
+    for (int i = 0; i < p.nseg(); ++i) segs.push_back({p.seg(i).start + s.cached, p.seg(i).stride, p.seg(i).count});
+    return Positions::segments(segs);
+  }
   if (s.balance == BalanceScheme::none) return rank_positions(s, P, j);
   std::vector<int64_t> key = {s.N, P, int64_t(s.balance), s.causal, s.window};
   key.insert(key.end(), s.doc_lens.begin(), s.doc_lens.end());
@@ -405,6 +426,14 @@ Positions RingLayer::layout_positions(const LayerShape& s, int P, int j) const {
   return balanced_pos_[size_t(j)];
 }
 
+Positions RingLayer::key_positions(const LayerShape& s, int P, int j) const {
+  if (s.cached == 0) return layout_positions(s, P, j);
+  std::vector<PosSeg> segs = {cache_shard(s, P, j)};
+  const Positions p = layout_positions(s, P, j);
+  for (int i = 0; i < p.nseg(); ++i) segs.push_back(p.seg(i));
+  return Positions::segments(segs);
+}
+
 void RingLayer::export_lse(std::vector<float>& global) {
   const LayerShape& s = shape();
   add_lse_rows(global, be().download(core_.lse()), s.B, s.H, s.N, 0, s.H, pos_);
@@ -412,8 +441,9 @@ void RingLayer::export_lse(std::vector<float>& global) {
 
 int64_t RingLayer::core_activation_bytes(const LayerShape& s, int P, const MeshSpec&) const {
   RingCoreShape cs;
-  cs.B = s.B; cs.n = s.N / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
+  cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
   cs.pass_q = s.ring_pass_q;
+  cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
   return RingCore::activation_bytes(cs, P);
 }
 

@@ -39,6 +39,11 @@ struct RingCoreShape {
   DocStarts docs;      // packed documents (null = one)
   DType dtype = DType::f32;
   bool pass_q = false;  // --ring-pass q: setup also allocates forward_pass_q's buffers
+  // Keys (and values) per batch row on each ring rank: under --cached a rank's cache shard and
+  // its n new tokens (the K,V blocks that circulate, and the keys a visiting Q meets); 0 = n.
+  // Forward only: backward needs nk = n.
+  int64_t nk = 0;
+  int64_t keys() const { return nk > 0 ? nk : n; }
 };
 
 // Global positions of the n tokens ring rank j holds, in storage order.
@@ -48,10 +53,14 @@ class RingCore {
  public:
   // Allocates the core's buffers (lse, delta, one block result, the float32 running output for
   // bf16/fp16, comm buffers when R > 1). All allocation happens here: the loops allocate nothing.
-  void setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos);
+  // `key_pos`: the positions of ring rank j's keys when they differ from its queries' (--cached:
+  // its cache shard, then its new tokens); empty = block_pos.
+  void setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos,
+             BlockPositions key_pos = {});
   // For a composition that runs its own loop (double_ring_core.h): the step buffers only (no
   // comm buffers), this rank at ring position `position` of R. forward()/backward() need setup().
-  void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos);
+  void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
+                   BlockPositions key_pos = {});
   // q [B,n,hq,d], k, v [B,n,hk,d] (run dtype) -> o [B,n,hq,d] (run dtype); lse() [B,hq,n] f32.
   // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one.
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
@@ -99,6 +108,9 @@ class RingCore {
   // receives a block (that of rank r-k) it has a visible pair with; 0 if none. R-1 without a
   // window or documents. A pure function of the blocks' positions and the mask.
   static int effective_hops(int R, const BlockPositions& block_pos, const LayerShape& s);
+  // The same with the keys' positions apart from the queries' (--cached: rank r's keys are its
+  // cache shard plus its new tokens).
+  static int effective_hops(int R, const BlockPositions& q_pos, const BlockPositions& k_pos, const LayerShape& s);
   // pass-Q's K_eff (DESIGN: pass-KV's rule with queries and keys swapped): the farthest hop k
   // (1..R-1) at which some ring rank r holds the query block of rank r+k (queries move to the
   // previous rank) and has a visible pair between it and its own keys; 0 if none. Query and key
@@ -129,7 +141,7 @@ class RingCore {
   Backend* be_ = nullptr;
   Communicator* ring_ = nullptr;
   RingCoreShape s_;
-  BlockPositions block_pos_;
+  BlockPositions block_pos_, key_pos_;
   Tensor lse_, delta_, o_blk_, lse_blk_;
   Tensor o_acc32_, o_blk32_;  // bf16/fp16: running and block output in float32
   bool have_ = false;         // the running result holds a block (fwd_begin resets it)
@@ -148,6 +160,7 @@ class RingCore {
 class RingLayer : public Block {
  public:
   bool supports_pass_q() const override { return true; }
+  bool supports_cached() const override { return true; }
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
 
@@ -156,15 +169,19 @@ class RingLayer : public Block {
   virtual Positions rank_positions(const LayerShape& s, int P, int j) const = 0;
 
   // The layout the ring runs on: rank_positions, or under --balance the balanced layout's
-  // position j (balance.h), built once per shape and kept.
+  // position j (balance.h), built once per shape and kept. Under --cached C: rank_positions of
+  // the N - C new tokens, placed after the cache (positions C..N-1).
   Positions layout_positions(const LayerShape& s, int P, int j) const;
+  // Rank j's keys: its layout positions, or under --cached its cache shard then its new tokens.
+  Positions key_positions(const LayerShape& s, int P, int j) const;
   Positions token_positions(const LayerShape& s, const Mesh& m) const override {
     return layout_positions(s, m.P, m.cp->rank());
   }
   void core_setup() override;
+  // kc_, vc_ are k_, v_ themselves without a cache (block.h).
   void core_forward() override {
-    if (shape().ring_pass_q) core_.forward_pass_q(q_, k_, v_, o_, hops_);
-    else core_.forward(q_, k_, v_, o_, hops_);
+    if (shape().ring_pass_q) core_.forward_pass_q(q_, kc_, vc_, o_, hops_);
+    else core_.forward(q_, kc_, vc_, o_, hops_);
   }
   void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_, hops_); }
   // DESIGN's ring hop truncation: K_eff, the farthest hop k at which some rank receives a block

@@ -2,6 +2,7 @@
 // is communicated. Its results are what every other strategy is verified against, and its step
 // time is the baseline for strong scaling.
 #include "bench/strategies/block.h"
+#include "bench/strategies/layout.h"
 
 namespace cpbench {
 
@@ -13,6 +14,7 @@ class Single final : public Block {
   // Nothing circulates: under --ring-pass q it stays the reference every ring result is compared with.
   bool supports_pass_q() const override { return true; }
   bool supports_balance() const override { return true; }  // the reference: one rank holds every token
+  bool supports_cached() const override { return true; }   // the whole cache and every new token
   std::string summary() const override {
     return "Reference: every rank computes the whole layer on the whole sequence.\n"
            "Nothing travels; the strong-scaling baseline.";
@@ -26,23 +28,27 @@ class Single final : public Block {
 
  protected:
   bool replicated() const override { return true; }
+  // Every token, or under --cached the new ones after the cache (which it holds whole).
   Positions token_positions(const LayerShape& s, const Mesh&) const override {
-    return Positions::contiguous(0, s.N);
+    return Positions::contiguous(s.cached, s.new_tokens());
+  }
+  Positions cache_positions(const LayerShape& s, const Mesh&) const override {
+    return Positions::contiguous(0, s.cached);
   }
   AttnShape attn_shape() const {
     const LayerShape& s = shape();
     AttnShape a;
-    a.B = s.B; a.nq = s.N; a.nk = s.N; a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.causal;
+    a.B = s.B; a.nq = T_; a.nk = key_pos_.count(); a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.causal;
     a.window = s.window; a.docs = s.docs;
     return a;
   }
   void core_setup() override {
     const LayerShape& s = shape();
-    lse_ = alloc_f32({s.B, s.H, s.N});
-    delta_ = alloc_f32({s.B, s.H, s.N});
+    lse_ = alloc_f32({s.B, s.H, T_});
+    delta_ = alloc_f32({s.B, s.H, T_});
   }
   void core_forward() override {
-    be().attn_fwd(attn_shape(), q_, k_, v_, pos_, pos_, o_, lse_);
+    be().attn_fwd(attn_shape(), q_, kc_, vc_, pos_, key_pos_, o_, lse_);
   }
   void core_backward() override {
     Backend& b = be();
@@ -53,11 +59,11 @@ class Single final : public Block {
     b.attn_bwd(attn_shape(), q_, k_, v_, do_, lse_, delta_, pos_, pos_, dq_, dk_, dv_);
   }
   void export_lse(std::vector<float>& global) override {
-    std::vector<float> h = be().download(lse_);
-    for (size_t i = 0; i < h.size(); ++i) global[i] += h[i];
+    const LayerShape& s = shape();
+    add_lse_rows(global, be().download(lse_), s.B, s.H, s.N, 0, s.H, pos_);
   }
   int64_t core_activation_bytes(const LayerShape& s, int, const MeshSpec&) const override {
-    return 2 * s.B * s.H * s.N * 4;  // lse, delta
+    return 2 * s.B * s.H * s.new_tokens() * 4;  // lse, delta (of the new tokens under --cached)
   }
   int64_t activation_bytes_estimate(const LayerShape& s, int, const MeshSpec& m) const override {
     return Block::activation_bytes_estimate(s, 1, m);  // the whole sequence on each rank

@@ -31,6 +31,11 @@ cpbench_report_test(balance_p4_doc_zigzag_outlier 4 "--model;tiny;--seq;160;--do
 # formula); every other strategy is skipped with its reason; a window truncates the hops.
 cpbench_report_test(model_p4_ring_pass_q 4 "--model;tiny;--seq;128;--batch;2;--pass;prefill;--ring-pass;q;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 cpbench_report_test(model_p4_ring_pass_q_window 4 "--model;tiny;--seq;128;--window;20;--pass;prefill;--ring-pass;q;--strategies;single,ring,ring-zigzag,ring-striped;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
+# --cached: bytes = model (pass-KV moves the whole key block, cache shard included; pass-Q only the
+# new queries), both computed again in check_report.py, and the inference block (miss rate,
+# kv_cache_bytes, ttft_ms) from the config; the non-ring strategies are skipped with their reason.
+cpbench_report_test(model_p4_cached 4 "--model;tiny;--seq;128;--batch;2;--pass;prefill;--cached;64;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
+cpbench_report_test(model_p4_cached_pass_q 4 "--model;tiny;--seq;128;--pass;prefill;--cached;96;--ring-pass;q;--strategies;single,ring,ring-zigzag,ring-striped;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 cpbench_report_test(model_p3 3 "--model;tiny;--seq;132;--heads;6;--kv-heads;3;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 6")
 cpbench_report_test(model_p4_mesh 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p4_ring_inner 4 "--model;tiny;--seq;128;--heads;4;--kv-heads;4;--mesh;all;--placement;ring-inner;--no-causal;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")

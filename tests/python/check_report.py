@@ -105,12 +105,28 @@ def cmd_model(a):
         check(band == ({"lo": sim_band["lo"], "hi": sim_band["hi"]} if sim_band else None),
               f"{r['label']}: timing.step_ms.band {band}, expected {sim_band} (only simulated reports have one)")
         cfg = rep["config"]
+        C = cfg.get("cached", 0)
+        if cfg["pass"] == "prefill":  # the serving figures, from the config alone
+            P, inf = cfg["world_size"], r["inference"]
+            shard = C if r["strategy"] == "single" else C // P
+            want_cache = 2 * cfg["batch"] * shard * cfg["kv_heads"] * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+            check(inf["cached"] == C and inf["new_tokens"] == r["seq"] - C and inf["kv_cache_bytes"] == want_cache
+                  and inf["ring_pass"] == cfg.get("ring_pass", "kv") and inf["ttft_ms"] == r["timing"]["step_ms"]["median"],
+                  f"{r['label']} seq={r['seq']}: inference {inf}, expected cached {C}, kv_cache_bytes {want_cache}")
+        if C and cfg.get("ring_pass") != "q" and r["strategy"] != "single" and not cfg["mask"]["window"]:
+            # pass-KV under --cached, computed here: each rank's whole key block (its C/P cache
+            # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward.
+            P = cfg["world_size"]
+            want = ELEM_BYTES[cfg["dtype"]] * cfg["batch"] * r["seq"] // P * 2 * cfg["kv_heads"] * cfg["head_dim"] * (P - 1)
+            check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
+                  f"{r['label']} seq={r['seq']} cached pass-KV: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if cfg.get("ring_pass") == "q" and r["strategy"] != "single" and not cfg["mask"]["window"] \
                 and not cfg["mask"]["docs"]:
             # DESIGN's pass-Q formula, computed here: Q goes K = P-1 hops (no window, no documents),
-            # its float32 partial (o, lse) K hops with it plus one send back to the owner.
+            # its float32 partial (o, lse) K hops with it plus one send back to the owner. Under
+            # --cached only the (N-C)/P new queries of a rank travel.
             P = cfg["world_size"]
-            Tq, hq, K = cfg["batch"] * r["seq"] // P, cfg["heads"] * cfg["head_dim"], P - 1
+            Tq, hq, K = cfg["batch"] * (r["seq"] - C) // P, cfg["heads"] * cfg["head_dim"], P - 1
             want = ELEM_BYTES[cfg["dtype"]] * Tq * hq * K + (4 * Tq * hq + 4 * Tq * cfg["heads"]) * (K + 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
