@@ -9,11 +9,17 @@
   comm_tiers   bytes per layer step by network tier: intra-node and inter-node (maximum over ranks
                of each), forward + backward; one panel per seq
   balance      work balance per label: flops_imbalance (exact visible pairs) beside the time-based
-               imbalance; one panel per seq
+               imbalance; one panel per seq. When the results hold more than one --balance scheme
+               (results[].balance.scheme; 'none' when absent), the bars are grouped per label with
+               one pair per scheme side by side (hatched by scheme), and each pair is annotated
+               with its step time relative to the same label's 'none' at that seq (e.g. '0.86x')
+               where that reference is unique (see step_vs_none)
 
 Only results with status 'ok' and metrics are plotted; skipped and failed ones (and results of
-'verify' reports, which carry no metrics) are listed in a note under each figure. When several
-reports hold the same (label, seq), series are named 'label (report file name)'.
+'verify' reports, which carry no metrics) are listed in a note under each figure. When the plotted
+results hold more than one scheme, every series is named 'label [scheme]' (e.g. 'ring [greedy]').
+When several reports still hold the same series at one seq, series are named
+'name (report file name)'. Every figure uses the same series names.
 """
 import argparse
 import math
@@ -27,6 +33,8 @@ import validate_report  # noqa: E402  (same folder; shares the report loader)
 PLOTS = ("step_time", "mfu_vs_seq", "comm_bytes", "peak_memory", "comm_tiers", "balance")
 FORMATS = ("png", "svg")
 MiB = float(1 << 20)
+SCHEMES = ("none", "doc-zigzag", "greedy")  # --balance, in the order the balance figure draws them
+SCHEME_HATCH = {"none": "", "doc-zigzag": "///", "greedy": "xxx"}
 
 
 def _tag_names(paths):
@@ -34,14 +42,32 @@ def _tag_names(paths):
     return [s if stems.count(s) == 1 else f"{s}#{i}" for i, s in enumerate(stems)]
 
 
+def _scheme(r):
+    return r["balance"].get("scheme", "none") if "balance" in r else "none"
+
+
+def scheme_key(scheme):
+    """Sort key: SCHEMES' order first, unknown schemes after, by name."""
+    return (SCHEMES.index(scheme), "") if scheme in SCHEMES else (len(SCHEMES), scheme)
+
+
 def collect(reports, paths):
-    """(points, excluded): points are dicts of plotted values; excluded are note strings."""
+    """(points, excluded): points are dicts of plotted values; excluded are note strings.
+
+    Each point carries its label, scheme (results[].balance.scheme, 'none' when absent) and series
+    name: the label, with ' [scheme]' when the plotted results hold more than one scheme, and with
+    ' (report file name)' when several reports still hold the same name at one seq.
+    """
     tags = _tag_names(paths)
+    plotted = [r for rep in reports for r in rep["results"] if r["status"] == "ok" and "timing" in r]
+    multi_scheme = len({_scheme(r) for r in plotted}) > 1
+
+    def base_name(r):
+        return f"{r['label']} [{_scheme(r)}]" if multi_scheme else r["label"]
+
     occurrences = {}
-    for rep in reports:
-        for r in rep["results"]:
-            if r["status"] == "ok" and "timing" in r:
-                occurrences[(r["label"], r["seq"])] = occurrences.get((r["label"], r["seq"]), 0) + 1
+    for r in plotted:
+        occurrences[(base_name(r), r["seq"])] = occurrences.get((base_name(r), r["seq"]), 0) + 1
     qualify = len(reports) > 1 and any(c > 1 for c in occurrences.values())
     points, excluded = [], []
     for rep, tag in zip(reports, tags):
@@ -54,7 +80,9 @@ def collect(reports, paths):
                 excluded.append(f"{where}: no metrics ({rep['config']['command']} report)")
                 continue
             points.append({
-                "series": f"{r['label']} ({tag})" if qualify else r["label"],
+                "series": f"{base_name(r)} ({tag})" if qualify else base_name(r),
+                "label": r["label"],
+                "scheme": _scheme(r),
                 "seq": r["seq"],
                 "step": r["timing"]["step_ms"]["median"],
                 "p10": r["timing"]["step_ms"]["p10"],
@@ -73,6 +101,24 @@ def collect(reports, paths):
                 "time_imbalance": r["balance"]["imbalance"],
             })
     return points, excluded
+
+
+def step_vs_none(points):
+    """{(label, scheme, seq): median step / the same label's 'none' median step at that seq}.
+
+    Only where both are unique: one point of that (label, scheme, seq) and one 'none' point of
+    that (label, seq) among the points (two reports of the same scheme leave it out, as does a
+    zero reference). A 'none' point maps to 1.0.
+    """
+    groups = {}
+    for p in points:
+        groups.setdefault((p["label"], p["scheme"], p["seq"]), []).append(p)
+    out = {}
+    for (label, scheme, seq), ps in groups.items():
+        ref = groups.get((label, "none", seq), [])
+        if len(ps) == 1 and len(ref) == 1 and ref[0]["step"] > 0:
+            out[(label, scheme, seq)] = ps[0]["step"] / ref[0]["step"]
+    return out
 
 
 def series_order(points):
@@ -292,6 +338,66 @@ def plot_pairs(plt, points, seqs, title, note, outdir, written, name, keys, ylab
     finish(fig, name, outdir, title + " — " + what, note, written)
 
 
+def plot_balance_schemes(plt, points, seqs, title, note, outdir, written):
+    """The balance figure for several schemes: per seq, bars grouped by label, one pair (FLOPs,
+    compute time) per scheme side by side, each annotated with step_vs_none's ratio.
+
+    Returns the annotations drawn: {(series, seq): text}.
+    """
+    from matplotlib.patches import Patch
+    ratios = step_vs_none(points)
+    order = series_order(points)
+    labels = []
+    for p in points:
+        if p["label"] not in labels:
+            labels.append(p["label"])
+    schemes = sorted({p["scheme"] for p in points}, key=scheme_key)
+    hatches = {s: SCHEME_HATCH.get(s, "...") for s in schemes}
+    per_seq = {}
+    for seq in seqs:
+        slots, x = [], 0.0  # (x, point): one slot per scheme of a label, a gap between labels
+        for label in labels:
+            ps = sorted((p for p in points if p["seq"] == seq and p["label"] == label),
+                        key=lambda p: (scheme_key(p["scheme"]), order.index(p["series"])))
+            if ps:
+                slots += [(x + i, p) for i, p in enumerate(ps)]
+                x += len(ps) + 0.6
+        per_seq[seq] = slots
+    annotations = {}
+    width = max(math.ceil(v[-1][0]) + 2 for v in per_seq.values())  # slots and gaps
+    fig, axes = panel_grid(plt, len(seqs), width)
+    for ax, seq in zip(axes, seqs):
+        slots = per_seq[seq]
+        top = 0.0
+        for xi, p in slots:
+            h = hatches[p["scheme"]]
+            ax.bar([xi - 0.2], [p["flops_imbalance"]], width=0.4, color="tab:green", hatch=h,
+                   edgecolor="black", linewidth=0.5)
+            ax.bar([xi + 0.2], [p["time_imbalance"]], width=0.4, color="tab:gray", hatch=h,
+                   edgecolor="black", linewidth=0.5)
+            height = max(p["flops_imbalance"], p["time_imbalance"])
+            top = max(top, height)
+            r = ratios.get((p["label"], p["scheme"], seq))
+            if r is not None:
+                text = f"{r:.2f}x"
+                ax.text(xi, height * 1.01, text, ha="center", va="bottom", fontsize=7)
+                annotations[(p["series"], seq)] = text
+        ax.set_ylim(0, top * 1.12)
+        ax.set_xticks([xi for xi, _ in slots])
+        ax.set_xticklabels([p["series"] for _, p in slots], rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"seq {seq}", fontsize=10)
+        ax.set_ylabel("max / mean over ranks")
+        ax.grid(axis="y", alpha=0.3)
+    handles = [Patch(facecolor="tab:green", edgecolor="black", label="FLOPs (exact)"),
+               Patch(facecolor="tab:gray", edgecolor="black", label="compute time")]
+    handles += [Patch(facecolor="white", edgecolor="black", hatch=hatches[s], label=f"scheme {s}")
+                for s in schemes]
+    axes[len(seqs) - 1].legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    finish(fig, "balance", outdir, title + " — work balance per strategy and scheme "
+           "(above bars: step time / the label's none)", note, written)
+    return annotations
+
+
 def make_title(reports):
     cfgs = [r["config"] for r in reports]
     c = cfgs[0]
@@ -350,10 +456,13 @@ def main(argv=None):
                    [(lambda p: p["intra"] / MiB, "intra-node", "tab:blue"),
                     (lambda p: p["inter"] / MiB, "inter-node", "tab:red")],
                    "MiB per layer step (max over ranks)", "bytes by network tier (forward + backward)")
-        plot_pairs(plt, points, seqs, title, note, outdir, written, "balance",
-                   [(lambda p: p["flops_imbalance"], "FLOPs (exact)", "tab:green"),
-                    (lambda p: p["time_imbalance"], "compute time", "tab:gray")],
-                   "max / mean over ranks", "work balance per strategy")
+        if len({p["scheme"] for p in points}) > 1:
+            plot_balance_schemes(plt, points, seqs, title, note, outdir, written)
+        else:
+            plot_pairs(plt, points, seqs, title, note, outdir, written, "balance",
+                       [(lambda p: p["flops_imbalance"], "FLOPs (exact)", "tab:green"),
+                        (lambda p: p["time_imbalance"], "compute time", "tab:gray")],
+                       "max / mean over ranks", "work balance per strategy")
     except OSError as e:
         print(f"plot_report: cannot write into {outdir}: {e.strerror or e}", file=sys.stderr)
         return 2

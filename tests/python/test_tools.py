@@ -519,6 +519,124 @@ class PlotTest(TempDirCase):
         self.assertIn("not supported", res.stderr)
 
 
+def with_scheme(rep, scheme, flops_per_rank=None):
+    """rep under --balance scheme: config.balance and every ok result's balance.scheme; with
+    flops_per_rank, model_flops_per_rank and flops_imbalance (max / mean) follow it."""
+    rep["config"]["balance"] = scheme
+    for r in rep["results"]:
+        if "balance" in r:
+            r["balance"]["scheme"] = scheme
+            if flops_per_rank:
+                r["balance"]["model_flops_per_rank"] = list(flops_per_rank)
+                r["balance"]["flops_imbalance"] = max(flops_per_rank) / (sum(flops_per_rank) / len(flops_per_rank))
+    return rep
+
+
+class PlotSchemeTest(TempDirCase):
+    """plot_report with several --balance schemes: series names, step_vs_none, the balance figure."""
+
+    SEQS = [1024, 2048]
+    EXPECTED = PlotTest.EXPECTED
+
+    @classmethod
+    def setUpClass(cls):
+        import plot_report
+        cls.pr = plot_report
+        cls.validator = validate_report.load_schema()
+
+    def reports(self):
+        """ring (and ring-zigzag) under none, ring alone under doc-zigzag and greedy."""
+        none = with_scheme(synth.make_report(strategies=["ring", "ring-zigzag"], seqs=self.SEQS,
+                                             step_ms={("ring", 1024): 10.0, ("ring", 2048): 40.0,
+                                                      ("ring-zigzag", 1024): 7.0, ("ring-zigzag", 2048): 28.0}),
+                           "none", [1, 2, 3, 6])
+        dz = with_scheme(synth.make_report(strategies=["ring"], seqs=self.SEQS,
+                                           step_ms={("ring", 1024): 9.0, ("ring", 2048): 30.0}),
+                         "doc-zigzag", [3, 3, 3, 3])
+        gr = with_scheme(synth.make_report(strategies=["ring"], seqs=self.SEQS,
+                                           step_ms={("ring", 1024): 8.6, ("ring", 2048): 25.0}),
+                         "greedy", [2, 3, 3, 4])
+        return [none, dz, gr], ["none.json", "dz.json", "greedy.json"]
+
+    def test_schemes_name_series(self):
+        reps, paths = self.reports()
+        for rep, path in zip(reps, paths):
+            self.assertEqual(validate_report.check_report(rep, self.validator), [], path)
+        points, excluded = self.pr.collect(reps, paths)
+        self.assertEqual(excluded, [])
+        self.assertEqual(self.pr.series_order(points),
+                         ["ring [none]", "ring-zigzag [none]", "ring [doc-zigzag]", "ring [greedy]"])
+        self.assertEqual(sorted((p["series"], p["label"], p["scheme"], p["seq"]) for p in points
+                                if p["seq"] == 1024),
+                         [("ring [doc-zigzag]", "ring", "doc-zigzag", 1024), ("ring [greedy]", "ring", "greedy", 1024),
+                          ("ring [none]", "ring", "none", 1024), ("ring-zigzag [none]", "ring-zigzag", "none", 1024)])
+        fl = {(p["series"], p["seq"]): p["flops_imbalance"] for p in points}
+        self.assertAlmostEqual(fl[("ring [none]", 1024)], 2.0, places=12)
+        self.assertAlmostEqual(fl[("ring [greedy]", 2048)], 4 / 3, places=12)
+
+    def test_step_vs_none_values(self):
+        points, _ = self.pr.collect(*self.reports())
+        got = self.pr.step_vs_none(points)
+        want = {("ring", "none", 1024): 1.0, ("ring", "doc-zigzag", 1024): 0.9, ("ring", "greedy", 1024): 0.86,
+                ("ring", "none", 2048): 1.0, ("ring", "doc-zigzag", 2048): 0.75, ("ring", "greedy", 2048): 0.625,
+                ("ring-zigzag", "none", 1024): 1.0, ("ring-zigzag", "none", 2048): 1.0}
+        self.assertEqual(sorted(got), sorted(want))
+        for k, v in want.items():
+            self.assertAlmostEqual(got[k], v, places=12, msg=k)
+
+    def test_step_vs_none_on_numbers(self):
+        pts = [{"label": "ring", "scheme": "none", "seq": 8, "step": 4.0},
+               {"label": "ring", "scheme": "greedy", "seq": 8, "step": 3.0},
+               {"label": "ring", "scheme": "greedy", "seq": 16, "step": 3.0},   # no none at 16
+               {"label": "usp", "scheme": "none", "seq": 8, "step": 0.0},       # zero reference
+               {"label": "usp", "scheme": "greedy", "seq": 8, "step": 1.0}]
+        self.assertEqual(self.pr.step_vs_none(pts), {("ring", "none", 8): 1.0, ("ring", "greedy", 8): 0.75})
+
+    def test_balance_figure_annotates_step_vs_none(self):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        points, _ = self.pr.collect(*self.reports())
+        written = []
+        got = self.pr.plot_balance_schemes(plt, points, self.SEQS, "t", "", self.tmp, written)
+        self.assertEqual(got, {("ring [none]", 1024): "1.00x", ("ring [doc-zigzag]", 1024): "0.90x",
+                               ("ring [greedy]", 1024): "0.86x", ("ring-zigzag [none]", 1024): "1.00x",
+                               ("ring [none]", 2048): "1.00x", ("ring [doc-zigzag]", 2048): "0.75x",
+                               ("ring [greedy]", 2048): "0.62x", ("ring-zigzag [none]", 2048): "1.00x"})
+        self.assertEqual(sorted(p.name for p in written), ["balance.png", "balance.svg"])
+
+    def test_schemes_cli_writes_every_figure(self):
+        reps, paths = self.reports()
+        files = [self.write(n, r) for n, r in zip(paths, reps)]
+        out = self.tmp / "plots"
+        PlotTest.check_outputs(self, out, run_script("plot_report.py", *files, "-o", out))
+
+    def test_same_scheme_twice_adds_the_file_tag(self):
+        reps, paths = self.reports()
+        reps.append(with_scheme(synth.make_report(strategies=["ring"], seqs=self.SEQS), "greedy"))
+        paths.append("greedy2.json")
+        points, _ = self.pr.collect(reps, paths)
+        self.assertEqual(self.pr.series_order(points),
+                         ["ring [none] (none)", "ring-zigzag [none] (none)", "ring [doc-zigzag] (dz)",
+                          "ring [greedy] (greedy)", "ring [greedy] (greedy2)"])
+        ratios = self.pr.step_vs_none(points)
+        self.assertNotIn(("ring", "greedy", 1024), ratios)  # two greedy points: no unique ratio
+        self.assertAlmostEqual(ratios[("ring", "doc-zigzag", 1024)], 0.9, places=12)
+
+    def test_single_scheme_keeps_old_names(self):
+        a = synth.make_report(strategies=["ring", "ulysses"], seqs=[1024])   # no scheme: 'none'
+        b = with_scheme(synth.make_report(strategies=["ring"], seqs=[2048]), "none")
+        points, _ = self.pr.collect([a, b], ["a.json", "b.json"])
+        self.assertEqual(self.pr.series_order(points), ["ring", "ulysses"])
+        self.assertEqual({p["scheme"] for p in points}, {"none"})
+        g = with_scheme(synth.make_report(strategies=["ring"], seqs=[1024]), "greedy")
+        points, _ = self.pr.collect([g], ["g.json"])
+        self.assertEqual(self.pr.series_order(points), ["ring"])
+        c = synth.make_report(strategies=["ring"], seqs=[1024])
+        points, _ = self.pr.collect([a, c], ["a.json", "c.json"])
+        self.assertEqual(self.pr.series_order(points), ["ring (a)", "ulysses (a)", "ring (c)"])
+
+
 def plan_tables(markdown):
     """plan.py's Markdown -> {N: [row dict by header]}."""
     tables, n, header = {}, None, None
