@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The README's serving table: pass-Q against pass-KV prefill as the KV-cache miss rate falls.
+
+  serving_table.py run --out-dir DIR [--np 4] [--seq 4096] [--miss 1 0.5 0.25 ...] [--platform NAME]
+  serving_table.py table REPORT.json [...]
+
+`run` calls cpbench (`mpirun -np P cpbench run`, or with --platform `scripts/simulate.sh
+--platform NAME -np P`) once per miss rate and ring pass: `--pass prefill --cached C --ring-pass
+kv|q` on one ring strategy (default ring-zigzag), C chosen so that the N - C new tokens are the
+miss rate's share of N rounded to a multiple of 2P (ring-zigzag's rule). Then it prints the table.
+
+`table` reads such reports (results[].inference and comm) and prints, per (platform, P, N), one
+row per miss rate: the forward bytes per rank of each pass (measured; the reports also carry
+matches_model), the TTFT of each pass (median step), which pass is faster, and under the table
+the crossover: the largest miss rate at which pass-Q is faster, and the one at which it sends
+fewer bytes. On the CPU the times are of shared cores (docs/PERFORMANCE.md says how to read
+them); a simulated platform's are the platform model's.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = float(1 << 20)
+
+
+def cached_for(N, P, miss):
+    """C such that N - C, the new tokens, is miss * N rounded to a multiple of 2P (at least 2P)."""
+    unit = 2 * P
+    new = max(unit, round(miss * N / unit) * unit)
+    return N - min(new, N)
+
+
+def rows_of(paths):
+    """{(where, P, N): {C: {pass: (miss_rate, fwd_bytes, ttft_ms, matches_model)}}} and the strategy per key."""
+    groups, strategies = {}, {}
+    for p in paths:
+        rep = json.load(open(p))
+        c = rep["config"]
+        sim = rep["context"].get("simulated")
+        where = sim.get("platform", "simulated") if isinstance(sim, dict) else "cpu"
+        for r in rep["results"]:
+            if r["status"] != "ok" or r["strategy"] == "single" or "inference" not in r:
+                continue
+            inf = r["inference"]
+            key = (where, c["world_size"], r["seq"])
+            strategies.setdefault(key, set()).add(r["label"])
+            groups.setdefault(key, {}).setdefault(inf["cached"], {})[inf["ring_pass"]] = (
+                inf["miss_rate"], r["comm"]["fwd"]["bytes_sent"], inf["ttft_ms"], r["comm"]["fwd"]["matches_model"])
+    return groups, strategies
+
+
+def crossover(rows):
+    """(largest miss rate where pass-Q is faster, largest where it sends fewer bytes); None when never."""
+    faster = [m for m, kv, q, _ in rows if q[2] < kv[2]]
+    fewer = [m for m, kv, q, _ in rows if q[1] < kv[1]]
+    return (max(faster) if faster else None, max(fewer) if fewer else None)
+
+
+def table(paths):
+    groups, strategies = rows_of(paths)
+    out = []
+    for key in sorted(groups):
+        where, P, N = key
+        rows = []
+        for C, passes in groups[key].items():
+            if "kv" in passes and "q" in passes:
+                rows.append((passes["kv"][0], passes["kv"], passes["q"], C))
+        rows.sort(key=lambda t: -t[0])
+        if not rows:
+            continue
+        out.append(f"\n### {', '.join(sorted(strategies[key]))} — {where}, P = {P}, N = {N}\n")
+        out.append("| miss rate | cached C | pass-KV MiB/rank | pass-Q MiB/rank | pass-KV TTFT ms | pass-Q TTFT ms | faster |")
+        out.append("|---:|---:|---:|---:|---:|---:|---|")
+        for m, kv, q, C in rows:
+            flag = "" if kv[3] and q[3] else " (bytes off the model!)"
+            out.append(f"| {m:.4g} | {C} | {kv[1] / MiB:.2f} | {q[1] / MiB:.2f} | {kv[2]:.3f} | {q[2]:.3f} | "
+                       f"{'pass-Q' if q[2] < kv[2] else 'pass-KV'}{flag} |")
+        t, b = crossover(rows)
+        out.append("")
+        out.append((f"pass-Q is faster up to miss rate {t:.4g}" if t is not None else "pass-Q is faster at no miss rate measured")
+                   + (f"; it sends fewer bytes up to miss rate {b:.4g}." if b is not None else "; it sends fewer bytes at none."))
+    return "\n".join(out)
+
+
+def run(a):
+    out = Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for miss in a.miss:
+        C = cached_for(a.seq, a.np, miss)
+        for ring_pass in ("kv", "q"):
+            path = out / f"{a.platform or 'cpu'}_p{a.np}_n{a.seq}_c{C}_{ring_pass}.json"
+            args = ["run", "--model", a.model, "--seq", str(a.seq), "--pass", "prefill", "--ring-pass", ring_pass,
+                    "--strategies", a.strategy, "--warmup", str(a.warmup), "--iters", str(a.iters),
+                    "--no-progress", "--out", str(path)] + (["--cached", str(C)] if C else []) + a.extra
+            if a.platform:
+                cmd = [str(ROOT / "scripts/simulate.sh"), "--platform", a.platform, "-np", str(a.np), "--"] + args
+            else:
+                cmd = ["mpirun", "--oversubscribe", "-np", str(a.np), a.exe] + args
+            print("+", " ".join(cmd), file=sys.stderr)
+            if subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode != 0:
+                print(f"serving_table: {' '.join(cmd)} failed", file=sys.stderr)
+                return 1
+            paths.append(str(path))
+    print(table(paths))
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run cpbench per miss rate and pass, then print the table")
+    r.add_argument("--out-dir", required=True)
+    r.add_argument("--np", type=int, default=4)
+    r.add_argument("--seq", type=int, default=4096)
+    r.add_argument("--model", default="tiny")
+    r.add_argument("--strategy", default="ring-zigzag")
+    r.add_argument("--miss", type=float, nargs="+", default=[1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125])
+    r.add_argument("--platform", help="simulate on configs/platforms/NAME (scripts/simulate.sh) instead of the CPU")
+    r.add_argument("--warmup", type=int, default=1)
+    r.add_argument("--iters", type=int, default=5)
+    r.add_argument("--exe", default=str(ROOT / os.environ.get("BUILD_DIR", "build") / "bench/cpbench"))
+    r.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more cpbench flags (last)")
+    t = sub.add_parser("table", help="print the table from reports")
+    t.add_argument("reports", nargs="+")
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        for m in a.miss:
+            if not 0 < m <= 1:
+                ap.error(f"--miss takes rates in (0, 1], got {m}")
+        return run(a)
+    print(table(a.reports))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

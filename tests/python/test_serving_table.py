@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""scripts/serving_table.py on small synthetic reports (ctest: python_tools): the rows, the
+faster pass and the crossover sentence, and the choice of C per miss rate."""
+import json
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))
+import serving_table  # noqa: E402
+
+
+def report(C, ring_pass, fwd, ttft, N=4096, P=4, platform=None, matches=True):
+    """Only what the table reads: config, context and one ok ring result (plus single, left out)."""
+    ctx = {"simulated": {"platform": platform}} if platform else {}
+    inf = {"pass": "prefill", "ring_pass": ring_pass, "cached": C, "new_tokens": N - C,
+           "miss_rate": (N - C) / N, "kv_cache_bytes": 0, "ttft_ms": ttft}
+    ring = {"status": "ok", "label": "ring-zigzag", "strategy": "ring-zigzag", "seq": N, "inference": inf,
+            "comm": {"fwd": {"bytes_sent": fwd, "matches_model": matches}}}
+    single = dict(ring, label="single", strategy="single")
+    return {"config": {"world_size": P}, "context": ctx, "results": [single, ring]}
+
+
+class ServingTable(unittest.TestCase):
+    def table(self, reps):
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, rep in enumerate(reps):
+                p = Path(d) / f"r{i}.json"
+                p.write_text(json.dumps(rep))
+                paths.append(str(p))
+            return serving_table.table(paths)
+
+    def test_rows_faster_and_crossover(self):
+        M = 1 << 20
+        out = self.table([report(0, "kv", 4 * M, 10.0), report(0, "q", 40 * M, 30.0),
+                          report(3584, "kv", 4 * M, 6.0), report(3584, "q", 5 * M, 5.0),
+                          report(3840, "kv", 4 * M, 5.5), report(3840, "q", 2 * M, 3.0)])
+        self.assertIn("### ring-zigzag — cpu, P = 4, N = 4096", out)
+        self.assertIn("| 1 | 0 | 4.00 | 40.00 | 10.000 | 30.000 | pass-KV |", out)
+        self.assertIn("| 0.125 | 3584 | 4.00 | 5.00 | 6.000 | 5.000 | pass-Q |", out)
+        self.assertIn("| 0.0625 | 3840 | 4.00 | 2.00 | 5.500 | 3.000 | pass-Q |", out)
+        # highest miss rate first
+        self.assertLess(out.index("| 1 | 0 |"), out.index("| 0.125 |"))
+        self.assertIn("pass-Q is faster up to miss rate 0.125; it sends fewer bytes up to miss rate 0.0625.", out)
+        self.assertNotIn("single", out)
+
+    def test_never_faster_and_off_model_flagged(self):
+        out = self.table([report(0, "kv", 10, 1.0, platform="dgx-h100"),
+                          report(0, "q", 20, 2.0, platform="dgx-h100", matches=False)])
+        self.assertIn("— dgx-h100, P = 4", out)
+        self.assertIn("pass-KV (bytes off the model!) |", out)
+        self.assertIn("pass-Q is faster at no miss rate measured; it sends fewer bytes at none.", out)
+
+    def test_a_pass_alone_makes_no_row(self):
+        self.assertEqual(self.table([report(0, "kv", 10, 1.0)]), "")
+
+    def test_cached_for_rounds_new_tokens_to_2P(self):
+        self.assertEqual(serving_table.cached_for(4096, 4, 1.0), 0)
+        self.assertEqual(serving_table.cached_for(4096, 4, 0.125), 4096 - 512)
+        self.assertEqual(serving_table.cached_for(4096, 4, 0.1), 4096 - 408)  # 409.6 -> 51 x 8
+        self.assertEqual(serving_table.cached_for(4096, 4, 1e-6), 4096 - 8)   # at least 2P new tokens
+
+
+if __name__ == "__main__":
+    unittest.main()
