@@ -174,11 +174,13 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
                            mean > 0 ? flops_max[size_t(i)] / mean : 1.0, pack_ok[size_t(i)] > 0});
     }
   }
+  int64_t kv_cache_bytes = 0;  // --cached: this rank's shard of the KV cache (Block::HeldShare)
   if (auto* block = dynamic_cast<Block*>(strat.get()); block && reasons.empty()) {
     const Block::HeldShare held = block->held_share();
     m.summary.block_parameters = double(held.parameters);
     m.summary.block_input_bytes = double(held.input_bytes);
     m.summary.tp = held.tp;
+    kv_cache_bytes = held.kv_cache_bytes;  // every rank holds an equal shard: rank 0's is the report's
   }
   strat.reset();  // its destructor frees its buffers
   be_.release_cached_memory();
@@ -221,9 +223,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     inf.cached = shape.cached;
     inf.new_tokens = shape.new_tokens();
     inf.miss_rate = double(shape.new_tokens()) / double(shape.N);
-    // The cache shard single holds whole and every other strategy splits C/P per rank (block.h).
-    const int64_t shard = job.info->name == "single" ? shape.cached : shape.cached / P;
-    inf.kv_cache_bytes = 2 * shape.B * shard * shape.G * shape.d * int64_t(dtype_size(shape.dtype));
+    inf.kv_cache_bytes = kv_cache_bytes;
     inf.ttft_ms = result.timed->step_ms.median;
     result.timed->inference = inf;
   }

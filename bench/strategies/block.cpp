@@ -482,10 +482,9 @@ Positions Block::cache_positions(const LayerShape& s, const Mesh& m) const {
   return Positions::segments({cache_shard(s, m.P, m.cp->rank())});
 }
 
-int64_t Block::kv_cache_bytes() const {
-  return env_.shape.cached > 0 ? 2 * env_.shape.B * cache_pos_.count() * gl_ * env_.shape.d *
-                                     int64_t(dtype_size(env_.shape.dtype))
-                               : 0;
+Positions Block::cache_then(Positions cache, const Positions& tokens) {
+  for (int i = 0; i < tokens.nseg(); ++i) cache.append(tokens.seg(i));
+  return cache;
 }
 
 void Block::setup(StrategyEnv& env) {
@@ -496,13 +495,7 @@ void Block::setup(StrategyEnv& env) {
   T_ = pos_.count();
   // Under --cached the keys are this rank's cache shard, then its new tokens (kc_ above).
   cache_pos_ = s.cached > 0 ? cache_positions(s, mesh()) : Positions();
-  key_pos_ = pos_;
-  if (s.cached > 0) {
-    std::vector<PosSeg> segs;
-    for (const Positions* p : {&cache_pos_, &pos_})
-      for (int i = 0; i < p->nseg(); ++i) segs.push_back(p->seg(i));
-    key_pos_ = Positions::segments(segs);
-  }
+  key_pos_ = s.cached > 0 ? cache_then(cache_pos_, pos_) : pos_;
   const int64_t Hd = int64_t(s.H) * s.d;
   tp_.setup(reg_, tp_group(), s, T_);
   hl_ = s.H / tp_.size();
@@ -557,7 +550,9 @@ void Block::export_tensor(const std::string& name, std::vector<float>& global) {
 }
 
 Block::HeldShare Block::held_share() {
-  return {reg_.elements(Held::weight), int64_t(reg_["x"].bytes()), tp_.size()};
+  const int64_t cache_rows = env_.shape.B * cache_pos_.count() * gl_ * env_.shape.d;  // of k, and of v
+  return {reg_.elements(Held::weight), int64_t(reg_["x"].bytes()), tp_.size(),
+          2 * cache_rows * int64_t(dtype_size(env_.shape.dtype))};
 }
 
 int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {

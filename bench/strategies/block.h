@@ -133,10 +133,12 @@ class Block : public Strategy {
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
   // After setup, for the whole-model memory estimate (metrics.h model_estimate): the parameters
   // this rank holds of the block (its registry's weight elements: 1/t of the projections under
-  // a TP group of t), the bytes of its input x [B, T, D] and the TP degree t.
+  // a TP group of t), the bytes of its input x [B, T, D] and the TP degree t; and, under
+  // --cached, the bytes of its KV cache shard (the cached rows of k_cache and v_cache).
   struct HeldShare {
     int64_t parameters = 0, input_bytes = 0;
     int tp = 1;
+    int64_t kv_cache_bytes = 0;
   };
   HeldShare held_share();
 
@@ -169,6 +171,8 @@ class Block : public Strategy {
   virtual Positions cache_positions(const LayerShape& s, const Mesh& mesh) const;
   // That split's shard of rank j of P: positions [j*C/P, (j+1)*C/P).
   static PosSeg cache_shard(const LayerShape& s, int P, int j) { return {j * (s.cached / P), 1, s.cached / P}; }
+  // The keys of a rank under --cached, in storage order: its cache shard, then its new tokens.
+  static Positions cache_then(Positions cache, const Positions& tokens);
   // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
   // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
   static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t);
@@ -195,7 +199,6 @@ class Block : public Strategy {
   // Without a cache they are k_ and v_ themselves and key_pos_ is the rows' positions.
   Positions cache_pos_, key_pos_;
   Tensor kc_, vc_;
-  int64_t kv_cache_bytes() const;  // the cached part of kc_ and vc_ on this rank
   // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv's memory (dead once q, k, v are split
   // out of it; nothing exports them), so the conversion allocates nothing and adds no memory.
   Tensor dq_run_, dk_run_, dv_run_;

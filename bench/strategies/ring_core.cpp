@@ -355,7 +355,8 @@ CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const Mesh
 int RingLayer::ring_hops(const LayerShape& s, int P) const {
   const BlockPositions qpos = [&](int j) { return layout_positions(s, P, j); };
   const BlockPositions kpos = [&](int j) { return key_positions(s, P, j); };
-  return s.ring_pass_q ? RingCore::effective_hops_pass_q(P, qpos, kpos, s) : RingCore::effective_hops(P, qpos, kpos, s);
+  // pass-Q's K_eff (effective_hops_pass_q) is this same scan, re-indexed: one call serves both.
+  return RingCore::effective_hops(P, qpos, kpos, s);
 }
 
 // The farthest hop k (1..R-1) at which some rank's queries, those of ring rank r, meet the keys of
@@ -399,8 +400,14 @@ void RingLayer::core_setup() {
   cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
   cs.nk = key_pos_.count();
   const int P = mesh().P;
-  core_.setup(be(), *mesh().cp, cs, [this, P](int j) { return layout_positions(shape(), P, j); },
-              [this, P](int j) { return key_positions(shape(), P, j); });
+  // Every rank's query and key positions, once: the loops ask for them at every hop.
+  std::vector<Positions> qtab, ktab;
+  for (int j = 0; j < P; ++j) {
+    qtab.push_back(layout_positions(s, P, j));
+    ktab.push_back(key_positions(s, P, j));
+  }
+  core_.setup(be(), *mesh().cp, cs, [qtab](int j) { return qtab[size_t(j)]; },
+              [ktab](int j) { return ktab[size_t(j)]; });
   hops_ = ring_hops(s, P);
 }
 
@@ -428,10 +435,7 @@ Positions RingLayer::layout_positions(const LayerShape& s, int P, int j) const {
 
 Positions RingLayer::key_positions(const LayerShape& s, int P, int j) const {
   if (s.cached == 0) return layout_positions(s, P, j);
-  std::vector<PosSeg> segs = {cache_shard(s, P, j)};
-  const Positions p = layout_positions(s, P, j);
-  for (int i = 0; i < p.nseg(); ++i) segs.push_back(p.seg(i));
-  return Positions::segments(segs);
+  return cache_then(Positions::segments({cache_shard(s, P, j)}), layout_positions(s, P, j));
 }
 
 void RingLayer::export_lse(std::vector<float>& global) {
