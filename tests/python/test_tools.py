@@ -311,6 +311,27 @@ class SchemaTest(unittest.TestCase):
         rep["results"][2]["mesh"]["ring"] = 3
         self.assertInvalid(rep, "$.results[2].mesh", "world_size")
 
+    def test_inference_block(self):
+        """results[].inference (--pass prefill): the schema's fields and the three formula rules."""
+        def with_inference(**change):
+            rep = synth.make_report()
+            r = rep["results"][1]
+            seq = r["seq"]
+            r["inference"] = {"pass": "prefill", "ring_pass": "kv", "cached": seq // 4, "new_tokens": seq - seq // 4,
+                              "miss_rate": (seq - seq // 4) / seq, "kv_cache_bytes": 4096,
+                              "ttft_ms": r["timing"]["step_ms"]["median"]}
+            r["inference"].update(change)
+            return rep
+        self.assertValid(with_inference())
+        seq = synth.make_report()["results"][1]["seq"]
+        self.assertInvalid(with_inference(new_tokens=seq), "$.results[1].inference.new_tokens", "!= seq")
+        self.assertInvalid(with_inference(miss_rate=0.5), "$.results[1].inference.miss_rate", "new_tokens / seq")
+        self.assertInvalid(with_inference(ttft_ms=1e6), "$.results[1].inference.ttft_ms", "step_ms.median")
+        self.assertInvalid(with_inference(ring_pass="x"), "$.results[1].inference.ring_pass")
+        rep = with_inference()
+        del rep["results"][1]["inference"]["ttft_ms"]
+        self.assertInvalid(rep, "$.results[1].inference")
+
     def test_rejects_nan(self):
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / "nan.json"
