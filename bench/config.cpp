@@ -62,6 +62,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
     s.docs = starts;
   }
   s.prefill = pass == "prefill";
+  s.decode_steps = pass == "decode" ? decode_steps : 0;
   s.ring_pass_q = ring_pass == "q";
   s.cached = cached;
   s.balance = parse_balance(balance);
@@ -168,6 +169,25 @@ void finalize_config(RunConfig& c, int P) {
   if (c.ulysses < 0 || c.ring < 0)
     throw std::invalid_argument("ulysses and ring must be positive, got ulysses=" + std::to_string(c.ulysses) +
                                 " ring=" + std::to_string(c.ring));
+  if (c.pass == "decode") {
+    // Decode reads a C-token cache: its report's seq is C (DESIGN clarifications).
+    if (c.cached <= 0)
+      throw std::invalid_argument("--pass decode reads a KV cache: it needs --cached C > 0 (got cached=" +
+                                  std::to_string(c.cached) + ")");
+    if (c.seqs_given && (c.seqs.size() != 1 || c.seqs[0] != c.cached)) {
+      std::string given;
+      for (int64_t n : c.seqs) given += (given.empty() ? "" : ",") + std::to_string(n);
+      throw std::invalid_argument("--pass decode: seq is the cached length, so --seq must equal --cached " +
+                                  std::to_string(c.cached) + " (got seq=" + given + ": omit --seq)");
+    }
+    c.seqs = {c.cached};
+    if (c.decode_steps < 0)
+      throw std::invalid_argument("--decode-steps must be >= 1, got " + std::to_string(c.decode_steps));
+    if (c.decode_steps == 0) c.decode_steps = 8;
+  } else if (c.decode_steps != 0) {
+    throw std::invalid_argument("--decode-steps " + std::to_string(c.decode_steps) +
+                                " applies to --pass decode only (got pass=" + c.pass + ")");
+  }
   if (c.seqs.empty()) throw std::invalid_argument("no sequence length given (--seq)");
   for (int64_t n : c.seqs) positive("seq", n);
   // Derived widths ((H + 2G)·d, H·d) are computed in 32-bit ints in places; these bounds keep
@@ -265,11 +285,11 @@ void finalize_config(RunConfig& c, int P) {
   at_least_zero("cached", c.cached, "no cache");
   if (c.cached > 0) {
     // Persistent-KV prefill (DESIGN "Inference passes"): forward only, new tokens after the cache.
-    if (c.pass != "prefill")
+    if (c.pass != "prefill" && c.pass != "decode")
       throw std::invalid_argument("--cached " + std::to_string(c.cached) +
-                                  " is persistent-KV prefill: it needs --pass prefill (got pass=" + c.pass + ")");
+                                  " is an inference cache: it needs --pass prefill or decode (got pass=" + c.pass + ")");
     for (int64_t n : c.seqs)
-      if (c.cached >= n)
+      if (c.pass == "prefill" && c.cached >= n)
         throw std::invalid_argument("--cached " + std::to_string(c.cached) + " must be less than seq=" +
                                     std::to_string(n) + " (prefill needs at least one new token)");
     if (!c.docs_spec.empty() || c.balance != "none")

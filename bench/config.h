@@ -27,6 +27,7 @@ struct RunConfig {
   std::string model = "small";
   int64_t batch = 1;
   std::vector<int64_t> seqs;
+  bool seqs_given = false;  // set by --seq (or a config file), not by the default preset
   int heads = 0, kv_heads = 0, head_dim = 0, dim = 0;
   std::string block = "attn";  // attn | full (the attention sub-layer, or with the SwiGLU MLP)
   int64_t ffn_dim = 0;          // F; 0: the model preset's (needed by --block full)
@@ -56,7 +57,8 @@ struct RunConfig {
   int64_t window = 0;           // sliding window W; 0 = none
   std::string docs_spec;        // --docs SPEC (bench/workloads.h); empty = one document
   bool docs_resample = false;   // --docs-resample: timed iteration i draws its pack with seed + i
-  std::string pass = "train";   // train | prefill
+  std::string pass = "train";   // train | prefill | decode
+  int64_t decode_steps = 0;     // --decode-steps S: decode steps per iteration (--pass decode; 0: 8)
   std::string balance = "none";  // --balance none | doc-zigzag | greedy (the ring's token layout)
   int64_t cached = 0;            // --cached C: tokens already in the sharded KV cache (prefill)
   std::string ring_pass = "kv";  // --ring-pass kv | q (q: query blocks circulate; needs prefill)

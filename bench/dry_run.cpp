@@ -26,7 +26,7 @@ json dry_run_plan(const RunConfig& cfg, const std::vector<Job>& jobs, int P) {
       const int64_t elem = int64_t(dtype_size(shape.dtype)), acc = 4;
       const CommPrediction pred = strat->predicted_bytes(shape, P, job.mesh, elem, acc);
       j["status"] = "planned";
-      j["predicted_bytes"] = {{"fwd", pred.fwd}, {"bwd", shape.prefill ? 0 : pred.bwd}};
+      j["predicted_bytes"] = {{"fwd", pred.fwd}, {"bwd", shape.forward_only() ? 0 : pred.bwd}};
       j["activation_estimate_bytes"] = strat->activation_bytes_estimate(shape, P, job.mesh);
       j["elem_bytes"] = elem;
       j["acc_bytes"] = acc;

@@ -55,7 +55,7 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
       {"D", shape.D}, {"causal", shape.causal}, {"rope", shape.rope}, {"P", world_size},
       {"mesh", mesh_json(mesh)},
       {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg.seed}, {"dtype", cfg.dtype},
-      {"window", shape.window}, {"pass", shape.prefill ? "prefill" : "train"},
+      {"window", shape.window}, {"pass", shape.decode() ? "decode" : shape.prefill ? "prefill" : "train"},
       {"block", shape.full_block ? "full" : "attn"}, {"F", shape.F}};
   if (!shape.doc_lens.empty()) meta["doc_lens"] = shape.doc_lens;  // absent: one document
   std::ofstream mf(dir + "/meta.json");

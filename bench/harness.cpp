@@ -90,7 +90,7 @@ namespace {
 // The model's bytes for `shape` (forward only under prefill: the backward's bytes are not sent).
 CommPrediction predicted_for(const Strategy& model, const LayerShape& shape, int P, const MeshSpec& mesh) {
   CommPrediction predicted = model.predicted_bytes(shape, P, mesh, int64_t(dtype_size(shape.dtype)), 4);
-  if (!shape.prefill) return predicted;
+  if (!shape.forward_only()) return predicted;
   CommPrediction fwd_only;
   for (const CommShare& c : predicted.shares)
     if (c.phase == Phase::fwd) fwd_only.add(c.level, c.phase, c.to, c.bytes);
@@ -141,7 +141,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     // synchronisation) are agreed on here; a rank that fails while its peers wait in a collective
     // leaves them there until the watchdog (--timeout) ends the run.
     try {
-      m = measure(*strat, be_, w_, log_, MeasureOptions{cfg_.warmup, packs > 1 ? 1 : cfg_.iters, shape.prefill});
+      m = measure(*strat, be_, w_, log_, MeasureOptions{cfg_.warmup, packs > 1 ? 1 : cfg_.iters, shape.forward_only()});
     } catch (const std::exception& e) {
       error = std::string("run: ") + e.what();
     }
@@ -226,6 +226,15 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     inf.kv_cache_bytes = kv_cache_bytes;
     inf.ttft_ms = result.timed->step_ms.median;
     result.timed->inference = inf;
+  } else if (shape.decode()) {  // one timed step is S decode steps: TPOT is its median over S
+    InferenceResult inf;
+    inf.pass = "decode";
+    inf.cached = shape.cached;
+    inf.decode_steps = shape.decode_steps;
+    inf.new_tokens = shape.decode_steps;
+    inf.kv_cache_bytes = kv_cache_bytes;
+    inf.tpot_ms = result.timed->step_ms.median / double(shape.decode_steps);
+    result.timed->inference = inf;
   }
   if (shape.full_block) {  // DESIGN's whole-model memory estimate, from the busiest rank's share
     ModelEstimateInput in;
@@ -248,11 +257,17 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   std::vector<JobResult> results;
   const int P = w_.size();
   const double tol = cfg_.dtype == "fp32" ? 1e-5 : 2e-2;
-  // Under --cached only the forward runs (persistent-KV prefill): the gradients are not compared.
+  // Under --cached only the forward runs (persistent-KV prefill, decode): the gradients are not
+  // compared. Decode compares the S new tokens' x, y, k, v (from the cache slots), o and lse and
+  // the weights; its q is recomputed on every rank and has no sharded share to check.
   std::vector<std::string> names = dump_tensor_names(cfg_.block == "full");
+  const bool decode = cfg_.pass == "decode";
   if (cfg_.cached > 0)
     names.erase(std::remove_if(names.begin(), names.end(),
-                               [](const std::string& n) { return n != "dy" && n[0] == 'd'; }),
+                               [&](const std::string& n) {
+                                 if (decode && (n == "dy" || n == "q")) return true;
+                                 return n != "dy" && n[0] == 'd';
+                               }),
                 names.end());
   const TestPerturbation perturb = test_perturbation();  // test only; checked at start-up (main)
   be_.set_poison(true);

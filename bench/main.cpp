@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
     forced_exit = forced_exit_code();
     cfg.command = verifying ? "verify" : "run";
     apply_settings(cfg, default_run_preset(), "default preset");
+    cfg.seqs_given = false;  // --pass decode defaults --seq to --cached: only a seq the user gave must match
     if (!cl.config_path.empty()) apply_settings(cfg, read_run_preset(cl.config_path), cl.config_path);
     apply_settings(cfg, cl.settings, "command line");
     finalize_config(cfg, P);
@@ -222,7 +223,7 @@ int main(int argc, char** argv) {
       if (verifying) print_verify_table(results);
       else {
         const auto nodes = context["nodes"]["node_of_rank"].get<std::vector<int>>();
-        print_run_table(results, *std::max_element(nodes.begin(), nodes.end()) > 0, cfg.pass == "prefill");
+        print_run_table(results, *std::max_element(nodes.begin(), nodes.end()) > 0, cfg.pass);
       }
       if (!cfg.out.empty() && write_error.empty()) std::printf("report: %s\n", cfg.out.c_str());
       if (!write_error.empty()) std::fprintf(stderr, "cpbench: error: %s\n", write_error.c_str());

@@ -106,7 +106,10 @@ std::vector<OptionSpec> make_table() {
          c.strategies_explicit = true;
        }},
       {"seq", "--seq", OptKind::ints, "global sequence length(s), comma-separated", {}, false,
-       [](RunConfig& c, const json& v) { c.seqs = v.get<std::vector<int64_t>>(); }},
+       [](RunConfig& c, const json& v) {
+         c.seqs = v.get<std::vector<int64_t>>();
+         c.seqs_given = true;
+       }},
       {"batch", "--batch", OptKind::integer, "batch size B", {}, false,
        [](RunConfig& c, const json& v) { c.batch = v.get<int64_t>(); }},
       {"heads", "--heads", OptKind::count, "query heads H", {}, false,
@@ -140,8 +143,13 @@ std::vector<OptionSpec> make_table() {
        "draw another pack per timed iteration (iteration i: --seed + i) from a sampled --docs (random:MIN:MAX or a "
        "distribution workload); setup again outside the timed region",
        {}, false, [](RunConfig& c, const json& v) { c.docs_resample = v.get<bool>(); }},
-      {"pass", "--pass", OptKind::choice, "train (forward+backward, default) | prefill (forward only)",
-       {"train", "prefill"}, false, [](RunConfig& c, const json& v) { c.pass = v.get<std::string>(); }},
+      {"pass", "--pass", OptKind::choice,
+       "train (forward+backward, default) | prefill (forward only) | decode (one token per sequence per "
+       "step against the --cached KV cache)",
+       {"train", "prefill", "decode"}, false, [](RunConfig& c, const json& v) { c.pass = v.get<std::string>(); }},
+      {"decode_steps", "--decode-steps", OptKind::integer,
+       "decode steps S per timed iteration (--pass decode; default 8; tpot_ms = step / S)", {}, false,
+       [](RunConfig& c, const json& v) { c.decode_steps = v.get<int64_t>(); }},
       {"balance", "--balance", OptKind::choice,
        "none (the strategy's static layout, default) | doc-zigzag (2P chunks per document) | greedy "
        "(chunks to the least-loaded rank); ring, with --docs",
@@ -150,8 +158,8 @@ std::vector<OptionSpec> make_table() {
        "kv (K,V blocks circulate, default) | q (query blocks circulate; --pass prefill, ring family)",
        {"kv", "q"}, false, [](RunConfig& c, const json& v) { c.ring_pass = v.get<std::string>(); }},
       {"cached", "--cached", OptKind::integer,
-       "C tokens already in a KV cache sharded over the CP ranks (persistent-KV prefill; --pass prefill, "
-       "ring family; 0 = none)",
+       "C tokens already in a KV cache sharded over the CP ranks (persistent-KV prefill with --pass prefill, "
+       "or the cache --pass decode reads; ring family; 0 = none)",
        {}, false, [](RunConfig& c, const json& v) { c.cached = v.get<int64_t>(); }},
       {"ulysses", "--ulysses", OptKind::count, "USP Ulysses degree U", {}, false,
        [](RunConfig& c, const json& v) { c.ulysses = as_int(v); }},
@@ -257,6 +265,8 @@ std::vector<OptionSpec> make_table() {
       {"balance", "balance", [](const RunConfig& c) { return json(c.balance); }},
       {"ring_pass", "ring_pass", [](const RunConfig& c) { return json(c.ring_pass); }},
       {"cached", "cached", [](const RunConfig& c) { return json(c.cached); }},
+      {"decode_steps", "decode_steps",
+       [](const RunConfig& c) { return c.pass == "decode" ? json(c.decode_steps) : json(nullptr); }},
       {"mem_limit", "mem_limit_bytes", [](const RunConfig& c) { return json(c.mem_limit_bytes); }},
       {"timeout", "timeout_s", [](const RunConfig& c) { return json(c.timeout_s); }},
       {"ranks_per_node", "ranks_per_node",

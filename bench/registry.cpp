@@ -173,14 +173,14 @@ std::vector<std::string> dump_tensor_names(bool full_block) {
 }
 
 std::vector<int64_t> global_tensor_shape(const std::string& n, const LayerShape& s) {
-  const int64_t Hd = int64_t(s.H) * s.d;
-  if (n == "x" || n == "dy" || n == "y" || n == "dx") return {s.B, s.N, s.D};
+  const int64_t Hd = int64_t(s.H) * s.d, N = s.token_rows();
+  if (n == "x" || n == "dy" || n == "y" || n == "dx") return {s.B, N, s.D};
   if (n == "norm_w" || n == "dnorm_w") return {s.D};
   if (n == "w_qkv" || n == "dw_qkv") return {s.D, s.qkv_cols()};
   if (n == "w_o" || n == "dw_o") return {Hd, s.D};
-  if (n == "q" || n == "o" || n == "do" || n == "dq") return {s.B, s.N, s.H, s.d};
-  if (n == "k" || n == "v" || n == "dk" || n == "dv") return {s.B, s.N, s.G, s.d};
-  if (n == "lse") return {s.B, s.H, s.N};
+  if (n == "q" || n == "o" || n == "do" || n == "dq") return {s.B, N, s.H, s.d};
+  if (n == "k" || n == "v" || n == "dk" || n == "dv") return {s.B, N, s.G, s.d};
+  if (n == "lse") return {s.B, s.H, N};
   if (n == "norm2_w" || n == "dnorm2_w") return {s.D};
   if (n == "w_gate" || n == "dw_gate" || n == "w_up" || n == "dw_up") return {s.D, s.F};
   if (n == "w_down" || n == "dw_down") return {s.F, s.D};

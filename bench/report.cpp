@@ -181,8 +181,10 @@ void write_json_file(const std::string& path, const json& j) {
   }
 }
 
-void print_run_table(const std::vector<JobResult>& results, bool several_nodes, bool prefill) {
-  if (prefill) std::printf("\npass: prefill (forward only: bwd_ms, backward bytes and FLOPs are 0)");
+void print_run_table(const std::vector<JobResult>& results, bool several_nodes, const std::string& pass) {
+  if (pass == "prefill") std::printf("\npass: prefill (forward only: bwd_ms, backward bytes and FLOPs are 0)");
+  if (pass == "decode")
+    std::printf("\npass: decode (forward only; one step_ms is --decode-steps S tokens per sequence: tpot_ms = step_ms / S)");
   std::printf("\n%-22s %8s %6s %10s %9s %9s %8s %7s %11s %11s %5s %8s %5s %10s %6s%s\n", "strategy", "seq", "status",
               "step_ms", "fwd_ms", "bwd_ms", "TFLOP/s", "MFU", "comm_fwd", "comm_bwd", "model", "overlap", "hta",
               "peak_mem", "imbal", several_nodes ? "  inter_node" : "");
@@ -214,6 +216,9 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
                 human_bytes(double(t.comm_bwd.bytes_sent)).c_str(), model_ok ? "=" : "DIFF",
                 overlap, hta,
                 human_bytes(double(max_of(t.mem_per_rank))).c_str(), t.imbalance(), inter_col.c_str());
+    if (t.inference && t.inference->pass == "decode")
+      std::printf("%-22s tpot_ms %.4f over %lld steps, kv cache %s per rank\n", "", t.inference->tpot_ms,
+                  static_cast<long long>(t.inference->decode_steps), human_bytes(double(t.inference->kv_cache_bytes)).c_str());
     if (!r.warning.empty()) std::printf("%-22s warning: %s\n", "", r.warning.c_str());
   }
   std::printf("(times: median over iterations of the max over ranks; comm: bytes sent per rank per layer; "

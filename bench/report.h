@@ -33,7 +33,7 @@ nlohmann::json make_report(const nlohmann::json& context, const RunConfig& cfg, 
 void write_json_file(const std::string& path, const nlohmann::json& j);
 
 // several_nodes: add the inter-node bytes column (more than one node).
-void print_run_table(const std::vector<JobResult>& results, bool several_nodes = false, bool prefill = false);
+void print_run_table(const std::vector<JobResult>& results, bool several_nodes = false, const std::string& pass = "train");
 void print_verify_table(const std::vector<JobResult>& results);
 
 }  // namespace cpbench

@@ -227,9 +227,14 @@ json JobResult::to_json() const {
   }
   if (timed && timed->inference) {
     const InferenceResult& i = *timed->inference;
-    r["inference"] = {{"pass", "prefill"}, {"ring_pass", i.ring_pass}, {"cached", i.cached},
-                      {"new_tokens", i.new_tokens}, {"miss_rate", i.miss_rate},
-                      {"kv_cache_bytes", i.kv_cache_bytes}, {"ttft_ms", i.ttft_ms}};
+    const bool decode = i.pass == "decode";  // the fields of the other pass are null
+    r["inference"] = {{"pass", i.pass}, {"ring_pass", decode ? json(nullptr) : json(i.ring_pass)},
+                      {"cached", i.cached}, {"new_tokens", i.new_tokens},
+                      {"miss_rate", decode ? json(nullptr) : json(i.miss_rate)},
+                      {"decode_steps", decode ? json(i.decode_steps) : json(nullptr)},
+                      {"kv_cache_bytes", i.kv_cache_bytes},
+                      {"ttft_ms", decode ? json(nullptr) : json(i.ttft_ms)},
+                      {"tpot_ms", decode ? json(i.tpot_ms) : json(nullptr)}};
   }
   if (verify) {
     json tensors = json::object();

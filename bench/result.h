@@ -62,11 +62,14 @@ struct ResampledPack {
 
 // --pass prefill (DESIGN "Inference passes"): what a serving engineer reads off a prefill job.
 struct InferenceResult {
-  std::string ring_pass = "kv";  // kv | q
-  int64_t cached = 0, new_tokens = 0;  // --cached C and the N - C tokens computed
-  double miss_rate = 1;                // (N - C) / N
+  std::string pass = "prefill";  // prefill | decode
+  std::string ring_pass = "kv";  // kv | q (prefill)
+  int64_t cached = 0, new_tokens = 0;  // --cached C and the tokens computed (prefill N - C; decode S)
+  double miss_rate = 1;                // (N - C) / N (prefill)
+  int64_t decode_steps = 0;            // S (decode)
   int64_t kv_cache_bytes = 0;          // per rank: its cache shard's k and v (model: 2*B*Cr*G*d*s)
-  double ttft_ms = 0;                  // time to first token: the prefill step's median
+  double ttft_ms = 0;                  // prefill: time to first token, the prefill step's median
+  double tpot_ms = 0;                  // decode: time per output token, the step's median / S
 };
 
 struct TimedResult {  // present when status is ok in a run
@@ -87,7 +90,7 @@ struct TimedResult {  // present when status is ok in a run
   std::string balance_scheme = "none";
   std::vector<int64_t> visible_pairs_per_rank;
   std::vector<ResampledPack> packs;  // --docs-resample only, in iteration order (the last is described above)
-  std::optional<InferenceResult> inference;  // --pass prefill only
+  std::optional<InferenceResult> inference;  // --pass prefill and decode
 
   double overlap_ratio() const;      // min over ranks
   // True when no rank sent a byte (fwd and bwd): the report's overlap.ratio is null then.

@@ -48,6 +48,15 @@ struct LayerShape {
   // each other. 0 = no cache.
   int64_t cached = 0;
   int64_t new_tokens() const { return N - cached; }
+  // --pass decode --cached C --decode-steps S (DESIGN "Inference passes"): N = C tokens are in
+  // the sharded KV cache and one forward runs S decode steps, step i adding one token per
+  // sequence at position C + i (its x replicated on every rank). 0 = not decode.
+  int64_t decode_steps = 0;
+  bool decode() const { return decode_steps > 0; }
+  // Forward only: prefill and decode (no backward runs, no backward bytes are predicted).
+  bool forward_only() const { return prefill || decode(); }
+  // Token rows of the global tensors (verify, dump): N, or under decode the S new tokens.
+  int64_t token_rows() const { return decode() ? decode_steps : N; }
   BalanceScheme balance = BalanceScheme::none;  // --balance: the ring family's token layout
   bool full_block = false;           // --block full: the SwiGLU MLP sub-layer after attention
   int64_t F = 0;                     // its width (--ffn-dim), under full_block
@@ -151,6 +160,9 @@ class Strategy {
   // --cached C: the strategy attends its new tokens' queries to a sharded KV cache (the ring
   // family and single; Block's cache, block.h).
   virtual bool supports_cached() const { return false; }
+  // --pass decode: the cache sharded over the CP group, partials merged by one all-gather
+  // (Block's decode step, block.h): the ring family, the double ring and single.
+  virtual bool supports_decode() const { return false; }
   // The meshes `--mesh all` runs for this strategy on P ranks: requests to resolve_mesh, each
   // with `base`'s placement and layout. Default: `base` alone; usp: every U x R = P.
   virtual std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const {

@@ -44,7 +44,7 @@ GradientScales gradient_scale_squares(const std::map<std::string, std::vector<fl
   if (parts < 1 || part < 0 || part >= parts)
     throw std::invalid_argument("gradient scales: part=" + std::to_string(part) + " of parts=" + std::to_string(parts));
   GradientScales sq;
-  if (s.prefill) return sq;  // no backward: dq and dk are not computed
+  if (s.forward_only()) return sq;  // no backward: dq and dk are not computed
   const int64_t B = s.B, N = s.N, H = s.H, G = s.G, d = s.d, rep = H / G;
   const size_t nq = size_t(B * N * H * d), nk = size_t(B * N * G * d);
   const std::vector<float>& q = tensor(ref, "q", nq);

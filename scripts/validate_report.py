@@ -251,14 +251,32 @@ def semantic_errors(report):
 
 
 def _check_inference(r, path, err):
-    """inference: cached + new_tokens = seq, miss_rate = new_tokens / seq, ttft_ms = the step's median."""
+    """inference, prefill: cached + new_tokens = seq, miss_rate = new_tokens / seq, ttft_ms = the
+    step's median; decode: cached = seq, new_tokens = decode_steps, tpot_ms = the step's median / S,
+    and the other pass's fields null."""
     i = r["inference"]
+    median = r["timing"]["step_ms"]["median"] if "timing" in r else None
+    if i["pass"] == "decode":
+        for k in ("ring_pass", "miss_rate", "ttft_ms"):
+            if i.get(k) is not None:
+                err(path + [k], f"{i[k]!r}, expected null under decode")
+        if i["cached"] != r["seq"]:
+            err(path + ["cached"], f"{i['cached']} != seq {r['seq']} (decode reads the whole seq from the cache)")
+        S = i.get("decode_steps")
+        if not S or i["new_tokens"] != S:
+            err(path + ["new_tokens"], f"{i['new_tokens']}, expected decode_steps = {S}")
+        elif median is not None and (i.get("tpot_ms") is None or not _close(i["tpot_ms"], median / S, FORMULA_RTOL)):
+            err(path + ["tpot_ms"], f"{i.get('tpot_ms')}, expected timing.step_ms.median / decode_steps = {median / S:g}")
+        return
+    for k in ("decode_steps", "tpot_ms"):
+        if i.get(k) is not None:
+            err(path + [k], f"{i[k]!r}, expected null under prefill")
     if i["cached"] + i["new_tokens"] != r["seq"]:
         err(path + ["new_tokens"], f"cached {i['cached']} + new_tokens {i['new_tokens']} != seq {r['seq']}")
     if not _close(i["miss_rate"], i["new_tokens"] / r["seq"], FORMULA_RTOL):
         err(path + ["miss_rate"], f"{i['miss_rate']:g}, expected new_tokens / seq = {i['new_tokens'] / r['seq']:g}")
-    if "timing" in r and not _close(i["ttft_ms"], r["timing"]["step_ms"]["median"], FORMULA_RTOL):
-        err(path + ["ttft_ms"], f"{i['ttft_ms']:g}, expected timing.step_ms.median = {r['timing']['step_ms']['median']:g}")
+    if median is not None and not _close(i["ttft_ms"], median, FORMULA_RTOL):
+        err(path + ["ttft_ms"], f"{i['ttft_ms']:g}, expected timing.step_ms.median = {median:g}")
 
 
 def _check_stats(st, path, iters, err):

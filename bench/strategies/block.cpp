@@ -98,7 +98,7 @@ bool TensorRegistry::export_share(const std::string& dump, std::vector<float>& g
   const std::vector<float> h = be_->download(e->t);
   switch (r.how) {
     case ExportRule::How::token_rows:
-      add_token_rows(global, h, s.B, s.N, r.global_cols, r.pos, r.col0, r.width);
+      add_token_rows(global, h, s.B, s.token_rows(), r.global_cols, r.pos, r.col0, r.width);
       return true;
     case ExportRule::How::slice:
       if (r.offset + int64_t(h.size()) > int64_t(global.size()))
@@ -252,7 +252,9 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     if (s.cached > 0) {
       // The KV cache shard (t = 1 under --cached: every head on this rank), seeded as the roped
       // k and v a previous prefill would have written; the new rows are filled every forward.
-      const int64_t Cr = k.cache_pos_.count(), nk = Cr + n, Gw = int64_t(k.gl_) * s.d;
+      // Its rows: the Cr cached tokens, then the new ones (prefill: this rank's n; decode: the
+      // slots of the steps this rank owns).
+      const int64_t Cr = k.cache_pos_.count(), nk = k.key_pos_.count(), Gw = int64_t(k.gl_) * s.d;
       k.kc_ = reg.add("k_cache", {s.B, nk, k.gl_, s.d}, s.dtype, Held::activation);
       k.vc_ = reg.add("v_cache", {s.B, nk, k.gl_, s.d}, s.dtype, Held::activation);
       for (auto [id, dst] : {std::pair{InputId::k_cache, &k.kc_}, std::pair{InputId::v_cache, &k.vc_}}) {
@@ -297,15 +299,20 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
     b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl);
     rope_and_split_qkv(b, qkv_layout(), s.rope, k.wide_positions(), s.rope_theta, qkv, k.q_, k.k_, k.v_);
-    if (s.cached > 0) {  // the new tokens' k, v after this rank's cache shard, per batch row
+    // The new tokens' k, v into this rank's cache, per batch row: under prefill its n rows after
+    // the cache shard; under decode the step's one row, written by the slot's owner only (0 bytes).
+    const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.cached > 0;
+    if (writes) {
       const int64_t n = k.q_.shape[1], row = n * k.gl_ * s.d, nk = k.kc_.shape[1];
-      const int64_t at = (nk - n) * k.gl_ * s.d, pitch = nk * k.gl_ * s.d;
+      const int64_t first = s.decode() ? k.cache_pos_.count() + k.step_ / k.decode_p_ : nk - n;
+      const int64_t at = first * k.gl_ * s.d, pitch = nk * k.gl_ * s.d;
       const int64_t tail = (s.B - 1) * pitch + row;  // the view from the first new row to the last
       Tensor kd = k.kc_.view(at, {tail}), vd = k.vc_.view(at, {tail});
       b.copy_2d(kd, pitch, k.k_, row, s.B, row);
       b.copy_2d(vd, pitch, k.v_, row, s.B, row);
     }
-    k.core_forward();
+    if (s.decode()) k.decode_attention();
+    else k.core_forward();
     // row-parallel w_o: this rank's heads' share, summed over the group into out
     Tensor out2 = out.reshape({BT, s.D});
     Tensor partial = k.tp_.partial(0, out2);
@@ -491,11 +498,24 @@ void Block::setup(StrategyEnv& env) {
   env_ = env;
   reg_ = TensorRegistry(env_.be);
   const LayerShape& s = env_.shape;
-  pos_ = token_positions(s, mesh());
-  T_ = pos_.count();
   // Under --cached the keys are this rank's cache shard, then its new tokens (kc_ above).
   cache_pos_ = s.cached > 0 ? cache_positions(s, mesh()) : Positions();
-  key_pos_ = s.cached > 0 ? cache_then(cache_pos_, pos_) : pos_;
+  if (s.decode()) {
+    // Decode: one token per sequence per step (pos_ moves with the step); the keys are the cache
+    // shard, then one slot per step this rank owns: steps decode_r_, decode_r_ + p, ... at
+    // positions C + i. A slot not written yet holds a later position, so the causal mask hides it.
+    Communicator* g = decode_group();
+    decode_p_ = g ? g->size() : 1;
+    decode_r_ = g ? g->rank() : 0;
+    step_ = 0;
+    pos_ = Positions::contiguous(s.cached, 1);
+    const int64_t slots = (s.decode_steps + decode_p_ - 1) / decode_p_;
+    key_pos_ = cache_then(cache_pos_, Positions::strided(s.cached + decode_r_, decode_p_, slots));
+  } else {
+    pos_ = token_positions(s, mesh());
+    key_pos_ = s.cached > 0 ? cache_then(cache_pos_, pos_) : pos_;
+  }
+  T_ = pos_.count();
   const int64_t Hd = int64_t(s.H) * s.d;
   tp_.setup(reg_, tp_group(), s, T_);
   hl_ = s.H / tp_.size();
@@ -503,44 +523,159 @@ void Block::setup(StrategyEnv& env) {
 
   // The block's input and the gradient of its output (seeded), then its sub-layers in order.
   auto law = [&](InputId id) { return input_law(id, s.D, Hd); };
-  Tensor& x = reg_.add("x", {s.B, T_, s.D}, s.dtype, Held::activation, "x", ExportRule::tokens(pos_, s.D, 0, s.D));
-  be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::x)), x);
-  Tensor& dy = reg_.add("dy", {s.B, T_, s.D}, s.dtype, Held::activation, "dy", ExportRule::tokens(pos_, s.D, 0, s.D));
-  be().upload(input_token_rows(env_.seed, InputId::dy, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::dy)), dy);
-  // The residual stream between sub-layers and its gradient: token rows [B, T, D]. y and dx
-  // are the block's output and input gradient; under --block full h = x + attn(x) and dh sit
-  // between the attention and the MLP sub-layer.
   auto rows = [&](const std::string& name, const std::string& dump) {
     reg_.add(name, {s.B, T_, s.D}, s.dtype, Held::activation, dump,
              dump.empty() ? ExportRule{} : ExportRule::tokens(pos_, s.D, 0, s.D));
   };
-  rows("y", "y");
-  rows("dx", "dx");
+  // The block's input and output. Under decode x, y hold every step's new tokens [B, S, D]
+  // (x seeded at positions C .. C+S-1, replicated; exported by rank 0 as rows 0 .. S-1) and the
+  // sub-layers run one step at a time on x_step -> y_step [B, 1, D].
+  std::string in = "x", out = "y";
+  if (s.decode()) {
+    const Positions steps = Positions::contiguous(0, s.decode_steps);
+    const bool root = env_.world->rank() == 0;
+    Tensor& x = reg_.add("x", {s.B, s.decode_steps, s.D}, s.dtype, Held::activation, "x",
+                         ExportRule::tokens(steps, s.D, 0, s.D, root));
+    be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.cached + s.decode_steps, s.D,
+                                 Positions::contiguous(s.cached, s.decode_steps), 0, s.D, law(InputId::x)), x);
+    reg_.add("y", {s.B, s.decode_steps, s.D}, s.dtype, Held::activation, "y", ExportRule::tokens(steps, s.D, 0, s.D, root));
+    rows("x_step", "");
+    rows("y_step", "");
+    in = "x_step", out = "y_step";
+  } else {
+    Tensor& x = reg_.add("x", {s.B, T_, s.D}, s.dtype, Held::activation, "x", ExportRule::tokens(pos_, s.D, 0, s.D));
+    be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::x)), x);
+    Tensor& dy = reg_.add("dy", {s.B, T_, s.D}, s.dtype, Held::activation, "dy", ExportRule::tokens(pos_, s.D, 0, s.D));
+    be().upload(input_token_rows(env_.seed, InputId::dy, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::dy)), dy);
+    // The residual stream between sub-layers and its gradient: token rows [B, T, D]. y and dx
+    // are the block's output and input gradient; under --block full h = x + attn(x) and dh sit
+    // between the attention and the MLP sub-layer.
+    rows("y", "y");
+    rows("dx", "dx");
+  }
   sublayers_.clear();
   if (s.full_block) {
     rows("h", "");
     rows("dh", "");
-    sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, "x", "h"));
-    sublayers_.push_back(std::make_unique<MlpSubLayer>(*this, "h", "y"));
+    sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, in, "h"));
+    sublayers_.push_back(std::make_unique<MlpSubLayer>(*this, "h", out));
   } else {
-    sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, "x", "y"));
+    sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, in, out));
   }
   for (const auto& l : sublayers_) l->setup();
-  core_setup();
+  if (s.decode()) decode_setup();  // the strategy's own core does not run under decode
+  else core_setup();
 }
 
 void Block::forward() {
-  for (const auto& l : sublayers_) l->forward();
+  const LayerShape& s = env_.shape;
+  if (!s.decode()) {
+    for (const auto& l : sublayers_) l->forward();
+    return;
+  }
+  // Decode: S steps from the same C-token cache (each forward writes the same slots again).
+  Tensor &x = reg_["x"], &y = reg_["y"], &xs = reg_["x_step"], &ys = reg_["y_step"];
+  const int64_t S = s.decode_steps, D = s.D;
+  for (step_ = 0; step_ < S; ++step_) {
+    pos_ = Positions::contiguous(s.cached + step_, 1);
+    be().copy_2d(xs, D, x.view(step_ * D, {(s.B - 1) * S * D + D}), S * D, s.B, D);
+    for (const auto& l : sublayers_) l->forward();
+    Tensor yd = y.view(step_ * D, {(s.B - 1) * S * D + D});
+    be().copy_2d(yd, S * D, ys, D, s.B, D);
+  }
+}
+
+Communicator* Block::decode_group() { return mesh().cp.get(); }
+
+CommPrediction Block::decode_prediction(const LayerShape& s, int P, int64_t acc) {
+  CommPrediction p;
+  if (P <= 1) return p;
+  const int64_t partial = acc * s.B * s.H * s.d + 4 * s.B * s.H;  // o (float32) and lse of one step
+  return p.add("cp", Phase::fwd, 0, s.decode_steps * partial * (P - 1));
+}
+
+void Block::decode_setup() {
+  const LayerShape& s = env_.shape;
+  const int64_t S = s.decode_steps, hd = int64_t(hl_) * s.d, part_n = s.B * hd + s.B * hl_;
+  // This rank's partial (o float32, then lse), every member's after the all-gather, the running
+  // merge; allocated once (the timed steps allocate nothing).
+  part_ = reg_.add("decode_partial", {part_n}, DType::f32, Held::comm);
+  gathered_ = reg_.add("decode_gathered", {decode_p_ * part_n}, DType::f32, Held::comm);
+  o_acc32_ = reg_.add("decode_o_acc", {s.B, 1, hl_, s.d}, DType::f32, Held::activation);
+  lse_acc_ = reg_.add("decode_lse", {s.B, hl_, 1}, DType::f32, Held::activation);
+  o_steps_ = reg_.add("decode_o_steps", {s.B, S, hl_, s.d}, s.dtype, Held::activation);
+  lse_steps_ = reg_.add("decode_lse_steps", {s.B, hl_, S}, DType::f32, Held::activation);
+}
+
+void Block::decode_attention() {
+  const LayerShape& s = env_.shape;
+  Backend& b = be();
+  AttnShape a;
+  a.B = s.B; a.nq = 1; a.nk = key_pos_.count(); a.hq = hl_; a.hk = gl_; a.d = s.d;
+  a.causal = true;  // a decode token sees every earlier key; the mask hides slots not written yet
+  a.window = s.window;
+  const int64_t hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * hl_, part_n = on + ln;
+  const bool f32 = s.dtype == DType::f32;
+  // This rank's shard: its partial o (float32) and lse, straight into the send buffer.
+  Tensor po = part_.view(0, {s.B, 1, hl_, s.d}), pl = part_.view(on, {s.B, hl_, 1});
+  if (f32) {
+    b.attn_fwd(a, q_, kc_, vc_, pos_, key_pos_, po, pl);
+  } else {  // the kernel writes the run dtype; the partial travels in float32
+    b.attn_fwd(a, q_, kc_, vc_, pos_, key_pos_, o_, pl);
+    b.convert(po, o_);
+  }
+  // Every member's partial, then the online-softmax merge in member order (the same order on
+  // every rank, so every rank holds the same o).
+  Tensor* all = &part_;
+  if (decode_p_ > 1) {
+    decode_group()->all_gather(part_, gathered_);
+    all = &gathered_;
+  }
+  b.copy_2d(o_acc32_, on, *all, on, 1, on);
+  b.copy_2d(lse_acc_, ln, all->view(on, {ln}), ln, 1, ln);
+  for (int r = 1; r < decode_p_; ++r)
+    b.attn_merge(a, o_acc32_, lse_acc_, gathered_.view(r * part_n, {s.B, 1, hl_, s.d}),
+                 gathered_.view(r * part_n + on, {s.B, hl_, 1}));
+  if (f32) b.copy_2d(o_, on, o_acc32_, on, 1, on);
+  else b.convert(o_, o_acc32_);
+  // Kept for verification: this step's o and lse as column step_ of o_steps_, lse_steps_.
+  const int64_t S = s.decode_steps;
+  Tensor od = o_steps_.view(step_ * hd, {(s.B - 1) * S * hd + hd});
+  b.copy_2d(od, S * hd, o_, hd, s.B, hd);
+  Tensor ld = lse_steps_.view(step_, {(ln - 1) * S + 1});
+  b.copy_2d(ld, S, lse_acc_, 1, ln, 1);
+}
+
+void Block::export_decode_kv(const std::string& name, std::vector<float>& global) {
+  // The new tokens' k, v from the slots this rank owns: slot j holds step decode_r_ + j * p.
+  const LayerShape& s = env_.shape;
+  const std::vector<float> c = be().download(name == "k" ? kc_ : vc_);
+  const int64_t S = s.decode_steps, Cr = cache_pos_.count(), nk = key_pos_.count(), w = int64_t(gl_) * s.d;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t i = decode_r_, j = 0; i < S; i += decode_p_, ++j)
+      for (int64_t e = 0; e < w; ++e)
+        global[size_t((b * S + i) * w + e)] += c[size_t((b * nk + Cr + j) * w + e)];
 }
 
 void Block::backward() {
   if (env_.shape.cached > 0)  // the config refuses it; a core reaching here would use stale keys
-    throw std::logic_error("block: --cached is prefill (forward only): no backward");
+    throw std::logic_error("block: --cached is prefill or decode (forward only): no backward");
   for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) (*it)->backward();
 }
 
 void Block::export_tensor(const std::string& name, std::vector<float>& global) {
-  if (replicated() && env_.world->rank() != 0) return;
+  const LayerShape& s = env_.shape;
+  if (s.decode() && (name == "k" || name == "v")) {  // every rank its own slots (single: rank 0 all)
+    if (!replicated() || env_.world->rank() == 0) export_decode_kv(name, global);
+    return;
+  }
+  if ((replicated() || s.decode()) && env_.world->rank() != 0) return;  // decode: y, o replicated
+  if (s.decode() && (name == "o" || name == "lse")) {
+    const std::vector<float> h = be().download(name == "o" ? o_steps_ : lse_steps_);
+    if (h.size() != global.size()) throw std::logic_error("export_tensor: decode '" + name + "' size mismatch");
+    for (size_t i = 0; i < h.size(); ++i) global[i] += h[i];
+    return;
+  }
   if (name == "lse") {
     export_lse(global);
     return;
@@ -559,12 +694,23 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   // Token-local tensors kept across the layer, per rank: x, dy, xn, qkv, q, k, v, o, y, do,
   // dqkv, dxn, dx (run dtype) and rstd, dq, dk, dv (float32).
   // Under --cached, T counts the new tokens, and k_cache, v_cache hold the cache shard too.
+  if (s.decode()) return decode_activation_bytes(s, P);
   const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
   const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
   const int64_t cache = s.cached > 0 ? 2 * s.B * (s.cached / P + T) * Gd * es : 0;
   const int64_t run = BT * (6 * s.D + 2 * Cq + 3 * Hd + 2 * Gd) * es + cache;
   const int64_t f32 = BT * (1 + Hd + 2 * Gd) * 4;
   return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BT, 1);
+}
+
+int64_t Block::decode_activation_bytes(const LayerShape& s, int P) {
+  // x, y of the S steps, o_steps (run dtype) and lse_steps; the cache shard with its slots
+  // [B, C/P + ceil(S/P), G, d] twice; the partials (this rank's and P gathered, float32); one
+  // step's tensors are B rows and left out.
+  const int64_t es = int64_t(dtype_size(s.dtype)), S = s.decode_steps, Hd = int64_t(s.H) * s.d;
+  const int64_t slots = (S + P - 1) / P, part = s.B * (Hd + s.H) * 4;
+  return s.B * S * (2 * s.D + Hd) * es + s.B * s.H * S * 4 + 2 * s.B * (s.cached / P + slots) * int64_t(s.G) * s.d * es +
+         (P > 1 ? P + 1 : 1) * part;
 }
 
 int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t) {

@@ -141,6 +141,9 @@ class Block : public Strategy {
     int64_t kv_cache_bytes = 0;
   };
   HeldShare held_share();
+  // DESIGN's decode bytes (--pass decode): each of the S steps all-gathers every rank's partial
+  // (o in float32 [B, H, d], lse float32 [B, H]) over the P ranks of the CP group.
+  static CommPrediction decode_prediction(const LayerShape& s, int P, int64_t acc);
 
   class SubLayer;  // one sub-layer of the block (block.cpp: attention, the MLP)
 
@@ -169,12 +172,17 @@ class Block : public Strategy {
   // --cached C: the positions of this rank's shard of the KV cache (positions [0, C)), in the
   // order it is stored. Default: the CP group's contiguous split, C/P per rank.
   virtual Positions cache_positions(const LayerShape& s, const Mesh& mesh) const;
+  // --pass decode: the group the cache is sharded over and the partials are merged in (default
+  // the CP group; null: this rank holds the whole cache, as single does).
+  virtual Communicator* decode_group();
   // That split's shard of rank j of P: positions [j*C/P, (j+1)*C/P).
   static PosSeg cache_shard(const LayerShape& s, int P, int j) { return {j * (s.cached / P), 1, s.cached / P}; }
   // The keys of a rank under --cached, in storage order: its cache shard, then its new tokens.
   static Positions cache_then(Positions cache, const Positions& tokens);
   // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
   // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
+  // The activations per rank under --pass decode (P ranks share the cache; single: P = 1).
+  static int64_t decode_activation_bytes(const LayerShape& s, int P);
   static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t);
 
   // ---- for the cores --------------------------------------------------------------------------
@@ -199,6 +207,13 @@ class Block : public Strategy {
   // Without a cache they are k_ and v_ themselves and key_pos_ is the rows' positions.
   Positions cache_pos_, key_pos_;
   Tensor kc_, vc_;
+  // --pass decode (decode_step below): step_ is the running step; decode_p_, decode_r_ the size
+  // of the decode group and this rank's place in it (the owner of step i's cache slot is rank
+  // i % decode_p_, its slot Cr + i / decode_p_); o_steps_, lse_steps_ keep every step's merged
+  // output [B, S, hl, d] and lse [B, hl, S] for verification.
+  int64_t step_ = 0;
+  int decode_p_ = 1, decode_r_ = 0;
+  Tensor part_, gathered_, o_acc32_, lse_acc_, o_steps_, lse_steps_;
   // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv's memory (dead once q, k, v are split
   // out of it; nothing exports them), so the conversion allocates nothing and adds no memory.
   Tensor dq_run_, dk_run_, dv_run_;
@@ -206,6 +221,12 @@ class Block : public Strategy {
  private:
   class AttentionSubLayer;
   class MlpSubLayer;
+  // --pass decode: the buffers of decode_attention (after the sub-layers' setup), one step's
+  // attention on this rank's shard with the partials merged over the decode group, the export
+  // of the new tokens' k, v from the cache slots this rank owns.
+  void decode_setup();
+  void decode_attention();
+  void export_decode_kv(const std::string& name, std::vector<float>& global);
   std::vector<std::unique_ptr<SubLayer>> sublayers_;
 };
 

@@ -28,6 +28,7 @@ class DoubleRing final : public Block {
   }
   std::string tiers() const override { return "inner rings inside a node; each rank sends only its R/w-1 outer blocks across nodes, not all R-1"; }
   std::string constraints() const override { return "2P divides seq; inner ring w divides P"; }
+  bool supports_decode() const override { return true; }
   std::string label(const MeshSpec& m) const override {
     return name() + "[w" + std::to_string(m.inner_ring) + "]";
   }
@@ -60,6 +61,7 @@ class DoubleRing final : public Block {
   }
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override {
+    if (s.decode()) return decode_prediction(s, P, acc);  // the cache over all P ranks, as the ring's
     const int w = m.inner_ring > 0 ? m.inner_ring : P;
     return DoubleRingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, w, P / w, elem, acc,
                                            ring_hops(s, P, w));

@@ -161,6 +161,7 @@ class RingLayer : public Block {
  public:
   bool supports_pass_q() const override { return true; }
   bool supports_cached() const override { return true; }
+  bool supports_decode() const override { return true; }
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
 

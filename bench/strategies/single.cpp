@@ -15,6 +15,7 @@ class Single final : public Block {
   bool supports_pass_q() const override { return true; }
   bool supports_balance() const override { return true; }  // the reference: one rank holds every token
   bool supports_cached() const override { return true; }   // the whole cache and every new token
+  bool supports_decode() const override { return true; }   // the whole cache: nothing to merge
   std::string summary() const override {
     return "Reference: every rank computes the whole layer on the whole sequence.\n"
            "Nothing travels; the strong-scaling baseline.";
@@ -28,6 +29,7 @@ class Single final : public Block {
 
  protected:
   bool replicated() const override { return true; }
+  Communicator* decode_group() override { return nullptr; }
   // Every token, or under --cached the new ones after the cache (which it holds whole).
   Positions token_positions(const LayerShape& s, const Mesh&) const override {
     return Positions::contiguous(s.cached, s.new_tokens());

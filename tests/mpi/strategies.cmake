@@ -61,6 +61,13 @@ cpbench_verify_test(p4_cached_pass_q_window 4 --min-verified 3 --model tiny --se
 cpbench_verify_test(p6_cached_pass_q_window 6 --min-verified 3 --model tiny --seq 168 --cached 72 --heads 6 --kv-heads 3 --window 16 --ring-pass q ${_cached})
 cpbench_verify_test(p8_cached 8 --min-verified 3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 ${_cached})
 cpbench_verify_test(p8_cached_pass_q_window 8 --min-verified 3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 --window 12 --ring-pass q ${_cached})
+# --pass decode --cached C: S steps of one token per sequence against the cache sharded C/P per
+# rank, partials merged by one all-gather; compared with single on the same cache and tokens.
+set(_decode --pass decode --strategies ring,ring-zigzag,ring-striped,double-ring)
+cpbench_verify_test(p2_decode_window 2 --min-verified 4 --model tiny --cached 96 --decode-steps 5 --window 40 ${_decode})
+cpbench_verify_test(p4_decode_b2_full 4 --min-verified 4 --model tiny --cached 112 --decode-steps 7 --batch 2 --heads 8 --kv-heads 4 --block full ${_decode})
+cpbench_verify_test(p6_decode 6 --min-verified 4 --model tiny --cached 144 --decode-steps 9 --heads 6 --kv-heads 3 ${_decode})
+cpbench_verify_test(p8_decode_window 8 --min-verified 4 --model tiny --cached 160 --decode-steps 11 --heads 8 --kv-heads 2 --window 24 ${_decode})
 # The masked layer of every strategy against an independent float64 NumPy recomputation that
 # rebuilds the mask and the per-document RoPE positions from meta.json.
 add_test(NAME dump_p4_float64_masks
@@ -82,12 +89,17 @@ cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model
 cpbench_fail_test(ring_pass_q_train 2 "--ring-pass q circulates query blocks in the forward only: it needs --pass prefill \\(got pass=train\\)" run --model tiny --seq 64 --ring-pass q)
 cpbench_fail_test(ring_pass_q_ulysses 2 "ulysses: --ring-pass q is built for the ring family only" run --model tiny --seq 64 --pass prefill --ring-pass q --strategies ring,ulysses)
 cpbench_fail_test(ring_pass_unknown 2 "--ring-pass must be kv or q, got \"x\"" run --model tiny --seq 64 --pass prefill --ring-pass x)
-cpbench_fail_test(cached_train 2 "--cached 32 is persistent-KV prefill: it needs --pass prefill \\(got pass=train\\)" run --model tiny --seq 64 --cached 32)
+cpbench_fail_test(cached_train 2 "--cached 32 is an inference cache: it needs --pass prefill or decode \\(got pass=train\\)" run --model tiny --seq 64 --cached 32)
 cpbench_fail_test(cached_whole_seq 2 "--cached 64 must be less than seq=64 \\(prefill needs at least one new token\\)" run --model tiny --seq 64 --pass prefill --cached 64)
 cpbench_fail_test(cached_ulysses 2 "ulysses: --cached 32 is built for the ring family only" run --model tiny --seq 64 --pass prefill --cached 32 --strategies ring,ulysses)
 cpbench_fail_test(cached_docs 2 "--cached 32 is built for one sequence whose prefix is cached: not with --docs or --balance \\(docs='32,32' balance=none\\)" run --model tiny --seq 64 --pass prefill --cached 32 --docs 32,32)
 cpbench_fail_test(cached_shard 4 "ring: cached=30 is not divisible by P=4: each rank holds an equal cache shard" run --model tiny --seq 64 --pass prefill --cached 30 --strategies ring)
 cpbench_fail_test(cached_zigzag_new_tokens 4 "ring-zigzag: seq=12 is not divisible by 2\\*P=8: the layout holds the seq - cached = 12 new tokens \\(--cached 64 of seq=76\\)" run --model tiny --seq 76 --pass prefill --cached 64 --strategies ring-zigzag)
+cpbench_fail_test(decode_no_cache 2 "--pass decode reads a KV cache: it needs --cached C > 0 \\(got cached=0\\)" run --model tiny --pass decode)
+cpbench_fail_test(decode_seq 2 "--pass decode: seq is the cached length, so --seq must equal --cached 64 \\(got seq=128: omit --seq\\)" run --model tiny --seq 128 --pass decode --cached 64)
+cpbench_fail_test(decode_steps_train 2 "--decode-steps 4 applies to --pass decode only \\(got pass=prefill\\)" run --model tiny --seq 64 --pass prefill --decode-steps 4)
+cpbench_fail_test(decode_ulysses 2 "ulysses: --pass decode is built for the ring family and single only" run --model tiny --pass decode --cached 64 --strategies ring,ulysses)
+cpbench_fail_test(decode_shard 4 "ring: cached=30 is not divisible by P=4: each rank holds an equal cache shard \\(--pass decode\\)" run --model tiny --pass decode --cached 30 --strategies ring)
 cpbench_fail_test(block_unknown 2 "--block must be attn or full, got \"mlp\"" run --model tiny --seq 64 --block mlp)
 cpbench_fail_test(megatron_ffn_dim 2 "megatron-sp: P=2 does not divide ffn_dim=97" run --model tiny --seq 64 --block full --ffn-dim 97 --strategies megatron-sp)
 

@@ -113,7 +113,24 @@ def cmd_model(a):
             check(inf["cached"] == C and inf["new_tokens"] == r["seq"] - C and inf["kv_cache_bytes"] == want_cache
                   and inf["ring_pass"] == cfg.get("ring_pass", "kv") and inf["ttft_ms"] == r["timing"]["step_ms"]["median"],
                   f"{r['label']} seq={r['seq']}: inference {inf}, expected cached {C}, kv_cache_bytes {want_cache}")
-        if C and cfg.get("ring_pass") != "q" and r["strategy"] != "single" and not cfg["mask"]["window"]:
+        if cfg["pass"] == "decode":
+            # DESIGN's decode figures, computed here: seq is C; each of the S steps all-gathers
+            # every rank's float32 (o [B, H, d], lse [B, H]) to the P-1 others; nothing in the
+            # backward; the cache shard C/P (single: C); tpot = the step median / S.
+            P, inf, S = cfg["world_size"], r["inference"], cfg["decode_steps"]
+            shard = C if r["strategy"] == "single" else C // P
+            want_cache = 2 * cfg["batch"] * shard * cfg["kv_heads"] * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+            check(r["seq"] == C and inf["pass"] == "decode" and inf["cached"] == C and inf["decode_steps"] == S
+                  and inf["new_tokens"] == S and inf["kv_cache_bytes"] == want_cache and inf["ttft_ms"] is None
+                  and inf["miss_rate"] is None and inf["ring_pass"] is None
+                  and abs(inf["tpot_ms"] - r["timing"]["step_ms"]["median"] / S) <= 1e-9 * max(1.0, inf["tpot_ms"]),
+                  f"{r['label']} seq={r['seq']}: decode inference {inf}, expected cached {C}, S {S}, "
+                  f"kv_cache_bytes {want_cache}")
+            B, H = cfg["batch"], cfg["heads"]
+            want = 0 if r["strategy"] == "single" else S * (4 * B * H * cfg["head_dim"] + 4 * B * H) * (P - 1)
+            check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
+                  f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want}")
+        elif C and cfg.get("ring_pass") != "q" and r["strategy"] != "single" and not cfg["mask"]["window"]:
             # pass-KV under --cached, computed here: each rank's whole key block (its C/P cache
             # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward.
             P = cfg["world_size"]

@@ -131,7 +131,7 @@ TEST_CASE("options: bad values name the flag or key and the value") {
   CHECK(parse({"run", "--heads", "2147483648"}).error == "--heads must be an integer that fits 32 bits, got 2147483648");
   CHECK(parse({"run", "--batch", "9223372036854775808"}).error ==
         "--batch must be an integer (64-bit), got '9223372036854775808'");
-  CHECK(parse({"run", "--pass", "decode"}).error == "--pass must be train or prefill, got \"decode\"");
+  CHECK(parse({"run", "--pass", "decoding"}).error == "--pass must be train, prefill or decode, got \"decoding\"");
   CHECK(parse({"run", "--seq", "64,,128"}).error == "--seq has an empty item, got '64,,128'");
   CHECK(parse({"run", "--window", "4", "--window", "8"}).error == "--window given 2 times (give it once)");
   CHECK(parse({"run", "--causal", "--no-causal"}).error == "--causal/--no-causal given 2 times (give it once)");
@@ -261,7 +261,7 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   const json j = c.to_json(2);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  CHECK(keys == std::vector<std::string>{"backend", "balance", "batch", "block", "cached", "causal", "comm", "command", "dim", "dtype",
+  CHECK(keys == std::vector<std::string>{"backend", "balance", "batch", "block", "cached", "causal", "comm", "command", "decode_steps", "dim", "dtype",
                                          "ffn_dim", "head_dim", "heads", "iters", "kv_heads", "layers", "mask", "mem_limit_bytes", "mesh",
                                          "model", "pass", "ranks_per_node", "recompute", "ring_pass", "rope", "seed", "seqs", "strategies", "threads",
                                          "timeout_s", "warmup", "world_size"});
