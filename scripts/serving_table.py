@@ -3,6 +3,8 @@
 
   serving_table.py run --out-dir DIR [--np 4] [--seq 4096] [--miss 1 0.5 0.25 ...] [--platform NAME]
   serving_table.py table REPORT.json [...]
+  serving_table.py decode --out-dir DIR --cached C [--np 1 2 4] [--steps 8] [--platform NAME]
+  serving_table.py decode-table REPORT.json [...]
 
 `run` calls cpbench (`mpirun -np P cpbench run`, or with --platform `scripts/simulate.sh
 --platform NAME -np P`) once per miss rate and ring pass: `--pass prefill --cached C --ring-pass
@@ -15,6 +17,12 @@ matches_model), the TTFT of each pass (median step), which pass is faster, and u
 the crossover: the largest miss rate at which pass-Q is faster, and the one at which it sends
 fewer bytes. On the CPU the times are of shared cores (docs/PERFORMANCE.md says how to read
 them); a simulated platform's are the platform model's.
+
+`decode` runs `--pass decode --cached C --decode-steps S` once per CP degree P (P = 1: single, the
+whole cache on one rank; P > 1: one ring strategy, default ring-zigzag) and `decode-table` prints,
+per (platform, C), one row per P: the KV cache per rank, the bytes all-gathered per rank per
+decode step, and TPOT (the step median / S, results[].inference.tpot_ms) with its speed-up over
+the smallest P measured.
 """
 import argparse
 import json
@@ -46,6 +54,8 @@ def rows_of(paths):
             if r["status"] != "ok" or r["strategy"] == "single" or "inference" not in r:
                 continue
             inf = r["inference"]
+            if inf.get("pass", "prefill") != "prefill":
+                continue
             key = (where, c["world_size"], r["seq"])
             strategies.setdefault(key, set()).add(r["label"])
             groups.setdefault(key, {}).setdefault(inf["cached"], {})[inf["ring_pass"]] = (
@@ -86,11 +96,75 @@ def table(paths):
     return "\n".join(out)
 
 
+def decode_rows(paths):
+    """{(where, C): {(P, label): (kv_cache_bytes, bytes per step, tpot_ms, matches_model)}} from decode
+    reports: the single result at P = 1, else every non-single one."""
+    groups = {}
+    for p in paths:
+        rep = json.load(open(p))
+        P = rep["config"]["world_size"]
+        sim = rep["context"].get("simulated")
+        where = sim.get("platform", "simulated") if isinstance(sim, dict) else "cpu"
+        for r in rep["results"]:
+            inf = r.get("inference")
+            if r["status"] != "ok" or not inf or inf.get("pass") != "decode" or (r["strategy"] == "single") != (P == 1):
+                continue
+            per_step = r["comm"]["fwd"]["bytes_sent"] / inf["decode_steps"]
+            groups.setdefault((where, inf["cached"]), {})[(P, r["label"])] = (
+                inf["kv_cache_bytes"], per_step, inf["tpot_ms"], r["comm"]["fwd"]["matches_model"])
+    return groups
+
+
+def decode_table(paths):
+    out = []
+    groups = decode_rows(paths)
+    for (where, C) in sorted(groups):
+        rows = groups[(where, C)]
+        base = rows[min(rows)][2]  # the smallest P's TPOT
+        out.append(f"\n### decode — {where}, cached C = {C}\n")
+        out.append("| P | strategy | KV cache MiB/rank | all-gather KiB/rank/step | TPOT ms | speed-up |")
+        out.append("|---:|---|---:|---:|---:|---:|")
+        for P, label in sorted(rows):
+            cache, step, tpot, ok = rows[(P, label)]
+            flag = "" if ok else " (bytes off the model!)"
+            out.append(f"| {P} | {label} | {cache / MiB:.2f} | {step / 1024:.2f} | {tpot:.4f} | "
+                       f"{base / tpot:.2f}x{flag} |")
+    return "\n".join(out)
+
+
+def call(a, P, args):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if a.platform:
+        cmd = [str(ROOT / "scripts/simulate.sh"), "--platform", a.platform, "-np", str(P), "--"] + args
+    else:
+        cmd = ["mpirun", "--oversubscribe", "-np", str(P), a.exe] + args
+    print("+", " ".join(cmd), file=sys.stderr)
+    if subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode != 0:
+        print(f"serving_table: {' '.join(cmd)} failed", file=sys.stderr)
+        return False
+    return True
+
+
+def decode(a):
+    out = Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for P in a.np:
+        path = out / f"{a.platform or 'cpu'}_decode_p{P}_c{a.cached}.json"
+        args = ["run", "--model", a.model, "--pass", "decode", "--cached", str(a.cached), "--decode-steps",
+                str(a.steps), "--strategies", "single" if P == 1 else a.strategy, "--warmup", str(a.warmup),
+                "--iters", str(a.iters), "--no-progress", "--out", str(path)] + a.extra
+        if not call(a, P, args):
+            return 1
+        paths.append(str(path))
+    print(decode_table(paths))
+    return 0
+
+
 def run(a):
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     for miss in a.miss:
         C = cached_for(a.seq, a.np, miss)
         for ring_pass in ("kv", "q"):
@@ -98,13 +172,7 @@ def run(a):
             args = ["run", "--model", a.model, "--seq", str(a.seq), "--pass", "prefill", "--ring-pass", ring_pass,
                     "--strategies", a.strategy, "--warmup", str(a.warmup), "--iters", str(a.iters),
                     "--no-progress", "--out", str(path)] + (["--cached", str(C)] if C else []) + a.extra
-            if a.platform:
-                cmd = [str(ROOT / "scripts/simulate.sh"), "--platform", a.platform, "-np", str(a.np), "--"] + args
-            else:
-                cmd = ["mpirun", "--oversubscribe", "-np", str(a.np), a.exe] + args
-            print("+", " ".join(cmd), file=sys.stderr)
-            if subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode != 0:
-                print(f"serving_table: {' '.join(cmd)} failed", file=sys.stderr)
+            if not call(a, a.np, args):
                 return 1
             paths.append(str(path))
     print(table(paths))
@@ -128,12 +196,31 @@ def main(argv=None):
     r.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more cpbench flags (last)")
     t = sub.add_parser("table", help="print the table from reports")
     t.add_argument("reports", nargs="+")
+    dc = sub.add_parser("decode", help="run --pass decode per CP degree, then print TPOT against P")
+    dc.add_argument("--out-dir", required=True)
+    dc.add_argument("--cached", type=int, required=True)
+    dc.add_argument("--np", type=int, nargs="+", default=[1, 2, 4])
+    dc.add_argument("--steps", type=int, default=8)
+    dc.add_argument("--model", default="tiny")
+    dc.add_argument("--strategy", default="ring-zigzag")
+    dc.add_argument("--platform", help="simulate on configs/platforms/NAME (scripts/simulate.sh) instead of the CPU")
+    dc.add_argument("--warmup", type=int, default=1)
+    dc.add_argument("--iters", type=int, default=5)
+    dc.add_argument("--exe", default=str(ROOT / os.environ.get("BUILD_DIR", "build") / "bench/cpbench"))
+    dc.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more cpbench flags (last)")
+    dt = sub.add_parser("decode-table", help="print the TPOT table from decode reports")
+    dt.add_argument("reports", nargs="+")
     a = ap.parse_args(argv)
     if a.cmd == "run":
         for m in a.miss:
             if not 0 < m <= 1:
                 ap.error(f"--miss takes rates in (0, 1], got {m}")
         return run(a)
+    if a.cmd == "decode":
+        return decode(a)
+    if a.cmd == "decode-table":
+        print(decode_table(a.reports))
+        return 0
     print(table(a.reports))
     return 0
 

@@ -206,7 +206,18 @@ void SimBackend::do_rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int6
 // ---- attention ----------------------------------------------------------------------------------------
 void SimBackend::do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor&, const Tensor&, const Positions& qpos,
                              const Positions& kpos, Tensor&, Tensor&) {
-  execute(platform_.compute_seconds(SimClass::attn_fwd, attn_fwd_flops(s, qpos, kpos), block_size(s), q.dtype));
+  const double flops = attn_fwd_flops(s, qpos, kpos);
+  if (s.nq == 1) {
+    // Decode attention (one query row per sequence against a long shard, split along the keys):
+    // memory-bound, so it costs the bytes of the visible keys' K and V read once at the platform's
+    // memory bandwidth (its sourced memory_bw_gbs), or the FLOPs at peak if those take longer; the
+    // attn_fwd efficiency table (measured on blocks of >= 128 queries) does not describe it.
+    const double keys = flops / (4.0 * s.d * s.hq * double(s.B));  // visible keys per sequence
+    const double bytes = double(s.B) * keys * s.hk * s.d * 2.0 * double(dtype_size(q.dtype));
+    execute(std::max(platform_.memory_seconds(bytes), platform_.launch_us * 1e-6 + flops / (platform_.peak(q.dtype) * 1e12)));
+    return;
+  }
+  execute(platform_.compute_seconds(SimClass::attn_fwd, flops, block_size(s), q.dtype));
 }
 
 void SimBackend::do_attn_merge(const AttnShape&, Tensor& o_acc, Tensor& lse_acc, const Tensor&, const Tensor&) {

@@ -63,5 +63,47 @@ class ServingTable(unittest.TestCase):
         self.assertEqual(serving_table.cached_for(4096, 4, 1e-6), 4096 - 8)   # at least 2P new tokens
 
 
+def decode_report(P, tpot, C=1024, S=8, per_step=100, platform=None, matches=True):
+    """A decode report: single (the P = 1 row when P is 1, left out otherwise) and one ring result."""
+    ctx = {"simulated": {"platform": platform}} if platform else {}
+    def result(strategy, cache, sent):
+        inf = {"pass": "decode", "ring_pass": None, "cached": C, "new_tokens": S, "miss_rate": None,
+               "decode_steps": S, "kv_cache_bytes": cache, "ttft_ms": None, "tpot_ms": tpot}
+        return {"status": "ok", "label": strategy, "strategy": strategy, "seq": C, "inference": inf,
+                "comm": {"fwd": {"bytes_sent": sent, "matches_model": matches}}}
+    results = [result("single", 2 * C * 64, 0)]
+    if P > 1:
+        results.append(result("ring-zigzag", 2 * C * 64 // P, per_step * S))
+    return {"config": {"world_size": P}, "context": ctx, "results": results}
+
+
+class DecodeTable(unittest.TestCase):
+    def table(self, reps):
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, rep in enumerate(reps):
+                p = Path(d) / f"d{i}.json"
+                p.write_text(json.dumps(rep))
+                paths.append(str(p))
+            return serving_table.decode_table(paths), serving_table.table(paths)
+
+    def test_rows_per_P_with_speed_up(self):
+        out, prefill = self.table([decode_report(1, 2.0), decode_report(4, 0.8, per_step=2048),
+                                   decode_report(2, 1.25, per_step=1024)])
+        self.assertEqual(prefill, "")  # decode reports make no prefill row
+        self.assertIn("### decode — cpu, cached C = 1024", out)
+        lines = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+        self.assertEqual(len(lines), 3)
+        self.assertEqual(lines[0], "| 1 | single | 0.12 | 0.00 | 2.0000 | 1.00x |")
+        self.assertEqual(lines[1], "| 2 | ring-zigzag | 0.06 | 1.00 | 1.2500 | 1.60x |")
+        self.assertEqual(lines[2], "| 4 | ring-zigzag | 0.03 | 2.00 | 0.8000 | 2.50x |")
+
+    def test_single_at_P_above_one_is_left_out_and_off_model_flagged(self):
+        out, _ = self.table([decode_report(4, 0.5, platform="dgx-h100", matches=False)])
+        self.assertIn("— dgx-h100, cached C = 1024", out)
+        self.assertNotIn("| single |", out)
+        self.assertIn("1.00x (bytes off the model!) |", out)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -11,6 +11,10 @@
       the platform's ranks time-share cores (cores_per_node = P): `single` does the same work on
       every rank, so with twice the ranks on the same cores its simulated step takes twice as long
       (less the latencies that ranks do not share: the ratio must lie in [1.99, 2]).
+  check_sim_report.py decode-memory-bound REPORT_C REPORT_2C PLATFORM.json
+      --pass decode of `single` with a cache of C and then 2C tokens: decode attention is costed
+      as memory-bound, so the step grows by exactly the added K, V bytes read at the platform's
+      memory bandwidth, S * 2 * B * C * kv_heads * head_dim * elem / memory_bw (relative 1e-6).
   check_sim_report.py env REPORT NAME=VALUE
       context.env records NAME=VALUE (the run used that setting).
 Prints what failed and exits 1 on any failure."""
@@ -87,6 +91,28 @@ def cmd_shared_cores(args):
     print("single: %.4f ms with one rank per core, %.4f ms with two (ratio %.6f)" % (t1, t2, t2 / t1))
 
 
+def cmd_decode_memory_bound(args):
+    def single(path):
+        rep = json.load(open(path))
+        r = [x for x in rep["results"] if x["strategy"] == "single" and x["status"] == "ok"]
+        check(len(r) == 1, "%s: no ok single result" % path)
+        return rep["config"], r[0]
+    c1, r1 = single(args[0])
+    c2, r2 = single(args[1])
+    plat = json.load(open(args[2]))
+    check(c1["pass"] == c2["pass"] == "decode" and c2["cached"] == 2 * c1["cached"],
+          "expected two decode runs with caches C and 2C, got %s/%s %s/%s" % (c1["pass"], c2["pass"], c1["cached"], c2["cached"]))
+    elem = {"fp32": 4, "bf16": 2, "fp16": 2}[c1["dtype"]]
+    S, B = c1["decode_steps"], c1["batch"]
+    added = S * 2 * B * c1["cached"] * c1["kv_heads"] * c1["head_dim"] * elem
+    want_ms = added / (plat["memory_bw_gbs"] * 1e9) * 1e3
+    got_ms = r2["timing"]["step_ms"]["median"] - r1["timing"]["step_ms"]["median"]
+    check(abs(got_ms - want_ms) <= 1e-6 * want_ms,
+          "decode step grew by %.9f ms from C=%d to 2C, expected %.9f ms (%d more K, V bytes at %g GB/s)"
+          % (got_ms, c1["cached"], want_ms, added, plat["memory_bw_gbs"]))
+    print("decode: +%.6f ms for %d more cached tokens (expected %.6f)" % (got_ms, c1["cached"], want_ms))
+
+
 def cmd_env(args):
     rep = json.load(open(args[0]))
     name, value = args[1].split("=", 1)
@@ -95,7 +121,8 @@ def cmd_env(args):
 
 
 def main():
-    {"simulated": cmd_simulated, "shared-cores": cmd_shared_cores, "env": cmd_env}[sys.argv[1]](sys.argv[2:])
+    {"simulated": cmd_simulated, "shared-cores": cmd_shared_cores, "decode-memory-bound": cmd_decode_memory_bound,
+     "env": cmd_env}[sys.argv[1]](sys.argv[2:])
     return 1 if failed else 0
 
 
