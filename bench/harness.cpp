@@ -236,6 +236,25 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     inf.tpot_ms = result.timed->step_ms.median / double(shape.decode_steps);
     result.timed->inference = inf;
   }
+  if (result.timed->inference && shape.full_block) {
+    // The longest cache that fits a rank (metrics.h): the capacity is --mem-limit, else the
+    // device's memory (unknown on the CPU: no figure without --mem-limit).
+    InferenceResult& inf = *result.timed->inference;
+    inf.memory_capacity_bytes = cfg_.mem_limit_bytes > 0 ? cfg_.mem_limit_bytes : be_.device_memory_bytes();
+    if (inf.memory_capacity_bytes > 0) {
+      CacheFitInput in;
+      in.capacity = inf.memory_capacity_bytes;
+      in.layers = cfg_.layers;
+      for (const RankSummary& r : ranks) in.block_parameters = std::max(in.block_parameters, int64_t(r.block_parameters));
+      in.vocab = cfg_.vocab;
+      in.dim = shape.D;
+      const int64_t busiest = *std::max_element(result.timed->mem_per_rank.begin(), result.timed->mem_per_rank.end());
+      in.step_bytes = std::max<int64_t>(0, busiest - result.timed->mem_weights - kv_cache_bytes);
+      in.cache_bytes_per_token = 2 * shape.B * int64_t(shape.G) * shape.d * int64_t(dtype_size(shape.dtype));
+      in.shards = job.info->name == "single" ? 1 : P;
+      inf.fit = longest_cache(in);
+    }
+  }
   if (shape.full_block) {  // DESIGN's whole-model memory estimate, from the busiest rank's share
     ModelEstimateInput in;
     for (const RankSummary& r : ranks) {

@@ -147,6 +147,23 @@ double imbalance(const std::vector<double>& per_rank) {
   return m > 0 ? std::max(1.0, max_of(per_rank) / m) : 1.0;
 }
 
+CacheFit longest_cache(const CacheFitInput& in) {
+  if (in.layers < 1 || in.shards < 1 || in.capacity <= 0 || in.cache_bytes_per_token <= 0)
+    throw std::invalid_argument("longest_cache: need layers >= 1, shards >= 1, capacity > 0 and cache bytes per token > 0, got layers=" +
+                                std::to_string(in.layers) + " shards=" + std::to_string(in.shards) + " capacity=" +
+                                std::to_string(in.capacity) + " per_token=" + std::to_string(in.cache_bytes_per_token));
+  const int64_t weights = (in.layers * in.block_parameters + 2 * in.vocab * in.dim) * kWeightBytesPerParam;
+  const int64_t room = in.capacity - weights - in.step_bytes;
+  CacheFit f;
+  f.max_cached_tokens = room > 0 ? in.shards * (room / (in.layers * in.cache_bytes_per_token)) : 0;
+  f.formula = "per rank: capacity " + std::to_string(in.capacity) + " B - weights (L " + std::to_string(in.layers) +
+              " x " + std::to_string(in.block_parameters) + " + 2 x V " + std::to_string(in.vocab) + " x D " +
+              std::to_string(in.dim) + ") x 2 B = " + std::to_string(weights) + " B - one step " +
+              std::to_string(in.step_bytes) + " B, over L x " + std::to_string(in.cache_bytes_per_token) +
+              " B per cached token held, x " + std::to_string(in.shards) + " ranks sharing the cache";
+  return f;
+}
+
 ModelEstimate model_estimate(const ModelEstimateInput& in) {
   if (in.layers < 1 || in.tp < 1)
     throw std::invalid_argument("model_estimate: layers and tp must be >= 1, got layers=" + std::to_string(in.layers) +

@@ -82,4 +82,25 @@ inline constexpr int64_t kWeightBytesPerParam = 2, kGradBytesPerParam = 2, kOpti
 // recomputed at a time); total = their sum. Throws std::invalid_argument on layers < 1 or tp < 1.
 ModelEstimate model_estimate(const ModelEstimateInput& in);
 
+// The longest KV cache that fits (DESIGN "Inference passes"): a rank with `capacity` bytes holds
+// the model's weights (L x block_parameters + 2 V D, bf16 as in model_estimate), one layer step's
+// working memory `step_bytes` (measured: the job's peak less its weights and cache shard; layers
+// run one after another) and L layers of cache, cache_bytes_per_token per cached token it holds.
+// The cache is split over `shards` ranks (P; single 1), so
+//   max_cached_tokens = shards x floor((capacity - weights - step_bytes) / (L x cache_bytes_per_token))
+// (0 when the weights and the step alone do not fit). Throws std::invalid_argument on layers < 1,
+// shards < 1, capacity <= 0 or cache_bytes_per_token <= 0.
+struct CacheFitInput {
+  int64_t capacity = 0;
+  int64_t layers = 0, block_parameters = 0, vocab = 0, dim = 0;
+  int64_t step_bytes = 0;
+  int64_t cache_bytes_per_token = 0;
+  int64_t shards = 1;
+};
+struct CacheFit {
+  int64_t max_cached_tokens = 0;
+  std::string formula;
+};
+CacheFit longest_cache(const CacheFitInput& in);
+
 }  // namespace cpbench

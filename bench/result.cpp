@@ -234,7 +234,10 @@ json JobResult::to_json() const {
                       {"decode_steps", decode ? json(i.decode_steps) : json(nullptr)},
                       {"kv_cache_bytes", i.kv_cache_bytes},
                       {"ttft_ms", decode ? json(nullptr) : json(i.ttft_ms)},
-                      {"tpot_ms", decode ? json(i.tpot_ms) : json(nullptr)}};
+                      {"tpot_ms", decode ? json(i.tpot_ms) : json(nullptr)},
+                      {"memory_capacity_bytes", i.memory_capacity_bytes > 0 ? json(i.memory_capacity_bytes) : json(nullptr)},
+                      {"max_cached_tokens", i.fit ? json(i.fit->max_cached_tokens) : json(nullptr)},
+                      {"max_cached_formula", i.fit ? json(i.fit->formula) : json(nullptr)}};
   }
   if (verify) {
     json tensors = json::object();

@@ -70,6 +70,10 @@ struct InferenceResult {
   int64_t kv_cache_bytes = 0;          // per rank: its cache shard's k and v (model: 2*B*Cr*G*d*s)
   double ttft_ms = 0;                  // prefill: time to first token, the prefill step's median
   double tpot_ms = 0;                  // decode: time per output token, the step's median / S
+  // The longest cache that fits (metrics.h longest_cache) under --block full with a known
+  // capacity (--mem-limit, else the device's memory); capacity 0 = unknown, no figure.
+  int64_t memory_capacity_bytes = 0;
+  std::optional<CacheFit> fit;
 };
 
 struct TimedResult {  // present when status is ok in a run

@@ -73,6 +73,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;         // "cpu", "cuda"
   virtual std::string device_name() const = 0;  // CPU model or GPU name
+  // Memory one rank's device has, bytes (CUDA: the GPU's total; sim: the platform's hbm_gib);
+  // 0 = unknown (the CPU: its memory is shared by the ranks of the host).
+  virtual int64_t device_memory_bytes() const { return 0; }
 
   // ---- memory -------------------------------------------------------------------------------
   // Uninitialised; poisoned with NaN in debug/verify mode (set_poison) so unwritten data shows.

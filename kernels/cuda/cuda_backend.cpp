@@ -66,6 +66,7 @@ class CudaBackendImpl final : public CudaBackend {
 
   std::string name() const override { return "cuda"; }
   std::string device_name() const override { return device_name_; }
+  int64_t device_memory_bytes() const override { return device_memory_; }
 
   // CudaBackend
   int device() const override { return device_; }
@@ -155,6 +156,7 @@ class CudaBackendImpl final : public CudaBackend {
 
   int device_ = 0;
   std::string device_name_;
+  int64_t device_memory_ = 0;  // prop.totalGlobalMem
   std::string device_desc_;  // "NAME, sm_XY" for capability errors
   int smem_optin_ = 0;       // cudaDevAttrMaxSharedMemoryPerBlockOptin, bytes
   cudaStream_t stream_ = nullptr;
@@ -200,6 +202,7 @@ CudaBackendImpl::CudaBackendImpl(const BackendOptions& opt) {
                              std::to_string(prop.minor) + "; the kernels need 8.0 or newer (" +
                              error_context() + ")");
   device_name_ = prop.name;
+  device_memory_ = static_cast<int64_t>(prop.totalGlobalMem);
   device_desc_ = std::to_string(device_) + " (" + prop.name + ", sm_" + std::to_string(prop.major) +
                  std::to_string(prop.minor) + ")";
   CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin_, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));

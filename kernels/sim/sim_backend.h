@@ -27,6 +27,7 @@ class SimBackend final : public Backend, public SimulatedBackend {
 
   std::string name() const override { return "sim"; }
   std::string device_name() const override;
+  int64_t device_memory_bytes() const override { return static_cast<int64_t>(platform_.hbm_gib * 1073741824.0); }
   const SimPlatform& platform() const override { return platform_; }
 
   // Any dtype; memory from SMPI's shared allocator (contents are not kept).

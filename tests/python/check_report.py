@@ -66,6 +66,27 @@ def by_label(rep):
     return {r["label"]: r for r in ok_results(rep)}
 
 
+def fit_check(r, cfg, P):
+    """inference.max_cached_tokens recomputed (DESIGN: weights bf16 of L blocks + 2 V D, one step's
+    measured memory = peak - weights - the cache shard, L layers of 2 B G d s per cached token held,
+    times the ranks sharing the cache): present exactly under --block full with a capacity."""
+    inf = r["inference"]
+    cap = cfg["mem_limit_bytes"] or inf.get("memory_capacity_bytes")
+    if cfg["block"] != "full" or not cap:
+        check(inf.get("max_cached_tokens") is None, f"{r['label']}: max_cached_tokens {inf.get('max_cached_tokens')} without a whole block and a capacity")
+        return
+    L, V, D = cfg["layers"], preset_vocab(cfg["model"]), cfg["dim"]
+    weights = (L * block_parameters(cfg, 1) + 2 * V * D) * 2
+    mem = r["memory"]
+    step = max(0, mem["peak_bytes"] - mem["weights"] - inf["kv_cache_bytes"])
+    per_token = 2 * cfg["batch"] * cfg["kv_heads"] * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+    shards = 1 if r["strategy"] == "single" else P
+    room = cap - weights - step
+    want = shards * (room // (L * per_token)) if room > 0 else 0
+    check(inf["memory_capacity_bytes"] == cap and inf["max_cached_tokens"] == want,
+          f"{r['label']}: max_cached_tokens {inf['max_cached_tokens']} (capacity {inf['memory_capacity_bytes']}), expected {want}")
+
+
 def cmd_model(a):
     rep = json.load(open(a.report))
     oks = ok_results(rep)
@@ -113,6 +134,7 @@ def cmd_model(a):
             check(inf["cached"] == C and inf["new_tokens"] == r["seq"] - C and inf["kv_cache_bytes"] == want_cache
                   and inf["ring_pass"] == cfg.get("ring_pass", "kv") and inf["ttft_ms"] == r["timing"]["step_ms"]["median"],
                   f"{r['label']} seq={r['seq']}: inference {inf}, expected cached {C}, kv_cache_bytes {want_cache}")
+            fit_check(r, cfg, P)
         if cfg["pass"] == "decode":
             # DESIGN's decode figures, computed here: seq is C; each of the S steps all-gathers
             # every rank's float32 (o [B, H, d], lse [B, H]) to the P-1 others; nothing in the
@@ -126,6 +148,7 @@ def cmd_model(a):
                   and abs(inf["tpot_ms"] - r["timing"]["step_ms"]["median"] / S) <= 1e-9 * max(1.0, inf["tpot_ms"]),
                   f"{r['label']} seq={r['seq']}: decode inference {inf}, expected cached {C}, S {S}, "
                   f"kv_cache_bytes {want_cache}")
+            fit_check(r, cfg, P)
             B, H = cfg["batch"], cfg["heads"]
             want = 0 if r["strategy"] == "single" else S * (4 * B * H * cfg["head_dim"] + 4 * B * H) * (P - 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,

@@ -172,6 +172,32 @@ TEST_CASE("whole-model memory estimate: 16 bytes per held parameter, activations
   CHECK_THROWS_WITH(model_estimate(in), Catch::Contains("layers=0"));
 }
 
+TEST_CASE("longest cache that fits: weights, one step, then L layers of cache over the shards (hand-computed)") {
+  CacheFitInput in;
+  in.capacity = 1000000;
+  in.layers = 4;
+  in.block_parameters = 10000;
+  in.vocab = 100;
+  in.dim = 50;
+  in.step_bytes = 20000;
+  in.cache_bytes_per_token = 64;
+  in.shards = 8;
+  // weights (4 x 10000 + 2 x 100 x 50) x 2 = 100000; room 1000000 - 100000 - 20000 = 880000;
+  // per rank 880000 / (4 x 64) = 3437.5 -> 3437 tokens, x 8 ranks = 27496
+  const CacheFit f = longest_cache(in);
+  CHECK(f.max_cached_tokens == 27496);
+  CHECK(f.formula.find("= 100000 B") != std::string::npos);
+  CHECK(f.formula.find("x 8 ranks") != std::string::npos);
+  in.shards = 1;
+  CHECK(longest_cache(in).max_cached_tokens == 3437);
+  in.capacity = 120000;  // weights and the step exactly: no room for a cached token
+  CHECK(longest_cache(in).max_cached_tokens == 0);
+  in.capacity = 50000;  // the weights alone do not fit
+  CHECK(longest_cache(in).max_cached_tokens == 0);
+  in.capacity = 0;
+  CHECK_THROWS_WITH(longest_cache(in), Catch::Contains("capacity=0"));
+}
+
 TEST_CASE("result JSON: memory.model_estimate is the estimate's fields, null without one") {
   JobResult r;
   r.strategy = r.label = "single";
