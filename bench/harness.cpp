@@ -174,13 +174,14 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
                            mean > 0 ? flops_max[size_t(i)] / mean : 1.0, pack_ok[size_t(i)] > 0});
     }
   }
-  int64_t kv_cache_bytes = 0;  // --cached: this rank's shard of the KV cache (Block::HeldShare)
+  int64_t kv_cache_bytes = 0, cache_tokens = 0;  // --cached: this rank's shard of the KV cache (Block::HeldShare)
   if (auto* block = dynamic_cast<Block*>(strat.get()); block && reasons.empty()) {
     const Block::HeldShare held = block->held_share();
     m.summary.block_parameters = double(held.parameters);
     m.summary.block_input_bytes = double(held.input_bytes);
     m.summary.tp = held.tp;
-    kv_cache_bytes = held.kv_cache_bytes;  // every rank holds an equal shard: rank 0's is the report's
+    kv_cache_bytes = held.kv_cache_bytes;
+    cache_tokens = held.cache_tokens;  // every rank holds an equal shard: rank 0's is the report's
   }
   strat.reset();  // its destructor frees its buffers
   be_.release_cached_memory();
@@ -250,8 +251,11 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
       in.dim = shape.D;
       const int64_t busiest = *std::max_element(result.timed->mem_per_rank.begin(), result.timed->mem_per_rank.end());
       in.step_bytes = std::max<int64_t>(0, busiest - result.timed->mem_weights - kv_cache_bytes);
-      in.cache_bytes_per_token = 2 * shape.B * int64_t(shape.G) * shape.d * int64_t(dtype_size(shape.dtype));
-      in.shards = job.info->name == "single" ? 1 : P;
+      // Per cached token a rank holds, and the ranks that split the cache's tokens (P; usp its R
+      // ring positions; single 1): from the shard it holds; without a cache, every KV head, P.
+      in.cache_bytes_per_token = cache_tokens > 0 ? kv_cache_bytes / cache_tokens
+                                                  : 2 * shape.B * int64_t(shape.G) * shape.d * int64_t(dtype_size(shape.dtype));
+      in.shards = cache_tokens > 0 ? shape.cached / cache_tokens : job.info->name == "single" ? 1 : P;
       inf.fit = longest_cache(in);
     }
   }

@@ -8,12 +8,7 @@ namespace {
 void check_shape(const Strategy& strat, const LayerShape& shape, int P, const MeshSpec& mesh) {
   if (shape.cached == 0) return strat.check(shape, P, mesh);
   if (strat.name() == "single") return;
-  if (shape.decode()) {  // no layout of new tokens: an equal cache shard per rank is all it needs
-    if (shape.cached % P != 0)
-      throw ConstraintError(strat.name() + ": cached=" + std::to_string(shape.cached) + " is not divisible by P=" +
-                            std::to_string(P) + ": each rank holds an equal cache shard (--pass decode)");
-    return;
-  }
+  if (shape.decode()) return strat.check_decode(shape, P, mesh);  // no layout of new tokens
   const std::string under = " (--cached " + std::to_string(shape.cached) + " of seq=" + std::to_string(shape.N) + ")";
   if (shape.cached % P != 0)
     throw ConstraintError(strat.name() + ": cached=" + std::to_string(shape.cached) +
@@ -53,8 +48,8 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           job.mesh = strat->resolve_mesh(req, shape, P);
           job.label = strat->label(job.mesh);
           if (shape.decode() && !strat->supports_decode())
-            throw ConstraintError(strat->name() + ": --pass decode is built for the ring family and single only "
-                                  "(ring, ring-zigzag, ring-striped, double-ring)");
+            throw ConstraintError(strat->name() + ": --pass decode is built for the ring family, usp and ulysses only "
+                                  "(ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           if (!shape.decode() && shape.cached > 0 && !strat->supports_cached())
             throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.cached) +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped)");

@@ -163,6 +163,14 @@ class Strategy {
   // --pass decode: the cache sharded over the CP group, partials merged by one all-gather
   // (Block's decode step, block.h): the ring family, the double ring and single.
   virtual bool supports_decode() const { return false; }
+  // Throws ConstraintError naming the values when it cannot decode this cache on this mesh.
+  // Default: an equal cache shard per rank, P | C.
+  virtual void check_decode(const LayerShape& s, int P, const MeshSpec& m) const {
+    (void)m;
+    if (s.cached % P != 0)
+      throw ConstraintError(name() + ": cached=" + std::to_string(s.cached) + " is not divisible by P=" +
+                            std::to_string(P) + ": each rank holds an equal cache shard (--pass decode)");
+  }
   // The meshes `--mesh all` runs for this strategy on P ranks: requests to resolve_mesh, each
   // with `base`'s placement and layout. Default: `base` alone; usp: every U x R = P.
   virtual std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const {

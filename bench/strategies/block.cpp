@@ -201,7 +201,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     // Weight shards are replicated over the TP groups (every rank when t = 1): the first group
     // (world ranks 0 .. t-1, TP innermost) exports them.
     const bool weights_exporter = k.env_.world->rank() < t;
-    const Positions wide = k.wide_positions();
+    const Positions wide = s.decode() ? k.pos_ : k.wide_positions();  // decode: the step's one token
     auto law = [&](InputId id) { return input_law(id, s.D, Hd); };
     Backend& be = k.be();
 
@@ -254,12 +254,15 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       // k and v a previous prefill would have written; the new rows are filled every forward.
       // Its rows: the Cr cached tokens, then the new ones (prefill: this rank's n; decode: the
       // slots of the steps this rank owns).
-      const int64_t Cr = k.cache_pos_.count(), nk = k.key_pos_.count(), Gw = int64_t(k.gl_) * s.d;
-      k.kc_ = reg.add("k_cache", {s.B, nk, k.gl_, s.d}, s.dtype, Held::activation);
-      k.vc_ = reg.add("v_cache", {s.B, nk, k.gl_, s.d}, s.dtype, Held::activation);
+      // Decode shards the heads over the head group too: dgk_ KV heads from original head dkv0_.
+      const int ch = s.decode() ? k.dgk_ : k.gl_;
+      const int64_t Cr = k.cache_pos_.count(), nk = k.key_pos_.count(), Gw = int64_t(ch) * s.d;
+      const int64_t c0 = s.decode() ? int64_t(k.dkv0_) * s.d : 0;
+      k.kc_ = reg.add("k_cache", {s.B, nk, ch, s.d}, s.dtype, Held::activation);
+      k.vc_ = reg.add("v_cache", {s.B, nk, ch, s.d}, s.dtype, Held::activation);
       for (auto [id, dst] : {std::pair{InputId::k_cache, &k.kc_}, std::pair{InputId::v_cache, &k.vc_}}) {
         const std::vector<float> rows =
-            input_token_rows(k.env_.seed, id, s.B, s.cached, Gw, k.cache_pos_, 0, Gw, law(id));
+            input_token_rows(k.env_.seed, id, s.B, s.cached, Gd, k.cache_pos_, c0, Gw, law(id));
         std::vector<float> full(static_cast<size_t>(s.B * nk * Gw), 0.0f);
         for (int64_t b = 0; b < s.B; ++b)
           std::copy_n(&rows[static_cast<size_t>(b * Cr * Gw)], Cr * Gw, &full[static_cast<size_t>(b * nk * Gw)]);
@@ -298,18 +301,23 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     // backward gathers again)
     const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
     b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl);
-    rope_and_split_qkv(b, qkv_layout(), s.rope, k.wide_positions(), s.rope_theta, qkv, k.q_, k.k_, k.v_);
+    rope_and_split_qkv(b, qkv_layout(), s.rope, s.decode() ? k.pos_ : k.wide_positions(), s.rope_theta, qkv, k.q_,
+                       k.k_, k.v_);
     // The new tokens' k, v into this rank's cache, per batch row: under prefill its n rows after
     // the cache shard; under decode the step's one row, written by the slot's owner only (0 bytes).
     const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.cached > 0;
     if (writes) {
-      const int64_t n = k.q_.shape[1], row = n * k.gl_ * s.d, nk = k.kc_.shape[1];
+      // Per batch row: `row` elements of the cache's heads (decode: this member's dgk_ KV heads
+      // from dkv0_, out of k_'s gl_) into rows from `first` on.
+      const int ch = int(k.kc_.shape[2]);
+      const int64_t n = k.q_.shape[1], row = n * ch * s.d, nk = k.kc_.shape[1], src_pitch = n * k.gl_ * s.d;
       const int64_t first = s.decode() ? k.cache_pos_.count() + k.step_ / k.decode_p_ : nk - n;
-      const int64_t at = first * k.gl_ * s.d, pitch = nk * k.gl_ * s.d;
+      const int64_t at = first * ch * s.d, pitch = nk * ch * s.d, c0 = s.decode() ? int64_t(k.dkv0_) * s.d : 0;
       const int64_t tail = (s.B - 1) * pitch + row;  // the view from the first new row to the last
+      const int64_t src_tail = (s.B - 1) * src_pitch + row;
       Tensor kd = k.kc_.view(at, {tail}), vd = k.vc_.view(at, {tail});
-      b.copy_2d(kd, pitch, k.k_, row, s.B, row);
-      b.copy_2d(vd, pitch, k.v_, row, s.B, row);
+      b.copy_2d(kd, pitch, k.k_.view(c0, {src_tail}), src_pitch, s.B, row);
+      b.copy_2d(vd, pitch, k.v_.view(c0, {src_tail}), src_pitch, s.B, row);
     }
     if (s.decode()) k.decode_attention();
     else k.core_forward();
@@ -504,9 +512,18 @@ void Block::setup(StrategyEnv& env) {
     // Decode: one token per sequence per step (pos_ moves with the step); the keys are the cache
     // shard, then one slot per step this rank owns: steps decode_r_, decode_r_ + p, ... at
     // positions C + i. A slot not written yet holds a later position, so the causal mask hides it.
-    Communicator* g = decode_group();
-    decode_p_ = g ? g->size() : 1;
-    decode_r_ = g ? g->rank() : 0;
+    const DecodeGroups g = decode_groups();
+    decode_p_ = g.merge ? g.merge->size() : 1;
+    decode_r_ = g.merge ? g.merge->rank() : 0;
+    decode_u_ = g.heads ? g.heads->size() : 1;
+    decode_ui_ = g.heads ? g.heads->rank() : 0;
+    const int Ge = replicated_kv_heads(decode_u_, s);  // KV heads after replication over the head group
+    dhq_ = s.H / decode_u_;
+    dq0_ = decode_ui_ * dhq_;
+    dgk_ = Ge / decode_u_;
+    dkv0_ = decode_ui_ * dgk_ / (Ge / s.G);
+    dkv_exporter_ = (decode_ui_ * dgk_) % (Ge / s.G) == 0;
+    cache_pos_ = Positions::segments({cache_shard(s, decode_p_, decode_r_)});  // the merge group's split
     step_ = 0;
     pos_ = Positions::contiguous(s.cached, 1);
     const int64_t slots = (s.decode_steps + decode_p_ - 1) / decode_p_;
@@ -585,76 +602,122 @@ void Block::forward() {
   }
 }
 
-Communicator* Block::decode_group() { return mesh().cp.get(); }
+Block::DecodeGroups Block::decode_groups() { return {mesh().cp.get(), nullptr}; }
 
-CommPrediction Block::decode_prediction(const LayerShape& s, int P, int64_t acc) {
+CommPrediction Block::decode_prediction(const LayerShape& s, int R, int U, int64_t elem, int64_t acc,
+                                        const std::string& merge_level) {
   CommPrediction p;
-  if (P <= 1) return p;
-  const int64_t partial = acc * s.B * s.H * s.d + 4 * s.B * s.H;  // o (float32) and lse of one step
-  return p.add("cp", Phase::fwd, 0, s.decode_steps * partial * (P - 1));
+  const int64_t hq = s.H / U;  // query heads of one member of the head group
+  const int64_t partial = acc * s.B * hq * s.d + 4 * s.B * hq;  // o (float32) and lse of one step
+  if (R > 1) p.add(merge_level, Phase::fwd, 0, s.decode_steps * partial * (R - 1));
+  if (U > 1) p.add("ulysses", Phase::fwd, 0, s.decode_steps * elem * s.B * hq * s.d * (U - 1));
+  return p;
 }
 
 void Block::decode_setup() {
   const LayerShape& s = env_.shape;
-  const int64_t S = s.decode_steps, hd = int64_t(hl_) * s.d, part_n = s.B * hd + s.B * hl_;
-  // This rank's partial (o float32, then lse), every member's after the all-gather, the running
-  // merge; allocated once (the timed steps allocate nothing).
+  const int64_t S = s.decode_steps, hd = int64_t(dhq_) * s.d, part_n = s.B * hd + s.B * dhq_;
+  // This rank's partial (o float32, then lse), every merge-group member's after the all-gather,
+  // the running merge; allocated once (the timed steps allocate nothing).
   part_ = reg_.add("decode_partial", {part_n}, DType::f32, Held::comm);
   gathered_ = reg_.add("decode_gathered", {decode_p_ * part_n}, DType::f32, Held::comm);
-  o_acc32_ = reg_.add("decode_o_acc", {s.B, 1, hl_, s.d}, DType::f32, Held::activation);
-  lse_acc_ = reg_.add("decode_lse", {s.B, hl_, 1}, DType::f32, Held::activation);
+  o_acc32_ = reg_.add("decode_o_acc", {s.B, 1, dhq_, s.d}, DType::f32, Held::activation);
+  lse_acc_ = reg_.add("decode_lse", {s.B, dhq_, 1}, DType::f32, Held::activation);
   o_steps_ = reg_.add("decode_o_steps", {s.B, S, hl_, s.d}, s.dtype, Held::activation);
-  lse_steps_ = reg_.add("decode_lse_steps", {s.B, hl_, S}, DType::f32, Held::activation);
+  lse_steps_ = reg_.add("decode_lse_steps", {s.B, dhq_, S}, DType::f32, Held::activation);
+  if (decode_u_ > 1) {  // this member's query heads, and the head group's merged o
+    q_heads_ = reg_.add("decode_q_heads", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
+    o_heads_ = reg_.add("decode_o_heads", {decode_u_ * s.B * hd}, s.dtype, Held::comm);
+  }
+  if (decode_u_ > 1 || s.dtype != DType::f32)
+    o_part_run_ = reg_.add("decode_o_run", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
 }
 
 void Block::decode_attention() {
   const LayerShape& s = env_.shape;
   Backend& b = be();
   AttnShape a;
-  a.B = s.B; a.nq = 1; a.nk = key_pos_.count(); a.hq = hl_; a.hk = gl_; a.d = s.d;
+  a.B = s.B; a.nq = 1; a.nk = key_pos_.count(); a.hq = dhq_; a.hk = dgk_; a.d = s.d;
   a.causal = true;  // a decode token sees every earlier key; the mask hides slots not written yet
   a.window = s.window;
-  const int64_t hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * hl_, part_n = on + ln;
+  const int64_t hd = int64_t(dhq_) * s.d, Hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * dhq_, part_n = on + ln;
   const bool f32 = s.dtype == DType::f32;
-  // This rank's shard: its partial o (float32) and lse, straight into the send buffer.
-  Tensor po = part_.view(0, {s.B, 1, hl_, s.d}), pl = part_.view(on, {s.B, hl_, 1});
-  if (f32) {
-    b.attn_fwd(a, q_, kc_, vc_, pos_, key_pos_, po, pl);
-  } else {  // the kernel writes the run dtype; the partial travels in float32
-    b.attn_fwd(a, q_, kc_, vc_, pos_, key_pos_, o_, pl);
-    b.convert(po, o_);
+  // This member's query heads (the head group's u-th H/U of q's).
+  const Tensor* q = &q_;
+  if (decode_u_ > 1) {
+    b.copy_2d(q_heads_, hd, q_.view(int64_t(dq0_) * s.d, {(s.B - 1) * Hd + hd}), Hd, s.B, hd);
+    q = &q_heads_;
   }
-  // Every member's partial, then the online-softmax merge in member order (the same order on
-  // every rank, so every rank holds the same o).
+  // This rank's shard: its partial o (float32) and lse, straight into the send buffer.
+  Tensor po = part_.view(0, {s.B, 1, dhq_, s.d}), pl = part_.view(on, {s.B, dhq_, 1});
+  if (f32) {
+    b.attn_fwd(a, *q, kc_, vc_, pos_, key_pos_, po, pl);
+  } else {  // the kernel writes the run dtype; the partial travels in float32
+    b.attn_fwd(a, *q, kc_, vc_, pos_, key_pos_, o_part_run_, pl);
+    b.convert(po, o_part_run_);
+  }
+  // Every merge-group member's partial, then the online-softmax merge in member order (the same
+  // order on every rank, so every member holds the same o).
   Tensor* all = &part_;
   if (decode_p_ > 1) {
-    decode_group()->all_gather(part_, gathered_);
+    decode_groups().merge->all_gather(part_, gathered_);
     all = &gathered_;
   }
   b.copy_2d(o_acc32_, on, *all, on, 1, on);
   b.copy_2d(lse_acc_, ln, all->view(on, {ln}), ln, 1, ln);
   for (int r = 1; r < decode_p_; ++r)
-    b.attn_merge(a, o_acc32_, lse_acc_, gathered_.view(r * part_n, {s.B, 1, hl_, s.d}),
-                 gathered_.view(r * part_n + on, {s.B, hl_, 1}));
-  if (f32) b.copy_2d(o_, on, o_acc32_, on, 1, on);
-  else b.convert(o_, o_acc32_);
+    b.attn_merge(a, o_acc32_, lse_acc_, gathered_.view(r * part_n, {s.B, 1, dhq_, s.d}),
+                 gathered_.view(r * part_n + on, {s.B, dhq_, 1}));
+  if (decode_u_ == 1) {
+    if (f32) b.copy_2d(o_, on, o_acc32_, on, 1, on);
+    else b.convert(o_, o_acc32_);
+  } else {  // the head group's merged o (run dtype), member u's heads into o's columns [u*hd, +hd)
+    if (f32) b.copy_2d(o_part_run_, on, o_acc32_, on, 1, on);
+    else b.convert(o_part_run_, o_acc32_);
+    decode_groups().heads->all_gather(o_part_run_, o_heads_);
+    for (int m = 0; m < decode_u_; ++m) {
+      Tensor od = o_.view(m * hd, {(s.B - 1) * Hd + hd});
+      b.copy_2d(od, Hd, o_heads_.view(m * on, {on}), hd, s.B, hd);
+    }
+  }
   // Kept for verification: this step's o and lse as column step_ of o_steps_, lse_steps_.
   const int64_t S = s.decode_steps;
-  Tensor od = o_steps_.view(step_ * hd, {(s.B - 1) * S * hd + hd});
-  b.copy_2d(od, S * hd, o_, hd, s.B, hd);
+  Tensor od = o_steps_.view(step_ * Hd, {(s.B - 1) * S * Hd + Hd});
+  b.copy_2d(od, S * Hd, o_, Hd, s.B, Hd);
   Tensor ld = lse_steps_.view(step_, {(ln - 1) * S + 1});
   b.copy_2d(ld, S, lse_acc_, 1, ln, 1);
 }
 
-void Block::export_decode_kv(const std::string& name, std::vector<float>& global) {
-  // The new tokens' k, v from the slots this rank owns: slot j holds step decode_r_ + j * p.
+void Block::export_decode(const std::string& name, std::vector<float>& global) {
   const LayerShape& s = env_.shape;
-  const std::vector<float> c = be().download(name == "k" ? kc_ : vc_);
-  const int64_t S = s.decode_steps, Cr = cache_pos_.count(), nk = key_pos_.count(), w = int64_t(gl_) * s.d;
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t i = decode_r_, j = 0; i < S; i += decode_p_, ++j)
-      for (int64_t e = 0; e < w; ++e)
-        global[size_t((b * S + i) * w + e)] += c[size_t((b * nk + Cr + j) * w + e)];
+  const int64_t S = s.decode_steps;
+  if (name == "k" || name == "v") {
+    // The new tokens' k, v from the slots this rank owns (slot j holds step decode_r_ + j * p),
+    // its dgk_ KV heads from dkv0_; replicated heads by the first of their copies.
+    if (!dkv_exporter_) return;
+    const std::vector<float> c = be().download(name == "k" ? kc_ : vc_);
+    const int64_t Cr = cache_pos_.count(), nk = key_pos_.count(), w = int64_t(dgk_) * s.d, gw = int64_t(s.G) * s.d;
+    const int64_t c0 = int64_t(dkv0_) * s.d;
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t i = decode_r_, j = 0; i < S; i += decode_p_, ++j)
+        for (int64_t e = 0; e < w; ++e)
+          global[size_t((b * S + i) * gw + c0 + e)] += c[size_t((b * nk + Cr + j) * w + e)];
+    return;
+  }
+  if (name == "lse") {  // this member's heads, from one member of its merge group
+    if (decode_r_ != 0) return;
+    const std::vector<float> h = be().download(lse_steps_);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t hh = 0; hh < dhq_; ++hh)
+        for (int64_t i = 0; i < S; ++i)
+          global[size_t((b * s.H + dq0_ + hh) * S + i)] += h[size_t((b * dhq_ + hh) * S + i)];
+    return;
+  }
+  // o (every rank holds all heads after the head group's gather): rank 0.
+  if (env_.world->rank() != 0) return;
+  const std::vector<float> h = be().download(o_steps_);
+  if (h.size() != global.size()) throw std::logic_error("export_tensor: decode 'o' size mismatch");
+  for (size_t i = 0; i < h.size(); ++i) global[i] += h[i];
 }
 
 void Block::backward() {
@@ -665,17 +728,11 @@ void Block::backward() {
 
 void Block::export_tensor(const std::string& name, std::vector<float>& global) {
   const LayerShape& s = env_.shape;
-  if (s.decode() && (name == "k" || name == "v")) {  // every rank its own slots (single: rank 0 all)
-    if (!replicated() || env_.world->rank() == 0) export_decode_kv(name, global);
+  if (s.decode() && (name == "k" || name == "v" || name == "o" || name == "lse")) {
+    if (!replicated() || env_.world->rank() == 0) export_decode(name, global);  // single: rank 0 all
     return;
   }
-  if ((replicated() || s.decode()) && env_.world->rank() != 0) return;  // decode: y, o replicated
-  if (s.decode() && (name == "o" || name == "lse")) {
-    const std::vector<float> h = be().download(name == "o" ? o_steps_ : lse_steps_);
-    if (h.size() != global.size()) throw std::logic_error("export_tensor: decode '" + name + "' size mismatch");
-    for (size_t i = 0; i < h.size(); ++i) global[i] += h[i];
-    return;
-  }
+  if ((replicated() || s.decode()) && env_.world->rank() != 0) return;  // decode: x, y replicated
   if (name == "lse") {
     export_lse(global);
     return;
@@ -685,16 +742,21 @@ void Block::export_tensor(const std::string& name, std::vector<float>& global) {
 }
 
 Block::HeldShare Block::held_share() {
-  const int64_t cache_rows = env_.shape.B * cache_pos_.count() * gl_ * env_.shape.d;  // of k, and of v
+  // The cache's heads on this rank: gl_, or under decode the head group's share (dgk_).
+  const int64_t heads = env_.shape.cached > 0 ? kc_.shape[2] : gl_;
+  const int64_t cache_rows = env_.shape.B * cache_pos_.count() * heads * env_.shape.d;  // of k, and of v
   return {reg_.elements(Held::weight), int64_t(reg_["x"].bytes()), tp_.size(),
-          2 * cache_rows * int64_t(dtype_size(env_.shape.dtype))};
+          2 * cache_rows * int64_t(dtype_size(env_.shape.dtype)), cache_pos_.count()};
 }
 
 int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {
   // Token-local tensors kept across the layer, per rank: x, dy, xn, qkv, q, k, v, o, y, do,
   // dqkv, dxn, dx (run dtype) and rstd, dq, dk, dv (float32).
   // Under --cached, T counts the new tokens, and k_cache, v_cache hold the cache shard too.
-  if (s.decode()) return decode_activation_bytes(s, P);
+  if (s.decode()) {  // the cache's tokens over P/U ranks, its heads over U (usp); single: P = 1
+    const int U = m.U > 0 && P % m.U == 0 ? m.U : 1;
+    return decode_activation_bytes(s, P / U, U);
+  }
   const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
   const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
   const int64_t cache = s.cached > 0 ? 2 * s.B * (s.cached / P + T) * Gd * es : 0;
@@ -703,14 +765,14 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BT, 1);
 }
 
-int64_t Block::decode_activation_bytes(const LayerShape& s, int P) {
+int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U) {
   // x, y of the S steps, o_steps (run dtype) and lse_steps; the cache shard with its slots
-  // [B, C/P + ceil(S/P), G, d] twice; the partials (this rank's and P gathered, float32); one
-  // step's tensors are B rows and left out.
+  // [B, C/R + ceil(S/R), max(G,U)/U, d] twice; the partials of H/U heads (this rank's and R
+  // gathered, float32); one step's tensors are B rows and left out.
   const int64_t es = int64_t(dtype_size(s.dtype)), S = s.decode_steps, Hd = int64_t(s.H) * s.d;
-  const int64_t slots = (S + P - 1) / P, part = s.B * (Hd + s.H) * 4;
-  return s.B * S * (2 * s.D + Hd) * es + s.B * s.H * S * 4 + 2 * s.B * (s.cached / P + slots) * int64_t(s.G) * s.d * es +
-         (P > 1 ? P + 1 : 1) * part;
+  const int64_t slots = (S + R - 1) / R, part = s.B * (Hd + s.H) / U * 4, heads = replicated_kv_heads(U, s) / U;
+  return s.B * S * (2 * s.D + Hd) * es + s.B * s.H / U * S * 4 + 2 * s.B * (s.cached / R + slots) * heads * s.d * es +
+         (R > 1 ? R + 1 : 1) * part;
 }
 
 int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t) {

@@ -134,16 +134,20 @@ class Block : public Strategy {
   // After setup, for the whole-model memory estimate (metrics.h model_estimate): the parameters
   // this rank holds of the block (its registry's weight elements: 1/t of the projections under
   // a TP group of t), the bytes of its input x [B, T, D] and the TP degree t; and, under
-  // --cached, the bytes of its KV cache shard (the cached rows of k_cache and v_cache).
+  // --cached, the bytes of its KV cache shard (the cached rows of k_cache and v_cache, its
+  // heads) and the cached tokens they hold.
   struct HeldShare {
     int64_t parameters = 0, input_bytes = 0;
     int tp = 1;
     int64_t kv_cache_bytes = 0;
+    int64_t cache_tokens = 0;  // the cached tokens (per sequence) whose k, v it holds
   };
   HeldShare held_share();
-  // DESIGN's decode bytes (--pass decode): each of the S steps all-gathers every rank's partial
-  // (o in float32 [B, H, d], lse float32 [B, H]) over the P ranks of the CP group.
-  static CommPrediction decode_prediction(const LayerShape& s, int P, int64_t acc);
+  // DESIGN's decode bytes (--pass decode), per step x S: the merge group of R ranks all-gathers
+  // every member's partial for its H/U query heads (o float32, lse float32) on `merge_level`,
+  // then (U > 1) the head group all-gathers the merged o (run dtype) on "ulysses".
+  static CommPrediction decode_prediction(const LayerShape& s, int R, int U, int64_t elem, int64_t acc,
+                                          const std::string& merge_level = "cp");
 
   class SubLayer;  // one sub-layer of the block (block.cpp: attention, the MLP)
 
@@ -172,17 +176,24 @@ class Block : public Strategy {
   // --cached C: the positions of this rank's shard of the KV cache (positions [0, C)), in the
   // order it is stored. Default: the CP group's contiguous split, C/P per rank.
   virtual Positions cache_positions(const LayerShape& s, const Mesh& mesh) const;
-  // --pass decode: the group the cache is sharded over and the partials are merged in (default
-  // the CP group; null: this rank holds the whole cache, as single does).
-  virtual Communicator* decode_group();
+  // --pass decode: `merge` is the group the cache's tokens are sharded over and the partials are
+  // merged in (default the CP group; null: this rank holds the whole cache, as single does);
+  // `heads` the group the heads are sharded over (usp's Ulysses level: each member attends H/U
+  // query heads with max(G,U)/U KV heads, and the merged o is all-gathered over it; null: none).
+  struct DecodeGroups {
+    Communicator* merge = nullptr;
+    Communicator* heads = nullptr;
+  };
+  virtual DecodeGroups decode_groups();
   // That split's shard of rank j of P: positions [j*C/P, (j+1)*C/P).
   static PosSeg cache_shard(const LayerShape& s, int P, int j) { return {j * (s.cached / P), 1, s.cached / P}; }
   // The keys of a rank under --cached, in storage order: its cache shard, then its new tokens.
   static Positions cache_then(Positions cache, const Positions& tokens);
   // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
   // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
-  // The activations per rank under --pass decode (P ranks share the cache; single: P = 1).
-  static int64_t decode_activation_bytes(const LayerShape& s, int P);
+  // The activations per rank under --pass decode: R ranks share the cache's tokens, U its heads
+  // (single: R = U = 1).
+  static int64_t decode_activation_bytes(const LayerShape& s, int R, int U = 1);
   static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t);
 
   // ---- for the cores --------------------------------------------------------------------------
@@ -211,9 +222,15 @@ class Block : public Strategy {
   // of the decode group and this rank's place in it (the owner of step i's cache slot is rank
   // i % decode_p_, its slot Cr + i / decode_p_); o_steps_, lse_steps_ keep every step's merged
   // output [B, S, hl, d] and lse [B, hl, S] for verification.
+  // decode_u_, decode_ui_ the head group's size and this rank's index; dhq_ query heads from
+  // dq0_, dgk_ KV heads (replicated when U > G) from original head dkv0_, exported by the first
+  // of their copies (dkv_exporter_).
   int64_t step_ = 0;
-  int decode_p_ = 1, decode_r_ = 0;
+  int decode_p_ = 1, decode_r_ = 0, decode_u_ = 1, decode_ui_ = 0;
+  int dhq_ = 0, dq0_ = 0, dgk_ = 0, dkv0_ = 0;
+  bool dkv_exporter_ = true;
   Tensor part_, gathered_, o_acc32_, lse_acc_, o_steps_, lse_steps_;
+  Tensor q_heads_, o_part_run_, o_heads_;  // U > 1 (or a non-f32 partial): this member's heads
   // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv's memory (dead once q, k, v are split
   // out of it; nothing exports them), so the conversion allocates nothing and adds no memory.
   Tensor dq_run_, dk_run_, dv_run_;
@@ -222,11 +239,11 @@ class Block : public Strategy {
   class AttentionSubLayer;
   class MlpSubLayer;
   // --pass decode: the buffers of decode_attention (after the sub-layers' setup), one step's
-  // attention on this rank's shard with the partials merged over the decode group, the export
-  // of the new tokens' k, v from the cache slots this rank owns.
+  // attention on this rank's shard with the partials merged over the merge group (and o gathered
+  // over the head group), the export of what the ranks hold (k, v from the slots they own).
   void decode_setup();
   void decode_attention();
-  void export_decode_kv(const std::string& name, std::vector<float>& global);
+  void export_decode(const std::string& name, std::vector<float>& global);  // k, v, o, lse
   std::vector<std::unique_ptr<SubLayer>> sublayers_;
 };
 

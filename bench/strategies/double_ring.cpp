@@ -61,7 +61,7 @@ class DoubleRing final : public Block {
   }
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override {
-    if (s.decode()) return decode_prediction(s, P, acc);  // the cache over all P ranks, as the ring's
+    if (s.decode()) return decode_prediction(s, P, 1, elem, acc);  // the cache over all P ranks, as the ring's
     const int w = m.inner_ring > 0 ? m.inner_ring : P;
     return DoubleRingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, w, P / w, elem, acc,
                                            ring_hops(s, P, w));

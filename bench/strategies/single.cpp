@@ -29,7 +29,7 @@ class Single final : public Block {
 
  protected:
   bool replicated() const override { return true; }
-  Communicator* decode_group() override { return nullptr; }
+  DecodeGroups decode_groups() override { return {}; }  // the whole cache, every head: nothing to merge
   // Every token, or under --cached the new ones after the cache (which it holds whole).
   Positions token_positions(const LayerShape& s, const Mesh&) const override {
     return Positions::contiguous(s.cached, s.new_tokens());

@@ -12,6 +12,7 @@ namespace cpbench {
 CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m,
                                                  int64_t elem, int64_t acc) const {
   if (m.U < 1 || m.R < 1 || m.tp < 1) throw std::logic_error(name() + ": predicted_bytes needs a resolved mesh");
+  if (s.decode()) return decode_prediction(s, m.R, m.U, elem, acc, "ring");
   // hk = hk': the KV heads the ranks hold after any replication, d*max(G, t*U), over the whole
   // model (a TP rank's max(G,t)/t heads, replicated again for U: max(G, t*U)/t, times t ranks).
   const int64_t T = s.B * s.N / P, hq = int64_t(s.H) * s.d, hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;
@@ -48,6 +49,23 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
       << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
   else if (!zz && s.N % P != 0)
     e << name() << ": seq=" << s.N << " is not divisible by P=" << P;
+  if (!e.str().empty()) throw ConstraintError(e.str());
+}
+
+void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& m) const {
+  std::ostringstream e;
+  const std::string heads = head_sharding_error(m.U, s, "ulysses");
+  if (m.tp != 1)
+    e << name() << ": --pass decode with tp=" << m.tp << " is not built (the cache is split over ring x ulysses only)";
+  else if (m.inner_ring > 0)
+    e << name() << ": --pass decode with a double ring level (usp_ring=double) is not built: use usp_ring=single";
+  else if (int64_t(m.U) * m.R != P)
+    e << name() << ": ulysses=" << m.U << " x ring=" << m.R << " must equal P=" << P;
+  else if (!heads.empty())
+    e << name() << ": " << heads << " (--pass decode shards the heads over ulysses)";
+  else if (s.cached % m.R != 0)
+    e << name() << ": cached=" << s.cached << " is not divisible by ring=" << m.R
+      << ": each ring position holds an equal cache shard (--pass decode)";
   if (!e.str().empty()) throw ConstraintError(e.str());
 }
 

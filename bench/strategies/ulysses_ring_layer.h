@@ -53,6 +53,11 @@ class UlyssesRingLayer : public Block {
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
+  // --pass decode (block.h): the cache's tokens split C/R over the ring level, the heads over
+  // Ulysses (H/U query heads, max(G,U)/U KV heads); partials merged over the ring, o gathered
+  // over Ulysses. A single ring level and no tp level (t = 1).
+  bool supports_decode() const override { return true; }
+  void check_decode(const LayerShape& s, int P, const MeshSpec& m) const override;
 
  protected:
   // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (head_sharding_error)
@@ -95,6 +100,7 @@ class UlyssesRingLayer : public Block {
 
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;
   Communicator* tp_group() override;
+  DecodeGroups decode_groups() override { return {&mesh().group("ring"), &mesh().group("ulysses")}; }
   Positions wide_positions() const override;
   void core_setup() override;
   void core_forward() override;

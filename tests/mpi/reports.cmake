@@ -38,8 +38,9 @@ cpbench_report_test(model_p4_cached 4 "--model;tiny;--seq;128;--batch;2;--pass;p
 cpbench_report_test(model_p4_cached_pass_q 4 "--model;tiny;--seq;128;--pass;prefill;--cached;96;--ring-pass;q;--strategies;single,ring,ring-zigzag,ring-striped;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 # --pass decode: S all-gathers of (o, lse) in float32 per layer, the cache shard's bytes and tpot.
 # --block full with --mem-limit: the longest cache that fits (inference.max_cached_tokens), recomputed.
-cpbench_report_test(model_p4_decode_fit 4 "--model;tiny;--block;full;--mem-limit;64MiB;--pass;decode;--cached;256;--decode-steps;3;--strategies;single,ring-zigzag,double-ring;${_fast}" "${_py} ${_chk} model REPORT --min-ok 3")
+cpbench_report_test(model_p4_decode_fit 4 "--model;tiny;--block;full;--mem-limit;64MiB;--pass;decode;--cached;256;--decode-steps;3;--strategies;single,ring-zigzag,double-ring,usp;--ulysses;2;--ring;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 cpbench_report_test(model_p4_decode 4 "--model;tiny;--batch;2;--pass;decode;--cached;128;--decode-steps;6;--strategies;single,ring,ring-striped,double-ring;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
+cpbench_report_test(model_p4_decode_usp 4 "--model;tiny;--batch;2;--heads;8;--kv-heads;2;--pass;decode;--cached;128;--decode-steps;5;--strategies;single,usp,ulysses;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 cpbench_report_test(model_p3 3 "--model;tiny;--seq;132;--heads;6;--kv-heads;3;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 6")
 cpbench_report_test(model_p4_mesh 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p4_ring_inner 4 "--model;tiny;--seq;128;--heads;4;--kv-heads;4;--mesh;all;--placement;ring-inner;--no-causal;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")

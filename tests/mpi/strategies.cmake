@@ -68,6 +68,12 @@ cpbench_verify_test(p2_decode_window 2 --min-verified 4 --model tiny --cached 96
 cpbench_verify_test(p4_decode_b2_full 4 --min-verified 4 --model tiny --cached 112 --decode-steps 7 --batch 2 --heads 8 --kv-heads 4 --block full ${_decode})
 cpbench_verify_test(p6_decode 6 --min-verified 4 --model tiny --cached 144 --decode-steps 9 --heads 6 --kv-heads 3 ${_decode})
 cpbench_verify_test(p8_decode_window 8 --min-verified 4 --model tiny --cached 160 --decode-steps 11 --heads 8 --kv-heads 2 --window 24 ${_decode})
+# usp's decode: the cache's tokens over the ring level, the heads over Ulysses (KV heads
+# replicated when U > G), every U x R; ulysses is the mesh U = P (the heads alone).
+set(_decode_usp --pass decode --strategies usp,ulysses --mesh all)
+cpbench_verify_test(p4_decode_usp_b2 4 --min-verified 4 --model tiny --cached 96 --decode-steps 5 --batch 2 --heads 8 --kv-heads 2 --block full ${_decode_usp})
+cpbench_verify_test(p6_decode_usp_window 6 --min-verified 4 --model tiny --cached 120 --decode-steps 7 --heads 6 --kv-heads 3 --window 30 ${_decode_usp})
+cpbench_verify_test(p8_decode_usp 8 --min-verified 4 --model tiny --cached 128 --decode-steps 9 --heads 8 --kv-heads 4 ${_decode_usp})
 # The masked layer of every strategy against an independent float64 NumPy recomputation that
 # rebuilds the mask and the per-document RoPE positions from meta.json.
 add_test(NAME dump_p4_float64_masks
@@ -98,7 +104,9 @@ cpbench_fail_test(cached_zigzag_new_tokens 4 "ring-zigzag: seq=12 is not divisib
 cpbench_fail_test(decode_no_cache 2 "--pass decode reads a KV cache: it needs --cached C > 0 \\(got cached=0\\)" run --model tiny --pass decode)
 cpbench_fail_test(decode_seq 2 "--pass decode: seq is the cached length, so --seq must equal --cached 64 \\(got seq=128: omit --seq\\)" run --model tiny --seq 128 --pass decode --cached 64)
 cpbench_fail_test(decode_steps_train 2 "--decode-steps 4 applies to --pass decode only \\(got pass=prefill\\)" run --model tiny --seq 64 --pass prefill --decode-steps 4)
-cpbench_fail_test(decode_ulysses 2 "ulysses: --pass decode is built for the ring family and single only" run --model tiny --pass decode --cached 64 --strategies ring,ulysses)
+cpbench_fail_test(decode_allgather_kv 2 "allgather-kv: --pass decode is built for the ring family, usp and ulysses only" run --model tiny --pass decode --cached 64 --strategies ring,allgather-kv)
+cpbench_fail_test(decode_usp_tp 4 "usp: --pass decode with tp=2 is not built" run --model tiny --pass decode --cached 64 --strategies usp --tp 2)
+cpbench_fail_test(decode_usp_ring_shard 4 "usp: cached=30 is not divisible by ring=4: each ring position holds an equal cache shard" run --model tiny --pass decode --cached 30 --strategies usp --ulysses 1 --ring 4)
 cpbench_fail_test(decode_shard 4 "ring: cached=30 is not divisible by P=4: each rank holds an equal cache shard \\(--pass decode\\)" run --model tiny --pass decode --cached 30 --strategies ring)
 cpbench_fail_test(block_unknown 2 "--block must be attn or full, got \"mlp\"" run --model tiny --seq 64 --block mlp)
 cpbench_fail_test(megatron_ffn_dim 2 "megatron-sp: P=2 does not divide ffn_dim=97" run --model tiny --seq 64 --block full --ffn-dim 97 --strategies megatron-sp)

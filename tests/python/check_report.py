@@ -66,6 +66,15 @@ def by_label(rep):
     return {r["label"]: r for r in ok_results(rep)}
 
 
+def decode_mesh(r, P):
+    """(U, R) of a decode result: usp's (ulysses: U = P) head and ring groups; single (1, 1); every
+    other strategy (1, P)."""
+    if r["strategy"] == "single":
+        return 1, 1
+    U = (r["mesh"].get("ulysses") or 1) if r["strategy"] in ("usp", "ulysses") else 1
+    return U, P // U
+
+
 def fit_check(r, cfg, P):
     """inference.max_cached_tokens recomputed (DESIGN: weights bf16 of L blocks + 2 V D, one step's
     measured memory = peak - weights - the cache shard, L layers of 2 B G d s per cached token held,
@@ -79,8 +88,8 @@ def fit_check(r, cfg, P):
     weights = (L * block_parameters(cfg, 1) + 2 * V * D) * 2
     mem = r["memory"]
     step = max(0, mem["peak_bytes"] - mem["weights"] - inf["kv_cache_bytes"])
-    per_token = 2 * cfg["batch"] * cfg["kv_heads"] * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
-    shards = 1 if r["strategy"] == "single" else P
+    U, shards = decode_mesh(r, P) if cfg["pass"] == "decode" else (1, 1 if r["strategy"] == "single" else P)
+    per_token = 2 * cfg["batch"] * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
     room = cap - weights - step
     want = shards * (room // (L * per_token)) if room > 0 else 0
     check(inf["memory_capacity_bytes"] == cap and inf["max_cached_tokens"] == want,
@@ -140,8 +149,8 @@ def cmd_model(a):
             # every rank's float32 (o [B, H, d], lse [B, H]) to the P-1 others; nothing in the
             # backward; the cache shard C/P (single: C); tpot = the step median / S.
             P, inf, S = cfg["world_size"], r["inference"], cfg["decode_steps"]
-            shard = C if r["strategy"] == "single" else C // P
-            want_cache = 2 * cfg["batch"] * shard * cfg["kv_heads"] * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+            U, R = decode_mesh(r, P)
+            want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
             check(r["seq"] == C and inf["pass"] == "decode" and inf["cached"] == C and inf["decode_steps"] == S
                   and inf["new_tokens"] == S and inf["kv_cache_bytes"] == want_cache and inf["ttft_ms"] is None
                   and inf["miss_rate"] is None and inf["ring_pass"] is None
@@ -149,10 +158,13 @@ def cmd_model(a):
                   f"{r['label']} seq={r['seq']}: decode inference {inf}, expected cached {C}, S {S}, "
                   f"kv_cache_bytes {want_cache}")
             fit_check(r, cfg, P)
-            B, H = cfg["batch"], cfg["heads"]
-            want = 0 if r["strategy"] == "single" else S * (4 * B * H * cfg["head_dim"] + 4 * B * H) * (P - 1)
+            # usp (and ulysses, U = P): the merge over the R ring ranks on H/U heads, then o (run
+            # dtype) all-gathered over the U Ulysses ranks; the others R = P, U = 1.
+            B, H, d = cfg["batch"], cfg["heads"], cfg["head_dim"]
+            want = 0 if r["strategy"] == "single" else \
+                S * (4 * B * H // U * d + 4 * B * H // U) * (R - 1) + S * ELEM_BYTES[cfg["dtype"]] * B * H // U * d * (U - 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
-                  f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want}")
+                  f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (U={U}, R={R})")
         elif C and cfg.get("ring_pass") != "q" and r["strategy"] != "single" and not cfg["mask"]["window"]:
             # pass-KV under --cached, computed here: each rank's whole key block (its C/P cache
             # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward.
