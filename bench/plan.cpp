@@ -52,7 +52,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
                                   "(ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           if (!shape.decode() && shape.cached > 0 && !strat->supports_cached())
             throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.cached) +
-                                  " is built for the ring family only (ring, ring-zigzag, ring-striped)");
+                                  " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring)");
           check_shape(*strat, shape, P, job.mesh);
           if (shape.ring_pass_q && !strat->supports_pass_q())
             throw ConstraintError(strat->name() +

@@ -29,6 +29,7 @@ class DoubleRing final : public Block {
   std::string tiers() const override { return "inner rings inside a node; each rank sends only its R/w-1 outer blocks across nodes, not all R-1"; }
   std::string constraints() const override { return "2P divides seq; inner ring w divides P"; }
   bool supports_decode() const override { return true; }
+  bool supports_cached() const override { return true; }  // pass-KV only: no pass-Q schedule on two levels
   std::string label(const MeshSpec& m) const override {
     return name() + "[w" + std::to_string(m.inner_ring) + "]";
   }
@@ -63,6 +64,7 @@ class DoubleRing final : public Block {
                                  int64_t acc) const override {
     if (s.decode()) return decode_prediction(s, P, 1, elem, acc);  // the cache over all P ranks, as the ring's
     const int w = m.inner_ring > 0 ? m.inner_ring : P;
+    // Under --cached a K,V block is a rank's cache shard and its new tokens: N/P tokens, as without.
     return DoubleRingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, w, P / w, elem, acc,
                                            ring_hops(s, P, w));
   }
@@ -76,23 +78,43 @@ class DoubleRing final : public Block {
   // DESIGN's hop truncation on the two-level schedule: a pure function of the layout and the
   // mask (every rank computes the same; predicted_bytes uses it).
   DoubleRingHops ring_hops(const LayerShape& s, int P, int w) const {
-    return DoubleRingCore::effective_hops(w, P / w, [&](int j) { return rank_positions(s, P, j); }, s);
+    return DoubleRingCore::effective_hops(w, P / w, [&](int j) { return layout(s, P, j); },
+                                          [&](int j) { return keys(s, P, j); }, s);
+  }
+  // The tokens of ring position j: its zigzag chunks, or under --cached C those of the N - C new
+  // tokens, placed after the cache (positions C..N-1).
+  Positions layout(const LayerShape& s, int P, int j) const {
+    if (s.cached == 0) return rank_positions(s, P, j);
+    LayerShape fresh = s;
+    fresh.N = s.new_tokens();
+    fresh.cached = 0;
+    const Positions p = rank_positions(fresh, P, j);
+    return Positions::two(p.seg(0).start + s.cached, p.seg(0).count, p.seg(1).start + s.cached, p.seg(1).count);
+  }
+  // Its keys: its tokens, or under --cached its cache shard (the contiguous split) then its new tokens.
+  Positions keys(const LayerShape& s, int P, int j) const {
+    if (s.cached == 0) return layout(s, P, j);
+    return cache_then(Positions::segments({cache_shard(s, P, j)}), layout(s, P, j));
   }
   Positions token_positions(const LayerShape& s, const Mesh& m) const override {
-    return rank_positions(s, m.P, m.cp->rank());
+    return layout(s, m.P, m.cp->rank());
   }
   void core_setup() override {
     const LayerShape& s = shape();
     RingCoreShape cs;
     cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
     cs.window = s.window; cs.docs = s.docs;
+    cs.nk = key_pos_.count();
     const int P = mesh().P;
     Communicator& inner = mesh().group("ring_inner");
-    core_.setup(be(), inner, mesh().group("ring_outer"), cs,
-                [this, P](int j) { return rank_positions(shape(), P, j); });
+    std::vector<Positions> qtab, ktab;  // every position's tokens and keys, once
+    for (int j = 0; j < P; ++j) qtab.push_back(layout(s, P, j)), ktab.push_back(keys(s, P, j));
+    core_.setup(be(), inner, mesh().group("ring_outer"), cs, [qtab](int j) { return qtab[size_t(j)]; },
+                [ktab](int j) { return ktab[size_t(j)]; });
     hops_ = ring_hops(s, P, inner.size());
   }
-  void core_forward() override { core_.forward(q_, k_, v_, o_, hops_); }
+  // kc_, vc_ are k_, v_ themselves without a cache (block.h).
+  void core_forward() override { core_.forward(q_, kc_, vc_, o_, hops_); }
   void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_, hops_); }
   void export_lse(std::vector<float>& global) override {
     const LayerShape& s = shape();
@@ -100,7 +122,8 @@ class DoubleRing final : public Block {
   }
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override {
     RingCoreShape cs;
-    cs.B = s.B; cs.n = s.N / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
+    cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
+    cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
     const int w = m.inner_ring > 0 ? m.inner_ring : P;
     return DoubleRingCore::activation_bytes(cs, w, P / w);
   }

@@ -12,15 +12,16 @@ constexpr int kTagInnerKV = 111, kTagOuterKV = 112, kTagInnerAcc = 113, kTagOute
 }  // namespace
 
 void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer, const RingCoreShape& s,
-                           BlockPositions block_pos) {
+                           BlockPositions block_pos, BlockPositions key_pos) {
   be_ = &be;
   inner_ = &inner;
   outer_ = &outer;
   s_ = s;
   const int w = inner.size(), W = outer.size();
-  steps_.setup_steps(be, outer.rank() * w + inner.rank(), w * W, s, std::move(block_pos));
-  // Allocated even for a ring of one (P = 1), so the loops have no special case.
-  const int64_t kv = 2 * s.B * s.n * s.hk * s.d;
+  steps_.setup_steps(be, outer.rank() * w + inner.rank(), w * W, s, std::move(block_pos), std::move(key_pos));
+  // Allocated even for a ring of one (P = 1), so the loops have no special case. A K,V block is
+  // a ring position's keys (under --cached its cache shard too).
+  const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
   for (Tensor& t : round_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : hop_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
@@ -37,7 +38,7 @@ int DoubleRingCore::owner(int t, int j) const {
 }
 
 void DoubleRingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
-  const int64_t e = s_.B * s_.n * s_.hk * s_.d;
+  const int64_t e = s_.B * s_.keys() * s_.hk * s_.d;
   Tensor kd = steps_.kv_view(buf, 0), vd = steps_.kv_view(buf, 1);
   be_->copy_2d(kd, e, k, e, 1, e);
   be_->copy_2d(vd, e, v, e, 1, e);
@@ -84,6 +85,7 @@ void DoubleRingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, const DoubleRingHops& hops) {
   check_hops(hops);
+  if (s_.keys() != s_.n) throw std::logic_error("double ring core: backward needs as many keys as queries per rank (no cache)");
   Backend& b = *be_;
   Communicator& in = *inner_;
   Communicator& out = *outer_;
@@ -205,14 +207,19 @@ DoubleRingHops DoubleRingHops::full(int w, int W) {
 }
 
 DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions& block_pos, const LayerShape& s) {
+  return effective_hops(w, W, block_pos, block_pos, s);
+}
+
+DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                              const LayerShape& s) {
   AttnShape a;
   a.causal = s.causal;
   a.window = s.window;
   a.docs = s.docs;
   const AttnMask mask = a.mask();
   const int R = w * W;
-  std::vector<Positions> pos;
-  for (int rho = 0; rho < R; ++rho) pos.push_back(block_pos(rho));
+  std::vector<Positions> pos, keys;
+  for (int rho = 0; rho < R; ++rho) pos.push_back(q_pos(rho)), keys.push_back(k_pos(rho));
   // needed[t][j]: some rank (o, i) sees the block it holds at round t, inner step j: that of
   // ring position ((o-t) mod W)*w + (i-j) mod w.
   std::vector<std::vector<bool>> needed(size_t(W), std::vector<bool>(size_t(w), false));
@@ -221,7 +228,7 @@ DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions
       for (int o = 0; o < W && !needed[size_t(t)][size_t(j)]; ++o)
         for (int i = 0; i < w; ++i) {
           const int held = ((o - t + W) % W) * w + (i - j + w) % w;
-          if (any_visible_pair(pos[size_t(o * w + i)], pos[size_t(held)], mask)) {
+          if (any_visible_pair(pos[size_t(o * w + i)], keys[size_t(held)], mask)) {
             needed[size_t(t)][size_t(j)] = true;
             break;
           }

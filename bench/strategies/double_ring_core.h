@@ -48,9 +48,10 @@ struct DoubleRingHops {
 class DoubleRingCore {
  public:
   // `inner` (w ranks) and `outer` (W ranks) are this rank's groups; ring position = outer.rank()*w
-  // + inner.rank(); block_pos(rho) are the tokens of ring position rho.
+  // + inner.rank(); block_pos(rho) are the tokens of ring position rho; key_pos(rho) its keys
+  // when they differ (--cached: its cache shard, then its new tokens; s.nk of them), else empty.
   void setup(Backend& be, Communicator& inner, Communicator& outer, const RingCoreShape& s,
-             BlockPositions block_pos);
+             BlockPositions block_pos, BlockPositions key_pos = {});
   // Same contracts as RingCore::forward / backward, running the hops `hops` (a valid schedule
   // for this w, W: rounds <= W-1, one inner[t] in [0, w-1] per round; the same on every rank).
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, const DoubleRingHops& hops);
@@ -65,6 +66,9 @@ class DoubleRingCore {
   // the layout and the mask: every rank computes the same schedule. full(w, W) without a window
   // or documents (every block is seen by some rank in these layouts).
   static DoubleRingHops effective_hops(int w, int W, const BlockPositions& block_pos, const LayerShape& s);
+  // The same with the keys of a ring position apart from its queries (--cached).
+  static DoubleRingHops effective_hops(int w, int W, const BlockPositions& q_pos, const BlockPositions& k_pos,
+                                       const LayerShape& s);
   static int64_t activation_bytes(const RingCoreShape& s, int w, int W);
   // The bytes above for `hops`, by level (ring_inner, ring_outer) and destination offset.
   static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int w, int W, int64_t elem, int64_t acc,
