@@ -296,9 +296,6 @@ void finalize_config(RunConfig& c, int P) {
       throw std::invalid_argument("--cached " + std::to_string(c.cached) +
                                   " is built for one sequence whose prefix is cached: not with --docs or --balance (docs='" +
                                   c.docs_spec + "' balance=" + c.balance + ")");
-    if (!c.dump.empty())
-      throw std::invalid_argument("--cached " + std::to_string(c.cached) +
-                                  ": the dump format with the cache's k, v is not built yet; drop --dump");
   }
   if (c.docs_resample) {
     // Another pack per iteration needs a spec that draws at random with the run's seed.

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/inputs.h"
 #include "bench/result.h"
 
 namespace cpbench {
@@ -49,14 +50,46 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create " + dir + ": " + ec.message());
-  for (const auto& [name, data] : tensors) write_npy(dir + "/" + name + ".npy", data, global_tensor_shape(name, shape));
+  // Under --cached prefill the token tensors hold N rows of which only the N - C new ones are
+  // computed: the dump keeps those (rows, or lse's columns, [C, N)). Decode's already are the S
+  // new tokens. Either way the cache k, v [B, C, G, d] follow: the seeded values every strategy
+  // reads (inputs.h), so a reader can recompute the layer.
+  const bool prefix = shape.cached > 0 && !shape.decode();
+  const int64_t C = shape.cached, rows = shape.token_rows(), kept = prefix ? rows - C : rows;
+  for (const auto& [name, data] : tensors) {
+    std::vector<int64_t> dims = global_tensor_shape(name, shape);
+    const bool tokens = dims.size() >= 3 && dims[0] == shape.B && (dims[1] == rows || (name == "lse" && dims[2] == rows));
+    if (!prefix || !tokens) {
+      write_npy(dir + "/" + name + ".npy", data, dims);
+      continue;
+    }
+    // [B, N, w] -> [B, N - C, w]; lse [B, H, N] -> [B, H, N - C]
+    const bool lse = name == "lse";
+    const int64_t outer = lse ? shape.B * dims[1] : shape.B, w = lse ? 1 : int64_t(data.size()) / (shape.B * rows);
+    std::vector<float> cut(size_t(outer * kept * w));
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy_n(&data[size_t((o * rows + C) * w)], kept * w, &cut[size_t(o * kept * w)]);
+    if (lse) dims[2] = kept;
+    else dims[1] = kept;
+    write_npy(dir + "/" + name + ".npy", cut, dims);
+  }
+  if (C > 0) {
+    const int64_t Gd = int64_t(shape.G) * shape.d, Hd = int64_t(shape.H) * shape.d;
+    for (auto [id, file] : {std::pair{InputId::k_cache, "k_cache"}, std::pair{InputId::v_cache, "v_cache"}})
+      write_npy(dir + "/" + file + ".npy",
+                input_token_rows(cfg.seed, id, shape.B, C, Gd, Positions::contiguous(0, C), 0, Gd, input_law(id, shape.D, Hd)),
+                {shape.B, C, shape.G, shape.d});
+  }
   nlohmann::json meta = {
       {"strategy", label}, {"B", shape.B}, {"N", shape.N}, {"H", shape.H}, {"G", shape.G}, {"d", shape.d},
       {"D", shape.D}, {"causal", shape.causal}, {"rope", shape.rope}, {"P", world_size},
       {"mesh", mesh_json(mesh)},
       {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg.seed}, {"dtype", cfg.dtype},
       {"window", shape.window}, {"pass", shape.decode() ? "decode" : shape.prefill ? "prefill" : "train"},
-      {"block", shape.full_block ? "full" : "attn"}, {"F", shape.F}};
+      {"block", shape.full_block ? "full" : "attn"}, {"F", shape.F},
+      // --cached C: the token tensors are the new tokens, at positions C .. (prefill: N - C of
+      // them; decode: decode_steps, one per step), and k_cache.npy, v_cache.npy hold the cache.
+      {"cached", shape.cached}, {"decode_steps", shape.decode_steps}};
   if (!shape.doc_lens.empty()) meta["doc_lens"] = shape.doc_lens;  // absent: one document
   std::ofstream mf(dir + "/meta.json");
   mf << meta.dump(2) << "\n";

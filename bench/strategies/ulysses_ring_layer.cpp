@@ -24,6 +24,10 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   const int64_t sTD = elem * T * s.D, sublayers = s.full_block ? 2 : 1;
   p.add("tp", Phase::fwd, 0, sublayers * 2 * sTD * (m.tp - 1)).add("tp", Phase::bwd, 0, sublayers * 3 * sTD * (m.tp - 1));
   p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
+  // pass-Q (single ring level): a rank's Q block is its ring index's U*T tokens x H/U heads, the
+  // same T*H*d elements as its own q; its partial's lse T*H.
+  if (s.ring_pass_q)
+    return p.add(RingCore::predicted_bytes_pass_q(T, hq, s.H, m.R, elem, acc, ring_hops(s, m), "ring"));
   return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc,
                                                                 double_ring_hops(s, m))
                                 : RingCore::predicted_bytes(T, hk, m.R, elem, acc, ring_hops(s, m)));
@@ -154,7 +158,7 @@ void UlyssesRingLayer::core_setup() {
   }
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
-  cs.window = s.window; cs.docs = s.docs;
+  cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
   if (double_ring()) {
     dring_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
                  [this](int j) { return ring_block(j); });
@@ -191,6 +195,7 @@ void UlyssesRingLayer::core_forward() {
   c.all_to_all(send, recv);
   unpack_peers_to_sequence(b, recv, s.B, Tw, s.d, Un, nseg(), {{&q_r_, H}, {&k_r_, Ge}, {&v_r_, Ge}});
   if (double_ring()) dring_.forward(q_r_, k_r_, v_r_, o_r_, dring_hops_);
+  else if (s.ring_pass_q) ring_.forward_pass_q(q_r_, k_r_, v_r_, o_r_, hops_);
   else ring_.forward(q_r_, k_r_, v_r_, o_r_, hops_);
   // o: back to my tokens, all heads
   Tensor send_o = send_.view(0, {s.B * Tw * H * s.d});

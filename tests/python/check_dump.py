@@ -9,6 +9,12 @@ compares every dumped result of every strategy with it by verify's rule
 and dk, 0 otherwise). Also checks that every strategy saw the same inputs. Exit 0 when all agree
 within the tolerance, 1 otherwise.
 
+Under a KV cache (meta "cached" C > 0: `--pass prefill --cached C`, or `--pass decode`) only the
+forward runs and the dump holds the new tokens alone (prefill: N - C of them at positions C..N-1;
+decode: decode_steps S at C..C+S-1) plus the cache k_cache, v_cache [B, C, G, d]: the forward of
+the new tokens is recomputed with their queries attending the cache and, causally, each other,
+and the forward tensors are compared (there are no gradients to check).
+
 usage: check_dump.py DIR [--tol 1e-5]
 """
 import argparse
@@ -107,6 +113,71 @@ def reference(inp, meta):
                 dq=dq, dk=dk, dv=dv, lse=lse, **mlp)
 
 
+def uses_cache(meta):
+    """Whether the dump is of a KV-cache pass (--cached prefill or decode): forward only, the new
+    tokens after a C-token cache. A prefill without a cache (cached 0) is checked as before."""
+    return meta.get("pass") == "decode" or meta.get("cached", 0) > 0
+
+
+def new_tokens(meta):
+    """How many new tokens a KV-cache dump holds: N - C under prefill, one per step under decode
+    (whose meta N is C, the cache's length)."""
+    return meta["decode_steps"] if meta["pass"] == "decode" else meta["N"] - meta["cached"]
+
+
+def cached_reference(inp, meta):
+    """The forward of the T new tokens after the C-token cache in float64: DESIGN "Persistent-KV
+    prefill" and "Decode". Same block as reference(), but RoPE at the global positions C..C+T-1
+    and keys = the cache (positions 0..C-1, used as dumped: it stands for the roped k, v a
+    previous prefill wrote, so it is neither recomputed nor rotated here) then the new tokens'
+    own k, v. Returns the forward tensors the pass dumps (decode has no q)."""
+    B, H, G, d, D, C = (meta[k] for k in ("B", "H", "G", "d", "D", "cached"))
+    eps, theta = meta["eps"], meta.get("rope_theta", 10000.0)
+    decode = meta["pass"] == "decode"
+    x, w, wqkv, wo = (inp[k].astype(np.float64) for k in ("x", "norm_w", "w_qkv", "w_o"))
+    k_cache, v_cache = (inp[k].astype(np.float64) for k in ("k_cache", "v_cache"))
+    T = x.shape[1]
+    pos = C + np.arange(T)  # --cached excludes --docs, so RoPE positions are the global ones
+    r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    qkv = (x * r * w) @ wqkv
+    q = qkv[..., : H * d].reshape(B, T, H, d)
+    k = qkv[..., H * d: (H + G) * d].reshape(B, T, G, d)
+    v = qkv[..., (H + G) * d:].reshape(B, T, G, d)
+    if meta["rope"]:
+        q, k = rope(q, pos, theta), rope(k, pos, theta)
+    rep = H // G
+    kh = np.repeat(np.concatenate([k_cache, k], axis=1), rep, axis=2)  # [B, C + T, H, d]
+    vh = np.repeat(np.concatenate([v_cache, v], axis=1), rep, axis=2)
+    # Keys sit at positions 0..C+T-1 and the queries at C..C+T-1: the rows C.. of DESIGN's rule
+    # on C + T tokens (causal, window). Decode is causal whatever meta's "causal" says.
+    vis = visibility(dict(meta, N=C + T, causal=meta["causal"] or decode))[C:]
+    s = np.einsum("bqhd,bkhd->bhqk", q, kh) / np.sqrt(d)
+    s = np.where(vis[None, None], s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)  # finite: every query sees at least its own key
+    p = np.exp(s - m)
+    l = p.sum(axis=-1, keepdims=True)
+    lse = (m + np.log(l))[..., 0]  # [B, H, T]
+    o = np.einsum("bhqk,bkhd->bqhd", p / l, vh)
+    y = x + o.reshape(B, T, H * d) @ wo
+    if meta.get("block") == "full":  # the SwiGLU MLP sub-layer, forward only
+        w2, wg, wu, wd = (inp[k].astype(np.float64) for k in ("norm2_w", "w_gate", "w_up", "w_down"))
+        hn = y * w2 / np.sqrt(np.mean(y * y, axis=-1, keepdims=True) + eps)
+        a = hn @ wg
+        y = y + (a / (1.0 + np.exp(-a)) * (hn @ wu)) @ wd
+    out = dict(y=y, k=k, v=v, o=o, lse=lse)
+    if not decode:  # decode's q is recomputed on every rank and not dumped
+        out["q"] = q
+    return out
+
+
+def input_shapes(meta):
+    """The shapes of a KV-cache dump's token-shaped inputs, checked before they are used so that a
+    wrong row count fails with its name rather than as a NumPy error (or, worse, as a result
+    compared with the wrong positions)."""
+    B, D, G, d, C, T = meta["B"], meta["D"], meta["G"], meta["d"], meta["cached"], new_tokens(meta)
+    return dict(x=(B, T, D), dy=(B, T, D), k_cache=(B, C, G, d), v_cache=(B, C, G, d))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
@@ -129,18 +200,45 @@ def main():
                 print(f"{s}: {name} has dtype {arr.dtype}, expected float32")
                 failures += 1
         mlp_inputs = ("norm2_w", "w_gate", "w_up", "w_down") if meta.get("block") == "full" else ()
-        inp = {k: t[k] for k in ("x", "norm_w", "w_qkv", "w_o", "dy") + mlp_inputs}
+        cache = uses_cache(meta)
+        # Under a KV cache the cache is an input every strategy must read the same; decode has no
+        # dy (no backward, and no prefill's dy [B, N - C, D] either).
+        input_names = ("x", "norm_w", "w_qkv", "w_o") + (("dy",) if meta.get("pass") != "decode" else ()) \
+            + mlp_inputs + (("k_cache", "v_cache") if cache else ())
+        missing = [k for k in input_names if k not in t]
+        bad_shapes = [f"{k} shape {t[k].shape}, expected {want}" for k, want in input_shapes(meta).items()
+                      if cache and k in t and t[k].shape != want]
+        if missing or bad_shapes:
+            for problem in ([f"input {k}.npy is missing" for k in missing] + [f"input {b}" for b in bad_shapes]):
+                print(f"{s}: {problem}")
+            failures += 1
+            failed_strategies += 1
+            continue
+        inp = {k: t[k] for k in input_names}
         if inputs0 is None:
             inputs0 = inp
         else:
             for k in inp:
-                if not np.array_equal(inp[k], inputs0[k]):
+                if k not in inputs0 or not np.array_equal(inp[k], inputs0[k]):
                     print(f"{s}: input {k} differs from {strategies[0]}'s")
                     failures += 1
-        ref = reference(inp, meta)
-        scales = gradient_scales(ref, meta)
+        if cache:
+            ref = cached_reference(inp, meta)
+            scales = {}  # forward only: no dq, dk, hence no scale m (plain relative L2 error)
+        else:
+            ref = reference(inp, meta)
+            scales = gradient_scales(ref, meta)
+        # A dumped tensor that is neither an input nor recomputed would pass unchecked.
+        for name in sorted(set(t) - set(inp) - set(ref)):
+            print(f"{s}: {name}.npy is dumped but not checked (no reference for it under pass={meta.get('pass')})")
+            failures += 1
         worst, worst_name = 0.0, ""
         for name, want in ref.items():
+            if name not in t:  # every tensor the pass computes must be there (gradients are not
+                # in a KV-cache reference at all, so none is looked for)
+                print(f"{s}: {name}.npy is missing")
+                failures += 1
+                continue
             if t[name].shape != want.shape:
                 print(f"{s}: {name} shape {t[name].shape}, expected {want.shape}")
                 failures += 1

@@ -177,9 +177,14 @@ def cmd_model(a):
             # DESIGN's pass-Q formula, computed here: Q goes K = P-1 hops (no window, no documents),
             # its float32 partial (o, lse) K hops with it plus one send back to the owner. Under
             # --cached only the (N-C)/P new queries of a rank travel.
+            # usp (t = 1): the ring is its R ring indices (K = R - 1), and the Ulysses all-to-all of
+            # q, k, v (KV heads replicated to max(G, U)) comes first: s*T*(2*H*d + 2*Ge*d)*(U-1)/U.
             P = cfg["world_size"]
-            Tq, hq, K = cfg["batch"] * (r["seq"] - C) // P, cfg["heads"] * cfg["head_dim"], P - 1
-            want = ELEM_BYTES[cfg["dtype"]] * Tq * hq * K + (4 * Tq * hq + 4 * Tq * cfg["heads"]) * (K + 1)
+            U = (r["mesh"].get("ulysses") or 1) if r["strategy"] == "usp" else 1
+            Tq, hq, K = cfg["batch"] * (r["seq"] - C) // P, cfg["heads"] * cfg["head_dim"], P // U - 1
+            e = ELEM_BYTES[cfg["dtype"]]
+            a2a = e * Tq * (2 * hq + 2 * max(cfg["kv_heads"], U) * cfg["head_dim"]) * (U - 1) // U
+            want = a2a + (e * Tq * hq * K + (4 * Tq * hq + 4 * Tq * cfg["heads"]) * (K + 1) if K > 0 else 0)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
