@@ -13,6 +13,7 @@ void check_shape(const Strategy& strat, const LayerShape& shape, int P, const Me
   if (shape.cached % P != 0)
     throw ConstraintError(strat.name() + ": cached=" + std::to_string(shape.cached) +
                           " is not divisible by P=" + std::to_string(P) + ": each rank holds an equal cache shard" + under);
+  strat.check_cached(shape, P, mesh);
   LayerShape fresh = shape;
   fresh.N = shape.new_tokens();
   fresh.cached = 0;
@@ -52,7 +53,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
                                   "(ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           if (!shape.decode() && shape.cached > 0 && !strat->supports_cached())
             throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.cached) +
-                                  " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring)");
+                                  " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           check_shape(*strat, shape, P, job.mesh);
           if (shape.ring_pass_q && !strat->supports_pass_q())
             throw ConstraintError(strat->name() +

@@ -163,6 +163,11 @@ class Strategy {
   // --pass decode: the cache sharded over the CP group, partials merged by one all-gather
   // (Block's decode step, block.h): the ring family, the double ring and single.
   virtual bool supports_decode() const { return false; }
+  // Throws ConstraintError naming the values when it cannot prefill against a cache (--cached)
+  // on this mesh, beyond its layout's constraints on the new tokens (default: none).
+  virtual void check_cached(const LayerShape& s, int P, const MeshSpec& m) const {
+    (void)s, (void)P, (void)m;
+  }
   // Throws ConstraintError naming the values when it cannot decode this cache on this mesh.
   // Default: an equal cache shard per rank, P | C.
   virtual void check_decode(const LayerShape& s, int P, const MeshSpec& m) const {

@@ -249,7 +249,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     k.dq_ = reg.add("dq", {s.B, n, k.hl_, s.d}, DType::f32, Held::activation, "dq", heads_q(true));
     k.dk_ = reg.add("dk", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dk", heads_kv(true));
     k.dv_ = reg.add("dv", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dv", heads_kv(true));
-    if (s.cached > 0) {
+    if (s.cached > 0 && !k.core_holds_cache()) {
       // The KV cache shard (t = 1 under --cached: every head on this rank), seeded as the roped
       // k and v a previous prefill would have written; the new rows are filled every forward.
       // Its rows: the Cr cached tokens, then the new ones (prefill: this rank's n; decode: the
@@ -305,7 +305,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
                        k.k_, k.v_);
     // The new tokens' k, v into this rank's cache, per batch row: under prefill its n rows after
     // the cache shard; under decode the step's one row, written by the slot's owner only (0 bytes).
-    const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.cached > 0;
+    const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.cached > 0 && !k.core_holds_cache();
     if (writes) {
       // Per batch row: `row` elements of the cache's heads (decode: this member's dgk_ KV heads
       // from dkv0_, out of k_'s gl_) into rows from `first` on.
@@ -741,12 +741,16 @@ void Block::export_tensor(const std::string& name, std::vector<float>& global) {
     throw std::invalid_argument("export_tensor: unknown tensor '" + name + "'");
 }
 
-Block::HeldShare Block::held_share() {
+Block::CacheHeld Block::cache_held() {
+  if (env_.shape.cached == 0) return {};
   // The cache's heads on this rank: gl_, or under decode the head group's share (dgk_).
-  const int64_t heads = env_.shape.cached > 0 ? kc_.shape[2] : gl_;
-  const int64_t cache_rows = env_.shape.B * cache_pos_.count() * heads * env_.shape.d;  // of k, and of v
-  return {reg_.elements(Held::weight), int64_t(reg_["x"].bytes()), tp_.size(),
-          2 * cache_rows * int64_t(dtype_size(env_.shape.dtype)), cache_pos_.count()};
+  const int64_t cache_rows = env_.shape.B * cache_pos_.count() * kc_.shape[2] * env_.shape.d;  // of k, and of v
+  return {2 * cache_rows * int64_t(dtype_size(env_.shape.dtype)), cache_pos_.count()};
+}
+
+Block::HeldShare Block::held_share() {
+  const CacheHeld c = cache_held();
+  return {reg_.elements(Held::weight), int64_t(reg_["x"].bytes()), tp_.size(), c.bytes, c.tokens};
 }
 
 int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {

@@ -185,6 +185,15 @@ class Block : public Strategy {
     Communicator* heads = nullptr;
   };
   virtual DecodeGroups decode_groups();
+  // --cached prefill with the cache in the strategy's core (usp: a cache per ring index for the
+  // heads Ulysses gives the rank, filled after the all-to-all) instead of the block's kc_, vc_.
+  virtual bool core_holds_cache() const { return false; }
+  // The KV cache this rank holds: its k and v bytes and the cached tokens (per sequence) they
+  // cover (default: the block's kc_, vc_ rows of cache_pos_).
+  struct CacheHeld {
+    int64_t bytes = 0, tokens = 0;
+  };
+  virtual CacheHeld cache_held();
   // That split's shard of rank j of P: positions [j*C/P, (j+1)*C/P).
   static PosSeg cache_shard(const LayerShape& s, int P, int j) { return {j * (s.cached / P), 1, s.cached / P}; }
   // The keys of a rank under --cached, in storage order: its cache shard, then its new tokens.

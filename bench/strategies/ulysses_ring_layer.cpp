@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "bench/inputs.h"
 #include "bench/strategies/layout.h"
 #include "comm/communicator.h"
 
@@ -15,8 +16,11 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   if (s.decode()) return decode_prediction(s, m.R, m.U, elem, acc, "ring");
   // hk = hk': the KV heads the ranks hold after any replication, d*max(G, t*U), over the whole
   // model (a TP rank's max(G,t)/t heads, replicated again for U: max(G, t*U)/t, times t ranks).
-  const int64_t T = s.B * s.N / P, hq = int64_t(s.H) * s.d, hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;
-  const int64_t a2a = elem * T * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
+  // Under --cached the all-to-all and the Q blocks carry the new tokens (Tn = B*(N-C)/P per rank)
+  // and a K,V block the ring index's cache shard too: B*(C/R + U*Tn/B)*(Ge/U)*d = T*Ge*d, as without.
+  const int64_t T = s.B * s.N / P, Tn = s.B * s.new_tokens() / P, hq = int64_t(s.H) * s.d;
+  const int64_t hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;
+  const int64_t a2a = elem * Tn * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
   CommPrediction p;
   // The tp level: all-gather before and reduce-scatter after each sub-layer's GEMMs (forward:
   // gather xn, reduce-scatter the w_o output; backward: gather dy, reduce-scatter dxn, gather
@@ -27,7 +31,7 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   // pass-Q (single ring level): a rank's Q block is its ring index's U*T tokens x H/U heads, the
   // same T*H*d elements as its own q; its partial's lse T*H.
   if (s.ring_pass_q)
-    return p.add(RingCore::predicted_bytes_pass_q(T, hq, s.H, m.R, elem, acc, ring_hops(s, m), "ring"));
+    return p.add(RingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.R, elem, acc, ring_hops(s, m), "ring"));
   return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc,
                                                                 double_ring_hops(s, m))
                                 : RingCore::predicted_bytes(T, hk, m.R, elem, acc, ring_hops(s, m)));
@@ -75,7 +79,48 @@ void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& 
 
 Positions UlyssesRingLayer::ring_block(int j) const { return ring_block_of(shape(), env_.spec, j); }
 
+namespace {
+// Under --cached C the layouts place the N - C new tokens: the shape they are computed on, and
+// the shift back to positions C..N-1.
+LayerShape new_tokens_shape(const LayerShape& s) {
+  LayerShape fresh = s;
+  fresh.N = s.new_tokens();
+  fresh.cached = 0;
+  return fresh;
+}
+Positions shifted(const Positions& p, int64_t by) {
+  std::vector<PosSeg> segs;
+  for (int i = 0; i < p.nseg(); ++i) segs.push_back({p.seg(i).start + by, p.seg(i).stride, p.seg(i).count});
+  return Positions::segments(segs);
+}
+}  // namespace
+
+Positions UlyssesRingLayer::ring_keys_of(const LayerShape& s, const MeshSpec& m, int j) {
+  if (s.cached == 0 || s.decode()) return ring_block_of(s, m, j);
+  return cache_then(Positions::segments({cache_shard(s, m.R, j)}), ring_block_of(s, m, j));
+}
+
+void UlyssesRingLayer::check_cached(const LayerShape& s, int P, const MeshSpec& m) const {
+  std::ostringstream e;
+  if (m.tp != 1)
+    e << name() << ": --cached " << s.cached << " with tp=" << m.tp << " is not built (the cache is split over ring x ulysses only)";
+  else if (m.inner_ring > 0)
+    e << name() << ": --cached " << s.cached << " with a double ring level (usp_ring=double) is not built: use usp_ring=single";
+  else if (s.cached % (int64_t(P) / m.U) != 0)
+    e << name() << ": cached=" << s.cached << " is not divisible by ring=" << P / m.U
+      << ": each ring position holds an equal cache shard";
+  if (!e.str().empty()) throw ConstraintError(e.str());
+}
+
+Block::CacheHeld UlyssesRingLayer::cache_held() {
+  if (shape().decode()) return Block::cache_held();
+  if (kc_r_.empty()) return {};
+  const int64_t tokens = shape().cached / R();
+  return {2 * shape().B * tokens * kc_r_.shape[2] * shape().d * int64_t(dtype_size(shape().dtype)), tokens};
+}
+
 Positions UlyssesRingLayer::ring_block_of(const LayerShape& s, const MeshSpec& m, int j) {
+  if (s.cached > 0 && !s.decode()) return shifted(ring_block_of(new_tokens_shape(s), m, j), s.cached);
   const int64_t Rn = m.R;
   if (zigzag_layout(m.ring_layout, s.causal)) {
     const int64_t C = s.N / (2 * Rn);
@@ -87,7 +132,8 @@ Positions UlyssesRingLayer::ring_block_of(const LayerShape& s, const MeshSpec& m
 
 int UlyssesRingLayer::ring_hops(const LayerShape& s, const MeshSpec& m) {
   if (m.inner_ring > 0) throw std::logic_error("usp: ring_hops on a double ring (double_ring_hops)");
-  return RingCore::effective_hops(m.R, [&](int j) { return ring_block_of(s, m, j); }, s);
+  return RingCore::effective_hops(m.R, [&](int j) { return ring_block_of(s, m, j); },
+                                  [&](int j) { return ring_keys_of(s, m, j); }, s);
 }
 
 DoubleRingHops UlyssesRingLayer::double_ring_hops(const LayerShape& s, const MeshSpec& m) {
@@ -102,6 +148,7 @@ int UlyssesRingLayer::ring_position(const Mesh& m) {
 }
 
 Positions UlyssesRingLayer::cp_positions(const LayerShape& s, const Mesh& m, bool zz) {
+  if (s.cached > 0 && !s.decode()) return shifted(cp_positions(new_tokens_shape(s), m, zz), s.cached);
   const int64_t Un = m.size_of("ulysses"), Rn = ring_size(m);
   const int64_t u = m.group("ulysses").rank(), rho = ring_position(m);
   if (zz) {
@@ -159,12 +206,37 @@ void UlyssesRingLayer::core_setup() {
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
   cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
+  if (s.cached > 0) {
+    // The ring index's cache shard for this member's gl heads (copies of original head
+    // (u*gl + c) / f, as the all-to-all hands them out), seeded as the roped k, v a previous
+    // prefill would have written; the new tokens' rows are filled after each all-to-all.
+    const int64_t Cr = s.cached / R(), nk = Cr + n, Gd = int64_t(s.G) * s.d, Hd = int64_t(s.H) * s.d;
+    const Positions cache = Positions::segments({cache_shard(s, R(), ring_position(mesh()))});
+    const int u = mesh().group("ulysses").rank();
+    kc_r_ = alloc({s.B, nk, gl, s.d});
+    vc_r_ = alloc({s.B, nk, gl, s.d});
+    for (auto [id, dst] : {std::pair{InputId::k_cache, &kc_r_}, std::pair{InputId::v_cache, &vc_r_}}) {
+      std::vector<float> full(static_cast<size_t>(s.B * nk * gl * s.d), 0.0f);
+      for (int c = 0; c < gl; ++c) {
+        const int64_t g = (int64_t(u) * gl + c) / kv_copies();  // the original KV head
+        const std::vector<float> rows =
+            input_token_rows(env_.seed, id, s.B, s.cached, Gd, cache, g * s.d, s.d, input_law(id, s.D, Hd));
+        for (int64_t b = 0; b < s.B; ++b)
+          for (int64_t t = 0; t < Cr; ++t)
+            std::copy_n(&rows[static_cast<size_t>((b * Cr + t) * s.d)], s.d,
+                        &full[static_cast<size_t>(((b * nk + t) * gl + c) * s.d)]);
+      }
+      be().upload(full, *dst);
+    }
+    cs.nk = nk;
+  }
   if (double_ring()) {
     dring_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
                  [this](int j) { return ring_block(j); });
     dring_hops_ = double_ring_hops(s, env_.spec);
   } else {
-    ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); });
+    ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); },
+                [this](int j) { return ring_keys_of(shape(), env_.spec, j); });
     hops_ = ring_hops(s, env_.spec);
   }
 }
@@ -194,9 +266,20 @@ void UlyssesRingLayer::core_forward() {
   pack_heads_to_peers(b, {{&q_, H}, {k, Ge}, {v, Ge}}, s.B, Tw, s.d, Un, send);
   c.all_to_all(send, recv);
   unpack_peers_to_sequence(b, recv, s.B, Tw, s.d, Un, nseg(), {{&q_r_, H}, {&k_r_, Ge}, {&v_r_, Ge}});
-  if (double_ring()) dring_.forward(q_r_, k_r_, v_r_, o_r_, dring_hops_);
-  else if (s.ring_pass_q) ring_.forward_pass_q(q_r_, k_r_, v_r_, o_r_, hops_);
-  else ring_.forward(q_r_, k_r_, v_r_, o_r_, hops_);
+  const Tensor* kr = &k_r_;
+  const Tensor* vr = &v_r_;
+  if (!kc_r_.empty()) {  // --cached: the new k, v after the ring index's cache shard, per batch row
+    const int64_t row = k_r_.numel() / s.B, nk = kc_r_.shape[1], n = k_r_.shape[1], at = (nk - n) * row / n;
+    const int64_t pitch = nk * row / n, tail = (s.B - 1) * pitch + row;
+    Tensor kd = kc_r_.view(at, {tail}), vd = vc_r_.view(at, {tail});
+    b.copy_2d(kd, pitch, k_r_, row, s.B, row);
+    b.copy_2d(vd, pitch, v_r_, row, s.B, row);
+    kr = &kc_r_;
+    vr = &vc_r_;
+  }
+  if (double_ring()) dring_.forward(q_r_, *kr, *vr, o_r_, dring_hops_);
+  else if (s.ring_pass_q) ring_.forward_pass_q(q_r_, *kr, *vr, o_r_, hops_);
+  else ring_.forward(q_r_, *kr, *vr, o_r_, hops_);
   // o: back to my tokens, all heads
   Tensor send_o = send_.view(0, {s.B * Tw * H * s.d});
   Tensor recv_o = recv_.view(0, {send_o.numel()});

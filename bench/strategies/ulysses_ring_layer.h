@@ -58,6 +58,12 @@ class UlyssesRingLayer : public Block {
   // over Ulysses. A single ring level and no tp level (t = 1).
   bool supports_decode() const override { return true; }
   void check_decode(const LayerShape& s, int P, const MeshSpec& m) const override;
+  // --cached C (prefill): the N - C new tokens take the layout below (shifted to positions
+  // C..N-1); ring index j also holds the cache shard [j*C/R, (j+1)*C/R) for the heads Ulysses
+  // gives its members (core_holds_cache), and its K,V block is that shard then its new tokens.
+  // A single ring level and t = 1.
+  bool supports_cached() const override { return true; }
+  void check_cached(const LayerShape& s, int P, const MeshSpec& m) const override;
 
  protected:
   // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (head_sharding_error)
@@ -100,6 +106,10 @@ class UlyssesRingLayer : public Block {
 
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;
   Communicator* tp_group() override;
+  bool core_holds_cache() const override { return !shape().decode(); }
+  CacheHeld cache_held() override;
+  // Ring index j's keys: its block, or under --cached its cache shard then its block.
+  static Positions ring_keys_of(const LayerShape& s, const MeshSpec& m, int j);
   DecodeGroups decode_groups() override { return {&mesh().group("ring"), &mesh().group("ulysses")}; }
   Positions wide_positions() const override;
   void core_setup() override;
@@ -117,6 +127,7 @@ class UlyssesRingLayer : public Block {
   Tensor q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_;  // this ring index's tokens, local heads
   Tensor send_, recv_;
   Tensor k_rep_, v_rep_;      // f > 1: the replicated k, v [B,T,G*f,d]; in backward dk, dv copies
+  Tensor kc_r_, vc_r_;        // --cached: the ring index's cache shard then its new k, v [B,C/R+n,gl,d]
   Tensor copy_run_, copy32_;  // f > 1: one copy [B,T,G,d] (run dtype; float32 when not f32)
 };
 

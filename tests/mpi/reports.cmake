@@ -37,6 +37,10 @@ cpbench_report_test(model_p4_ring_pass_q_window 4 "--model;tiny;--seq;128;--wind
 # new queries), both computed again in check_report.py, and the inference block (miss rate,
 # kv_cache_bytes, ttft_ms) from the config; the non-ring strategies are skipped with their reason.
 cpbench_report_test(model_p4_cached 4 "--model;tiny;--seq;128;--batch;2;--pass;prefill;--cached;64;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
+# usp and ulysses under --cached: the all-to-all of the new tokens, then the ring over R of cache
+# shards and new tokens (pass-KV), or the new queries (pass-Q), every U x R.
+cpbench_report_test(model_p4_cached_usp 4 "--model;tiny;--seq;128;--batch;2;--heads;8;--kv-heads;2;--pass;prefill;--cached;64;--strategies;single,usp,ulysses;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
+cpbench_report_test(model_p4_cached_pass_q_usp 4 "--model;tiny;--seq;128;--heads;8;--kv-heads;4;--pass;prefill;--cached;96;--ring-pass;q;--strategies;single,usp;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 3")
 cpbench_report_test(model_p4_cached_pass_q 4 "--model;tiny;--seq;128;--pass;prefill;--cached;96;--ring-pass;q;--strategies;single,ring,ring-zigzag,ring-striped;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 # --pass decode: S all-gathers of (o, lse) in float32 per layer, the cache shard's bytes and tpot.
 # --block full with --mem-limit: the longest cache that fits (inference.max_cached_tokens), recomputed.

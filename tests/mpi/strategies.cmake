@@ -64,6 +64,10 @@ cpbench_verify_test(p8_cached 8 --min-verified 3 --model tiny --seq 160 --cached
 # usp's ring level under --ring-pass q (prefill), every t x U x R.
 cpbench_verify_test(p4_pass_q_usp_window 4 --min-verified 6 --model tiny --seq 128 --batch 2 --heads 8 --kv-heads 2 --window 30 --pass prefill --ring-pass q --strategies usp --mesh all)
 cpbench_verify_test(p8_pass_q_usp 8 --min-verified 10 --model tiny --seq 256 --heads 8 --kv-heads 4 --pass prefill --ring-pass q --strategies usp --mesh all)
+# usp and ulysses under --cached: a cache shard per ring index for the heads Ulysses gives a rank.
+cpbench_verify_test(p4_cached_usp_window 4 --min-verified 4 --model tiny --seq 256 --cached 96 --batch 2 --heads 8 --kv-heads 2 --window 60 --pass prefill --strategies usp,ulysses --mesh all)
+cpbench_verify_test(p6_cached_usp_pass_q 6 --min-verified 3 --model tiny --seq 264 --cached 96 --heads 6 --kv-heads 3 --pass prefill --ring-pass q --strategies usp --mesh all)
+cpbench_verify_test(p8_cached_usp 8 --min-verified 5 --model tiny --seq 256 --cached 128 --heads 8 --kv-heads 4 --pass prefill --strategies usp,ulysses --mesh all)
 cpbench_verify_test(p4_cached_double_ring_window 4 --min-verified 3 --model tiny --seq 136 --cached 56 --window 20 --batch 2 --pass prefill --strategies double-ring --mesh all)
 cpbench_verify_test(p8_cached_double_ring 8 --min-verified 4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --strategies double-ring --mesh all)
 cpbench_verify_test(p8_cached_pass_q_window 8 --min-verified 3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 --window 12 --ring-pass q ${_cached})
@@ -103,7 +107,8 @@ cpbench_fail_test(ring_pass_q_ulysses 2 "ulysses: --ring-pass q is built for the
 cpbench_fail_test(ring_pass_unknown 2 "--ring-pass must be kv or q, got \"x\"" run --model tiny --seq 64 --pass prefill --ring-pass x)
 cpbench_fail_test(cached_train 2 "--cached 32 is an inference cache: it needs --pass prefill or decode \\(got pass=train\\)" run --model tiny --seq 64 --cached 32)
 cpbench_fail_test(cached_whole_seq 2 "--cached 64 must be less than seq=64 \\(prefill needs at least one new token\\)" run --model tiny --seq 64 --pass prefill --cached 64)
-cpbench_fail_test(cached_ulysses 2 "ulysses: --cached 32 is built for the ring family only" run --model tiny --seq 64 --pass prefill --cached 32 --strategies ring,ulysses)
+cpbench_fail_test(cached_allgather_kv 2 "allgather-kv: --cached 32 is built for the ring family only" run --model tiny --seq 64 --pass prefill --cached 32 --strategies ring,allgather-kv)
+cpbench_fail_test(cached_usp_tp 4 "usp: --cached 64 with tp=2 is not built" run --model tiny --seq 128 --pass prefill --cached 64 --strategies usp --tp 2)
 cpbench_fail_test(cached_docs 2 "--cached 32 is built for one sequence whose prefix is cached: not with --docs or --balance \\(docs='32,32' balance=none\\)" run --model tiny --seq 64 --pass prefill --cached 32 --docs 32,32)
 cpbench_fail_test(cached_shard 4 "ring: cached=30 is not divisible by P=4: each rank holds an equal cache shard" run --model tiny --seq 64 --pass prefill --cached 30 --strategies ring)
 cpbench_fail_test(cached_zigzag_new_tokens 4 "ring-zigzag: seq=12 is not divisible by 2\\*P=8: the layout holds the seq - cached = 12 new tokens \\(--cached 64 of seq=76\\)" run --model tiny --seq 76 --pass prefill --cached 64 --strategies ring-zigzag)

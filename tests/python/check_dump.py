@@ -201,8 +201,9 @@ def main():
                 failures += 1
         mlp_inputs = ("norm2_w", "w_gate", "w_up", "w_down") if meta.get("block") == "full" else ()
         cache = uses_cache(meta)
-        # Under a KV cache the cache is an input every strategy must read the same; decode has no
-        # dy (no backward, and no prefill's dy [B, N - C, D] either).
+        # Under a KV cache the cache is an input every strategy must read the same. Prefill's dy
+        # ([B, N - C, D] under --cached) feeds no forward tensor but is still compared across
+        # strategies as an input; decode dumps none.
         input_names = ("x", "norm_w", "w_qkv", "w_o") + (("dy",) if meta.get("pass") != "decode" else ()) \
             + mlp_inputs + (("k_cache", "v_cache") if cache else ())
         missing = [k for k in input_names if k not in t]

@@ -67,8 +67,8 @@ def by_label(rep):
 
 
 def decode_mesh(r, P):
-    """(U, R) of a decode result: usp's (ulysses: U = P) head and ring groups; single (1, 1); every
-    other strategy (1, P)."""
+    """(U, R) of a cached prefill or decode result: usp's (ulysses: U = P) head and ring groups;
+    single (1, 1); every other strategy (1, P)."""
     if r["strategy"] == "single":
         return 1, 1
     U = (r["mesh"].get("ulysses") or 1) if r["strategy"] in ("usp", "ulysses") else 1
@@ -88,7 +88,9 @@ def fit_check(r, cfg, P):
     weights = (L * block_parameters(cfg, 1) + 2 * V * D) * 2
     mem = r["memory"]
     step = max(0, mem["peak_bytes"] - mem["weights"] - inf["kv_cache_bytes"])
-    U, shards = decode_mesh(r, P) if cfg["pass"] == "decode" else (1, 1 if r["strategy"] == "single" else P)
+    # The shard a rank holds: with a cache, usp's C/R for max(G,U)/U heads; without one (prefill,
+    # C = 0) the harness assumes every KV head over P ranks.
+    U, shards = decode_mesh(r, P) if cfg.get("cached") else (1, 1 if r["strategy"] == "single" else P)
     per_token = 2 * cfg["batch"] * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
     room = cap - weights - step
     want = shards * (room // (L * per_token)) if room > 0 else 0
@@ -137,9 +139,10 @@ def cmd_model(a):
         cfg = rep["config"]
         C = cfg.get("cached", 0)
         if cfg["pass"] == "prefill":  # the serving figures, from the config alone
+            # The cache shard: C/R tokens (single C; the ring family R = P) for max(G, U)/U KV heads.
             P, inf = cfg["world_size"], r["inference"]
-            shard = C if r["strategy"] == "single" else C // P
-            want_cache = 2 * cfg["batch"] * shard * cfg["kv_heads"] * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+            U, R = decode_mesh(r, P)
+            want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
             check(inf["cached"] == C and inf["new_tokens"] == r["seq"] - C and inf["kv_cache_bytes"] == want_cache
                   and inf["ring_pass"] == cfg.get("ring_pass", "kv") and inf["ttft_ms"] == r["timing"]["step_ms"]["median"],
                   f"{r['label']} seq={r['seq']}: inference {inf}, expected cached {C}, kv_cache_bytes {want_cache}")
@@ -167,9 +170,15 @@ def cmd_model(a):
                   f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (U={U}, R={R})")
         elif C and cfg.get("ring_pass") != "q" and r["strategy"] != "single" and not cfg["mask"]["window"]:
             # pass-KV under --cached, computed here: each rank's whole key block (its C/P cache
-            # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward.
-            P = cfg["world_size"]
-            want = ELEM_BYTES[cfg["dtype"]] * cfg["batch"] * r["seq"] // P * 2 * cfg["kv_heads"] * cfg["head_dim"] * (P - 1)
+            # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward. usp (ulysses:
+            # R = 1): the all-to-all of the new tokens' q, k, v first, then over the R ring
+            # indices a block of C/R cached and U(N-C)/P new tokens for Ge/U heads, the same
+            # B*N/P*Ge*d elements per rank.
+            P, e, d = cfg["world_size"], ELEM_BYTES[cfg["dtype"]], cfg["head_dim"]
+            U = (r["mesh"].get("ulysses") or 1) if r["strategy"] in ("usp", "ulysses") else 1
+            Ge, Tn = max(cfg["kv_heads"], U), cfg["batch"] * (r["seq"] - C) // P
+            a2a = e * Tn * (2 * cfg["heads"] * d + 2 * Ge * d) * (U - 1) // U
+            want = a2a + e * cfg["batch"] * r["seq"] // P * 2 * Ge * d * (P // U - 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} cached pass-KV: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if cfg.get("ring_pass") == "q" and r["strategy"] != "single" and not cfg["mask"]["window"] \
