@@ -57,7 +57,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           check_shape(*strat, shape, P, job.mesh);
           if (shape.ring_pass_q && !strat->supports_pass_q())
             throw ConstraintError(strat->name() +
-                                  ": --ring-pass q is built for the ring family only (ring, ring-zigzag, ring-striped, usp)");
+                                  ": --ring-pass q is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp)");
           if (shape.balance != BalanceScheme::none && !strat->supports_balance()) {
             const std::string b = balance_name(shape.balance);
             throw ConstraintError(strat->name() + ": --balance " + b +

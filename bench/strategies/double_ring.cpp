@@ -29,7 +29,9 @@ class DoubleRing final : public Block {
   std::string tiers() const override { return "inner rings inside a node; each rank sends only its R/w-1 outer blocks across nodes, not all R-1"; }
   std::string constraints() const override { return "2P divides seq; inner ring w divides P"; }
   bool supports_decode() const override { return true; }
-  bool supports_cached() const override { return true; }  // pass-KV only: no pass-Q schedule on two levels
+  bool supports_cached() const override { return true; }
+  // --ring-pass q: the Q blocks on the two-level schedule (DoubleRingCore::forward_pass_q).
+  bool supports_pass_q() const override { return true; }
   std::string label(const MeshSpec& m) const override {
     return name() + "[w" + std::to_string(m.inner_ring) + "]";
   }
@@ -64,6 +66,10 @@ class DoubleRing final : public Block {
                                  int64_t acc) const override {
     if (s.decode()) return decode_prediction(s, P, 1, elem, acc);  // the cache over all P ranks, as the ring's
     const int w = m.inner_ring > 0 ? m.inner_ring : P;
+    // pass-Q: a rank's Q block is its new tokens (B*(N-C)/P), H heads.
+    if (s.ring_pass_q)
+      return DoubleRingCore::predicted_bytes_pass_q(s.B * s.new_tokens() / P, int64_t(s.H) * s.d, s.H, w, P / w, elem,
+                                                    acc, ring_hops(s, P, w));
     // Under --cached a K,V block is a rank's cache shard and its new tokens: N/P tokens, as without.
     return DoubleRingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, w, P / w, elem, acc,
                                            ring_hops(s, P, w));
@@ -79,7 +85,7 @@ class DoubleRing final : public Block {
   // mask (every rank computes the same; predicted_bytes uses it).
   DoubleRingHops ring_hops(const LayerShape& s, int P, int w) const {
     return DoubleRingCore::effective_hops(w, P / w, [&](int j) { return layout(s, P, j); },
-                                          [&](int j) { return keys(s, P, j); }, s);
+                                          [&](int j) { return keys(s, P, j); }, s, s.ring_pass_q);
   }
   // The tokens of ring position j: its zigzag chunks, or under --cached C those of the N - C new
   // tokens, placed after the cache (positions C..N-1).
@@ -105,6 +111,7 @@ class DoubleRing final : public Block {
     cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
     cs.window = s.window; cs.docs = s.docs;
     cs.nk = key_pos_.count();
+    cs.pass_q = s.ring_pass_q;
     const int P = mesh().P;
     Communicator& inner = mesh().group("ring_inner");
     std::vector<Positions> qtab, ktab;  // every position's tokens and keys, once
@@ -114,7 +121,10 @@ class DoubleRing final : public Block {
     hops_ = ring_hops(s, P, inner.size());
   }
   // kc_, vc_ are k_, v_ themselves without a cache (block.h).
-  void core_forward() override { core_.forward(q_, kc_, vc_, o_, hops_); }
+  void core_forward() override {
+    if (shape().ring_pass_q) core_.forward_pass_q(q_, kc_, vc_, o_, hops_);
+    else core_.forward(q_, kc_, vc_, o_, hops_);
+  }
   void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_, hops_); }
   void export_lse(std::vector<float>& global) override {
     const LayerShape& s = shape();

@@ -9,6 +9,7 @@ namespace {
 // One tag per message stream (inner and outer are different communicators; distinct tags keep
 // traces readable).
 constexpr int kTagInnerKV = 111, kTagOuterKV = 112, kTagInnerAcc = 113, kTagOuterAcc = 114;
+constexpr int kTagInnerQ = 115, kTagOuterQ = 116, kTagInnerPart = 117, kTagOuterPart = 118;
 }  // namespace
 
 void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer, const RingCoreShape& s,
@@ -26,6 +27,79 @@ void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer
   for (Tensor& t : hop_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
   acc_out_ = be.alloc({kv}, DType::f32, MemKind::comm);
+  if (s.pass_q) {
+    const int64_t qn = s.B * s.n * s.hq * s.d, part = steps_.partial_elems();
+    for (Tensor& t : qround_) t = be.alloc({qn}, s.dtype, MemKind::comm);
+    for (Tensor& t : qhop_) t = be.alloc({qn}, s.dtype, MemKind::comm);
+    for (Tensor& t : part_) t = be.alloc({part}, DType::f32, MemKind::comm);
+    part_out_ = be.alloc({part}, DType::f32, MemKind::comm);
+  }
+}
+
+void DoubleRingCore::forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
+                                    const DoubleRingHops& hops) {
+  check_hops(hops);
+  if (qround_[0].empty()) throw std::logic_error("double ring core: forward_pass_q needs setup() with pass_q");
+  Communicator& in = *inner_;
+  Communicator& out = *outer_;
+  const int w = in.size(), W = out.size(), T = hops.rounds;
+  const int me_in = in.rank(), me_out = out.rank();
+  const int inext = (me_in + 1) % w, iprev = (me_in + w - 1) % w;
+  const int onext = (me_out + 1) % W, oprev = (me_out + W - 1) % W;
+  const int64_t qn = s_.B * s_.n * s_.hq * s_.d;
+  be_->copy_2d(qround_[0], qn, q, qn, 1, qn);  // q is the caller's and const: its copy travels
+  RingCore::Hop part_inner, part_outer;  // partial hops in flight
+  const Tensor* result = nullptr;        // after the loop: this rank's own Q block, every contribution
+  int step = 0;                          // steps so far: alternates the scratch partials
+  for (int t = 0; t <= T; ++t) {
+    Tensor& start = qround_[t % 2];
+    RingCore::Hop outer_hop;  // the round's starting Q block to the next window, during the round
+    if (t < T) outer_hop = steps_.post_hop(out, start, onext, qround_[(t + 1) % 2], oprev, kTagOuterQ);
+    const Tensor* cur = &start;
+    const int J = hops.inner[size_t(t)];
+    for (int j = 0; j <= J; ++j) {
+      RingCore::Hop inner_hop;
+      if (j < J) inner_hop = steps_.post_hop(in, *cur, inext, qhop_[j % 2], iprev, kTagInnerQ);
+      Tensor& scratch = part_[step++ % 2];  // its inner send was waited for at the previous step
+      steps_.q_block(*cur, owner(t, j), k, v, scratch);
+      if (j == 0 && t > 0) {  // the block's partial over the previous windows
+        steps_.wait_hop(out, part_outer);
+        steps_.merge_partial(scratch, part_out_);
+      }
+      if (j > 0) {  // and over the ranks before this one in the window
+        in.wait(part_inner.recv);
+        steps_.merge_partial(scratch, part_[2]);
+        in.wait(part_inner.send);
+      }
+      // On with the Q block (j < J), or after the round's last step back J places to the rank
+      // that started the round with it.
+      if (J > 0) {
+        const int to = j < J ? inext : (me_in - J + w) % w, from = j < J ? iprev : (me_in + J) % w;
+        part_inner = steps_.post_hop(in, scratch, to, part_[2], from, kTagInnerPart);
+      }
+      if (j < J) {
+        steps_.wait_hop(in, inner_hop);
+        cur = &qhop_[j % 2];
+      }
+    }
+    const Tensor* round_part = &part_[(step - 1) % 2];
+    if (J > 0) {
+      steps_.wait_hop(in, part_inner);
+      round_part = &part_[2];
+    }
+    if (T > 0) {
+      const int to = t < T ? onext : (me_out - T + W) % W, from = t < T ? oprev : (me_out + T) % W;
+      part_outer = steps_.post_hop(out, *round_part, to, part_out_, from, kTagOuterPart);
+    } else {
+      result = round_part;
+    }
+    if (t < T) steps_.wait_hop(out, outer_hop);
+  }
+  if (T > 0) {
+    steps_.wait_hop(out, part_outer);
+    result = &part_out_;
+  }
+  steps_.pass_q_end(*result, o);
 }
 
 
@@ -187,6 +261,22 @@ CommPrediction DoubleRingCore::predicted_bytes(int64_t tokens, int64_t hk, int w
   return p;
 }
 
+CommPrediction DoubleRingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int w, int W,
+                                                      int64_t elem, int64_t acc, const DoubleRingHops& hops) {
+  if (!hops.fits(w, W))
+    throw std::logic_error("double ring: predicted_bytes_pass_q with hops that do not fit w=" + std::to_string(w) +
+                           " x W=" + std::to_string(W));
+  CommPrediction p;
+  const int64_t qb = elem * tokens_q * hq, pb = acc * tokens_q * hq + 4 * tokens_q * heads;
+  const int T = hops.rounds, S = hops.inner_total();
+  p.add("ring_inner", Phase::fwd, 1, (qb + pb) * S);
+  for (int J : hops.inner)
+    if (J > 0) p.add("ring_inner", Phase::fwd, -J, pb);
+  p.add("ring_outer", Phase::fwd, 1, (qb + pb) * T);
+  if (T > 0) p.add("ring_outer", Phase::fwd, -T, pb);
+  return p;
+}
+
 int DoubleRingHops::inner_total() const {
   int n = 0;
   for (int j : inner) n += j;
@@ -211,7 +301,7 @@ DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions
 }
 
 DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                              const LayerShape& s) {
+                                              const LayerShape& s, bool queries_travel) {
   AttnShape a;
   a.causal = s.causal;
   a.window = s.window;
@@ -228,7 +318,9 @@ DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions
       for (int o = 0; o < W && !needed[size_t(t)][size_t(j)]; ++o)
         for (int i = 0; i < w; ++i) {
           const int held = ((o - t + W) % W) * w + (i - j + w) % w;
-          if (any_visible_pair(pos[size_t(o * w + i)], keys[size_t(held)], mask)) {
+          const bool seen = queries_travel ? any_visible_pair(pos[size_t(held)], keys[size_t(o * w + i)], mask)
+                                           : any_visible_pair(pos[size_t(o * w + i)], keys[size_t(held)], mask);
+          if (seen) {
             needed[size_t(t)][size_t(j)] = true;
             break;
           }

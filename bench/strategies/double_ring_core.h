@@ -57,6 +57,13 @@ class DoubleRingCore {
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, const DoubleRingHops& hops);
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout,
                 Tensor& dq, Tensor& dk, Tensor& dv, const DoubleRingHops& hops);
+  // pass-Q (--ring-pass q; setup with s.pass_q): the same result as forward(), with the Q blocks
+  // on backward()'s K,V path and their float32 partial (o, lse) on its dK,dV accumulator path:
+  // each round a Q block goes J(t) inner hops to the next rank, every rank merging in its own
+  // K,V's contribution, and its partial then goes back J(t) places to the round's starter; the
+  // round's starting block (and, after the round, its partial) go one outer hop to the next
+  // window; after the last round the partial goes T windows back to its owner. K,V stay.
+  void forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, const DoubleRingHops& hops);
   const Tensor& lse() const { return steps_.lse(); }
   // Frees the buffers (a fresh core), for a test that sets one core object up again.
   void teardown();
@@ -67,12 +74,18 @@ class DoubleRingCore {
   // or documents (every block is seen by some rank in these layouts).
   static DoubleRingHops effective_hops(int w, int W, const BlockPositions& block_pos, const LayerShape& s);
   // The same with the keys of a ring position apart from its queries (--cached).
+  // queries_travel: pass-Q's schedule (the held block is a Q block met by the holder's keys).
   static DoubleRingHops effective_hops(int w, int W, const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                       const LayerShape& s);
+                                       const LayerShape& s, bool queries_travel = false);
   static int64_t activation_bytes(const RingCoreShape& s, int w, int W);
   // The bytes above for `hops`, by level (ring_inner, ring_outer) and destination offset.
   static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int w, int W, int64_t elem, int64_t acc,
                                         const DoubleRingHops& hops);
+  // pass-Q's bytes (forward only), with Qb = elem*Tq*hq (a Q block: `tokens_q` = B*Tq, `hq` =
+  // query heads * d) and Pb = acc*Tq*hq + 4*Tq*heads (its partial): ring_inner to +1 (Qb+Pb)*S and
+  // to -J(t) Pb for each round with J(t) > 0; ring_outer to +1 (Qb+Pb)*T and, T > 0, to -T Pb.
+  static CommPrediction predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int w, int W,
+                                               int64_t elem, int64_t acc, const DoubleRingHops& hops);
 
  private:
   int owner(int t, int j) const;  // ring position of the block held at round t, inner step j
@@ -88,6 +101,8 @@ class DoubleRingCore {
   Tensor hop_[2];    // k|v: the inner ring's double buffer
   Tensor acc_[3];    // dk|dv float32: [0],[1] computed on / in flight (inner), [2] arriving (inner)
   Tensor acc_out_;   // dk|dv float32 arriving over the outer ring
+  // pass-Q: Q blocks (run dtype) as round_/hop_, partials (float32) as acc_/acc_out_.
+  Tensor qround_[2], qhop_[2], part_[3], part_out_;
 };
 
 }  // namespace cpbench

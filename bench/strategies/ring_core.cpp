@@ -295,6 +295,37 @@ void RingCore::forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v,
   c.wait(part_hop.send);
 }
 
+void RingCore::q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part) {
+  Backend& b = *be_;
+  const AttnShape a = attn_shape();
+  Tensor so = part_o(part), sl = part_lse(part);
+  const Positions qpos = block_pos_(owner), kpos = key_pos_(me_);
+  if (invisible(a, qpos, kpos)) {  // nothing to add: the empty partial
+    b.fill(so, 0.0f);
+    b.fill(sl, -std::numeric_limits<float>::infinity());
+    return;
+  }
+  if (s_.dtype == DType::f32) {
+    b.attn_fwd(a, q, k, v, qpos, kpos, so, sl);
+  } else {  // the kernel writes the run dtype; the partial is float32
+    b.attn_fwd(a, q, k, v, qpos, kpos, o_blk_, sl);
+    b.convert(so, o_blk_);
+  }
+}
+
+void RingCore::merge_partial(Tensor& part, const Tensor& in) {
+  Tensor so = part_o(part), sl = part_lse(part);
+  be_->attn_merge(attn_shape(), so, sl, part_o(in), part_lse(in));
+}
+
+void RingCore::pass_q_end(const Tensor& part, Tensor& o) {
+  Backend& b = *be_;
+  const int64_t qn = s_.B * s_.n * s_.hq * s_.d, rows = s_.B * s_.hq * s_.n;
+  b.copy_2d(lse_, rows, part_lse(part), rows, 1, rows);
+  if (s_.dtype == DType::f32) b.copy_2d(o, qn, part_o(part), qn, 1, qn);
+  else b.convert(o, part_o(part));
+}
+
 int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   const int64_t es = int64_t(dtype_size(s.dtype)), rows = s.B * s.hq * s.n;
   int64_t bytes = 2 * rows * 4;  // lse, delta

@@ -100,6 +100,15 @@ class RingCore {
   void bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq, Tensor& acc);
   // The k or v half of a packed k|v (or dk|dv) buffer, shaped [B,n,hk,d].
   Tensor kv_view(const Tensor& buf, int which) const;
+  // pass-Q steps, for a composition that runs its own Q schedule (double_ring_core.h). A partial
+  // is float32 [o B*n*hq*d | lse B*hq*n] (partial_elems()). q_block: this rank's K,V
+  // contribution to the Q block `q` of ring position `owner`, written into `part` (o = 0,
+  // lse = -inf when no pair is visible); merge_partial: `in` merged into `part` (online
+  // softmax); pass_q_end: the final partial to o (run dtype) and lse(), as forward() leaves them.
+  int64_t partial_elems() const { return s_.B * s_.n * s_.hq * s_.d + s_.B * s_.hq * s_.n; }
+  void q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part);
+  void merge_partial(Tensor& part, const Tensor& in);
+  void pass_q_end(const Tensor& part, Tensor& o);
 
   // Bytes the core keeps allocated per rank: lse, delta, block o and lse, the float32 running
   // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv

@@ -32,6 +32,8 @@ cpbench_report_test(balance_p4_doc_zigzag_outlier 4 "--model;tiny;--seq;160;--do
 cpbench_report_test(model_p4_ring_pass_q 4 "--model;tiny;--seq;128;--batch;2;--pass;prefill;--ring-pass;q;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 # usp's ring level under pass-Q, every U x R (t = 1): the all-to-all, then pass-Q over R, recomputed.
 cpbench_report_test(model_p4_ring_pass_q_usp 4 "--model;tiny;--seq;128;--batch;2;--heads;8;--kv-heads;2;--pass;prefill;--ring-pass;q;--strategies;single,usp;--ulysses;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 2")
+# The double ring under pass-Q, every w: Q on P-1 hops, the partial's extra returns per round.
+cpbench_report_test(model_p4_ring_pass_q_double_ring 4 "--model;tiny;--seq;128;--batch;2;--pass;prefill;--ring-pass;q;--strategies;single,double-ring;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 cpbench_report_test(model_p4_ring_pass_q_window 4 "--model;tiny;--seq;128;--window;20;--pass;prefill;--ring-pass;q;--strategies;single,ring,ring-zigzag,ring-striped;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
 # --cached: bytes = model (pass-KV moves the whole key block, cache shard included; pass-Q only the
 # new queries), both computed again in check_report.py, and the inference block (miss rate,

@@ -68,6 +68,9 @@ cpbench_verify_test(p8_pass_q_usp 8 --min-verified 10 --model tiny --seq 256 --h
 cpbench_verify_test(p4_cached_usp_window 4 --min-verified 4 --model tiny --seq 256 --cached 96 --batch 2 --heads 8 --kv-heads 2 --window 60 --pass prefill --strategies usp,ulysses --mesh all)
 cpbench_verify_test(p6_cached_usp_pass_q 6 --min-verified 3 --model tiny --seq 264 --cached 96 --heads 6 --kv-heads 3 --pass prefill --ring-pass q --strategies usp --mesh all)
 cpbench_verify_test(p8_cached_usp 8 --min-verified 5 --model tiny --seq 256 --cached 128 --heads 8 --kv-heads 4 --pass prefill --strategies usp,ulysses --mesh all)
+# The double ring under --ring-pass q: Q blocks on the K,V path, partials on the dK,dV path; every w.
+cpbench_verify_test(p4_pass_q_double_ring_window 4 --min-verified 3 --model tiny --seq 128 --batch 2 --window 30 --pass prefill --ring-pass q --strategies double-ring --mesh all)
+cpbench_verify_test(p8_pass_q_double_ring_cached 8 --min-verified 4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --ring-pass q --strategies double-ring --mesh all)
 cpbench_verify_test(p4_cached_double_ring_window 4 --min-verified 3 --model tiny --seq 136 --cached 56 --window 20 --batch 2 --pass prefill --strategies double-ring --mesh all)
 cpbench_verify_test(p8_cached_double_ring 8 --min-verified 4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --strategies double-ring --mesh all)
 cpbench_verify_test(p8_cached_pass_q_window 8 --min-verified 3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 --window 12 --ring-pass q ${_cached})
@@ -117,7 +120,6 @@ cpbench_fail_test(cached_usp_tp 4 "usp: --cached 64 with tp=2 is not built" run 
 cpbench_fail_test(cached_docs 2 "--cached 32 is built for one sequence whose prefix is cached: not with --docs or --balance \\(docs='32,32' balance=none\\)" run --model tiny --seq 64 --pass prefill --cached 32 --docs 32,32)
 cpbench_fail_test(cached_shard 4 "ring: cached=30 is not divisible by P=4: each rank holds an equal cache shard" run --model tiny --seq 64 --pass prefill --cached 30 --strategies ring)
 cpbench_fail_test(cached_zigzag_new_tokens 4 "ring-zigzag: seq=12 is not divisible by 2\\*P=8: the layout holds the seq - cached = 12 new tokens \\(--cached 64 of seq=76\\)" run --model tiny --seq 76 --pass prefill --cached 64 --strategies ring-zigzag)
-cpbench_fail_test(cached_double_ring_pass_q 4 "double-ring: --ring-pass q is built for the ring family only" run --model tiny --seq 128 --pass prefill --cached 64 --ring-pass q --strategies double-ring)
 cpbench_fail_test(pass_q_usp_double 4 "usp: --ring-pass q with a double ring level \\(usp_ring=double, inner ring 2\\) is not built" run --model tiny --seq 128 --pass prefill --ring-pass q --strategies usp --ulysses 1 --ring 4 --usp-ring double --inner-ring 2)
 cpbench_fail_test(decode_no_cache 2 "--pass decode reads a KV cache: it needs --cached C > 0 \\(got cached=0\\)" run --model tiny --pass decode)
 cpbench_fail_test(decode_seq 2 "--pass decode: seq is the cached length, so --seq must equal --cached 64 \\(got seq=128: omit --seq\\)" run --model tiny --seq 128 --pass decode --cached 64)

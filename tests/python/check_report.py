@@ -193,7 +193,15 @@ def cmd_model(a):
             Tq, hq, K = cfg["batch"] * (r["seq"] - C) // P, cfg["heads"] * cfg["head_dim"], P // U - 1
             e = ELEM_BYTES[cfg["dtype"]]
             a2a = e * Tq * (2 * hq + 2 * max(cfg["kv_heads"], U) * cfg["head_dim"]) * (U - 1) // U
-            want = a2a + (e * Tq * hq * K + (4 * Tq * hq + 4 * Tq * cfg["heads"]) * (K + 1) if K > 0 else 0)
+            Pb = 4 * Tq * hq + 4 * Tq * cfg["heads"]  # one partial: o float32 and lse
+            want = a2a + (e * Tq * hq * K + Pb * (K + 1) if K > 0 else 0)
+            if r["strategy"] == "double-ring":
+                # W windows of w: the Q block still makes P-1 hops; its partial returns to the
+                # round's starter each round (w sends per round when w > 1) and, after the rounds,
+                # to its owner over the outer ring (W sends when W > 1).
+                w = r["mesh"]["inner_ring"]
+                W = P // w
+                want = e * Tq * hq * (P - 1) + Pb * ((P if w > 1 else 0) + (W if W > 1 else 0))
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
