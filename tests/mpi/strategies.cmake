@@ -71,6 +71,10 @@ cpbench_verify_test(p8_cached_usp 8 --min-verified 5 --model tiny --seq 256 --ca
 # The double ring under --ring-pass q: Q blocks on the K,V path, partials on the dK,dV path; every w.
 cpbench_verify_test(p4_pass_q_double_ring_window 4 --min-verified 3 --model tiny --seq 128 --batch 2 --window 30 --pass prefill --ring-pass q --strategies double-ring --mesh all)
 cpbench_verify_test(p8_pass_q_double_ring_cached 8 --min-verified 4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --ring-pass q --strategies double-ring --mesh all)
+# P = 2 and 6 for the double ring and usp: cached pass-Q (window) and decode.
+cpbench_verify_test(p6_cached_pass_q_double_ring_usp_window 6 --min-verified 6 --model tiny --seq 264 --cached 120 --heads 6 --kv-heads 3 --window 40 --pass prefill --ring-pass q --strategies double-ring,usp --mesh all)
+cpbench_verify_test(p2_cached_pass_q_double_ring_usp 2 --min-verified 4 --model tiny --seq 104 --cached 40 --pass prefill --ring-pass q --strategies double-ring,usp --mesh all)
+cpbench_verify_test(p2_decode_double_ring_usp 2 --min-verified 5 --model tiny --pass decode --cached 40 --decode-steps 3 --strategies double-ring,usp,ulysses --mesh all)
 cpbench_verify_test(p4_cached_double_ring_window 4 --min-verified 3 --model tiny --seq 136 --cached 56 --window 20 --batch 2 --pass prefill --strategies double-ring --mesh all)
 cpbench_verify_test(p8_cached_double_ring 8 --min-verified 4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --strategies double-ring --mesh all)
 cpbench_verify_test(p8_cached_pass_q_window 8 --min-verified 3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 --window 12 --ring-pass q ${_cached})
