@@ -28,3 +28,10 @@ cpbench_unit_test(test_cuda_emu_mlp
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_emu_mlp.cpp
   LIBS cpbench_cuda)
 target_compile_options(test_cuda_emu_mlp PRIVATE -Wno-unknown-pragmas)
+
+# The decode attention kernels (nq = 1: split along the keys, then combined) on the same emulator;
+# its [mutation] case also runs under cuda_emu_mutation (the decode kernel's barrier).
+cpbench_unit_test(test_cuda_emu_decode
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_emu_decode.cpp
+  LIBS cpbench_cuda)
+target_compile_options(test_cuda_emu_decode PRIVATE -Wno-unknown-pragmas)
