@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_split_kernel(const De
       sh_st(&sh_l[warp], l);
     }
   }
-  __syncthreads();
+  __syncthreads();  // every warp's state is in shared memory before any thread merges them
   float M = -kInf;
   for (int w = 0; w < kDecWarps; ++w) M = fmaxf(M, sh_ld(&sh_m[w]));
   float wt[kDecWarps], L = 0.0f;
