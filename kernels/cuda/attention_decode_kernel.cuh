@@ -227,7 +227,9 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_split_kernel(const De
   }
   // Then the warps', through shared memory (slot 0 of each warp holds its state).
   if (slot == 0) {
-    for (int x = 0; x < n; ++x) sh_st(&sh_acc[warp][c0 + x], acc[x]);
+#pragma unroll
+    for (int x = 0; x < kDecVec; ++x)  // constant indices: acc stays in registers
+      if (x < n) sh_st(&sh_acc[warp][c0 + x], acc[x]);
     if (gl == 0) {
       sh_st(&sh_m[warp], m);
       sh_st(&sh_l[warp], l);
