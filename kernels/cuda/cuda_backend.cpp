@@ -140,6 +140,11 @@ class CudaBackendImpl final : public CudaBackend {
   void resolve_pending();  // pending ops -> compute_log_ (blocks until they are done)
   void take_reference();   // stream idle: pair an event with a host clock read
   void* scratch(size_t bytes);
+  // The decode kernels' partials (attn_fwd with nq == 1): a tensor of the backend's own
+  // allocator, tracked as activations, grown when a call needs more and then kept. Its size
+  // depends on B * hq and d only (never on nk), so the first decode call of a run (a warm-up
+  // step) allocates it and the timed steps allocate nothing.
+  float* decode_scratch(int64_t floats);
   // Host waits under the deadline (host_wait_timeout_s) instead of cudaStreamSynchronize /
   // cudaEventSynchronize, which would block for ever on a hung device.
   void wait_stream(const char* what) const {
@@ -171,6 +176,8 @@ class CudaBackendImpl final : public CudaBackend {
   double ref_host_ms_ = 0;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  Tensor decode_scratch_;
+  int decode_target_blocks_ = 0;  // cuda::attn_decode_target_blocks, on the first decode call
   std::map<int, std::function<void()>> hooks_;
   int next_hook_ = 1;
   struct DeviceDocs {
@@ -381,6 +388,14 @@ void* CudaBackendImpl::scratch(size_t bytes) {
   return scratch_;
 }
 
+float* CudaBackendImpl::decode_scratch(int64_t floats) {
+  if (decode_scratch_.empty() || decode_scratch_.numel() < floats) {
+    decode_scratch_ = Tensor{};  // its block goes back to the cache first (stream-ordered reuse)
+    decode_scratch_ = alloc({floats}, DType::f32, MemKind::activations);
+  }
+  return decode_scratch_.ptr<float>();
+}
+
 void CudaBackendImpl::upload(const std::vector<float>& host, Tensor& dst) {
   const int64_t n = dst.numel();
   if (static_cast<int64_t>(host.size()) != n)
@@ -581,7 +596,11 @@ void CudaBackendImpl::do_attn_fwd(const AttnShape& s, const Tensor& q, const Ten
   a.v = v.data;
   a.o = o.data;
   a.lse = lse.ptr<float>();
-  if (a.dtype == DType::f32)
+  if (s.nq == 1) {  // a decode step: split along the keys (attention_decode_kernel.cuh)
+    if (decode_target_blocks_ == 0) decode_target_blocks_ = cuda::attn_decode_target_blocks(device_);
+    const int64_t floats = cuda::attn_decode_scratch_floats(s.B, s.hq, s.d, decode_target_blocks_);
+    cuda::attn_decode(a, decode_scratch(floats), floats, decode_target_blocks_, stream_);
+  } else if (a.dtype == DType::f32)
     cuda::attn_fwd_f32(a, stream_);
   else
     cuda::attn_fwd(a, stream_);

@@ -85,6 +85,16 @@ void attn_bwd(const AttnArgs& a, cudaStream_t s);
 // fp32: SIMT kernels (attention_f32.cu), any head dim <= 256; for verification, not speed.
 void attn_fwd_f32(const AttnArgs& a, cudaStream_t s);
 void attn_bwd_f32(const AttnArgs& a, cudaStream_t s);
+// Decode (attention_decode.cu): nq == 1, any dtype (f32, bf16, f16), any head dim <= 256. The
+// keys are split along their index (flash decoding) and the partials merged by a second kernel;
+// the partials live in `scratch` (device memory, attn_decode_scratch_floats floats at least).
+// target_blocks: the blocks that fill the device once (SMs x resident split blocks per SM, from
+// attn_decode_target_blocks); it sets the split count (attention_decode_kernel.cuh, decode_plan).
+int attn_decode_target_blocks(int device);
+// Independent of nk: one buffer of this size serves every decode step of a run.
+int64_t attn_decode_scratch_floats(int64_t B, int hq, int d, int target_blocks);
+void attn_decode(const AttnArgs& a, float* scratch, int64_t scratch_floats, int target_blocks,
+                 cudaStream_t s);
 // o_acc/o_blk in dtype t (any), lse fp32; rows = B*nq*hq of d elements.
 void attn_merge(DType t, void* o_acc, float* lse_acc, const void* o_blk, const float* lse_blk,
                 int64_t B, int64_t nq, int hq, int d, cudaStream_t s);

@@ -17,10 +17,12 @@ target_compile_options(test_cuda_emu PRIVATE -Wno-unknown-pragmas)  # the kernel
 # Mutation test of the emulator (issue 20): every __syncthreads, __syncwarp and cp.async wait in
 # the kernels is switched off in turn (CPBENCH_EMU_SKIP_SYNC, at run time: one build) and the
 # [mutation] cases must fail each time, or the site is listed with its reason in the script.
+# Each site runs under the binaries whose [mutation] cases reach it (test_cuda_emu_decode: the
+# decode kernels, defined below).
 find_package(Python3 COMPONENTS Interpreter REQUIRED)
 add_test(NAME cuda_emu_mutation
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/cuda_emu_mutation.py $<TARGET_FILE:test_cuda_emu>
-                 ${PROJECT_SOURCE_DIR}/kernels/cuda)
+                 ${PROJECT_SOURCE_DIR}/kernels/cuda $<TARGET_FILE:test_cuda_emu_decode>)
 set_tests_properties(cuda_emu_mutation PROPERTIES LABELS unit TIMEOUT 600)
 
 # The SwiGLU kernels of the MLP sub-layer (--block full) on the same emulator.
@@ -28,3 +30,10 @@ cpbench_unit_test(test_cuda_emu_mlp
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_emu_mlp.cpp
   LIBS cpbench_cuda)
 target_compile_options(test_cuda_emu_mlp PRIVATE -Wno-unknown-pragmas)
+
+# The decode attention kernels (nq = 1: split along the keys, then combined) on the same emulator;
+# its [mutation] case also runs under cuda_emu_mutation (the decode kernel's barrier).
+cpbench_unit_test(test_cuda_emu_decode
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_emu_decode.cpp
+  LIBS cpbench_cuda)
+target_compile_options(test_cuda_emu_decode PRIVATE -Wno-unknown-pragmas)

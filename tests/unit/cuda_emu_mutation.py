@@ -4,17 +4,19 @@
 Every __syncthreads, __syncwarp and cp_async_wait<N> in the attention kernels and the shared
 device helpers (kernels/cuda/attention_*_kernel.cuh, device_common.cuh) is a site. Sites are
 numbered in file order and named basename:line; the emulator (tests/unit/cuda_emu.h) makes the
-one named by CPBENCH_EMU_SKIP_SYNC a no-op at run time, so one build of test_cuda_emu serves
-every mutation. For each site this runs the emulator cases tagged [mutation] (the smallest that
-reach every site) with that site switched off and requires them to fail: a race or in-flight
-cp.async read reported by the emulator, or a wrong result. A site whose deletion changes nothing
+one named by CPBENCH_EMU_SKIP_SYNC a no-op at run time, so one build of each emulator test binary
+serves every mutation. Several binaries may be given (test_cuda_emu, test_cuda_emu_decode): each
+site is run with the binaries whose unmutated [mutation] cases reach it. For each site this runs
+the emulator cases tagged [mutation] (the smallest that reach every site) with that site switched
+off and requires them to fail in at least one of those binaries: a race or in-flight cp.async
+read reported by the emulator, or a wrong result. A site whose deletion changes nothing
 must be in ALLOWED below with the reason; an allowed site that is caught, or an entry that names
 no site, is an error too (the list stays true).
 
-Also required: the unmutated run passes and reaches every site found in the sources, and each
-mutated run says the named site was switched off (a typo cannot pass).
+Also required: the unmutated runs pass and together reach every site found in the sources, and
+each mutated run says the named site was switched off (a typo cannot pass).
 
-usage: cuda_emu_mutation.py TEST_CUDA_EMU_BINARY KERNEL_DIR
+usage: cuda_emu_mutation.py TEST_CUDA_EMU_BINARY KERNEL_DIR [MORE_EMU_TEST_BINARIES...]
 """
 import os
 import re
@@ -78,10 +80,10 @@ def why_failed(out):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         print(__doc__)
         return 2
-    binary, kernel_dir = sys.argv[1], sys.argv[2]
+    binaries, kernel_dir = [sys.argv[1]] + sys.argv[3:], sys.argv[2]
     sites = find_sites(kernel_dir)
     errors = []
     keys = {s["key"] for s in sites}
@@ -89,39 +91,54 @@ def main():
         if k not in keys:
             errors.append(f"ALLOWED names {k}, which is no site of the kernels (stale entry)")
 
+    reached_by = {}  # binary -> the sites its unmutated cases reach
     with tempfile.TemporaryDirectory() as tmp:
-        listing = os.path.join(tmp, "sites.txt")
-        rc, out = run(binary, {"CPBENCH_EMU_SITES": listing})
-        if rc != 0:
-            print(out[-4000:])
-            print(f"FAIL: the unmutated emulator cases {CASES} do not pass (exit {rc})")
-            return 1
-        with open(listing) as fh:
-            reached = {line.split()[0] for line in fh if line.strip()}
+        for binary in binaries:
+            listing = os.path.join(tmp, "sites.txt")
+            rc, out = run(binary, {"CPBENCH_EMU_SITES": listing})
+            if rc != 0:
+                print(out[-4000:])
+                print(f"FAIL: the unmutated emulator cases {CASES} of {binary} do not pass (exit {rc})")
+                return 1
+            with open(listing) as fh:
+                reached_by[binary] = {line.split()[0] for line in fh if line.strip()}
+            os.remove(listing)
     for s in sites:
-        if s["name"] not in reached:
+        if not any(s["name"] in r for r in reached_by.values()):
             errors.append(f"site {s['name']} ({s['text']}) is never reached by the cases {CASES}: add a case")
 
-    print(f"{len(sites)} sites; cases {CASES}")
+    print(f"{len(sites)} sites; cases {CASES} of {', '.join(os.path.basename(b) for b in binaries)}")
     for i, s in enumerate(sites, 1):
-        rc, out = run(binary, {"CPBENCH_EMU_SKIP_SYNC": s["name"]})
         label = f"site {i}/{len(sites)} {s['name']} [{s['key']}] {s['text']}"
-        if f"CPBENCH_EMU_SKIP_SYNC: {s['name']} " not in out:
-            errors.append(f"{label}: the emulator did not report switching it off")
+        users = [b for b in binaries if s["name"] in reached_by[b]]
+        if not users:
+            continue  # reported above
+        caught, caught_rc, caught_out, caught_by, problem = False, 0, "", "", None
+        for binary in users:  # the first binary that fails catches it; an ALLOWED site runs them all
+            rc, out = run(binary, {"CPBENCH_EMU_SKIP_SYNC": s["name"]})
+            if f"CPBENCH_EMU_SKIP_SYNC: {s['name']} " not in out:
+                problem = f"{label}: the emulator ({os.path.basename(binary)}) did not report switching it off"
+                break
+            if rc is None:
+                problem = f"{label}: timed out after {TIMEOUT_S} s ({os.path.basename(binary)})"
+                break
+            if rc != 0:
+                if not caught:
+                    caught, caught_rc, caught_out, caught_by = True, rc, out, os.path.basename(binary)
+                if s["key"] not in ALLOWED:
+                    break
+        if problem:
+            errors.append(problem)
             continue
-        if rc is None:
-            errors.append(f"{label}: timed out after {TIMEOUT_S} s")
-            continue
-        caught = rc != 0
         if s["key"] in ALLOWED:
             if caught:
-                errors.append(f"{label}: listed in ALLOWED but its deletion is caught now ({why_failed(out)}): "
+                errors.append(f"{label}: listed in ALLOWED but its deletion is caught now by {caught_by} ({why_failed(caught_out)}): "
                               "remove the entry")
             else:
                 print(f"{label}\n    not caught, allowed: {ALLOWED[s['key']]}")
             continue
         if caught:
-            print(f"{label}\n    caught (exit {rc}): {why_failed(out)}")
+            print(f"{label}\n    caught by {caught_by} (exit {caught_rc}): {why_failed(caught_out)}")
         else:
             errors.append(f"{label}: deleting it goes unnoticed (the cases pass); make a case catch it, or "
                           "list it in ALLOWED with the reason it changes nothing")

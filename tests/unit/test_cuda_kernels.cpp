@@ -374,6 +374,96 @@ TEST_CASE("cuda: attention forward, merge, delta and backward against the cpu ba
   }
 }
 
+// Decode steps (nq = 1: attn_fwd takes the split-along-keys decode kernels): a rank's cache shard
+// (contiguous block, then strided slots, some after the query), windows, rows that see no key;
+// nk up to 70000 so that the split count comes from the device (B * hq rows against its resident
+// blocks) and the chunks do not divide nk. Then the kept scratch: a later step with more keys
+// allocates nothing.
+TEST_CASE("cuda: decode attention (nq = 1) against the cpu backend", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& c = *backends().cpu;
+  Backend& g = *backends().gpu;
+  struct Dec {
+    int64_t B;
+    int hq, hk, d;
+    int64_t nk;
+    int mode;  // 0 keys after the query, 1 window, 2 no visible key (causal), 3 no visible key (window)
+  };
+  std::vector<std::pair<Dec, DType>> runs;
+  for (DType t : kAllTypes)
+    for (int d : {64, 128})
+      for (int hk : {2, 8})
+        for (int64_t nk : {1, 300, 5000, 70000}) runs.push_back({{2, 8, hk, d, nk, 0}, t});
+  for (DType t : kAllTypes) {
+    runs.push_back({{2, 8, 2, 128, 20000, 1}, t});
+    runs.push_back({{1, 32, 8, 64, 3000, 2}, t});
+    runs.push_back({{2, 4, 4, 64, 3000, 3}, t});
+  }
+  runs.push_back({{2, 8, 2, 16, 4000, 0}, DType::f32});  // head dims only fp32 takes
+  runs.push_back({{1, 4, 1, 96, 4000, 1}, DType::f32});
+  for (const auto& [dc, t] : runs) {
+    const int64_t n2 = dc.nk / 4, n1 = dc.nk - n2, C = 4 * n1;
+    const Positions kpos = Positions::segments({{n1, 1, n1}, {C + 1, 4, n2}});
+    int64_t qp = n2 > 0 ? C + 1 + 4 * (n2 - n2 / 4 - 1) : C + 1, window = 0;
+    if (dc.mode == 1) window = qp - (n1 + n1 / 2) + 1;
+    if (dc.mode == 2) qp = n1 - 1;
+    if (dc.mode == 3) qp = C + 1 + 4 * n2 + 10, window = 5;
+    INFO("decode B " << dc.B << " hq " << dc.hq << " hk " << dc.hk << " d " << dc.d << " nk " << dc.nk << " mode "
+                     << dc.mode << ", dtype " << dtype_name(t));
+    const Positions qpos = Positions::contiguous(qp, 1);
+    AttnShape s;
+    s.B = dc.B;
+    s.nq = 1;
+    s.nk = dc.nk;
+    s.hq = dc.hq;
+    s.hk = dc.hk;
+    s.d = dc.d;
+    s.causal = true;
+    s.window = window;
+    const std::vector<int64_t> qs = {s.B, 1, s.hq, s.d}, ks = {s.B, s.nk, s.hk, s.d}, ls = {s.B, s.hq, 1};
+    const size_t nqe = size_t(s.B * s.hq * s.d), nke = size_t(s.B * s.nk * s.hk * s.d);
+    const std::vector<float> q = rnd(nqe, 60, t), k = rnd(nke, 61, t), v = rnd(nke, 62, t);
+    Tensor gq = up(g, q, qs, t), gk = up(g, k, ks, t), gv = up(g, v, ks, t);
+    Tensor cq = up(c, q, qs, DType::f32), ck = up(c, k, ks, DType::f32), cv = up(c, v, ks, DType::f32);
+    Tensor go = g.alloc(qs, t, MemKind::activations), gl = g.alloc(ls, DType::f32, MemKind::activations);
+    Tensor co = c.alloc(qs, DType::f32, MemKind::activations), cl = c.alloc(ls, DType::f32, MemKind::activations);
+    g.attn_fwd(s, gq, gk, gv, qpos, kpos, go, gl);
+    c.attn_fwd(s, cq, ck, cv, qpos, kpos, co, cl);
+    const std::vector<float> o_g = g.download(go), l_g = g.download(gl), o_c = c.download(co), l_c = c.download(cl);
+    CHECK_CLOSE("decode o", o_g, o_c, tol(t));
+    CHECK_CLOSE("decode lse", l_g, l_c, tol(t));
+    if (dc.mode >= 2) {  // no visible key: o = 0 exactly, lse = -inf
+      for (float x : o_g) CHECK(x == 0.0f);
+      for (float x : l_g) CHECK(x == -INFINITY);
+    }
+  }
+
+  // The decode scratch is sized by B * hq and d only: once a shape has run, steps with other nk
+  // (a growing cache) allocate nothing.
+  const DType t = DType::bf16;
+  AttnShape s;
+  s.B = 2;
+  s.nq = 1;
+  s.hq = 8;
+  s.hk = 2;
+  s.d = 128;
+  Tensor q = g.alloc({2, 1, 8, 128}, t, MemKind::activations), o = g.alloc({2, 1, 8, 128}, t, MemKind::activations);
+  Tensor l = g.alloc({2, 8, 1}, DType::f32, MemKind::activations);
+  Tensor kv = g.alloc({2, 200000, 2, 128}, t, MemKind::activations);
+  g.fill(q, 0.5f);
+  g.fill(kv, 0.25f);
+  int64_t allocs = -1;
+  for (int64_t nk : {100, 1000, 50000, 200000}) {
+    INFO("nk " << nk);
+    s.nk = nk;
+    Tensor kvs = kv.view(0, {2, nk, 2, 128});  // the first nk keys of batch row 0 (values all equal)
+    g.attn_fwd(s, q, kvs, kvs, Positions::contiguous(nk, 1), Positions::contiguous(0, nk), o, l);
+    if (allocs >= 0) CHECK(g.mem().alloc_calls() == allocs);
+    allocs = g.mem().alloc_calls();
+    for (float x : g.download(o)) CHECK(x == 0.25f);  // every weight on the same value
+  }
+}
+
 TEST_CASE("cuda: unsupported attention shapes are errors", "[cuda]") {
   SKIP_WITHOUT_CUDA();
   Backend& g = *backends().gpu;

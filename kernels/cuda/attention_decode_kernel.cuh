@@ -1,0 +1,284 @@
+// Decode attention ("flash decoding"): one query row per (batch, head) against a long key shard,
+// split along the keys so that a handful of rows still fills the GPU. Two kernels (launched from
+// attention_decode.cu; also run on the host emulator, tests/unit/test_cuda_emu_decode.cpp):
+//
+//   split:   grid (hq, splits, B), one block of kDecWarps warps per (b, h, split). Split s owns
+//            the key indices [s*chunk, min(nk, (s+1)*chunk)). The block keeps the running max m,
+//            sum l and o accumulator (fp32) of the visible keys of its range and writes the
+//            split's normalised partial o (o_part [B*hq, splits, d], fp32; 0 if it sees nothing)
+//            and its lse (lse_part [B*hq, splits], base 2; -inf if it sees nothing).
+//   combine: one warp per (b, h) row merges the splits with the online-softmax rule,
+//            lse = log2 sum_s 2^lse_s, o = sum_s 2^(lse_s - lse) o_s, and stores o in the run
+//            dtype (st_any) and lse in natural log, as the other attention kernels do (a row that
+//            sees no key: o = 0, lse = -inf).
+//
+// Work inside a split block: G = decode_group(d) threads (a power of two, G * kDecVec >= d) hold
+// one key's d elements, kDecVec consecutive ones each (one 16-byte load for bf16/fp16, two for
+// fp32, when `vec`), so a warp works on 32 / G keys at a time and the block on kDecWarps * 32 / G.
+// The dot product is summed over the G threads with xor shuffles; each key slot keeps its own
+// (m, l, acc) and the slots are merged at the end, first across the warp (shuffles), then across
+// the warps (shared memory, one __syncthreads).
+//
+// Masks come from global positions, as in the other kernels: the query at position qp sees the
+// keys at positions [lo, hi] (row_bounds: causal, window, documents). Each segment of kpos is an
+// arithmetic sequence (stride >= 1), so its visible keys are one contiguous run of indices,
+// computed in closed form: the key loop has no per-key mask test and never reads a masked key.
+//
+// Softmax works in base 2 on scores pre-multiplied by scale*log2(e) (q is scaled once).
+// The grid's x is the query head, so the blocks that run together are the heads of one split,
+// and under GQA the hq / hk heads of one kv head read the same K, V chunk at about the same time
+// (L2 reuse instead of one block loading a kv head for all its query heads).
+#pragma once
+#include "kernels/cuda/device_common.cuh"
+
+// Internal linkage (anonymous namespace): see attention_fwd_kernel.cuh.
+namespace cpbench::cuda::kern {
+namespace {
+
+constexpr int kDecWarps = 4;                  // warps per split block
+constexpr int kDecThreads = 32 * kDecWarps;   // 128
+constexpr int kDecVec = 8;                    // head-dim elements per thread
+constexpr int kDecMaxD = 32 * kDecVec;        // 256: one warp per key at the most
+constexpr int kDecMinKeys = 256;              // keys per split at least (see decode_plan)
+constexpr int kDecMaxSplits = 512;            // splits per row at the most
+constexpr int kDecCombineWarps = 8;           // rows per combine block
+
+// Threads per key for head dim d (1 <= d <= kDecMaxD): the smallest power of two G with
+// G * kDecVec >= d.
+inline constexpr int decode_group(int d) {
+  int g = 1;
+  while (g * kDecVec < d) g <<= 1;
+  return g;
+}
+
+// How a row's nk keys are split (host side, shared by the launcher and the emulator test):
+//   want  = ceil(target_blocks / rows), clamped to [1, kDecMaxSplits]: enough blocks over all
+//           rows (rows = B * hq) to fill the GPU once (target_blocks = SMs x resident blocks
+//           per SM, from the occupancy API; the launcher's choice);
+//   limit = max(1, floor(nk / kDecMinKeys)): every split at least kDecMinKeys keys (a row of
+//           fewer keys has one split), so each split's fixed costs (loading q, merging its slots, writing
+//           d + 1 floats) and the combine's reads (splits x d per row) stay small beside the
+//           2 x d elements per key it streams;
+//   splits = max(1, min(want, limit)), chunk = ceil(nk / splits), then splits = ceil(nk / chunk)
+//           so that no split is empty. The last split may be shorter (chunk need not divide nk).
+// splits never exceeds decode_max_splits(rows, target_blocks), whatever nk is: the partials'
+// scratch sized for that serves every nk (a run's decode steps differ only in nk).
+struct DecodePlan {
+  int splits = 1;
+  int chunk = 0;
+};
+inline int decode_max_splits(int64_t rows, int64_t target_blocks) {
+  int64_t want = rows > 0 ? (target_blocks + rows - 1) / rows : 1;
+  if (want < 1) want = 1;
+  if (want > kDecMaxSplits) want = kDecMaxSplits;
+  return int(want);
+}
+inline DecodePlan decode_plan(int64_t nk, int64_t rows, int64_t target_blocks) {
+  DecodePlan pl;
+  if (nk <= 0) return pl;  // one split with no key: o = 0, lse = -inf
+  int64_t splits = decode_max_splits(rows, target_blocks);
+  const int64_t limit = nk / kDecMinKeys;
+  if (splits > limit) splits = limit;
+  if (splits < 1) splits = 1;
+  const int64_t chunk = (nk + splits - 1) / splits;
+  pl.chunk = int(chunk);
+  pl.splits = int((nk + chunk - 1) / chunk);
+  return pl;
+}
+
+struct DecodeParams {
+  const void* q;   // [B, 1, hq, d]   dtype t
+  const void* k;   // [B, nk, hk, d]  dtype t
+  const void* v;   // [B, nk, hk, d]  dtype t
+  float* o_part;   // [B*hq, splits, d]  split out, combine in
+  float* lse_part; // [B*hq, splits]     base 2
+  void* o;         // [B, 1, hq, d]   dtype t, combine out
+  float* lse;      // [B, hq, 1]      natural log, combine out
+  int t;           // DType code (f32 0, bf16 1, f16 2)
+  int nk, hq, hk, d;
+  int splits, chunk;  // decode_plan
+  int group;          // decode_group(d)
+  int vec;            // 1: d % 8 == 0 and q, k, v 16-byte aligned (vector loads)
+  int qp;             // the query's position
+  MaskArg mask;
+  float scale_log2;   // softmax scale * log2(e)
+  PosArg kpos;
+};
+
+// x[0..n) = elements i..i+n-1 of a dtype-t array, x[n..kDecVec) = 0 (n <= kDecVec). With `vec`
+// and n == kDecVec, i a multiple of 8 and the base 16-byte aligned: 16-byte loads.
+__device__ __forceinline__ void ld_vec8(float (&x)[kDecVec], const void* p, int t, int64_t i, int n,
+                                        bool vec) {
+  if (vec && n == kDecVec) {
+    if (t == 0) {
+      const float4* f = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+      const float4 a = f[0], b = f[1];
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+      x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    } else {
+      const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i);
+      const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const uint16_t lo = uint16_t(w[e] & 0xffffu), hi = uint16_t(w[e] >> 16);
+        if (t == 1) {  // bf16: the high half of an fp32
+          const uint32_t a = uint32_t(lo) << 16, b = uint32_t(hi) << 16;
+          memcpy(&x[2 * e], &a, 4);
+          memcpy(&x[2 * e + 1], &b, 4);
+        } else {
+          __half a, b;
+          memcpy(static_cast<void*>(&a), &lo, 2);
+          memcpy(static_cast<void*>(&b), &hi, 2);
+          x[2 * e] = __half2float(a);
+          x[2 * e + 1] = __half2float(b);
+        }
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < kDecVec; ++e) x[e] = e < n ? ld_any(p, t, i + e) : 0.0f;
+}
+
+// Merges softmax state (mo, lo, acco) into (m, l, acc): both may be empty (m = -inf).
+__device__ __forceinline__ void dec_merge(float& m, float& l, float (&acc)[kDecVec], float mo, float lo,
+                                          const float (&acco)[kDecVec]) {
+  const float mn = fmaxf(m, mo);
+  if (mn == -kInf) return;  // both empty
+  const float ca = exp2f(m - mn), cb = exp2f(mo - mn);  // an empty side's factor is 0
+  l = l * ca + lo * cb;
+#pragma unroll
+  for (int e = 0; e < kDecVec; ++e) acc[e] = acc[e] * ca + acco[e] * cb;
+  m = mn;
+}
+
+__global__ void __launch_bounds__(kDecThreads) attn_decode_split_kernel(const DecodeParams p) {
+  __shared__ float sh_m[kDecWarps], sh_l[kDecWarps];
+  __shared__ float sh_acc[kDecWarps][kDecMaxD];
+  const int h = int(blockIdx.x), split = int(blockIdx.y), b = int(blockIdx.z);
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int G = p.group, kpw = 32 / G, kpb = kDecWarps * kpw;  // keys per warp, per block
+  const int gl = lane & (G - 1), slot = lane / G;              // element group, key slot
+  const int c0 = gl * kDecVec;
+  const int n = p.d - c0 < 0 ? 0 : (p.d - c0 < kDecVec ? p.d - c0 : kDecVec);  // my elements
+  const bool vec = p.vec != 0;
+  const int g = h / (p.hq / p.hk);
+  const int64_t row = int64_t(b) * p.hq + h;
+
+  float qf[kDecVec], acc[kDecVec];
+  ld_vec8(qf, p.q, p.t, row * p.d + c0, n, vec);
+#pragma unroll
+  for (int e = 0; e < kDecVec; ++e) {
+    qf[e] *= p.scale_log2;
+    acc[e] = 0.0f;
+  }
+  float m = -kInf, l = 0.0f;
+
+  int lo, hi;
+  row_bounds(p.mask, p.qp, lo, hi);
+  const int j0 = split * p.chunk;
+  const int j1 = p.nk - j0 < p.chunk ? p.nk : j0 + p.chunk;
+  int r0 = 0;
+  for (int sg = 0; sg < p.kpos.nseg; ++sg) {
+    const int r1 = p.kpos.row_end[sg];
+    // This segment's rows in the split, then those whose positions st + (i - r0) sd are in [lo, hi].
+    long long a = j0 > r0 ? j0 : r0, e = j1 < r1 ? j1 : r1;
+    const long long st = p.kpos.start[sg], sd = p.kpos.stride[sg];
+    const long long va = lo > st ? r0 + (lo - st + sd - 1) / sd : r0;  // first visible row
+    const long long ve = hi < st ? r0 : r0 + (hi - st) / sd + 1;       // one past the last
+    a = a > va ? a : va;
+    e = e < ve ? e : ve;
+    // Warp-uniform trip count (the shuffles need every lane); a slot past e idles.
+    for (int base = int(a) + warp * kpw; base < e; base += kpb) {
+      const int j = base + slot;
+      const bool active = j < e;
+      float kf[kDecVec], vf[kDecVec];
+      if (active) {
+        const int64_t kv = ((int64_t(b) * p.nk + j) * p.hk + g) * p.d + c0;
+        ld_vec8(kf, p.k, p.t, kv, n, vec);
+        ld_vec8(vf, p.v, p.t, kv, n, vec);
+      }
+      float s = 0.0f;
+      if (active) {
+#pragma unroll
+        for (int x = 0; x < kDecVec; ++x) s += qf[x] * kf[x];
+      }
+      for (int o = 1; o < G; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (active) {
+        const float mn = fmaxf(m, s);
+        const float corr = exp2f(m - mn);  // 0 while the slot has seen nothing (m = -inf)
+        const float pj = exp2f(s - mn);
+        l = l * corr + pj;
+#pragma unroll
+        for (int x = 0; x < kDecVec; ++x) acc[x] = acc[x] * corr + pj * vf[x];
+        m = mn;
+      }
+    }
+    r0 = r1;
+  }
+
+  // Merge the warp's key slots (lanes gl, gl + G, gl + 2G, ... hold the same elements).
+  for (int o = G; o < 32; o <<= 1) {
+    const float mo = __shfl_xor_sync(0xffffffffu, m, o), lo2 = __shfl_xor_sync(0xffffffffu, l, o);
+    float acco[kDecVec];
+#pragma unroll
+    for (int x = 0; x < kDecVec; ++x) acco[x] = __shfl_xor_sync(0xffffffffu, acc[x], o);
+    dec_merge(m, l, acc, mo, lo2, acco);
+  }
+  // Then the warps', through shared memory (slot 0 of each warp holds its state).
+  if (slot == 0) {
+#pragma unroll
+    for (int x = 0; x < kDecVec; ++x)  // constant indices: acc stays in registers
+      if (x < n) sh_st(&sh_acc[warp][c0 + x], acc[x]);
+    if (gl == 0) {
+      sh_st(&sh_m[warp], m);
+      sh_st(&sh_l[warp], l);
+    }
+  }
+  __syncthreads();  // every warp's state is in shared memory before any thread merges them
+  float M = -kInf;
+  for (int w = 0; w < kDecWarps; ++w) M = fmaxf(M, sh_ld(&sh_m[w]));
+  float wt[kDecWarps], L = 0.0f;
+  for (int w = 0; w < kDecWarps; ++w) {
+    wt[w] = M == -kInf ? 0.0f : exp2f(sh_ld(&sh_m[w]) - M);
+    L += wt[w] * sh_ld(&sh_l[w]);
+  }
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  const int64_t part = row * p.splits + split;
+  for (int c = tid; c < p.d; c += kDecThreads) {
+    float y = 0.0f;
+    for (int w = 0; w < kDecWarps; ++w)
+      if (wt[w] != 0.0f) y += wt[w] * sh_ld(&sh_acc[w][c]);  // an empty warp's acc is never read
+    p.o_part[part * p.d + c] = y * inv;
+  }
+  if (tid == 0) p.lse_part[part] = L > 0.0f ? M + log2f(L) : -kInf;
+}
+
+__global__ void attn_decode_combine_kernel(const DecodeParams p, int rows) {
+  const int64_t r = int64_t(blockIdx.x) * kDecCombineWarps + (threadIdx.x >> 5);  // b*hq + h
+  const int lane = threadIdx.x & 31;
+  if (r >= rows) return;  // whole warps
+  const float* lp = p.lse_part + r * p.splits;
+  float M = -kInf;
+  for (int s = lane; s < p.splits; s += 32) M = fmaxf(M, lp[s]);
+  for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+  float L = 0.0f;
+  if (M != -kInf)
+    for (int s = lane; s < p.splits; s += 32) L += exp2f(lp[s] - M);  // 2^-inf = 0
+  L = warp_sum(L);
+  const float inv = M == -kInf ? 0.0f : 1.0f / L;
+  const float* op = p.o_part + r * p.splits * p.d;
+  for (int c = lane; c < p.d; c += 32) {
+    float y = 0.0f;
+    if (M != -kInf)
+      for (int s = 0; s < p.splits; ++s) {
+        const float ls = lp[s];
+        if (ls != -kInf) y += exp2f(ls - M) * op[int64_t(s) * p.d + c];  // an empty split adds nothing
+      }
+    st_any(p.o, p.t, r * p.d + c, y * inv);
+  }
+  if (lane == 0) p.lse[r] = M == -kInf ? -kInf : (M + log2f(L)) * kLn2;
+}
+
+}  // namespace
+}  // namespace cpbench::cuda::kern
