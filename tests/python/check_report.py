@@ -182,7 +182,7 @@ def cmd_model(a):
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} cached pass-KV: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if cfg.get("ring_pass") == "q" and r["strategy"] != "single" and not cfg["mask"]["window"] \
-                and not cfg["mask"]["docs"]:
+                and not cfg["mask"]["docs"] and (r["mesh"].get("tp") or 1) == 1:  # (usp's tp terms: matches_model above)
             # DESIGN's pass-Q formula, computed here: Q goes K = P-1 hops (no window, no documents),
             # its float32 partial (o, lse) K hops with it plus one send back to the owner. Under
             # --cached only the (N-C)/P new queries of a rank travel.
