@@ -218,23 +218,21 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     const TokenLayout layout = TokenLayout::build(shape.balance, shape, P);
     for (int r = 0; r < P; ++r) result.timed->visible_pairs_per_rank.push_back(layout.visible_pairs(r));
   }
-  if (shape.prefill) {
+  if (shape.forward_only()) {
     InferenceResult inf;
-    inf.ring_pass = shape.ring_pass_q ? "q" : "kv";
     inf.cached = shape.cached;
-    inf.new_tokens = shape.new_tokens();
-    inf.miss_rate = double(shape.new_tokens()) / double(shape.N);
     inf.kv_cache_bytes = kv_cache_bytes;
-    inf.ttft_ms = result.timed->step_ms.median;
-    result.timed->inference = inf;
-  } else if (shape.decode()) {  // one timed step is S decode steps: TPOT is its median over S
-    InferenceResult inf;
-    inf.pass = "decode";
-    inf.cached = shape.cached;
-    inf.decode_steps = shape.decode_steps;
-    inf.new_tokens = shape.decode_steps;
-    inf.kv_cache_bytes = kv_cache_bytes;
-    inf.tpot_ms = result.timed->step_ms.median / double(shape.decode_steps);
+    if (shape.decode()) {  // one timed step is S decode steps: TPOT is its median over S
+      inf.pass = "decode";
+      inf.decode_steps = shape.decode_steps;
+      inf.new_tokens = shape.decode_steps;
+      inf.tpot_ms = result.timed->step_ms.median / double(shape.decode_steps);
+    } else {
+      inf.ring_pass = shape.ring_pass_q ? "q" : "kv";
+      inf.new_tokens = shape.new_tokens();
+      inf.miss_rate = double(shape.new_tokens()) / double(shape.N);
+      inf.ttft_ms = result.timed->step_ms.median;
+    }
     result.timed->inference = inf;
   }
   if (result.timed->inference && shape.full_block) {

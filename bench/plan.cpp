@@ -14,9 +14,7 @@ void check_shape(const Strategy& strat, const LayerShape& shape, int P, const Me
     throw ConstraintError(strat.name() + ": cached=" + std::to_string(shape.cached) +
                           " is not divisible by P=" + std::to_string(P) + ": each rank holds an equal cache shard" + under);
   strat.check_cached(shape, P, mesh);
-  LayerShape fresh = shape;
-  fresh.N = shape.new_tokens();
-  fresh.cached = 0;
+  const LayerShape fresh = shape.without_cache();
   try {
     strat.check(fresh, P, mesh);
   } catch (const ConstraintError& e) {

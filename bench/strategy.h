@@ -48,6 +48,14 @@ struct LayerShape {
   // each other. 0 = no cache.
   int64_t cached = 0;
   int64_t new_tokens() const { return N - cached; }
+  // The shape the layouts place under --cached: the N - C new tokens as a sequence of their own
+  // (no cache); Block::after_cache moves its positions back to C..N-1.
+  LayerShape without_cache() const {
+    LayerShape fresh = *this;
+    fresh.N = new_tokens();
+    fresh.cached = 0;
+    return fresh;
+  }
   // --pass decode --cached C --decode-steps S (DESIGN "Inference passes"): N = C tokens are in
   // the sharded KV cache and one forward runs S decode steps, step i adding one token per
   // sequence at position C + i (its x replicated on every rank). 0 = not decode.

@@ -497,6 +497,12 @@ Positions Block::cache_positions(const LayerShape& s, const Mesh& m) const {
   return Positions::segments({cache_shard(s, m.P, m.cp->rank())});
 }
 
+Positions Block::after_cache(const Positions& p, int64_t C) {
+  std::vector<PosSeg> segs;
+  for (int i = 0; i < p.nseg(); ++i) segs.push_back({p.seg(i).start + C, p.seg(i).stride, p.seg(i).count});
+  return Positions::segments(segs);
+}
+
 Positions Block::cache_then(Positions cache, const Positions& tokens) {
   for (int i = 0; i < tokens.nseg(); ++i) cache.append(tokens.seg(i));
   return cache;
@@ -506,8 +512,6 @@ void Block::setup(StrategyEnv& env) {
   env_ = env;
   reg_ = TensorRegistry(env_.be);
   const LayerShape& s = env_.shape;
-  // Under --cached the keys are this rank's cache shard, then its new tokens (kc_ above).
-  cache_pos_ = s.cached > 0 ? cache_positions(s, mesh()) : Positions();
   if (s.decode()) {
     // Decode: one token per sequence per step (pos_ moves with the step); the keys are the cache
     // shard, then one slot per step this rank owns: steps decode_r_, decode_r_ + p, ... at
@@ -529,6 +533,8 @@ void Block::setup(StrategyEnv& env) {
     const int64_t slots = (s.decode_steps + decode_p_ - 1) / decode_p_;
     key_pos_ = cache_then(cache_pos_, Positions::strided(s.cached + decode_r_, decode_p_, slots));
   } else {
+    // Under --cached the keys are this rank's cache shard, then its new tokens (kc_ above).
+    cache_pos_ = s.cached > 0 ? cache_positions(s, mesh()) : Positions();
     pos_ = token_positions(s, mesh());
     key_pos_ = s.cached > 0 ? cache_then(cache_pos_, pos_) : pos_;
   }

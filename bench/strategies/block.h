@@ -198,6 +198,8 @@ class Block : public Strategy {
   static PosSeg cache_shard(const LayerShape& s, int P, int j) { return {j * (s.cached / P), 1, s.cached / P}; }
   // The keys of a rank under --cached, in storage order: its cache shard, then its new tokens.
   static Positions cache_then(Positions cache, const Positions& tokens);
+  // Positions of a layout of LayerShape::without_cache() moved after a cache of C tokens.
+  static Positions after_cache(const Positions& p, int64_t C);
   // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
   // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
   // The activations per rank under --pass decode: R ranks share the cache's tokens, U its heads

@@ -91,11 +91,7 @@ class DoubleRing final : public Block {
   // tokens, placed after the cache (positions C..N-1).
   Positions layout(const LayerShape& s, int P, int j) const {
     if (s.cached == 0) return rank_positions(s, P, j);
-    LayerShape fresh = s;
-    fresh.N = s.new_tokens();
-    fresh.cached = 0;
-    const Positions p = rank_positions(fresh, P, j);
-    return Positions::two(p.seg(0).start + s.cached, p.seg(0).count, p.seg(1).start + s.cached, p.seg(1).count);
+    return after_cache(rank_positions(s.without_cache(), P, j), s.cached);
   }
   // Its keys: its tokens, or under --cached its cache shard (the contiguous split) then its new tokens.
   Positions keys(const LayerShape& s, int P, int j) const {

@@ -444,15 +444,8 @@ void RingLayer::core_setup() {
 }
 
 Positions RingLayer::layout_positions(const LayerShape& s, int P, int j) const {
-  if (s.cached > 0) {  // the strategy's layout of the new tokens, after the cache
-    LayerShape fresh = s;
-    fresh.N = s.new_tokens();
-    fresh.cached = 0;
-    const Positions p = rank_positions(fresh, P, j);
-    std::vector<PosSeg> segs;
-    for (int i = 0; i < p.nseg(); ++i) segs.push_back({p.seg(i).start + s.cached, p.seg(i).stride, p.seg(i).count});
-    return Positions::segments(segs);
-  }
+  if (s.cached > 0)  // the strategy's layout of the new tokens, after the cache
+    return after_cache(rank_positions(s.without_cache(), P, j), s.cached);
   if (s.balance == BalanceScheme::none) return rank_positions(s, P, j);
   std::vector<int64_t> key = {s.N, P, int64_t(s.balance), s.causal, s.window};
   key.insert(key.end(), s.doc_lens.begin(), s.doc_lens.end());

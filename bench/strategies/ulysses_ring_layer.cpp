@@ -79,22 +79,6 @@ void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& 
 
 Positions UlyssesRingLayer::ring_block(int j) const { return ring_block_of(shape(), env_.spec, j); }
 
-namespace {
-// Under --cached C the layouts place the N - C new tokens: the shape they are computed on, and
-// the shift back to positions C..N-1.
-LayerShape new_tokens_shape(const LayerShape& s) {
-  LayerShape fresh = s;
-  fresh.N = s.new_tokens();
-  fresh.cached = 0;
-  return fresh;
-}
-Positions shifted(const Positions& p, int64_t by) {
-  std::vector<PosSeg> segs;
-  for (int i = 0; i < p.nseg(); ++i) segs.push_back({p.seg(i).start + by, p.seg(i).stride, p.seg(i).count});
-  return Positions::segments(segs);
-}
-}  // namespace
-
 Positions UlyssesRingLayer::ring_keys_of(const LayerShape& s, const MeshSpec& m, int j) {
   if (s.cached == 0 || s.decode()) return ring_block_of(s, m, j);
   return cache_then(Positions::segments({cache_shard(s, m.R, j)}), ring_block_of(s, m, j));
@@ -106,9 +90,7 @@ void UlyssesRingLayer::check_cached(const LayerShape& s, int P, const MeshSpec& 
     e << name() << ": --cached " << s.cached << " with tp=" << m.tp << " is not built (the cache is split over ring x ulysses only)";
   else if (m.inner_ring > 0)
     e << name() << ": --cached " << s.cached << " with a double ring level (usp_ring=double) is not built: use usp_ring=single";
-  else if (s.cached % (int64_t(P) / m.U) != 0)
-    e << name() << ": cached=" << s.cached << " is not divisible by ring=" << P / m.U
-      << ": each ring position holds an equal cache shard";
+  (void)P;  // R | C follows from plan's P | C
   if (!e.str().empty()) throw ConstraintError(e.str());
 }
 
@@ -120,7 +102,7 @@ Block::CacheHeld UlyssesRingLayer::cache_held() {
 }
 
 Positions UlyssesRingLayer::ring_block_of(const LayerShape& s, const MeshSpec& m, int j) {
-  if (s.cached > 0 && !s.decode()) return shifted(ring_block_of(new_tokens_shape(s), m, j), s.cached);
+  if (s.cached > 0 && !s.decode()) return after_cache(ring_block_of(s.without_cache(), m, j), s.cached);
   const int64_t Rn = m.R;
   if (zigzag_layout(m.ring_layout, s.causal)) {
     const int64_t C = s.N / (2 * Rn);
@@ -148,7 +130,7 @@ int UlyssesRingLayer::ring_position(const Mesh& m) {
 }
 
 Positions UlyssesRingLayer::cp_positions(const LayerShape& s, const Mesh& m, bool zz) {
-  if (s.cached > 0 && !s.decode()) return shifted(cp_positions(new_tokens_shape(s), m, zz), s.cached);
+  if (s.cached > 0 && !s.decode()) return after_cache(cp_positions(s.without_cache(), m, zz), s.cached);
   const int64_t Un = m.size_of("ulysses"), Rn = ring_size(m);
   const int64_t u = m.group("ulysses").rank(), rho = ring_position(m);
   if (zz) {

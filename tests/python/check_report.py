@@ -66,7 +66,7 @@ def by_label(rep):
     return {r["label"]: r for r in ok_results(rep)}
 
 
-def decode_mesh(r, P):
+def head_ring_split(r, P):
     """(U, R) of a cached prefill or decode result: usp's (ulysses: U = P) head and ring groups;
     single (1, 1); every other strategy (1, P)."""
     if r["strategy"] == "single":
@@ -90,7 +90,7 @@ def fit_check(r, cfg, P):
     step = max(0, mem["peak_bytes"] - mem["weights"] - inf["kv_cache_bytes"])
     # The shard a rank holds: with a cache, usp's C/R for max(G,U)/U heads; without one (prefill,
     # C = 0) the harness assumes every KV head over P ranks.
-    U, shards = decode_mesh(r, P) if cfg.get("cached") else (1, 1 if r["strategy"] == "single" else P)
+    U, shards = head_ring_split(r, P) if cfg.get("cached") else (1, 1 if r["strategy"] == "single" else P)
     per_token = 2 * cfg["batch"] * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
     room = cap - weights - step
     want = shards * (room // (L * per_token)) if room > 0 else 0
@@ -141,7 +141,7 @@ def cmd_model(a):
         if cfg["pass"] == "prefill":  # the serving figures, from the config alone
             # The cache shard: C/R tokens (single C; the ring family R = P) for max(G, U)/U KV heads.
             P, inf = cfg["world_size"], r["inference"]
-            U, R = decode_mesh(r, P)
+            U, R = head_ring_split(r, P)
             want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
             check(inf["cached"] == C and inf["new_tokens"] == r["seq"] - C and inf["kv_cache_bytes"] == want_cache
                   and inf["ring_pass"] == cfg.get("ring_pass", "kv") and inf["ttft_ms"] == r["timing"]["step_ms"]["median"],
@@ -152,7 +152,7 @@ def cmd_model(a):
             # every rank's float32 (o [B, H, d], lse [B, H]) to the P-1 others; nothing in the
             # backward; the cache shard C/P (single: C); tpot = the step median / S.
             P, inf, S = cfg["world_size"], r["inference"], cfg["decode_steps"]
-            U, R = decode_mesh(r, P)
+            U, R = head_ring_split(r, P)
             want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
             check(r["seq"] == C and inf["pass"] == "decode" and inf["cached"] == C and inf["decode_steps"] == S
                   and inf["new_tokens"] == S and inf["kv_cache_bytes"] == want_cache and inf["ttft_ms"] is None
@@ -175,10 +175,10 @@ def cmd_model(a):
             # indices a block of C/R cached and U(N-C)/P new tokens for Ge/U heads, the same
             # B*N/P*Ge*d elements per rank.
             P, e, d = cfg["world_size"], ELEM_BYTES[cfg["dtype"]], cfg["head_dim"]
-            U = (r["mesh"].get("ulysses") or 1) if r["strategy"] in ("usp", "ulysses") else 1
+            U, R = head_ring_split(r, P)
             Ge, Tn = max(cfg["kv_heads"], U), cfg["batch"] * (r["seq"] - C) // P
             a2a = e * Tn * (2 * cfg["heads"] * d + 2 * Ge * d) * (U - 1) // U
-            want = a2a + e * cfg["batch"] * r["seq"] // P * 2 * Ge * d * (P // U - 1)
+            want = a2a + e * cfg["batch"] * r["seq"] // P * 2 * Ge * d * (R - 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} cached pass-KV: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if cfg.get("ring_pass") == "q" and r["strategy"] != "single" and not cfg["mask"]["window"] \
@@ -189,8 +189,8 @@ def cmd_model(a):
             # usp (t = 1): the ring is its R ring indices (K = R - 1), and the Ulysses all-to-all of
             # q, k, v (KV heads replicated to max(G, U)) comes first: s*T*(2*H*d + 2*Ge*d)*(U-1)/U.
             P = cfg["world_size"]
-            U = (r["mesh"].get("ulysses") or 1) if r["strategy"] == "usp" else 1
-            Tq, hq, K = cfg["batch"] * (r["seq"] - C) // P, cfg["heads"] * cfg["head_dim"], P // U - 1
+            U, R = head_ring_split(r, P)
+            Tq, hq, K = cfg["batch"] * (r["seq"] - C) // P, cfg["heads"] * cfg["head_dim"], R - 1
             e = ELEM_BYTES[cfg["dtype"]]
             a2a = e * Tq * (2 * hq + 2 * max(cfg["kv_heads"], U) * cfg["head_dim"]) * (U - 1) // U
             Pb = 4 * Tq * hq + 4 * Tq * cfg["heads"]  # one partial: o float32 and lse
