@@ -47,8 +47,8 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           job.mesh = strat->resolve_mesh(req, shape, P);
           job.label = strat->label(job.mesh);
           if (shape.decode() && !strat->supports_decode())
-            throw ConstraintError(strat->name() + ": --pass decode is built for the ring family, usp and ulysses only "
-                                  "(ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
+            throw ConstraintError(strat->name() + ": --pass decode is built for the ring family, usp, ulysses and megatron-sp only "
+                                  "(ring, ring-zigzag, ring-striped, double-ring, usp, ulysses, megatron-sp)");
           if (!shape.decode() && shape.cached > 0 && !strat->supports_cached())
             throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.cached) +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");

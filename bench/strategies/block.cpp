@@ -127,19 +127,21 @@ void TpGroup::setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, i
   c_ = c;
   t_ = c ? c->size() : 1;
   r_ = c ? c->rank() : 0;
+  replicated_ = s.decode();
   B_ = s.B;
   T_ = T;
   D_ = s.D;
   if (!c_) return;
-  // Whole-group [B*t*T, D] slots (run dtype) for the gathers and reduce-scatters; their uses
+  // Whole-group [B*span*T, D] slots (run dtype) for the gathers and reduce-scatters; their uses
   // never overlap in time. Two, three when B > 1 (the reordered copy): the peak of the
-  // transient buffers they replace.
-  for (int i = 0; i < (s.B > 1 ? 3 : 2); ++i)
-    slot_[i] = reg.add("tp_slot" + std::to_string(i), {s.B * t_ * T, s.D}, s.dtype, Held::comm);
+  // transient buffers they replace. Replicated rows: one slot for the partial, its D/t chunk.
+  for (int i = 0; i < (replicated_ ? 1 : s.B > 1 ? 3 : 2); ++i)
+    slot_[i] = reg.add("tp_slot" + std::to_string(i), {s.B * span() * T, s.D}, s.dtype, Held::comm);
+  if (replicated_) chunk_ = reg.add("tp_chunk", {s.B * T * s.D / t_}, s.dtype, Held::comm);
 }
 
 const Tensor& TpGroup::gather(Backend& be, const Tensor& local, int dst, int scratch) {
-  if (!c_) return local;
+  if (!c_ || replicated_) return local;
   if (B_ == 1) {  // the member-ordered gather already is the rows' order
     c_->all_gather(local, slot_[dst]);
     return slot_[dst];
@@ -149,10 +151,16 @@ const Tensor& TpGroup::gather(Backend& be, const Tensor& local, int dst, int scr
   return slot_[dst];
 }
 
-Tensor TpGroup::partial(int slot, Tensor& out) { return c_ ? slot_[slot] : out; }
+Tensor TpGroup::partial(int slot, Tensor& out) { return c_ ? slot_[replicated_ ? 0 : slot] : out; }
 
-void TpGroup::reduce_scatter(Backend& be, const Tensor& partial, int scratch, Tensor& out) {
+void TpGroup::reduce(Backend& be, const Tensor& partial, int scratch, Tensor& out) {
   if (!c_) return;  // the GEMM wrote `out` itself
+  if (replicated_) {  // all-reduce: every member sums a 1/t chunk, then all of them gather it
+    Tensor whole = out.reshape({out.numel()});
+    c_->reduce_scatter(partial.reshape({partial.numel()}), chunk_);
+    c_->all_gather(chunk_, whole);
+    return;
+  }
   if (B_ == 1) {
     c_->reduce_scatter(partial, out);
     return;
@@ -190,7 +198,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     TensorRegistry& reg = k.reg_;
     const int t = k.tp_.size(), tr = k.tp_.rank();
     const bool root = k.env_.world->rank() == 0;
-    const int64_t T = k.T_, BT = s.B * T, n = t * T, BW = s.B * n;
+    const int64_t T = k.T_, BT = s.B * T, n = k.tp_.span() * T, BW = s.B * n;
     const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
     const int64_t Hl = int64_t(k.hl_) * s.d, Gl = int64_t(k.gl_) * s.d, Cl = Hl + 2 * Gl;
     // KV replication (t > G): kv_copies ranks hold one KV head; the first of them exports the
@@ -293,7 +301,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
     Backend& b = k.be();
-    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span();
     const int64_t Hl = int64_t(k.hl_) * s.d, Cl = reg["qkv"].shape[1];
     Tensor &in = reg[in_], &out = reg[out_], &xn = reg["xn"], &qkv = reg["qkv"];
     b.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm_w"], s.eps, xn, reg["rstd"]);
@@ -308,11 +316,11 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.cached > 0 && !k.core_holds_cache();
     if (writes) {
       // Per batch row: `row` elements of the cache's heads (decode: this member's dgk_ KV heads
-      // from dkv0_, out of k_'s gl_) into rows from `first` on.
+      // from k_'s dkv_local_, out of its gl_) into rows from `first` on.
       const int ch = int(k.kc_.shape[2]);
       const int64_t n = k.q_.shape[1], row = n * ch * s.d, nk = k.kc_.shape[1], src_pitch = n * k.gl_ * s.d;
       const int64_t first = s.decode() ? k.cache_pos_.count() + k.step_ / k.decode_p_ : nk - n;
-      const int64_t at = first * ch * s.d, pitch = nk * ch * s.d, c0 = s.decode() ? int64_t(k.dkv0_) * s.d : 0;
+      const int64_t at = first * ch * s.d, pitch = nk * ch * s.d, c0 = s.decode() ? int64_t(k.dkv_local_) * s.d : 0;
       const int64_t tail = (s.B - 1) * pitch + row;  // the view from the first new row to the last
       const int64_t src_tail = (s.B - 1) * src_pitch + row;
       Tensor kd = k.kc_.view(at, {tail}), vd = k.vc_.view(at, {tail});
@@ -325,7 +333,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     Tensor out2 = out.reshape({BT, s.D});
     Tensor partial = k.tp_.partial(0, out2);
     b.gemm(false, false, BW, s.D, Hl, 1.0f, k.o_, Hl, reg["w_o"], s.D, 0.0f, partial, s.D);
-    k.tp_.reduce_scatter(b, partial, 1, out2);
+    k.tp_.reduce(b, partial, 1, out2);
     b.add(out, out, in);
   }
 
@@ -334,7 +342,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
     Backend& b = k.be();
-    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span();
     const int64_t Hl = int64_t(k.hl_) * s.d, Cl = reg["qkv"].shape[1];
     Tensor &in = reg[in_], &dout = reg["d" + out_], &din = reg["d" + in_];
     Tensor &xn = reg["xn"], &dxn = reg["dxn"], &dqkv = reg["dqkv"], &w_qkv = reg["w_qkv"];
@@ -355,7 +363,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
       Tensor partial = k.tp_.partial(1, dxn);
       b.gemm(false, true, BW, s.D, Cl, 1.0f, dqkv, Cl, w_qkv, Cl, 0.0f, partial, s.D);
-      k.tp_.reduce_scatter(b, partial, 2, dxn);
+      k.tp_.reduce(b, partial, 2, dxn);
       b.gemm(true, false, s.D, Cl, BW, 1.0f, xw, s.D, dqkv, Cl, 0.0f, reg["dw_qkv"], Cl);
     }
     Tensor& dnorm_w = reg["dnorm_w"];
@@ -369,7 +377,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
   QkvLayout qkv_layout() const {  // this rank's heads on the wide rows
     const LayerShape& s = b_.shape();
     QkvLayout l;
-    l.B = s.B; l.T = b_.T_ * b_.tp_.size(); l.hq = b_.hl_; l.hk = b_.gl_; l.d = s.d; l.docs = s.docs;
+    l.B = s.B; l.T = b_.T_ * b_.tp_.span(); l.hq = b_.hl_; l.hk = b_.gl_; l.d = s.d; l.docs = s.docs;
     return l;
   }
 };
@@ -389,7 +397,7 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     TensorRegistry& reg = k.reg_;
     const int t = k.tp_.size(), tr = k.tp_.rank();
     const bool root = k.env_.world->rank() == 0, weights_exporter = k.env_.world->rank() < t;
-    const int64_t BT = s.B * k.T_, BW = BT * t, Fl = s.F / t, Hd = int64_t(s.H) * s.d;
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span(), Fl = s.F / t, Hd = int64_t(s.H) * s.d;
     auto law = [&](InputId id) { return input_law(id, s.D, Hd, s.F); };
     Backend& be = k.be();
     const uint64_t seed = k.env_.seed;
@@ -435,7 +443,7 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
     Backend& be = k.be();
-    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size(), Fl = s.F / k.tp_.size();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span(), Fl = s.F / k.tp_.size();
     Tensor &in = reg[in_], &out = reg[out_], &hn = reg["hn"], &a = reg["a"], &b = reg["b"], &g = reg["g"];
     be.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm2_w"], s.eps, hn, reg["rstd2"]);
     const Tensor& hw = k.tp_.gather(be, hn, 0, 1);  // dead after the two GEMMs: backward gathers again
@@ -445,7 +453,7 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     Tensor out2 = out.reshape({BT, s.D});
     Tensor partial = k.tp_.partial(0, out2);
     be.gemm(false, false, BW, s.D, Fl, 1.0f, g, Fl, reg["w_down"], s.D, 0.0f, partial, s.D);
-    k.tp_.reduce_scatter(be, partial, 1, out2);
+    k.tp_.reduce(be, partial, 1, out2);
     be.add(out, out, in);
   }
 
@@ -454,7 +462,7 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
     Backend& be = k.be();
-    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.size(), Fl = s.F / k.tp_.size();
+    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span(), Fl = s.F / k.tp_.size();
     Tensor &in = reg[in_], &dout = reg["d" + out_], &din = reg["d" + in_];
     Tensor &a = reg["a"], &b = reg["b"], &g = reg["g"], &dg = reg["dg"], &da = reg["da"], &db = reg["db"];
     Tensor &dhn = reg["dhn"], &w_gate = reg["w_gate"], &w_up = reg["w_up"];
@@ -469,7 +477,7 @@ class Block::MlpSubLayer final : public Block::SubLayer {
       Tensor partial = k.tp_.partial(1, dhn);
       be.gemm(false, true, BW, s.D, Fl, 1.0f, da, Fl, w_gate, Fl, 0.0f, partial, s.D);
       be.gemm(false, true, BW, s.D, Fl, 1.0f, db, Fl, w_up, Fl, 1.0f, partial, s.D);
-      k.tp_.reduce_scatter(be, partial, 2, dhn);
+      k.tp_.reduce(be, partial, 2, dhn);
       be.gemm(true, false, s.D, Fl, BW, 1.0f, hw, s.D, da, Fl, 0.0f, reg["dw_gate"], Fl);
       be.gemm(true, false, s.D, Fl, BW, 1.0f, hw, s.D, db, Fl, 0.0f, reg["dw_up"], Fl);
     }
@@ -517,16 +525,24 @@ void Block::setup(StrategyEnv& env) {
     // shard, then one slot per step this rank owns: steps decode_r_, decode_r_ + p, ... at
     // positions C + i. A slot not written yet holds a later position, so the causal mask hides it.
     const DecodeGroups g = decode_groups();
-    decode_p_ = g.merge ? g.merge->size() : 1;
-    decode_r_ = g.merge ? g.merge->rank() : 0;
+    const int inner = g.merge ? g.merge->size() : 1, outer = g.merge_outer ? g.merge_outer->size() : 1;
+    decode_p_ = inner * outer;
+    decode_r_ = (g.merge_outer ? g.merge_outer->rank() * inner : 0) + (g.merge ? g.merge->rank() : 0);
     decode_u_ = g.heads ? g.heads->size() : 1;
     decode_ui_ = g.heads ? g.heads->rank() : 0;
-    const int Ge = replicated_kv_heads(decode_u_, s);  // KV heads after replication over the head group
-    dhq_ = s.H / decode_u_;
+    // Under a TP group of t the head group splits the TP rank's H/t heads: member (tr, u) of the
+    // t*U head shards holds query heads [(tr*U + u)*H/(tU), +H/(tU)), dq0_ of them into q_'s.
+    const Communicator* tpc = tp_group();
+    const int t = tpc ? tpc->size() : 1, tr = tpc ? tpc->rank() : 0, shards = t * decode_u_;
+    const int member = tr * decode_u_ + decode_ui_;
+    const int Ge = replicated_kv_heads(shards, s);  // KV heads after replication over the t*U shards
+    dhq_ = s.H / shards;
     dq0_ = decode_ui_ * dhq_;
-    dgk_ = Ge / decode_u_;
-    dkv0_ = decode_ui_ * dgk_ / (Ge / s.G);
-    dkv_exporter_ = (decode_ui_ * dgk_) % (Ge / s.G) == 0;
+    dgk_ = Ge / shards;
+    dkv0_ = member * dgk_ / (Ge / s.G);
+    // k_'s first head: the TP rank's first KV head (its max(G,t)/t, replicated when t > G).
+    dkv_local_ = dkv0_ - tr * (replicated_kv_heads(t, s) / t) / (replicated_kv_heads(t, s) / s.G);
+    dkv_exporter_ = (member * dgk_) % (Ge / s.G) == 0;
     cache_pos_ = Positions::segments({cache_shard(s, decode_p_, decode_r_)});  // the merge group's split
     step_ = 0;
     pos_ = Positions::contiguous(s.cached, 1);
@@ -610,13 +626,18 @@ void Block::forward() {
 
 Block::DecodeGroups Block::decode_groups() { return {mesh().cp.get(), nullptr}; }
 
-CommPrediction Block::decode_prediction(const LayerShape& s, int R, int U, int64_t elem, int64_t acc,
-                                        const std::string& merge_level) {
+CommPrediction Block::decode_prediction(const LayerShape& s, const std::vector<MergeLevel>& merges, int U,
+                                        int64_t elem, int64_t acc, int t) {
   CommPrediction p;
-  const int64_t hq = s.H / U;  // query heads of one member of the head group
+  const int64_t hq = s.H / (int64_t(t) * U);  // query heads of one member of the head group
   const int64_t partial = acc * s.B * hq * s.d + 4 * s.B * hq;  // o (float32) and lse of one step
-  if (R > 1) p.add(merge_level, Phase::fwd, 0, s.decode_steps * partial * (R - 1));
+  for (const MergeLevel& m : merges)
+    if (m.size > 1) p.add(m.level, Phase::fwd, 0, s.decode_steps * partial * (m.size - 1));
   if (U > 1) p.add("ulysses", Phase::fwd, 0, s.decode_steps * elem * s.B * hq * s.d * (U - 1));
+  // The tp level: an all-reduce of the B x D rows after each sub-layer's row-parallel GEMM, as
+  // a reduce-scatter then an all-gather of B*D/t elements per member.
+  const int64_t sublayers = s.full_block ? 2 : 1;
+  if (t > 1) p.add("tp", Phase::fwd, 0, s.decode_steps * sublayers * 2 * elem * (s.B * s.D / t) * (t - 1));
   return p;
 }
 
@@ -626,7 +647,9 @@ void Block::decode_setup() {
   // This rank's partial (o float32, then lse), every merge-group member's after the all-gather,
   // the running merge; allocated once (the timed steps allocate nothing).
   part_ = reg_.add("decode_partial", {part_n}, DType::f32, Held::comm);
-  gathered_ = reg_.add("decode_gathered", {decode_p_ * part_n}, DType::f32, Held::comm);
+  const DecodeGroups g = decode_groups();
+  const int levels = std::max(g.merge ? g.merge->size() : 1, g.merge_outer ? g.merge_outer->size() : 1);
+  gathered_ = reg_.add("decode_gathered", {levels * part_n}, DType::f32, Held::comm);
   o_acc32_ = reg_.add("decode_o_acc", {s.B, 1, dhq_, s.d}, DType::f32, Held::activation);
   lse_acc_ = reg_.add("decode_lse", {s.B, dhq_, 1}, DType::f32, Held::activation);
   o_steps_ = reg_.add("decode_o_steps", {s.B, S, hl_, s.d}, s.dtype, Held::activation);
@@ -663,24 +686,33 @@ void Block::decode_attention() {
     b.convert(po, o_part_run_);
   }
   // Every merge-group member's partial, then the online-softmax merge in member order (the same
-  // order on every rank, so every member holds the same o).
-  Tensor* all = &part_;
-  if (decode_p_ > 1) {
-    decode_groups().merge->all_gather(part_, gathered_);
-    all = &gathered_;
+  // order on every rank, so every member holds the same o); with an outer merge level the merged
+  // partial goes round it the same way.
+  const DecodeGroups g = decode_groups();
+  b.copy_2d(o_acc32_, on, part_, on, 1, on);
+  b.copy_2d(lse_acc_, ln, part_.view(on, {ln}), ln, 1, ln);
+  for (Communicator* level : {g.merge, g.merge_outer}) {
+    if (!level || level->size() == 1) continue;
+    if (level == g.merge_outer) {  // the inner level's merged partial is what travels
+      b.copy_2d(part_, on, o_acc32_, on, 1, on);
+      Tensor pl_dst = part_.view(on, {ln});
+      b.copy_2d(pl_dst, ln, lse_acc_, ln, 1, ln);
+    }
+    Tensor all = gathered_.view(0, {level->size() * part_n});
+    level->all_gather(part_, all);
+    b.copy_2d(o_acc32_, on, all, on, 1, on);
+    b.copy_2d(lse_acc_, ln, all.view(on, {ln}), ln, 1, ln);
+    for (int r = 1; r < level->size(); ++r)
+      b.attn_merge(a, o_acc32_, lse_acc_, all.view(r * part_n, {s.B, 1, dhq_, s.d}),
+                   all.view(r * part_n + on, {s.B, dhq_, 1}));
   }
-  b.copy_2d(o_acc32_, on, *all, on, 1, on);
-  b.copy_2d(lse_acc_, ln, all->view(on, {ln}), ln, 1, ln);
-  for (int r = 1; r < decode_p_; ++r)
-    b.attn_merge(a, o_acc32_, lse_acc_, gathered_.view(r * part_n, {s.B, 1, dhq_, s.d}),
-                 gathered_.view(r * part_n + on, {s.B, dhq_, 1}));
   if (decode_u_ == 1) {
     if (f32) b.copy_2d(o_, on, o_acc32_, on, 1, on);
     else b.convert(o_, o_acc32_);
   } else {  // the head group's merged o (run dtype), member u's heads into o's columns [u*hd, +hd)
     if (f32) b.copy_2d(o_part_run_, on, o_acc32_, on, 1, on);
     else b.convert(o_part_run_, o_acc32_);
-    decode_groups().heads->all_gather(o_part_run_, o_heads_);
+    g.heads->all_gather(o_part_run_, o_heads_);
     for (int m = 0; m < decode_u_; ++m) {
       Tensor od = o_.view(m * hd, {(s.B - 1) * Hd + hd});
       b.copy_2d(od, Hd, o_heads_.view(m * on, {on}), hd, s.B, hd);
@@ -710,20 +742,26 @@ void Block::export_decode(const std::string& name, std::vector<float>& global) {
           global[size_t((b * S + i) * gw + c0 + e)] += c[size_t((b * nk + Cr + j) * w + e)];
     return;
   }
+  // Query heads: this member's from global head tp rank * hl_ + dq0_ (lse), its TP rank's hl_
+  // from tp rank * hl_ (o).
+  const int64_t tp_q0 = int64_t(tp_.rank()) * hl_;
   if (name == "lse") {  // this member's heads, from one member of its merge group
     if (decode_r_ != 0) return;
     const std::vector<float> h = be().download(lse_steps_);
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t hh = 0; hh < dhq_; ++hh)
         for (int64_t i = 0; i < S; ++i)
-          global[size_t((b * s.H + dq0_ + hh) * S + i)] += h[size_t((b * dhq_ + hh) * S + i)];
+          global[size_t((b * s.H + tp_q0 + dq0_ + hh) * S + i)] += h[size_t((b * dhq_ + hh) * S + i)];
     return;
   }
-  // o (every rank holds all heads after the head group's gather): rank 0.
-  if (env_.world->rank() != 0) return;
+  // o: every member of a TP rank's merge and head groups holds its hl_ heads after the head
+  // group's gather; the first of them adds them.
+  if (decode_r_ != 0 || decode_ui_ != 0) return;
   const std::vector<float> h = be().download(o_steps_);
-  if (h.size() != global.size()) throw std::logic_error("export_tensor: decode 'o' size mismatch");
-  for (size_t i = 0; i < h.size(); ++i) global[i] += h[i];
+  const int64_t Hd = int64_t(s.H) * s.d, w = int64_t(hl_) * s.d;
+  if (h.size() * size_t(tp_.size()) != global.size()) throw std::logic_error("export_tensor: decode 'o' size mismatch");
+  for (int64_t r = 0; r < s.B * S; ++r)
+    for (int64_t e = 0; e < w; ++e) global[size_t(r * Hd + tp_q0 * s.d + e)] += h[size_t(r * w + e)];
 }
 
 void Block::backward() {
@@ -738,7 +776,9 @@ void Block::export_tensor(const std::string& name, std::vector<float>& global) {
     if (!replicated() || env_.world->rank() == 0) export_decode(name, global);  // single: rank 0 all
     return;
   }
-  if ((replicated() || s.decode()) && env_.world->rank() != 0) return;  // decode: x, y replicated
+  // (Under decode x and y are replicated: their rules let rank 0 add them; the weights are
+  // added by the first TP group, as in training.)
+  if (replicated() && env_.world->rank() != 0) return;
   if (name == "lse") {
     export_lse(global);
     return;
@@ -763,9 +803,9 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   // Token-local tensors kept across the layer, per rank: x, dy, xn, qkv, q, k, v, o, y, do,
   // dqkv, dxn, dx (run dtype) and rstd, dq, dk, dv (float32).
   // Under --cached, T counts the new tokens, and k_cache, v_cache hold the cache shard too.
-  if (s.decode()) {  // the cache's tokens over P/U ranks, its heads over U (usp); single: P = 1
-    const int U = m.U > 0 && P % m.U == 0 ? m.U : 1;
-    return decode_activation_bytes(s, P / U, U);
+  if (s.decode()) {  // the cache's tokens over P/(tU) ranks, its heads over tU (usp); single: P = 1
+    const int t = m.tp > 0 && P % m.tp == 0 ? m.tp : 1, U = m.U > 0 && (P / t) % m.U == 0 ? m.U : 1;
+    return decode_activation_bytes(s, P / t / U, U, t);
   }
   const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
   const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
@@ -775,14 +815,15 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BT, 1);
 }
 
-int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U) {
-  // x, y of the S steps, o_steps (run dtype) and lse_steps; the cache shard with its slots
-  // [B, C/R + ceil(S/R), max(G,U)/U, d] twice; the partials of H/U heads (this rank's and R
-  // gathered, float32); one step's tensors are B rows and left out.
-  const int64_t es = int64_t(dtype_size(s.dtype)), S = s.decode_steps, Hd = int64_t(s.H) * s.d;
-  const int64_t slots = (S + R - 1) / R, part = s.B * (Hd + s.H) / U * 4, heads = replicated_kv_heads(U, s) / U;
-  return s.B * S * (2 * s.D + Hd) * es + s.B * s.H / U * S * 4 + 2 * s.B * (s.cached / R + slots) * heads * s.d * es +
-         (R > 1 ? R + 1 : 1) * part;
+int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U, int t) {
+  // x, y of the S steps, o_steps (the TP rank's H/t heads; run dtype) and lse_steps; the cache
+  // shard with its slots [B, C/R + ceil(S/R), max(G,tU)/(tU), d] twice; the partials of H/(tU)
+  // heads (this rank's and R gathered, float32); one step's tensors are B rows and left out.
+  const int64_t es = int64_t(dtype_size(s.dtype)), S = s.decode_steps, shards = int64_t(t) * U;
+  const int64_t Hd = int64_t(s.H) * s.d, slots = (S + R - 1) / R, part = s.B * (Hd + s.H) / shards * 4;
+  const int64_t heads = replicated_kv_heads(int(shards), s) / shards;
+  return s.B * S * (2 * s.D + Hd / t) * es + s.B * s.H / shards * S * 4 +
+         2 * s.B * (s.cached / R + slots) * heads * s.d * es + (R > 1 ? R + 1 : 1) * part;
 }
 
 int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t) {

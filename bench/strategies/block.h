@@ -98,9 +98,12 @@ class TensorRegistry {
 
 // The tensor-parallel group around the block's column- and row-parallel GEMMs (Megatron SP).
 // Outside the GEMMs each member holds its own tokens [B*T, D]; gather() all-gathers them into
-// the group's tokens [B*t*T, D] in member order ("wide" rows), reduce_scatter() sums partial
-// [B*t*T, D] outputs and scatters them back. With no communicator (t = 1) gather returns the
-// local rows and partial() is the output itself, so the block's code has no special case.
+// the group's tokens [B*t*T, D] in member order ("wide" rows), reduce() sums partial
+// [B*t*T, D] outputs and scatters them back (a reduce-scatter). With no communicator (t = 1)
+// gather returns the local rows and partial() is the output itself, so the block's code has no
+// special case. Under --pass decode the members hold the same B rows (one token per sequence
+// cannot be split): gather() is the rows themselves and reduce() an all-reduce, done as a
+// reduce-scatter of D/t columns per member then an all-gather (Megatron's decode TP).
 // The whole-sequence buffers are slots allocated once; their uses never overlap in time.
 class TpGroup {
  public:
@@ -108,18 +111,23 @@ class TpGroup {
   int size() const { return t_; }
   int rank() const { return r_; }
   bool active() const { return c_ != nullptr; }
+  // The members whose rows one gather joins: t, or 1 when the rows are replicated (decode).
+  int span() const { return replicated_ ? 1 : t_; }
   // local [B*T, D] -> the group's rows, in slot `dst` (through `scratch` when B > 1).
   const Tensor& gather(Backend& be, const Tensor& local, int dst, int scratch);
   // Where a row-parallel GEMM writes its partial sum: slot `slot`, or `out` itself when t = 1.
   Tensor partial(int slot, Tensor& out);
-  // partial (returned by partial()) -> out [B*T, D] (through `scratch` when B > 1); t = 1: nothing.
-  void reduce_scatter(Backend& be, const Tensor& partial, int scratch, Tensor& out);
+  // partial (returned by partial()) -> out [B*T, D]: the group's sum of this member's rows
+  // (through `scratch` when B > 1); t = 1: nothing.
+  void reduce(Backend& be, const Tensor& partial, int scratch, Tensor& out);
 
  private:
   Communicator* c_ = nullptr;
   int t_ = 1, r_ = 0;
+  bool replicated_ = false;
   int64_t B_ = 1, T_ = 0, D_ = 0;
   Tensor slot_[3];
+  Tensor chunk_;  // replicated rows: this member's D/t columns of the sum
 };
 
 class Block : public Strategy {
@@ -143,11 +151,17 @@ class Block : public Strategy {
     int64_t cache_tokens = 0;  // the cached tokens (per sequence) whose k, v it holds
   };
   HeldShare held_share();
-  // DESIGN's decode bytes (--pass decode), per step x S: the merge group of R ranks all-gathers
-  // every member's partial for its H/U query heads (o float32, lse float32) on `merge_level`,
-  // then (U > 1) the head group all-gathers the merged o (run dtype) on "ulysses".
-  static CommPrediction decode_prediction(const LayerShape& s, int R, int U, int64_t elem, int64_t acc,
-                                          const std::string& merge_level = "cp");
+  // DESIGN's decode bytes (--pass decode), per step x S: each merge level of R ranks all-gathers
+  // every member's partial for its H/U query heads (o float32, lse float32) on its level,
+  // then (U > 1) the head group all-gathers the merged o (run dtype) on "ulysses"; under a TP
+  // level of t (H/(tU) query heads per member) each sub-layer all-reduces its B x D output on "tp".
+  // `merges`: the merge levels in order, (level, size) (a double ring: inner, then outer).
+  struct MergeLevel {
+    std::string level;
+    int size = 1;
+  };
+  static CommPrediction decode_prediction(const LayerShape& s, const std::vector<MergeLevel>& merges, int U,
+                                          int64_t elem, int64_t acc, int t = 1);
 
   class SubLayer;  // one sub-layer of the block (block.cpp: attention, the MLP)
 
@@ -180,9 +194,13 @@ class Block : public Strategy {
   // merged in (default the CP group; null: this rank holds the whole cache, as single does);
   // `heads` the group the heads are sharded over (usp's Ulysses level: each member attends H/U
   // query heads with max(G,U)/U KV heads, and the merged o is all-gathered over it; null: none).
+  // `merge_outer`: a second merge level after `merge` (usp's double ring level: the inner ring,
+  // then across the inner rings); the cache's tokens are split over both, member
+  // outer.rank() * merge.size() + merge.rank() holding shard r of merge.size() * outer.size().
   struct DecodeGroups {
     Communicator* merge = nullptr;
     Communicator* heads = nullptr;
+    Communicator* merge_outer = nullptr;
   };
   virtual DecodeGroups decode_groups();
   // --cached prefill with the cache in the strategy's core (usp: a cache per ring index for the
@@ -202,9 +220,9 @@ class Block : public Strategy {
   static Positions after_cache(const Positions& p, int64_t C);
   // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
   // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
-  // The activations per rank under --pass decode: R ranks share the cache's tokens, U its heads
-  // (single: R = U = 1).
-  static int64_t decode_activation_bytes(const LayerShape& s, int R, int U = 1);
+  // The activations per rank under --pass decode: R ranks share the cache's tokens, t x U its
+  // heads (single: R = U = t = 1).
+  static int64_t decode_activation_bytes(const LayerShape& s, int R, int U = 1, int t = 1);
   static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t);
 
   // ---- for the cores --------------------------------------------------------------------------
@@ -238,7 +256,7 @@ class Block : public Strategy {
   // of their copies (dkv_exporter_).
   int64_t step_ = 0;
   int decode_p_ = 1, decode_r_ = 0, decode_u_ = 1, decode_ui_ = 0;
-  int dhq_ = 0, dq0_ = 0, dgk_ = 0, dkv0_ = 0;
+  int dhq_ = 0, dq0_ = 0, dgk_ = 0, dkv0_ = 0, dkv_local_ = 0;  // dkv_local_: dkv0_ in k_'s heads
   bool dkv_exporter_ = true;
   Tensor part_, gathered_, o_acc32_, lse_acc_, o_steps_, lse_steps_;
   Tensor q_heads_, o_part_run_, o_heads_;  // U > 1 (or a non-f32 partial): this member's heads

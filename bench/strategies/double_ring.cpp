@@ -64,7 +64,7 @@ class DoubleRing final : public Block {
   }
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override {
-    if (s.decode()) return decode_prediction(s, P, 1, elem, acc);  // the cache over all P ranks, as the ring's
+    if (s.decode()) return decode_prediction(s, {{"cp", P}}, 1, elem, acc);  // the cache over all P ranks, as the ring's
     const int w = m.inner_ring > 0 ? m.inner_ring : P;
     // pass-Q: a rank's Q block is its new tokens (B*(N-C)/P), H heads.
     if (s.ring_pass_q)

@@ -76,8 +76,26 @@ class MegatronSP final : public Block {
     if (!e.str().empty()) throw ConstraintError(e.str());
   }
 
+  // --pass decode: tensor-parallel decode (the serving baseline CP is compared with): every rank
+  // holds the whole cache for its H/P query heads and max(G,P)/P KV heads; nothing is merged,
+  // each sub-layer all-reduces its B x D output (block.h TpGroup).
+  bool supports_decode() const override { return true; }
+  void check_decode(const LayerShape& s, int P, const MeshSpec&) const override {
+    std::ostringstream e;
+    const std::string heads = head_sharding_error(P, s, "P");
+    if (!heads.empty())
+      e << "megatron-sp: " << heads << " (--pass decode shards the heads over the P tp ranks)";
+    else if (s.full_block && s.F % P != 0)
+      e << "megatron-sp: P=" << P << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
+    else if (s.D % P != 0)
+      e << "megatron-sp: P=" << P << " does not divide dim=" << s.D
+        << " (--pass decode all-reduces each sub-layer's output as D/P columns per rank)";
+    if (!e.str().empty()) throw ConstraintError(e.str());
+  }
+
   CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
-                                 int64_t) const override {
+                                 int64_t acc) const override {
+    if (s.decode()) return decode_prediction(s, {}, 1, elem, acc, P);
     const int64_t sTD = elem * (s.B * s.N / P) * s.D;
     const int sublayers = s.full_block ? 2 : 1;  // the MLP moves the same as attention
     CommPrediction p;  // all collectives over the tp level: the whole CP group
@@ -85,7 +103,8 @@ class MegatronSP final : public Block {
         .add("tp", Phase::bwd, 0, sublayers * 3 * sTD * (P - 1));
   }
 
-  int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec&) const override {
+  int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override {
+    if (s.decode()) return Block::activation_bytes_estimate(s, P, m);  // the mesh {tp = P}
     // Token-local, kept: x, dy, xn, y, dxn, dx (run dtype), rstd (float32).
     // Whole sequence for this rank's heads, kept: qkv, dqkv, q, k, v, o, do (run dtype); dq, dk,
     // dv, lse, delta (float32).
@@ -108,6 +127,7 @@ class MegatronSP final : public Block {
     return Positions::contiguous(m.cp->rank() * T, T);
   }
   Communicator* tp_group() override { return &env_.mesh->group("tp"); }
+  DecodeGroups decode_groups() override { return {}; }  // the heads are the tp level's: no merge
   Positions wide_positions() const override { return Positions::contiguous(0, env_.shape.N); }
 
   void core_setup() override {

@@ -367,7 +367,7 @@ CommPrediction RingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, in
 
 CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                           int64_t acc) const {
-  if (s.decode()) return decode_prediction(s, P, 1, elem, acc);  // no ring under decode: one all-gather per step
+  if (s.decode()) return decode_prediction(s, {{"cp", P}}, 1, elem, acc);  // no ring under decode: one all-gather per step
   // A balanced layout's hops come from the layout's own model (balance.h), not from the scan the
   // running strategy uses: bytes = model then checks one against the other.
   if (s.balance != BalanceScheme::none) {

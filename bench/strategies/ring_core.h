@@ -137,8 +137,7 @@ class RingCore {
   // = B*Tq new tokens, `hq` = query heads * d) goes `hops` (K) hops to the previous rank, and its
   // partial (o in `acc` bytes, lse float32 over `heads` query heads) travels with it and is then
   // sent back to the owner, K places ahead: fwd = elem*Tq*hq*K + (acc*Tq*hq + 4*Tq*heads)*(K+1),
-  // nothing when K = 0; bwd = 0. The runtime schedule is not built yet: this is the model the
-  // schedule must match (DESIGN "Inference passes").
+  // nothing when K = 0; bwd = 0 (RingCore::forward_pass_q's schedule; DESIGN "pass-Q").
   static CommPrediction predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
                                                int64_t acc, int hops = -1, const std::string& level = "ring");
 

@@ -13,7 +13,10 @@ namespace cpbench {
 CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m,
                                                  int64_t elem, int64_t acc) const {
   if (m.U < 1 || m.R < 1 || m.tp < 1) throw std::logic_error(name() + ": predicted_bytes needs a resolved mesh");
-  if (s.decode()) return decode_prediction(s, m.R, m.U, elem, acc, "ring");
+  if (s.decode())  // the merge over the ring level: one ring, or the inner rings then across them
+    return decode_prediction(s, m.inner_ring > 0 ? std::vector<MergeLevel>{{"ring_inner", m.inner_ring}, {"ring_outer", m.R / m.inner_ring}}
+                                                 : std::vector<MergeLevel>{{"ring", m.R}},
+                             m.U, elem, acc, m.tp);
   // hk = hk': the KV heads the ranks hold after any replication, d*max(G, t*U), over the whole
   // model (a TP rank's max(G,t)/t heads, replicated again for U: max(G, t*U)/t, times t ranks).
   // Under --cached the all-to-all and the Q blocks carry the new tokens (Tn = B*(N-C)/P per rank)
@@ -25,13 +28,15 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   // The tp level: all-gather before and reduce-scatter after each sub-layer's GEMMs (forward:
   // gather xn, reduce-scatter the w_o output; backward: gather dy, reduce-scatter dxn, gather
   // xn again), as megatron-sp.
-  const int64_t sTD = elem * T * s.D, sublayers = s.full_block ? 2 : 1;
+  const int64_t sTD = elem * Tn * s.D, sublayers = s.full_block ? 2 : 1;  // the new tokens only
   p.add("tp", Phase::fwd, 0, sublayers * 2 * sTD * (m.tp - 1)).add("tp", Phase::bwd, 0, sublayers * 3 * sTD * (m.tp - 1));
   p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
   // pass-Q (single ring level): a rank's Q block is its ring index's U*T tokens x H/U heads, the
   // same T*H*d elements as its own q; its partial's lse T*H.
   if (s.ring_pass_q)
-    return p.add(RingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.R, elem, acc, ring_hops(s, m), "ring"));
+    return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.inner_ring, m.R / m.inner_ring,
+                                                                          elem, acc, double_ring_hops(s, m))
+                                  : RingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.R, elem, acc, ring_hops(s, m), "ring"));
   return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc,
                                                                 double_ring_hops(s, m))
                                 : RingCore::predicted_bytes(T, hk, m.R, elem, acc, ring_hops(s, m)));
@@ -62,15 +67,20 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
 
 void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& m) const {
   std::ostringstream e;
-  const std::string heads = head_sharding_error(m.U, s, "ulysses");
-  if (m.tp != 1)
-    e << name() << ": --pass decode with tp=" << m.tp << " is not built (the cache is split over ring x ulysses only)";
-  else if (m.inner_ring > 0)
-    e << name() << ": --pass decode with a double ring level (usp_ring=double) is not built: use usp_ring=single";
-  else if (int64_t(m.U) * m.R != P)
-    e << name() << ": ulysses=" << m.U << " x ring=" << m.R << " must equal P=" << P;
+  const std::string tp_heads = head_sharding_error(m.tp, s, "tp");
+  const std::string heads = head_sharding_error(m.tp * m.U, s, m.tp > 1 ? "tp*ulysses" : "ulysses");
+  if (int64_t(m.tp) * m.U * m.R != P)
+    e << name() << ": " << (m.tp != 1 ? "tp=" + std::to_string(m.tp) + " x " : std::string()) << "ulysses=" << m.U
+      << " x ring=" << m.R << " must equal P=" << P;
+  else if (!tp_heads.empty())
+    e << name() << ": " << tp_heads << " (w_qkv is split by heads)";
   else if (!heads.empty())
-    e << name() << ": " << heads << " (--pass decode shards the heads over ulysses)";
+    e << name() << ": " << heads << " (--pass decode shards the heads over " << (m.tp > 1 ? "tp x ulysses)" : "ulysses)");
+  else if (s.full_block && s.F % m.tp != 0)
+    e << name() << ": tp=" << m.tp << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
+  else if (s.D % m.tp != 0)
+    e << name() << ": tp=" << m.tp << " does not divide dim=" << s.D
+      << " (--pass decode all-reduces each sub-layer's output as D/tp columns per tp rank)";
   else if (s.cached % m.R != 0)
     e << name() << ": cached=" << s.cached << " is not divisible by ring=" << m.R
       << ": each ring position holds an equal cache shard (--pass decode)";
@@ -82,16 +92,6 @@ Positions UlyssesRingLayer::ring_block(int j) const { return ring_block_of(shape
 Positions UlyssesRingLayer::ring_keys_of(const LayerShape& s, const MeshSpec& m, int j) {
   if (s.cached == 0 || s.decode()) return ring_block_of(s, m, j);
   return cache_then(Positions::segments({cache_shard(s, m.R, j)}), ring_block_of(s, m, j));
-}
-
-void UlyssesRingLayer::check_cached(const LayerShape& s, int P, const MeshSpec& m) const {
-  std::ostringstream e;
-  if (m.tp != 1)
-    e << name() << ": --cached " << s.cached << " with tp=" << m.tp << " is not built (the cache is split over ring x ulysses only)";
-  else if (m.inner_ring > 0)
-    e << name() << ": --cached " << s.cached << " with a double ring level (usp_ring=double) is not built: use usp_ring=single";
-  (void)P;  // R | C follows from plan's P | C
-  if (!e.str().empty()) throw ConstraintError(e.str());
 }
 
 Block::CacheHeld UlyssesRingLayer::cache_held() {
@@ -121,7 +121,8 @@ int UlyssesRingLayer::ring_hops(const LayerShape& s, const MeshSpec& m) {
 DoubleRingHops UlyssesRingLayer::double_ring_hops(const LayerShape& s, const MeshSpec& m) {
   if (m.inner_ring <= 0) throw std::logic_error("usp: double_ring_hops on a single ring (ring_hops)");
   return DoubleRingCore::effective_hops(m.inner_ring, m.R / m.inner_ring,
-                                        [&](int j) { return ring_block_of(s, m, j); }, s);
+                                        [&](int j) { return ring_block_of(s, m, j); },
+                                        [&](int j) { return ring_keys_of(s, m, j); }, s, s.ring_pass_q);
 }
 
 int UlyssesRingLayer::ring_position(const Mesh& m) {
@@ -189,18 +190,20 @@ void UlyssesRingLayer::core_setup() {
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
   cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
   if (s.cached > 0) {
-    // The ring index's cache shard for this member's gl heads (copies of original head
-    // (u*gl + c) / f, as the all-to-all hands them out), seeded as the roped k, v a previous
-    // prefill would have written; the new tokens' rows are filled after each all-to-all.
+    // The ring index's cache shard for this member's gl heads (copies of the TP rank's local
+    // head (u*gl + c) / f, as the all-to-all hands them out; the TP rank's first is original
+    // head kv0), seeded as the roped k, v a previous prefill would have written; the new
+    // tokens' rows are filled after each all-to-all.
     const int64_t Cr = s.cached / R(), nk = Cr + n, Gd = int64_t(s.G) * s.d, Hd = int64_t(s.H) * s.d;
     const Positions cache = Positions::segments({cache_shard(s, R(), ring_position(mesh()))});
-    const int u = mesh().group("ulysses").rank();
+    const int u = mesh().group("ulysses").rank(), tp_copies = replicated_kv_heads(tp_.size(), s) / s.G;
+    const int64_t kv0 = int64_t(tp_.rank()) * gl_ / tp_copies;
     kc_r_ = alloc({s.B, nk, gl, s.d});
     vc_r_ = alloc({s.B, nk, gl, s.d});
     for (auto [id, dst] : {std::pair{InputId::k_cache, &kc_r_}, std::pair{InputId::v_cache, &vc_r_}}) {
       std::vector<float> full(static_cast<size_t>(s.B * nk * gl * s.d), 0.0f);
       for (int c = 0; c < gl; ++c) {
-        const int64_t g = (int64_t(u) * gl + c) / kv_copies();  // the original KV head
+        const int64_t g = kv0 + (int64_t(u) * gl + c) / kv_copies();  // the original KV head
         const std::vector<float> rows =
             input_token_rows(env_.seed, id, s.B, s.cached, Gd, cache, g * s.d, s.d, input_law(id, s.D, Hd));
         for (int64_t b = 0; b < s.B; ++b)
@@ -214,7 +217,8 @@ void UlyssesRingLayer::core_setup() {
   }
   if (double_ring()) {
     dring_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
-                 [this](int j) { return ring_block(j); });
+                 [this](int j) { return ring_block(j); },
+                 [this](int j) { return ring_keys_of(shape(), env_.spec, j); });
     dring_hops_ = double_ring_hops(s, env_.spec);
   } else {
     ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); },
@@ -259,7 +263,8 @@ void UlyssesRingLayer::core_forward() {
     kr = &kc_r_;
     vr = &vc_r_;
   }
-  if (double_ring()) dring_.forward(q_r_, *kr, *vr, o_r_, dring_hops_);
+  if (double_ring() && s.ring_pass_q) dring_.forward_pass_q(q_r_, *kr, *vr, o_r_, dring_hops_);
+  else if (double_ring()) dring_.forward(q_r_, *kr, *vr, o_r_, dring_hops_);
   else if (s.ring_pass_q) ring_.forward_pass_q(q_r_, *kr, *vr, o_r_, hops_);
   else ring_.forward(q_r_, *kr, *vr, o_r_, hops_);
   // o: back to my tokens, all heads
@@ -359,13 +364,16 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
 namespace cpbench {
 
 int64_t UlyssesRingLayer::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {
-  if (m.tp <= 1) return Block::activation_bytes_estimate(s, P, m);
+  if (m.tp <= 1 || s.decode()) return Block::activation_bytes_estimate(s, P, m);
   // Under tp, as megatron-sp: token-local x, dy, xn, y, dxn, dx (run dtype) and rstd; the TP
   // group's t*T rows for this rank's heads: qkv, dqkv, q, k, v, o, do (run dtype), dq, dk, dv
   // (float32); the block's whole-group TP slots; the core's own buffers; the MLP's.
-  const int64_t es = int64_t(dtype_size(s.dtype)), BT = s.B * (s.N / P), BW = BT * m.tp;
+  // Under --cached the tokens are the new ones, and the core holds the cache shard (C/R tokens
+  // of the member's heads) before them.
+  const int64_t es = int64_t(dtype_size(s.dtype)), BT = s.B * (s.new_tokens() / P), BW = BT * m.tp;
   const int64_t hl = s.H / m.tp, gl = replicated_kv_heads(m.tp, s) / m.tp, Cl = (hl + 2 * gl) * s.d;
-  const int64_t local = BT * 6 * s.D * es + BT * 4;
+  const int64_t cache = s.cached > 0 ? 2 * s.B * (s.cached / m.R) * (std::max(gl, int64_t(m.U)) / m.U) * s.d * es : 0;
+  const int64_t local = BT * 6 * s.D * es + BT * 4 + cache;
   const int64_t heads = BW * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es + BW * (hl + 2 * gl) * s.d * 4;
   const int64_t slots = (s.B > 1 ? 3 : 2) * BW * s.D * es;
   return local + heads + slots + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BW, m.tp);

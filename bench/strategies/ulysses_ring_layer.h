@@ -54,16 +54,16 @@ class UlyssesRingLayer : public Block {
                                  int64_t acc) const override;
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
   // --pass decode (block.h): the cache's tokens split C/R over the ring level, the heads over
-  // Ulysses (H/U query heads, max(G,U)/U KV heads); partials merged over the ring, o gathered
-  // over Ulysses. A single ring level and no tp level (t = 1).
+  // Ulysses (H/U query heads, max(G,U)/U KV heads); partials merged over the ring (a double ring:
+  // over the inner ring, then across), o gathered over Ulysses; under a tp level the TP rank's
+  // H/t heads are what Ulysses splits.
   bool supports_decode() const override { return true; }
   void check_decode(const LayerShape& s, int P, const MeshSpec& m) const override;
   // --cached C (prefill): the N - C new tokens take the layout below (shifted to positions
   // C..N-1); ring index j also holds the cache shard [j*C/R, (j+1)*C/R) for the heads Ulysses
-  // gives its members (core_holds_cache), and its K,V block is that shard then its new tokens.
-  // A single ring level and t = 1.
+  // gives its members (core_holds_cache), and its K,V block is that shard then its new tokens;
+  // on either ring level (single, double) and under a tp level (the TP rank's heads).
   bool supports_cached() const override { return true; }
-  void check_cached(const LayerShape& s, int P, const MeshSpec& m) const override;
 
  protected:
   // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (head_sharding_error)
@@ -110,7 +110,10 @@ class UlyssesRingLayer : public Block {
   CacheHeld cache_held() override;
   // Ring index j's keys: its block, or under --cached its cache shard then its block.
   static Positions ring_keys_of(const LayerShape& s, const MeshSpec& m, int j);
-  DecodeGroups decode_groups() override { return {&mesh().group("ring"), &mesh().group("ulysses")}; }
+  DecodeGroups decode_groups() override {
+    if (double_ring()) return {&mesh().group("ring_inner"), &mesh().group("ulysses"), &mesh().group("ring_outer")};
+    return {&mesh().group("ring"), &mesh().group("ulysses")};
+  }
   Positions wide_positions() const override;
   void core_setup() override;
   void core_forward() override;

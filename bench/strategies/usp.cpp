@@ -38,7 +38,7 @@ class Usp final : public UlyssesRingLayer {
            "t divides ffn_dim (--block full); 2P divides seq (zigzag) or P divides seq";
   }
   bool uses_mesh() const override { return true; }
-  // --ring-pass q on its (single) ring level: the Q blocks of a ring index, H/U heads, circulate.
+  // --ring-pass q on its ring level (single or double): the Q blocks of a ring index, H/U heads, circulate.
   bool supports_pass_q() const override { return true; }
   std::string label(const MeshSpec& m) const override {
     return "usp[" + (m.tp > 1 ? "t" + std::to_string(m.tp) + "x" : std::string()) + "u" + std::to_string(m.U) +
@@ -108,9 +108,6 @@ class Usp final : public UlyssesRingLayer {
 
   void check(const LayerShape& s, int P, const MeshSpec& m) const override {
     check_mesh_and_shape(s, P, m, ulysses_hint(P, m.tp, s));
-    if (s.ring_pass_q && m.inner_ring > 0)
-      throw ConstraintError("usp: --ring-pass q with a double ring level (usp_ring=double, inner ring " +
-                            std::to_string(m.inner_ring) + ") is not built: use usp_ring=single");
   }
 };
 

@@ -47,8 +47,11 @@ cpbench_report_test(model_p4_cached_pass_q 4 "--model;tiny;--seq;128;--pass;pref
 # --pass decode: S all-gathers of (o, lse) in float32 per layer, the cache shard's bytes and tpot.
 # --block full with --mem-limit: the longest cache that fits (inference.max_cached_tokens), recomputed.
 cpbench_report_test(model_p4_decode_fit 4 "--model;tiny;--block;full;--mem-limit;64MiB;--pass;decode;--cached;256;--decode-steps;3;--strategies;single,ring-zigzag,double-ring,usp;--ulysses;2;--ring;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
-cpbench_report_test(model_p4_decode 4 "--model;tiny;--batch;2;--pass;decode;--cached;128;--decode-steps;6;--strategies;single,ring,ring-striped,double-ring;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
+cpbench_report_test(model_p4_decode 4 "--model;tiny;--batch;2;--pass;decode;--cached;128;--decode-steps;6;--strategies;single,ring,ring-striped,double-ring,megatron-sp;${_fast}" "${_py} ${_chk} model REPORT --min-ok 5")
 cpbench_report_test(model_p4_decode_usp 4 "--model;tiny;--batch;2;--heads;8;--kv-heads;2;--pass;decode;--cached;128;--decode-steps;5;--strategies;single,usp,ulysses;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4")
+# usp's double ring level: decode (two merge levels) and cached pass-Q, every mesh.
+cpbench_report_test(model_p4_usp_double_decode 4 "--model;tiny;--batch;2;--heads;8;--kv-heads;2;--pass;decode;--cached;128;--decode-steps;3;--strategies;usp;--usp-ring;double;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 8")
+cpbench_report_test(model_p4_usp_double_cached_pass_q 4 "--model;tiny;--seq;128;--heads;8;--kv-heads;4;--pass;prefill;--cached;96;--ring-pass;q;--strategies;usp;--usp-ring;double;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 8")
 cpbench_report_test(model_p3 3 "--model;tiny;--seq;132;--heads;6;--kv-heads;3;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 6")
 cpbench_report_test(model_p4_mesh 4 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p4_ring_inner 4 "--model;tiny;--seq;128;--heads;4;--kv-heads;4;--mesh;all;--placement;ring-inner;--no-causal;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")

@@ -67,12 +67,16 @@ def by_label(rep):
 
 
 def head_ring_split(r, P):
-    """(U, R) of a cached prefill or decode result: usp's (ulysses: U = P) head and ring groups;
-    single (1, 1); every other strategy (1, P)."""
+    """(t, U, R) of a cached prefill or decode result: usp's tp, head and ring groups (ulysses:
+    U = P; megatron-sp: t = P); single (1, 1, 1); every other strategy (1, 1, P). The cache's
+    tokens are split over R ranks and its heads over t*U."""
     if r["strategy"] == "single":
-        return 1, 1
+        return 1, 1, 1
+    if r["strategy"] == "megatron-sp":
+        return P, 1, 1
+    t = (r["mesh"].get("tp") or 1) if r["strategy"] == "usp" else 1
     U = (r["mesh"].get("ulysses") or 1) if r["strategy"] in ("usp", "ulysses") else 1
-    return U, P // U
+    return t, U, P // (t * U)
 
 
 def fit_check(r, cfg, P):
@@ -85,13 +89,14 @@ def fit_check(r, cfg, P):
         check(inf.get("max_cached_tokens") is None, f"{r['label']}: max_cached_tokens {inf.get('max_cached_tokens')} without a whole block and a capacity")
         return
     L, V, D = cfg["layers"], preset_vocab(cfg["model"]), cfg["dim"]
-    weights = (L * block_parameters(cfg, 1) + 2 * V * D) * 2
+    t, U, R = head_ring_split(r, P)
+    weights = (L * block_parameters(cfg, t) + 2 * V * D) * 2
     mem = r["memory"]
     step = max(0, mem["peak_bytes"] - mem["weights"] - inf["kv_cache_bytes"])
-    # The shard a rank holds: with a cache, usp's C/R for max(G,U)/U heads; without one (prefill,
-    # C = 0) the harness assumes every KV head over P ranks.
-    U, shards = head_ring_split(r, P) if cfg.get("cached") else (1, 1 if r["strategy"] == "single" else P)
-    per_token = 2 * cfg["batch"] * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+    # The shard a rank holds: with a cache, usp's C/R for max(G,tU)/(tU) heads; without one
+    # (prefill, C = 0) the harness assumes every KV head over P ranks.
+    tU, shards = (t * U, R) if cfg.get("cached") else (1, 1 if r["strategy"] == "single" else P)
+    per_token = 2 * cfg["batch"] * (max(cfg["kv_heads"], tU) // tU) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
     room = cap - weights - step
     want = shards * (room // (L * per_token)) if room > 0 else 0
     check(inf["memory_capacity_bytes"] == cap and inf["max_cached_tokens"] == want,
@@ -123,11 +128,11 @@ def cmd_model(a):
         ratio = r["overlap"]["ratio"]
         check((ratio is None) if silent else (ratio is not None and 0 <= ratio <= 1),
               f"{r['label']}: overlap ratio {ratio} (null exactly when nothing is sent)")
-        if r["strategy"] == "megatron-sp":  # DESIGN's formula, computed here, not read from the report
-            cfg = rep["config"]
+        if r["strategy"] == "megatron-sp" and rep["config"]["pass"] != "decode":  # DESIGN's formula, computed
+            cfg = rep["config"]                                                   # here (decode's: below)
             P, sub = cfg["world_size"], 2 if cfg["block"] == "full" else 1
             sTD = ELEM_BYTES[cfg["dtype"]] * cfg["batch"] * r["seq"] // P * cfg["dim"]
-            for ph, k in (("fwd", 2), ("bwd", 3)):
+            for ph, k in (("fwd", 2), ("bwd", 3 if cfg["pass"] == "train" else 0)):
                 want = sub * k * sTD * (P - 1)
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (block {cfg['block']}): {r['comm'][ph]['per_rank']} != {want}")
@@ -139,10 +144,10 @@ def cmd_model(a):
         cfg = rep["config"]
         C = cfg.get("cached", 0)
         if cfg["pass"] == "prefill":  # the serving figures, from the config alone
-            # The cache shard: C/R tokens (single C; the ring family R = P) for max(G, U)/U KV heads.
+            # The cache shard: C/R tokens (single C; the ring family R = P) for max(G, tU)/(tU) KV heads.
             P, inf = cfg["world_size"], r["inference"]
-            U, R = head_ring_split(r, P)
-            want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+            t, U, R = head_ring_split(r, P)
+            want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], t * U) // (t * U)) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
             check(inf["cached"] == C and inf["new_tokens"] == r["seq"] - C and inf["kv_cache_bytes"] == want_cache
                   and inf["ring_pass"] == cfg.get("ring_pass", "kv") and inf["ttft_ms"] == r["timing"]["step_ms"]["median"],
                   f"{r['label']} seq={r['seq']}: inference {inf}, expected cached {C}, kv_cache_bytes {want_cache}")
@@ -152,8 +157,8 @@ def cmd_model(a):
             # every rank's float32 (o [B, H, d], lse [B, H]) to the P-1 others; nothing in the
             # backward; the cache shard C/P (single: C); tpot = the step median / S.
             P, inf, S = cfg["world_size"], r["inference"], cfg["decode_steps"]
-            U, R = head_ring_split(r, P)
-            want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], U) // U) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+            t, U, R = head_ring_split(r, P)
+            want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], t * U) // (t * U)) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
             check(r["seq"] == C and inf["pass"] == "decode" and inf["cached"] == C and inf["decode_steps"] == S
                   and inf["new_tokens"] == S and inf["kv_cache_bytes"] == want_cache and inf["ttft_ms"] is None
                   and inf["miss_rate"] is None and inf["ring_pass"] is None
@@ -161,24 +166,33 @@ def cmd_model(a):
                   f"{r['label']} seq={r['seq']}: decode inference {inf}, expected cached {C}, S {S}, "
                   f"kv_cache_bytes {want_cache}")
             fit_check(r, cfg, P)
-            # usp (and ulysses, U = P): the merge over the R ring ranks on H/U heads, then o (run
-            # dtype) all-gathered over the U Ulysses ranks; the others R = P, U = 1.
-            B, H, d = cfg["batch"], cfg["heads"], cfg["head_dim"]
+            # usp (and ulysses, U = P): the merge over the R ring ranks on H/(tU) heads, then o (run
+            # dtype) all-gathered over the U Ulysses ranks, then under a tp level of t each
+            # sub-layer's B x D output all-reduced (reduce-scatter + all-gather of B*D/t per rank);
+            # the others R = P, U = t = 1 (megatron-sp: t = P, no merge).
+            B, H, d, e = cfg["batch"], cfg["heads"], cfg["head_dim"], ELEM_BYTES[cfg["dtype"]]
+            hq, sub = H // (t * U), 2 if cfg["block"] == "full" else 1
+            # usp's double ring level merges over its inner ring of w, then across the R/w rings.
+            w = r["mesh"].get("inner_ring") if r["strategy"] == "usp" else None
+            merge_sends = (w - 1) + (R // w - 1) if w else R - 1
             want = 0 if r["strategy"] == "single" else \
-                S * (4 * B * H // U * d + 4 * B * H // U) * (R - 1) + S * ELEM_BYTES[cfg["dtype"]] * B * H // U * d * (U - 1)
+                S * (4 * B * hq * d + 4 * B * hq) * merge_sends + S * e * B * hq * d * (U - 1) + \
+                S * sub * 2 * e * (B * cfg["dim"] // t) * (t - 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
-                  f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (U={U}, R={R})")
+                  f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (t={t}, U={U}, R={R})")
         elif C and cfg.get("ring_pass") != "q" and r["strategy"] != "single" and not cfg["mask"]["window"]:
             # pass-KV under --cached, computed here: each rank's whole key block (its C/P cache
             # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward. usp (ulysses:
             # R = 1): the all-to-all of the new tokens' q, k, v first, then over the R ring
             # indices a block of C/R cached and U(N-C)/P new tokens for Ge/U heads, the same
-            # B*N/P*Ge*d elements per rank.
+            # B*N/P*Ge*d elements per rank (Ge = max(G, tU)). A tp level of t first all-gathers
+            # each sub-layer's input and reduce-scatters its output over the new tokens only.
             P, e, d = cfg["world_size"], ELEM_BYTES[cfg["dtype"]], cfg["head_dim"]
-            U, R = head_ring_split(r, P)
-            Ge, Tn = max(cfg["kv_heads"], U), cfg["batch"] * (r["seq"] - C) // P
+            t, U, R = head_ring_split(r, P)
+            Ge, Tn = max(cfg["kv_heads"], t * U), cfg["batch"] * (r["seq"] - C) // P
             a2a = e * Tn * (2 * cfg["heads"] * d + 2 * Ge * d) * (U - 1) // U
-            want = a2a + e * cfg["batch"] * r["seq"] // P * 2 * Ge * d * (R - 1)
+            tp = (2 if cfg["block"] == "full" else 1) * 2 * e * Tn * cfg["dim"] * (t - 1)
+            want = tp + a2a + e * cfg["batch"] * r["seq"] // P * 2 * Ge * d * (R - 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} cached pass-KV: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if cfg.get("ring_pass") == "q" and r["strategy"] != "single" and not cfg["mask"]["window"] \
@@ -189,19 +203,21 @@ def cmd_model(a):
             # usp (t = 1): the ring is its R ring indices (K = R - 1), and the Ulysses all-to-all of
             # q, k, v (KV heads replicated to max(G, U)) comes first: s*T*(2*H*d + 2*Ge*d)*(U-1)/U.
             P = cfg["world_size"]
-            U, R = head_ring_split(r, P)
+            _, U, R = head_ring_split(r, P)
             Tq, hq, K = cfg["batch"] * (r["seq"] - C) // P, cfg["heads"] * cfg["head_dim"], R - 1
             e = ELEM_BYTES[cfg["dtype"]]
             a2a = e * Tq * (2 * hq + 2 * max(cfg["kv_heads"], U) * cfg["head_dim"]) * (U - 1) // U
             Pb = 4 * Tq * hq + 4 * Tq * cfg["heads"]  # one partial: o float32 and lse
             want = a2a + (e * Tq * hq * K + Pb * (K + 1) if K > 0 else 0)
-            if r["strategy"] == "double-ring":
-                # W windows of w: the Q block still makes P-1 hops; its partial returns to the
-                # round's starter each round (w sends per round when w > 1) and, after the rounds,
-                # to its owner over the outer ring (W sends when W > 1).
-                w = r["mesh"]["inner_ring"]
-                W = P // w
-                want = e * Tq * hq * (P - 1) + Pb * ((P if w > 1 else 0) + (W if W > 1 else 0))
+            if r["strategy"] == "double-ring" or r["mesh"].get("inner_ring"):
+                # W windows of w: the Q block still makes Rp-1 hops over the Rp ring positions (the
+                # double ring's P, usp's R); its partial returns to the round's starter each round
+                # (w sends per round when w > 1) and, after the rounds, to its owner over the outer
+                # ring (W sends when W > 1). usp: after its all-to-all.
+                w, Rp = r["mesh"]["inner_ring"], P if r["strategy"] == "double-ring" else R
+                W = Rp // w
+                want = (a2a if r["strategy"] == "usp" else 0) + \
+                    e * Tq * hq * (Rp - 1) + Pb * ((Rp if w > 1 else 0) + (W if W > 1 else 0))
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
