@@ -5,7 +5,9 @@
 # and the fuzzed bad input (docs/RELIABILITY.md).
 # Usage: scripts/test.sh [ctest arguments, e.g. -L verify]
 #   CPBENCH_SANITIZER_STAGE=0 skips the sanitizer stage (it is skipped too when ctest arguments
-#   select a subset); ASAN_BUILD_DIR (default build-asan) is where it builds.
+#   select a subset); ASAN_BUILD_DIR (default build-asan) is where it builds; CTEST_JOBS (default
+#   2) tests run at once (the tests assert deterministic things, so a loaded machine only slows
+#   them; the MPI ones oversubscribe and yield).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -14,7 +16,8 @@ scripts/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Oversubscribed ranks must yield the CPU instead of spinning.
 export OMPI_MCA_mpi_yield_when_idle=1
-(cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 900 "$@")
+jobs=${CTEST_JOBS:-2}
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 900 -j "$jobs" "$@")
 
 if [[ "${CPBENCH_SANITIZER_STAGE:-1}" == 0 || $# -gt 0 ]]; then
   exit 0
@@ -28,4 +31,4 @@ source "$root/tests/sanitizers/env.sh"
 # Unit tests; the communicator at P=2 and 4; verify at P=2 and 4 (plain and USP mesh); every
 # bad-input test (mostly P=2, some P=4); the report model at P=2 and 4; the dry run; the fuzz.
 subset='^test_|^comm_mpi_np[24]$|^verify_p2_|^verify_p4_causal_gqa$|^verify_p4_usp_2x2_b2$|^fail_|^report_model_p2$|^report_model_p4_mesh$|^dry_run_|^fuzz_cli$'
-(cd "$asan_dir" && ctest --output-on-failure --timeout 900 -R "$subset")
+(cd "$asan_dir" && ctest --output-on-failure --timeout 900 -j "$jobs" -R "$subset")
