@@ -166,10 +166,11 @@ class Strategy {
   // --balance other than none: the strategy places tokens by the balanced layout (ring only).
   virtual bool supports_balance() const { return false; }
   // --cached C: the strategy attends its new tokens' queries to a sharded KV cache (the ring
-  // family and single; Block's cache, block.h).
+  // family, the double ring, usp, ulysses and single; Block's cache, block.h, or the core's).
   virtual bool supports_cached() const { return false; }
   // --pass decode: the cache sharded over the CP group, partials merged by one all-gather
-  // (Block's decode step, block.h): the ring family, the double ring and single.
+  // (Block's decode step, block.h): the ring family, the double ring, usp, ulysses, megatron-sp
+  // (tensor-parallel decode: heads over its tp level, nothing merged) and single.
   virtual bool supports_decode() const { return false; }
   // Throws ConstraintError naming the values when it cannot prefill against a cache (--cached)
   // on this mesh, beyond its layout's constraints on the new tokens (default: none).

@@ -5,6 +5,7 @@
   serving_table.py table REPORT.json [...]
   serving_table.py decode --out-dir DIR --cached C [--np 1 2 4] [--steps 8] [--platform NAME]
   serving_table.py decode-table REPORT.json [...]
+  serving_table.py decode-table --mesh REPORT.json [...]   per P: the fastest mesh, pure CP, pure TP
 
 `run` calls cpbench (`mpirun -np P cpbench run`, or with --platform `scripts/simulate.sh
 --platform NAME -np P`) once per miss rate and ring pass: `--pass prefill --cached C --ring-pass
@@ -132,6 +133,39 @@ def decode_table(paths):
     return "\n".join(out)
 
 
+def decode_mesh_table(paths):
+    """Per (platform, C, P): every mesh's decode ranked by TPOT, summarised as the fastest, the
+    pure CP one (ring-zigzag: the cache over all P), the pure TP one (megatron-sp: heads over all
+    P), and the longest cache the fastest fits (inference.max_cached_tokens; '-' without a
+    capacity). For --block full reports with usp --mesh all, ring-zigzag and megatron-sp."""
+    groups = {}
+    for p in paths:
+        rep = json.load(open(p))
+        P = rep["config"]["world_size"]
+        sim = rep["context"].get("simulated")
+        where = sim.get("platform", "simulated") if isinstance(sim, dict) else "cpu"
+        for r in rep["results"]:
+            inf = r.get("inference")
+            if r["status"] != "ok" or not inf or inf.get("pass") != "decode":
+                continue
+            groups.setdefault((where, inf["cached"]), {}).setdefault(P, {})[r["label"]] = (
+                inf["tpot_ms"], inf.get("max_cached_tokens"), inf["kv_cache_bytes"])
+    out = []
+    fmt = lambda x: "-" if x is None else f"{x:.4f}"
+    for (where, C) in sorted(groups):
+        out.append(f"\n### decode by mesh — {where}, cached C = {C}\n")
+        out.append("| P | fastest mesh | TPOT ms | pure CP (ring-zigzag) TPOT ms | pure TP (megatron-sp) TPOT ms | "
+                   "fastest's KV MiB/rank | fastest's longest C |")
+        out.append("|---:|---|---:|---:|---:|---:|---:|")
+        for P, rows in sorted(groups[(where, C)].items()):
+            best = min(rows, key=lambda k: (rows[k][0], k))
+            tpot, fit, cache = rows[best]
+            cp, tp = rows.get("ring-zigzag"), rows.get("megatron-sp")
+            out.append(f"| {P} | {best} | {tpot:.4f} | {fmt(cp and cp[0])} | {fmt(tp and tp[0])} | "
+                       f"{cache / MiB:.1f} | {'-' if fit is None else fit} |")
+    return "\n".join(out)
+
+
 def call(a, P, args):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if a.platform:
@@ -210,6 +244,8 @@ def main(argv=None):
     dc.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more cpbench flags (last)")
     dt = sub.add_parser("decode-table", help="print the TPOT table from decode reports")
     dt.add_argument("reports", nargs="+")
+    dt.add_argument("--mesh", action="store_true",
+                    help="per P the fastest mesh against pure CP (ring-zigzag) and pure TP (megatron-sp)")
     a = ap.parse_args(argv)
     if a.cmd == "run":
         for m in a.miss:
@@ -219,7 +255,7 @@ def main(argv=None):
     if a.cmd == "decode":
         return decode(a)
     if a.cmd == "decode-table":
-        print(decode_table(a.reports))
+        print(decode_mesh_table(a.reports) if a.mesh else decode_table(a.reports))
         return 0
     print(table(a.reports))
     return 0

@@ -105,5 +105,29 @@ class DecodeTable(unittest.TestCase):
         self.assertIn("1.00x (bytes off the model!) |", out)
 
 
+class DecodeMeshTable(unittest.TestCase):
+    def test_fastest_against_pure_cp_and_tp(self):
+        def rep(P, rows, C=4096):
+            res = []
+            for label, strategy, tpot, fit in rows:
+                inf = {"pass": "decode", "cached": C, "decode_steps": 8, "tpot_ms": tpot, "kv_cache_bytes": 2 << 20,
+                       "max_cached_tokens": fit}
+                res.append({"status": "ok", "label": label, "strategy": strategy, "inference": inf})
+            res.append({"status": "failed", "label": "usp[t3]", "strategy": "usp", "reason": "x"})
+            return {"config": {"world_size": P}, "context": {"simulated": {"platform": "dgx-h100"}}, "results": res}
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, r in enumerate([rep(8, [("ring-zigzag", "ring-zigzag", 0.85, 0), ("megatron-sp", "megatron-sp", 0.30, 1576679),
+                                           ("usp[t4xu1xr2]", "usp", 0.36, 1158884)]),
+                                   rep(16, [("ring-zigzag", "ring-zigzag", 0.89, 0), ("usp[t8xu1xr2]", "usp", 0.305, 3153358)])]):
+                paths.append(str(Path(d) / f"m{i}.json"))
+                Path(paths[-1]).write_text(json.dumps(r))
+            out = serving_table.decode_mesh_table(paths)
+        self.assertIn("### decode by mesh — dgx-h100, cached C = 4096", out)
+        self.assertIn("| 8 | megatron-sp | 0.3000 | 0.8500 | 0.3000 | 2.0 | 1576679 |", out)
+        self.assertIn("| 16 | usp[t8xu1xr2] | 0.3050 | 0.8900 | - | 2.0 | 3153358 |", out)  # no megatron-sp row: '-'
+        self.assertNotIn("usp[t3]", out)
+
+
 if __name__ == "__main__":
     unittest.main()
