@@ -8,6 +8,11 @@
                                                                   step time relative to none, bytes, and
                                                                   the cases where balancing loses
 
+  workloads_table.py run ... --platform dgx-h100 --np 64 --model llama3-8b --seq 131072
+                                                                  the same on a simulated cluster
+                                                                  (scripts/simulate.sh; bf16)
+  workloads_table.py run ... --workloads outlier rl               only these workloads
+
 `run` calls `mpirun -np P cpbench run --docs WORKLOAD ...` for every workload of configs/workloads/
 (causal, tiny preset, one timed iteration: the figures are deterministic: FLOP counts and bytes)
 and then prints the table. Per report and strategy: flops_imbalance (max/mean of the exact
@@ -65,13 +70,15 @@ def schemes_table(paths):
         rep = json.load(open(p))
         c = rep["config"]
         docs = c["mask"]["docs"] or {}
-        key = (docs.get("spec", "one document"), c["world_size"], c["seqs"][0])
+        sim = (rep.get("context") or {}).get("simulated")
+        where = f", simulated on {sim['platform']}" if sim else ""
+        key = (docs.get("spec", "one document"), c["world_size"], c["seqs"][0], where)
         for r in rep["results"]:
             if r["status"] == "ok":
                 groups.setdefault(key, {})[(r["label"], scheme_of(rep))] = r
     out, losses = [], []
-    for (spec, P, seq), rows in sorted(groups.items()):
-        out.append(f"\n### {spec} — P = {P}, N = {seq}, by --balance scheme\n")
+    for (spec, P, seq, where), rows in sorted(groups.items()):
+        out.append(f"\n### {spec} — P = {P}, N = {seq}{where}, by --balance scheme\n")
         out.append("| strategy | scheme | flops_imbalance | step vs none | MiB per rank per step (fwd + bwd) |")
         out.append("|---|---|---|---|---|")
         order = {s: i for i, s in enumerate(SCHEMES)}
@@ -89,7 +96,7 @@ def schemes_table(paths):
                 if rel is not None and rel > 1:
                     why.append(f"step {rel:.2f}x none's")
                 if why:
-                    losses.append(f"- {spec}, P = {P}, {label}, {scheme}: " + "; ".join(why))
+                    losses.append(f"- {spec}, P = {P}{where}, {label}, {scheme}: " + "; ".join(why))
     out.append("\nWhere balancing loses:\n")
     out.extend(losses or ["- none of these cases"])
     return "\n".join(out) + "\n"
@@ -106,6 +113,9 @@ def main():
     r.add_argument("--balance", nargs="+", default=["none"], choices=SCHEMES[:3],  # dynamic: not built
                    help="--balance schemes to run (each but none passes --balance S); the scheme table follows")
     r.add_argument("--iters", type=int, default=1, help="timed iterations (step-time ratios want several)")
+    r.add_argument("--workloads", nargs="+", help="workload names (default: every one of configs/workloads)")
+    r.add_argument("--platform", help="simulate on this platform (scripts/simulate.sh, cpbench-sim; bf16)")
+    r.add_argument("--model", default="tiny", help="model preset (default tiny, run with 8 heads and 8 KV heads)")
     t = sub.add_parser("table")
     t.add_argument("reports", nargs="+")
     t.add_argument("--schemes", action="store_true", help="the workload x scheme x strategy table instead")
@@ -116,15 +126,29 @@ def main():
     os.makedirs(a.out_dir, exist_ok=True)
     env = dict(os.environ, OMPI_MCA_mpi_yield_when_idle="1")
     paths, none_paths = [], []
-    for name in sorted(p.stem for p in (ROOT / "configs" / "workloads").glob("*.json")):
+    known = sorted(p.stem for p in (ROOT / "configs" / "workloads").glob("*.json"))
+    for w in a.workloads or []:
+        if w not in known:
+            ap.error(f"--workloads {w}: not in configs/workloads ({', '.join(known)})")
+    for name in a.workloads or known:
         for P in a.np:
             for scheme in a.balance:
                 out = Path(a.out_dir) / (f"{name}_p{P}.json" if scheme == "none" else f"{name}_p{P}_{scheme}.json")
-                cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(P), a.binary, "run", "--model",
-                       "tiny", "--seq", str(a.seq), "--heads", "8", "--kv-heads", "8", "--docs", name, "--threads", "1",
-                       "--strategies", "ulysses,ring,ring-zigzag,ring-striped,allgather-kv,usp,double-ring",
-                       "--inner-ring", "2", "--warmup", "0" if a.iters == 1 else "1",
-                       "--iters", str(a.iters), "--peak-tflops", "1", "--no-progress", "--out", str(out)]
+                if a.platform:  # simulated: the platform's peak and ranks per node come from simulate.sh
+                    launch = [str(ROOT / "scripts" / "simulate.sh"), "--platform", a.platform, "-np", str(P), "--"]
+                    shape = ["--model", a.model, "--dtype", "bf16"]
+                else:
+                    launch = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(P), a.binary]
+                    shape = ["--model", a.model, "--threads", "1", "--peak-tflops", "1"] + \
+                        (["--heads", "8", "--kv-heads", "8"] if a.model == "tiny" else [])
+                # Simulated: no ulysses (a preset's heads rarely shard over 64 ranks) and the double
+                # ring's inner rings are the platform's nodes (the default); the CPU: w = 2.
+                strategies = ("" if a.platform else "ulysses,") + "ring,ring-zigzag,ring-striped,allgather-kv,usp,double-ring"
+                cmd = launch + ["run"] + shape + [
+                       "--seq", str(a.seq), "--docs", name, "--strategies", strategies] + \
+                    ([] if a.platform else ["--inner-ring", "2"]) + [
+                       "--warmup", "0" if a.iters == 1 else "1",
+                       "--iters", str(a.iters), "--no-progress", "--out", str(out)]
                 if scheme != "none":  # a scheme replaces ring's layout; the other strategies refuse it
                     cmd[cmd.index("--docs"):cmd.index("--docs")] = ["--balance", scheme]
                     cmd[cmd.index("--strategies") + 1] = "ring"

@@ -61,6 +61,19 @@ class SchemesTable(unittest.TestCase):
         self.assertIn("| ring | dynamic | 1.000 | 0.90x | 0.00 |", out)
         self.assertIn("- none of these cases", out)
 
+    def test_simulated_reports_apart(self):
+        """A simulated report (context.simulated) gets its own heading and is never the `none`
+        baseline of a CPU report of the same workload, P and N."""
+        sim_none = report("none", 4, [("ring", 2.0, 10.0, 0)])
+        sim_none["context"] = {"simulated": {"platform": "dgx-h100"}}
+        sim_greedy = report("greedy", 4, [("ring", 1.0, 12.0, 0)])
+        sim_greedy["context"] = {"simulated": {"platform": "dgx-h100"}}
+        out = self.run_table([report("none", 4, [("ring", 2.0, 100.0, 0)]), sim_none, sim_greedy])
+        self.assertIn("### outlier — P = 4, N = 4096, by --balance scheme", out)
+        self.assertIn("### outlier — P = 4, N = 4096, simulated on dgx-h100, by --balance scheme", out)
+        self.assertIn("| ring | greedy | 1.000 | 1.20x | 0.00 |", out)  # 12 / the simulated none's 10
+        self.assertIn("- outlier, P = 4, simulated on dgx-h100, ring, greedy: step 1.20x none's", out)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -232,6 +232,22 @@ TEST_CASE("docs: distribution workloads are seeded draws from their cited table,
   CHECK(mean > 700);
   CHECK(mean < 1050);
   for (auto l : big) CHECK(l >= 1);
+  // The pre-training pack (the Pile's Table 1): 22 components, mixture mean 1512 tokens with a
+  // heavy tail (books: means of 95K-140K tokens), so 1e7 tokens (~6600 documents) land near it.
+  const Workload* pile = nullptr;
+  for (const auto& w : workloads())
+    if (w.name == "pile-pretrain") pile = &w;
+  REQUIRE(pile != nullptr);
+  CHECK(pile->sampled());
+  CHECK(contains(pile->source, "arXiv:2101.00027"));
+  REQUIRE(pile->components.size() == 22);
+  CHECK(pile->components[0].mean_tokens == 1108.5);  // Pile-CC: 4.33 KiB x 1024 / 4
+  const auto pack = resolve_doc_lens("pile-pretrain:3", 10000000, 1);
+  CHECK(sum(pack) == 10000000);
+  const double pile_mean = 1e7 / double(pack.size());
+  INFO("pile-pretrain mean " << pile_mean << " over " << pack.size() << " documents");
+  CHECK(pile_mean > 1200);
+  CHECK(pile_mean < 1900);
 }
 
 TEST_CASE("docs: bad specs are errors naming the spec and the values") {
@@ -251,7 +267,7 @@ TEST_CASE("docs: bad specs are errors naming the spec and the values") {
         "docs 'llama3-sft': more than 2^24 documents for seq=1099511627776; use a shorter seq");
   CHECK(err("outlier", 10) == "docs 'outlier': workload of 17 documents needs seq >= 17, got seq=10");
   CHECK(contains(err("nosuch", 64), "docs 'nosuch': not a list of lengths, equal:K, random:MIN:MAX or a workload "
-                                    "(workloads: bucket, llama3-sft, mixed, outlier, rl"));
+                                    "(workloads: bucket, llama3-sft, mixed, outlier, pile-pretrain, rl"));
 }
 
 TEST_CASE("options: the report's config block has schema v1's keys plus the second and third waves', no others") {
