@@ -123,8 +123,11 @@ set(_faults ${PROJECT_SOURCE_DIR}/tests/python/check_faults.py)
 set(_fault_run ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 2 ${CPBENCH_BIN} run --model tiny
     --seq 2048,4096 --strategies ring,ring-zigzag,ring-striped --iters 20 --no-progress)
 add_test(NAME fault_rank_killed COMMAND ${_py} ${_faults} kill ${CPBENCH_TEST_OUT}/fault_kill.json -- ${_fault_run})
-add_test(NAME fault_rank_stopped COMMAND ${_py} ${_faults} stop ${CPBENCH_TEST_OUT}/fault_stop.json --timeout 5 --
-         ${_fault_run} --timeout 5)
+# --timeout 20: one job (20 iterations of seq 2048 or 4096 at P = 2) must finish within it when
+# the watchdog runs; at 5 s a machine loaded by parallel tests (ctest -j) fired it on a slow
+# job before the fault was injected.
+add_test(NAME fault_rank_stopped COMMAND ${_py} ${_faults} stop ${CPBENCH_TEST_OUT}/fault_stop.json --timeout 20 --
+         ${_fault_run} --timeout 20)
 set_tests_properties(fault_rank_killed fault_rank_stopped PROPERTIES LABELS "mpi;faults" TIMEOUT 300)
 
 # The console table: a job that sends nothing (single) shows "–" for overlap and hta, not 100%;

@@ -96,7 +96,7 @@ cpbench_verify_test(p8_decode_window 8 --min-verified 4 --model tiny --cached 16
 # replicated when U > G), every U x R; ulysses is the mesh U = P (the heads alone).
 set(_decode_usp --pass decode --strategies usp,ulysses --mesh all)
 cpbench_verify_test(p4_decode_usp_b2 4 --min-verified 4 --model tiny --cached 96 --decode-steps 5 --batch 2 --heads 8 --kv-heads 2 --block full ${_decode_usp})
-cpbench_verify_test(p6_decode_usp_window 6 --min-verified 4 --model tiny --cached 120 --decode-steps 7 --heads 6 --kv-heads 3 --window 30 ${_decode_usp})
+cpbench_verify_test(p6_decode_usp_window 6 --min-verified 6 --model tiny --cached 120 --decode-steps 7 --heads 6 --kv-heads 3 --dim 96 --window 30 ${_decode_usp})
 cpbench_verify_test(p8_decode_usp 8 --min-verified 4 --model tiny --cached 128 --decode-steps 9 --heads 8 --kv-heads 4 ${_decode_usp})
 # The masked layer of every strategy against an independent float64 NumPy recomputation that
 # rebuilds the mask and the per-document RoPE positions from meta.json.
