@@ -97,10 +97,9 @@ def table(paths):
     return "\n".join(out)
 
 
-def decode_rows(paths):
-    """{(where, C): {(P, label): (kv_cache_bytes, bytes per step, tpot_ms, matches_model)}} from decode
-    reports: the single result at P = 1, else every non-single one."""
-    groups = {}
+def decode_results(paths):
+    """(where, P, result, its inference block) for every ok decode result of the reports; where is
+    the simulated platform's name, or "cpu"."""
     for p in paths:
         rep = json.load(open(p))
         P = rep["config"]["world_size"]
@@ -108,11 +107,20 @@ def decode_rows(paths):
         where = sim.get("platform", "simulated") if isinstance(sim, dict) else "cpu"
         for r in rep["results"]:
             inf = r.get("inference")
-            if r["status"] != "ok" or not inf or inf.get("pass") != "decode" or (r["strategy"] == "single") != (P == 1):
-                continue
-            per_step = r["comm"]["fwd"]["bytes_sent"] / inf["decode_steps"]
-            groups.setdefault((where, inf["cached"]), {})[(P, r["label"])] = (
-                inf["kv_cache_bytes"], per_step, inf["tpot_ms"], r["comm"]["fwd"]["matches_model"])
+            if r["status"] == "ok" and inf and inf.get("pass") == "decode":
+                yield where, P, r, inf
+
+
+def decode_rows(paths):
+    """{(where, C): {(P, label): (kv_cache_bytes, bytes per step, tpot_ms, matches_model)}} from decode
+    reports: the single result at P = 1, else every non-single one."""
+    groups = {}
+    for where, P, r, inf in decode_results(paths):
+        if (r["strategy"] == "single") != (P == 1):
+            continue
+        per_step = r["comm"]["fwd"]["bytes_sent"] / inf["decode_steps"]
+        groups.setdefault((where, inf["cached"]), {})[(P, r["label"])] = (
+            inf["kv_cache_bytes"], per_step, inf["tpot_ms"], r["comm"]["fwd"]["matches_model"])
     return groups
 
 
@@ -139,17 +147,9 @@ def decode_mesh_table(paths):
     P), and the longest cache the fastest fits (inference.max_cached_tokens; '-' without a
     capacity). For --block full reports with usp --mesh all, ring-zigzag and megatron-sp."""
     groups = {}
-    for p in paths:
-        rep = json.load(open(p))
-        P = rep["config"]["world_size"]
-        sim = rep["context"].get("simulated")
-        where = sim.get("platform", "simulated") if isinstance(sim, dict) else "cpu"
-        for r in rep["results"]:
-            inf = r.get("inference")
-            if r["status"] != "ok" or not inf or inf.get("pass") != "decode":
-                continue
-            groups.setdefault((where, inf["cached"]), {}).setdefault(P, {})[r["label"]] = (
-                inf["tpot_ms"], inf.get("max_cached_tokens"), inf["kv_cache_bytes"])
+    for where, P, r, inf in decode_results(paths):
+        groups.setdefault((where, inf["cached"]), {}).setdefault(P, {})[r["label"]] = (
+            inf["tpot_ms"], inf.get("max_cached_tokens"), inf["kv_cache_bytes"])
     out = []
     fmt = lambda x: "-" if x is None else f"{x:.4f}"
     for (where, C) in sorted(groups):
