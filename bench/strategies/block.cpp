@@ -204,7 +204,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     // KV replication (t > G): kv_copies ranks hold one KV head; the first of them exports the
     // replicated data (k, v, the w_qkv columns), every one its partial gradients.
     const int copies = replicated_kv_heads(t, s) / s.G;
-    const int64_t kv0 = int64_t(tr) * k.gl_ / copies;  // first global KV head of this rank
+    const int64_t kv0 = first_kv_head(s, t, tr);  // first global KV head of this rank
     const bool kv_exporter = tr % copies == 0;
     // Weight shards are replicated over the TP groups (every rank when t = 1): the first group
     // (world ranks 0 .. t-1, TP innermost) exports them.
@@ -524,7 +524,8 @@ void Block::setup(StrategyEnv& env) {
     // Decode: one token per sequence per step (pos_ moves with the step); the keys are the cache
     // shard, then one slot per step this rank owns: steps decode_r_, decode_r_ + p, ... at
     // positions C + i. A slot not written yet holds a later position, so the causal mask hides it.
-    const DecodeGroups g = decode_groups();
+    decode_groups_ = decode_groups();
+    const DecodeGroups& g = decode_groups_;
     const int inner = g.merge ? g.merge->size() : 1, outer = g.merge_outer ? g.merge_outer->size() : 1;
     decode_p_ = inner * outer;
     decode_r_ = (g.merge_outer ? g.merge_outer->rank() * inner : 0) + (g.merge ? g.merge->rank() : 0);
@@ -541,7 +542,7 @@ void Block::setup(StrategyEnv& env) {
     dgk_ = Ge / shards;
     dkv0_ = member * dgk_ / (Ge / s.G);
     // k_'s first head: the TP rank's first KV head (its max(G,t)/t, replicated when t > G).
-    dkv_local_ = dkv0_ - tr * (replicated_kv_heads(t, s) / t) / (replicated_kv_heads(t, s) / s.G);
+    dkv_local_ = dkv0_ - int(first_kv_head(s, t, tr));
     dkv_exporter_ = (member * dgk_) % (Ge / s.G) == 0;
     cache_pos_ = Positions::segments({cache_shard(s, decode_p_, decode_r_)});  // the merge group's split
     step_ = 0;
@@ -647,7 +648,7 @@ void Block::decode_setup() {
   // This rank's partial (o float32, then lse), every merge-group member's after the all-gather,
   // the running merge; allocated once (the timed steps allocate nothing).
   part_ = reg_.add("decode_partial", {part_n}, DType::f32, Held::comm);
-  const DecodeGroups g = decode_groups();
+  const DecodeGroups& g = decode_groups_;
   const int levels = std::max(g.merge ? g.merge->size() : 1, g.merge_outer ? g.merge_outer->size() : 1);
   gathered_ = reg_.add("decode_gathered", {levels * part_n}, DType::f32, Held::comm);
   o_acc32_ = reg_.add("decode_o_acc", {s.B, 1, dhq_, s.d}, DType::f32, Held::activation);
@@ -688,7 +689,7 @@ void Block::decode_attention() {
   // Every merge-group member's partial, then the online-softmax merge in member order (the same
   // order on every rank, so every member holds the same o); with an outer merge level the merged
   // partial goes round it the same way.
-  const DecodeGroups g = decode_groups();
+  const DecodeGroups& g = decode_groups_;
   b.copy_2d(o_acc32_, on, part_, on, 1, on);
   b.copy_2d(lse_acc_, ln, part_.view(on, {ln}), ln, 1, ln);
   for (Communicator* level : {g.merge, g.merge_outer}) {

@@ -214,6 +214,12 @@ class Block : public Strategy {
   virtual CacheHeld cache_held();
   // That split's shard of rank j of P: positions [j*C/P, (j+1)*C/P).
   static PosSeg cache_shard(const LayerShape& s, int P, int j) { return {j * (s.cached / P), 1, s.cached / P}; }
+  // The first original KV head of member r of a TP group of t: its max(G,t)/t KV heads (one
+  // head's copy when t > G) start there.
+  static int64_t first_kv_head(const LayerShape& s, int t, int r) {
+    const int64_t held = replicated_kv_heads(t, s);
+    return int64_t(r) * (held / t) / (held / s.G);
+  }
   // The keys of a rank under --cached, in storage order: its cache shard, then its new tokens.
   static Positions cache_then(Positions cache, const Positions& tokens);
   // Positions of a layout of LayerShape::without_cache() moved after a cache of C tokens.
@@ -255,6 +261,7 @@ class Block : public Strategy {
   // dq0_, dgk_ KV heads (replicated when U > G) from original head dkv0_, exported by the first
   // of their copies (dkv_exporter_).
   int64_t step_ = 0;
+  DecodeGroups decode_groups_;  // decode_groups(), looked up once at setup (the steps use it)
   int decode_p_ = 1, decode_r_ = 0, decode_u_ = 1, decode_ui_ = 0;
   int dhq_ = 0, dq0_ = 0, dgk_ = 0, dkv0_ = 0, dkv_local_ = 0;  // dkv_local_: dkv0_ in k_'s heads
   bool dkv_exporter_ = true;

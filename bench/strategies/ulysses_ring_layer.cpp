@@ -196,8 +196,8 @@ void UlyssesRingLayer::core_setup() {
     // tokens' rows are filled after each all-to-all.
     const int64_t Cr = s.cached / R(), nk = Cr + n, Gd = int64_t(s.G) * s.d, Hd = int64_t(s.H) * s.d;
     const Positions cache = Positions::segments({cache_shard(s, R(), ring_position(mesh()))});
-    const int u = mesh().group("ulysses").rank(), tp_copies = replicated_kv_heads(tp_.size(), s) / s.G;
-    const int64_t kv0 = int64_t(tp_.rank()) * gl_ / tp_copies;
+    const int u = mesh().group("ulysses").rank();
+    const int64_t kv0 = first_kv_head(s, tp_.size(), tp_.rank());
     kc_r_ = alloc({s.B, nk, gl, s.d});
     vc_r_ = alloc({s.B, nk, gl, s.d});
     for (auto [id, dst] : {std::pair{InputId::k_cache, &kc_r_}, std::pair{InputId::v_cache, &vc_r_}}) {
