@@ -215,8 +215,11 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   result.timed->packs = std::move(resampled);
   result.timed->balance_scheme = balance_name(shape.balance);
   if (shape.balance != BalanceScheme::none && job.info->name != "single") {
-    const TokenLayout layout = TokenLayout::build(shape.balance, shape, P);
-    for (int r = 0; r < P; ++r) result.timed->visible_pairs_per_rank.push_back(layout.visible_pairs(r));
+    // Per rank, the pairs of the ring position it works on (usp: its ring index's, which its t*U
+    // ranks share, each for its slice of the heads).
+    const TokenLayout layout = TokenLayout::build(shape.balance, shape, model->balance_positions(job.mesh, P));
+    for (int r = 0; r < P; ++r)
+      result.timed->visible_pairs_per_rank.push_back(layout.visible_pairs(model->balance_position_of(r, job.mesh)));
   }
   if (shape.forward_only()) {
     InferenceResult inf;

@@ -151,8 +151,8 @@ std::vector<OptionSpec> make_table() {
        "decode steps S per timed iteration (--pass decode; default 8; tpot_ms = step / S)", {}, false,
        [](RunConfig& c, const json& v) { c.decode_steps = v.get<int64_t>(); }},
       {"balance", "--balance", OptKind::choice,
-       "none (the strategy's static layout, default) | doc-zigzag (2P chunks per document) | greedy "
-       "(chunks to the least-loaded rank); ring, with --docs",
+       "none (the strategy's static layout, default) | doc-zigzag (2R chunks per document over R ring "
+       "positions) | greedy (chunks to the least-loaded position); ring, double-ring, usp's ring level, with --docs",
        {"none", "doc-zigzag", "greedy"}, false, [](RunConfig& c, const json& v) { c.balance = v.get<std::string>(); }},
       {"ring_pass", "--ring-pass", OptKind::choice,
        "kv (K,V blocks circulate, default) | q (query blocks circulate; --pass prefill, ring family)",

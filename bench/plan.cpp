@@ -61,7 +61,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
             throw ConstraintError(strat->name() + ": --balance " + b +
                                   (strat->name() == "ring-zigzag" || strat->name() == "ring-striped"
                                        ? " replaces its layout: the same layout as ring under --balance " + b
-                                       : " is built for ring only (its layout replaces the static one)"));
+                                       : " is built for ring, double-ring and usp only (its layout replaces the static one)"));
           }
         } catch (const ConstraintError& e) {
           if (named) throw;

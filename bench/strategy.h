@@ -163,8 +163,13 @@ class Strategy {
   // --ring-pass q (query blocks circulate): the ring family (RingLayer) implements it; single
   // (nothing circulates) runs unchanged as the reference.
   virtual bool supports_pass_q() const { return false; }
-  // --balance other than none: the strategy places tokens by the balanced layout (ring only).
+  // --balance other than none: the strategy places tokens by the balanced layout (ring, the
+  // double ring, usp's ring level).
   virtual bool supports_balance() const { return false; }
+  // Under --balance: the ring positions the layout spans (P; usp: its ring level R) and the one
+  // world rank `rank` works on (the rank itself; usp: its ring index, shared by its t*U ranks).
+  virtual int balance_positions(const MeshSpec& m, int P) const { (void)m; return P; }
+  virtual int balance_position_of(int rank, const MeshSpec& m) const { (void)m; return rank; }
   // --cached C: the strategy attends its new tokens' queries to a sharded KV cache (the ring
   // family, the double ring, usp, ulysses and single; Block's cache, block.h, or the core's).
   virtual bool supports_cached() const { return false; }

@@ -1,6 +1,7 @@
 // Tensor views, dtypes, positions and memory bookkeeping (see tensor.h).
 #include "kernels/tensor.h"
 
+#include <algorithm>
 #include <chrono>
 #ifdef CPBENCH_SIMULATED
 #include <mpi.h>
@@ -248,6 +249,21 @@ std::vector<int64_t> Positions::list() const {
     for (int64_t i = 0; i < g.count; ++i) v.push_back(g.start + i * g.stride);
   }
   return v;
+}
+
+Positions Positions::rows(int64_t first, int64_t n) const {
+  if (first < 0 || n < 0 || first + n > count())
+    throw std::out_of_range("Positions::rows: rows [" + std::to_string(first) + ", " + std::to_string(first + n) +
+                            ") of " + std::to_string(count()) + " rows of " + str());
+  Positions out;
+  int64_t row = 0;
+  for (int s = 0; s < nseg_; ++s) {
+    const PosSeg& g = seg(s);
+    const int64_t lo = std::max(first, row), hi = std::min(first + n, row + g.count);
+    if (lo < hi) out.append({g.start + (lo - row) * g.stride, g.stride, hi - lo});
+    row += g.count;
+  }
+  return out;
 }
 
 // Python-like ranges: "range(0,128)", "range(3,515,4)", "range(0,64)+range(448,512)".

@@ -123,6 +123,9 @@ class Positions {
   int64_t count() const;
   int64_t at(int64_t i) const;       // position of row i
   std::vector<int64_t> list() const;  // all positions in row order
+  // Rows [first, first + n) as positions (a slice may span segments); std::out_of_range when
+  // the rows are not all there.
+  Positions rows(int64_t first, int64_t n) const;
   std::string str() const;
 
  private:

@@ -142,16 +142,18 @@ def main():
                     shape = ["--model", a.model, "--threads", "1", "--peak-tflops", "1"] + \
                         (["--heads", "8", "--kv-heads", "8"] if a.model == "tiny" else [])
                 # Simulated: no ulysses (a preset's heads rarely shard over 64 ranks) and the double
-                # ring's inner rings are the platform's nodes (the default); the CPU: w = 2.
+                # ring's inner rings are the platform's nodes (the default); the CPU: w = 2. usp
+                # keeps a ring level to balance: U = 2 on the CPU, 8 (a node) simulated.
                 strategies = ("" if a.platform else "ulysses,") + "ring,ring-zigzag,ring-striped,allgather-kv,usp,double-ring"
                 cmd = launch + ["run"] + shape + [
-                       "--seq", str(a.seq), "--docs", name, "--strategies", strategies] + \
+                       "--seq", str(a.seq), "--docs", name, "--strategies", strategies,
+                       "--ulysses", "8" if a.platform else "2"] + \
                     ([] if a.platform else ["--inner-ring", "2"]) + [
                        "--warmup", "0" if a.iters == 1 else "1",
                        "--iters", str(a.iters), "--no-progress", "--out", str(out)]
-                if scheme != "none":  # a scheme replaces ring's layout; the other strategies refuse it
+                if scheme != "none":  # a scheme replaces the ring strategies' layout; the others refuse it
                     cmd[cmd.index("--docs"):cmd.index("--docs")] = ["--balance", scheme]
-                    cmd[cmd.index("--strategies") + 1] = "ring"
+                    cmd[cmd.index("--strategies") + 1] = "ring,usp,double-ring"
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
                 paths.append(out)
                 if scheme == "none":

@@ -129,14 +129,35 @@ int64_t TokenLayout::visible_pairs(int j) const {
   return n;
 }
 
+bool TokenLayout::sees(int q, int k) const {
+  for (const TokenRun& a : runs(q))
+    for (const TokenRun& b : runs(k))
+      if (any_visible(a, b)) return true;
+  return false;
+}
+
 int TokenLayout::ring_hops() const {
   const int R = positions();
   for (int k = R - 1; k >= 1; --k)
     for (int r = 0; r < R; ++r)
-      for (const TokenRun& q : runs(r))
-        for (const TokenRun& kv : runs((r - k + R) % R))
-          if (any_visible(q, kv)) return k;
+      if (sees(r, (r - k + R) % R)) return k;
   return 0;
+}
+
+const std::vector<Positions>& balanced_positions(const LayerShape& s, int R) {
+  // One entry per thread: SimGrid runs ranks as threads of one process, and every rank asks
+  // for the same layout (a job's shape) many times in a row.
+  thread_local std::vector<int64_t> key;
+  thread_local std::vector<Positions> pos;
+  std::vector<int64_t> k = {s.N, R, int64_t(s.balance), s.causal, s.window};
+  k.insert(k.end(), s.doc_lens.begin(), s.doc_lens.end());
+  if (k != key) {
+    const TokenLayout l = TokenLayout::build(s.balance, s, R);
+    pos.clear();
+    for (int r = 0; r < R; ++r) pos.push_back(l.positions_of(r));
+    key = std::move(k);
+  }
+  return pos;
 }
 
 }  // namespace cpbench

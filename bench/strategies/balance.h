@@ -42,6 +42,8 @@ class TokenLayout {
   Positions positions_of(int j) const;
   // Query-key pairs the mask lets position j's queries see (over the whole sequence).
   int64_t visible_pairs(int j) const;
+  // Some query of position q sees some key of position k (interval arithmetic on the runs).
+  bool sees(int q, int k) const;
   // DESIGN's ring hop truncation computed from the runs: the farthest hop k (1..R-1) at which
   // position r receives the keys of r-k and some query of r sees one of them; 0 if none.
   int ring_hops() const;
@@ -55,5 +57,10 @@ class TokenLayout {
   // Some query of run a sees some key of run b.
   bool any_visible(const TokenRun& a, const TokenRun& b) const;
 };
+
+// Every position's tokens under s.balance over R positions (TokenLayout::build(...).positions_of
+// for each), built once per (scheme, shape, R) and kept: the strategies ask for them at setup, at
+// every hop schedule and for every rank's positions. The one place a strategy gets its layout.
+const std::vector<Positions>& balanced_positions(const LayerShape& s, int R);
 
 }  // namespace cpbench

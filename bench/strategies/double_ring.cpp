@@ -27,7 +27,9 @@ class DoubleRing final : public Block {
            "blocks hop between windows (outer ring), overlapped; zigzag layout.";
   }
   std::string tiers() const override { return "inner rings inside a node; each rank sends only its R/w-1 outer blocks across nodes, not all R-1"; }
-  std::string constraints() const override { return "2P divides seq; inner ring w divides P"; }
+  std::string constraints() const override { return "2P divides seq (P under --balance); inner ring w divides P"; }
+  // --balance: ring position o*w + i (= the rank) takes the balanced layout's position.
+  bool supports_balance() const override { return true; }
   bool supports_decode() const override { return true; }
   bool supports_cached() const override { return true; }
   // --ring-pass q: the Q blocks on the two-level schedule (DoubleRingCore::forward_pass_q).
@@ -56,7 +58,13 @@ class DoubleRing final : public Block {
     return m;
   }
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
-    if (s.N % (2 * int64_t(P)) != 0) {
+    if (s.balance != BalanceScheme::none && s.N % P != 0) {
+      std::ostringstream e;
+      e << name() << ": seq=" << s.N << " is not divisible by P=" << P << " (--balance " << balance_name(s.balance)
+        << ": every rank holds seq/P tokens)";
+      throw ConstraintError(e.str());
+    }
+    if (s.balance == BalanceScheme::none && s.N % (2 * int64_t(P)) != 0) {
       std::ostringstream e;
       e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P;
       throw ConstraintError(e.str());
@@ -69,10 +77,10 @@ class DoubleRing final : public Block {
     // pass-Q: a rank's Q block is its new tokens (B*(N-C)/P), H heads.
     if (s.ring_pass_q)
       return DoubleRingCore::predicted_bytes_pass_q(s.B * s.new_tokens() / P, int64_t(s.H) * s.d, s.H, w, P / w, elem,
-                                                    acc, ring_hops(s, P, w));
+                                                    acc, model_hops(s, P, w));
     // Under --cached a K,V block is a rank's cache shard and its new tokens: N/P tokens, as without.
     return DoubleRingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, w, P / w, elem, acc,
-                                           ring_hops(s, P, w));
+                                           model_hops(s, P, w));
   }
 
  protected:
@@ -82,14 +90,25 @@ class DoubleRing final : public Block {
     return Positions::two(j * c, c, (2 * int64_t(P) - 1 - j) * c, c);
   }
   // DESIGN's hop truncation on the two-level schedule: a pure function of the layout and the
-  // mask (every rank computes the same; predicted_bytes uses it).
+  // mask (every rank computes the same; the strategy runs it).
   DoubleRingHops ring_hops(const LayerShape& s, int P, int w) const {
     return DoubleRingCore::effective_hops(w, P / w, [&](int j) { return layout(s, P, j); },
                                           [&](int j) { return keys(s, P, j); }, s, s.ring_pass_q);
   }
-  // The tokens of ring position j: its zigzag chunks, or under --cached C those of the N - C new
-  // tokens, placed after the cache (positions C..N-1).
+  // The schedule predicted_bytes uses: ring_hops, but under --balance the layout's own model
+  // (TokenLayout::sees, interval arithmetic on its runs), which shares nothing with the mask scan
+  // the strategy runs, so that bytes = model compares the two.
+  DoubleRingHops model_hops(const LayerShape& s, int P, int w) const {
+    if (s.balance == BalanceScheme::none) return ring_hops(s, P, w);
+    const TokenLayout l = TokenLayout::build(s.balance, s, P);
+    const bool q_travel = s.ring_pass_q;  // pass-Q: the visiting queries of `held` meet `me`'s keys
+    return DoubleRingHops::from_needs(w, P / w, [&](int me, int held) { return q_travel ? l.sees(held, me) : l.sees(me, held); });
+  }
+  // The tokens of ring position j: its zigzag chunks, the balanced layout's position j under
+  // --balance, or under --cached C those of the N - C new tokens, placed after the cache
+  // (positions C..N-1).
   Positions layout(const LayerShape& s, int P, int j) const {
+    if (s.balance != BalanceScheme::none) return balanced_positions(s, P)[size_t(j)];
     if (s.cached == 0) return rank_positions(s, P, j);
     return after_cache(rank_positions(s.without_cache(), P, j), s.cached);
   }

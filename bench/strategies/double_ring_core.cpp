@@ -289,6 +289,30 @@ bool DoubleRingHops::fits(int w, int W) const {
   return ok;
 }
 
+DoubleRingHops DoubleRingHops::from_needs(int w, int W, const std::function<bool(int me, int held)>& needs) {
+  // needed[t][j]: some rank (o, i) needs the block it holds at round t, inner step j.
+  std::vector<std::vector<bool>> needed(size_t(W), std::vector<bool>(size_t(w), false));
+  for (int t = 0; t < W; ++t)
+    for (int j = 0; j < w; ++j)
+      for (int o = 0; o < W && !needed[size_t(t)][size_t(j)]; ++o)
+        for (int i = 0; i < w; ++i)
+          if (needs(o * w + i, ((o - t + W) % W) * w + (i - j + w) % w)) {
+            needed[size_t(t)][size_t(j)] = true;
+            break;
+          }
+  DoubleRingHops h;
+  for (int t = 0; t < W; ++t)
+    for (int j = 0; j < w; ++j)
+      if (needed[size_t(t)][size_t(j)]) h.rounds = t;
+  for (int t = 0; t <= h.rounds; ++t) {
+    int J = 0;
+    for (int j = 0; j < w; ++j)
+      if (needed[size_t(t)][size_t(j)]) J = j;
+    h.inner.push_back(J);
+  }
+  return h;
+}
+
 DoubleRingHops DoubleRingHops::full(int w, int W) {
   DoubleRingHops h;
   h.rounds = W - 1;
@@ -310,32 +334,12 @@ DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions
   const int R = w * W;
   std::vector<Positions> pos, keys;
   for (int rho = 0; rho < R; ++rho) pos.push_back(q_pos(rho)), keys.push_back(k_pos(rho));
-  // needed[t][j]: some rank (o, i) sees the block it holds at round t, inner step j: that of
-  // ring position ((o-t) mod W)*w + (i-j) mod w.
-  std::vector<std::vector<bool>> needed(size_t(W), std::vector<bool>(size_t(w), false));
-  for (int t = 0; t < W; ++t)
-    for (int j = 0; j < w; ++j)
-      for (int o = 0; o < W && !needed[size_t(t)][size_t(j)]; ++o)
-        for (int i = 0; i < w; ++i) {
-          const int held = ((o - t + W) % W) * w + (i - j + w) % w;
-          const bool seen = queries_travel ? any_visible_pair(pos[size_t(held)], keys[size_t(o * w + i)], mask)
-                                           : any_visible_pair(pos[size_t(o * w + i)], keys[size_t(held)], mask);
-          if (seen) {
-            needed[size_t(t)][size_t(j)] = true;
-            break;
-          }
-        }
-  DoubleRingHops h;
-  for (int t = 0; t < W; ++t)
-    for (int j = 0; j < w; ++j)
-      if (needed[size_t(t)][size_t(j)]) h.rounds = t;
-  for (int t = 0; t <= h.rounds; ++t) {
-    int J = 0;
-    for (int j = 0; j < w; ++j)
-      if (needed[size_t(t)][size_t(j)]) J = j;
-    h.inner.push_back(J);
-  }
-  return h;
+  // pass-KV: `me`'s queries meet the keys of the block it holds; pass-Q: the visiting queries
+  // of `held` meet `me`'s own keys.
+  return DoubleRingHops::from_needs(w, W, [&](int me, int held) {
+    return queries_travel ? any_visible_pair(pos[size_t(held)], keys[size_t(me)], mask)
+                          : any_visible_pair(pos[size_t(me)], keys[size_t(held)], mask);
+  });
 }
 
 }  // namespace cpbench

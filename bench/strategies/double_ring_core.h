@@ -27,6 +27,7 @@
 //   bwd = fwd + s_acc*T_k*2hk*(A_in + A_out), A_in = sum over t of (J(t)+1 if J(t) > 0 else 0),
 //         A_out = T+1 if T > 0 else 0 (full: A_in = R when w > 1, A_out = W when W > 1).
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "bench/strategies/ring_core.h"
@@ -43,6 +44,11 @@ struct DoubleRingHops {
   bool operator==(const DoubleRingHops& o) const { return rounds == o.rounds && inner == o.inner; }
   // The full double ring: rounds = W-1, inner[t] = w-1.
   static DoubleRingHops full(int w, int W);
+  // The truncated schedule from a visibility relation: (t, j) is needed when some ring position
+  // `me` = o*w + i needs the block it holds there, that of `held` = ((o-t) mod W)*w + (i-j) mod w,
+  // i.e. when needs(me, held). DoubleRingCore::effective_hops passes the kernels' mask on the
+  // blocks' positions; a balanced layout's model (balance.h) passes its own interval arithmetic.
+  static DoubleRingHops from_needs(int w, int W, const std::function<bool(int me, int held)>& needs);
 };
 
 class DoubleRingCore {

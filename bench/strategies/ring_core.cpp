@@ -447,15 +447,7 @@ Positions RingLayer::layout_positions(const LayerShape& s, int P, int j) const {
   if (s.cached > 0)  // the strategy's layout of the new tokens, after the cache
     return after_cache(rank_positions(s.without_cache(), P, j), s.cached);
   if (s.balance == BalanceScheme::none) return rank_positions(s, P, j);
-  std::vector<int64_t> key = {s.N, P, int64_t(s.balance), s.causal, s.window};
-  key.insert(key.end(), s.doc_lens.begin(), s.doc_lens.end());
-  if (key != balanced_key_) {
-    const TokenLayout l = TokenLayout::build(s.balance, s, P);
-    balanced_pos_.clear();
-    for (int r = 0; r < P; ++r) balanced_pos_.push_back(l.positions_of(r));
-    balanced_key_ = key;
-  }
-  return balanced_pos_[size_t(j)];
+  return balanced_positions(s, P)[size_t(j)];
 }
 
 Positions RingLayer::key_positions(const LayerShape& s, int P, int j) const {

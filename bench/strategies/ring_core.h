@@ -178,7 +178,7 @@ class RingLayer : public Block {
   virtual Positions rank_positions(const LayerShape& s, int P, int j) const = 0;
 
   // The layout the ring runs on: rank_positions, or under --balance the balanced layout's
-  // position j (balance.h), built once per shape and kept. Under --cached C: rank_positions of
+  // position j (balanced_positions, balance.h). Under --cached C: rank_positions of
   // the N - C new tokens, placed after the cache (positions C..N-1).
   Positions layout_positions(const LayerShape& s, int P, int j) const;
   // Rank j's keys: its layout positions, or under --cached its cache shard then its new tokens.
@@ -207,10 +207,6 @@ class RingLayer : public Block {
 
   RingCore core_;
   int hops_ = -1;
-
- private:
-  mutable std::vector<Positions> balanced_pos_;  // the balanced layout of balanced_key_
-  mutable std::vector<int64_t> balanced_key_;    // {N, P, scheme, causal, window, doc lens...}
 };
 
 }  // namespace cpbench

@@ -35,17 +35,18 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   // same T*H*d elements as its own q; its partial's lse T*H.
   if (s.ring_pass_q)
     return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.inner_ring, m.R / m.inner_ring,
-                                                                          elem, acc, double_ring_hops(s, m))
-                                  : RingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.R, elem, acc, ring_hops(s, m), "ring"));
+                                                                          elem, acc, model_double_ring_hops(s, m))
+                                  : RingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.R, elem, acc, model_ring_hops(s, m), "ring"));
   return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc,
-                                                                double_ring_hops(s, m))
-                                : RingCore::predicted_bytes(T, hk, m.R, elem, acc, ring_hops(s, m)));
+                                                                model_double_ring_hops(s, m))
+                                : RingCore::predicted_bytes(T, hk, m.R, elem, acc, model_ring_hops(s, m)));
 }
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
                                             const std::string& hint) const {
   std::ostringstream e;
-  const bool zz = zigzag_layout(m.ring_layout, s.causal);
+  const bool balanced = s.balance != BalanceScheme::none;
+  const bool zz = zigzag_layout(m.ring_layout, s.causal) && !balanced;
   const std::string tp_heads = m.tp >= 1 ? head_sharding_error(m.tp, s, "tp") : "";
   const std::string heads = m.U >= 1 && m.tp >= 1 ? head_sharding_error(m.tp * m.U, s, m.tp > 1 ? "tp*ulysses" : "ulysses") : "";
   if (m.tp < 1 || m.U < 1 || m.R < 1 || int64_t(m.tp) * m.U * m.R != P)
@@ -57,11 +58,15 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
     e << name() << ": " << heads << "; " << hint;
   else if (s.full_block && s.F % m.tp != 0)
     e << name() << ": tp=" << m.tp << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
+  else if (balanced && m.ring_layout != RingLayout::auto_)
+    e << name() << ": --usp-layout " << (m.ring_layout == RingLayout::zigzag ? "zigzag" : "contiguous") << " and --balance "
+      << balance_name(s.balance) << " both choose the token layout; drop one";
   else if (zz && s.N % (2 * int64_t(P)) != 0)
     e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
       << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
   else if (!zz && s.N % P != 0)
-    e << name() << ": seq=" << s.N << " is not divisible by P=" << P;
+    e << name() << ": seq=" << s.N << " is not divisible by P=" << P
+      << (balanced ? " (--balance " + std::string(balance_name(s.balance)) + ": every rank holds seq/P tokens)" : "");
   if (!e.str().empty()) throw ConstraintError(e.str());
 }
 
@@ -103,6 +108,7 @@ Block::CacheHeld UlyssesRingLayer::cache_held() {
 
 Positions UlyssesRingLayer::ring_block_of(const LayerShape& s, const MeshSpec& m, int j) {
   if (s.cached > 0 && !s.decode()) return after_cache(ring_block_of(s.without_cache(), m, j), s.cached);
+  if (s.balance != BalanceScheme::none) return balanced_positions(s, m.R)[size_t(j)];
   const int64_t Rn = m.R;
   if (zigzag_layout(m.ring_layout, s.causal)) {
     const int64_t C = s.N / (2 * Rn);
@@ -116,6 +122,19 @@ int UlyssesRingLayer::ring_hops(const LayerShape& s, const MeshSpec& m) {
   if (m.inner_ring > 0) throw std::logic_error("usp: ring_hops on a double ring (double_ring_hops)");
   return RingCore::effective_hops(m.R, [&](int j) { return ring_block_of(s, m, j); },
                                   [&](int j) { return ring_keys_of(s, m, j); }, s);
+}
+
+int UlyssesRingLayer::model_ring_hops(const LayerShape& s, const MeshSpec& m) {
+  if (s.balance == BalanceScheme::none) return ring_hops(s, m);
+  return TokenLayout::build(s.balance, s, m.R).ring_hops();  // pass-Q's K_eff is the same, re-indexed
+}
+
+DoubleRingHops UlyssesRingLayer::model_double_ring_hops(const LayerShape& s, const MeshSpec& m) {
+  if (s.balance == BalanceScheme::none) return double_ring_hops(s, m);
+  const TokenLayout l = TokenLayout::build(s.balance, s, m.R);
+  const bool q_travel = s.ring_pass_q;  // pass-Q: the visiting queries of `held` meet `me`'s keys
+  return DoubleRingHops::from_needs(m.inner_ring, m.R / m.inner_ring,
+                                    [&](int me, int held) { return q_travel ? l.sees(held, me) : l.sees(me, held); });
 }
 
 DoubleRingHops UlyssesRingLayer::double_ring_hops(const LayerShape& s, const MeshSpec& m) {
@@ -134,6 +153,11 @@ Positions UlyssesRingLayer::cp_positions(const LayerShape& s, const Mesh& m, boo
   if (s.cached > 0 && !s.decode()) return after_cache(cp_positions(s.without_cache(), m, zz), s.cached);
   const int64_t Un = m.size_of("ulysses"), Rn = ring_size(m);
   const int64_t u = m.group("ulysses").rank(), rho = ring_position(m);
+  if (s.balance != BalanceScheme::none) {  // the u-th 1/U of ring index rho's tokens, in position order
+    const Positions& block = balanced_positions(s, int(Rn))[size_t(rho)];
+    const int64_t T = block.count() / Un;
+    return block.rows(u * T, T);
+  }
   if (zz) {
     const int64_t C = s.N / (2 * Rn), c = C / Un;
     return Positions::two(rho * C + u * c, c, (2 * Rn - 1 - rho) * C + u * c, c);
@@ -146,16 +170,8 @@ Positions UlyssesRingLayer::token_positions(const LayerShape& s, const Mesh& m) 
   const Positions group = cp_positions(s, m, zigzag());
   if (!m.desc.has("tp")) return group;
   // TP member j: rows [j*T, (j+1)*T) of its group's tokens (a zigzag slice may span both chunks).
-  const int64_t tn = m.size_of("tp"), T = group.count() / tn, first = m.group("tp").rank() * T;
-  Positions mine;
-  int64_t row = 0;
-  for (int i = 0; i < group.nseg(); ++i) {
-    const PosSeg& g = group.seg(i);
-    const int64_t lo = std::max(first, row), hi = std::min(first + T, row + g.count);
-    if (lo < hi) mine.append({g.start + (lo - row) * g.stride, g.stride, hi - lo});
-    row += g.count;
-  }
-  return mine;
+  const int64_t tn = m.size_of("tp"), T = group.count() / tn;
+  return group.rows(m.group("tp").rank() * T, T);
 }
 
 Communicator* UlyssesRingLayer::tp_group() {

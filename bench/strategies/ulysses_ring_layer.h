@@ -20,6 +20,11 @@
 //     [rho*C + u*C/U, +C/U) and [(2R-1-rho)*C + u*C/U, +C/U). After the all-to-all (nseg = 2)
 //     each rank holds both chunks of its ring index in position order, as ring-zigzag does.
 //   contiguous: ring index rho owns [rho*N/R, (rho+1)*N/R), member u holds its u-th 1/U.
+//   balanced (--balance doc-zigzag|greedy, balance.h): ring index rho owns position rho of the
+//     layout over R positions (N/R tokens in position order, up to two chunks per document and
+//     more for greedy), member u holds the u-th 1/U of them in that order; the all-to-all then
+//     puts the members' tokens one after another, which is the block in position order. The
+//     double ring's ring index o*w + i is the layout's position. Needs P | N.
 //
 // The ring level is a single ring (ring_core.h) or, with MeshSpec::inner_ring > 0 (usp_ring =
 // double), a double ring over the levels ring_outer x ring_inner (double_ring_core.h).
@@ -74,7 +79,10 @@ class UlyssesRingLayer : public Block {
   }
 
   bool zigzag() const { return zigzag_layout(env_.spec.ring_layout, shape().causal); }
-  int nseg() const { return zigzag() ? 2 : 1; }
+  // Segments of a member's tokens the all-to-all reorders (layout.h): the zigzag's two chunks;
+  // one for the contiguous layout and a balanced one, whose ring block is its members' tokens
+  // one after another.
+  int nseg() const { return zigzag() && shape().balance == BalanceScheme::none ? 2 : 1; }
   int U() const { return mesh().size_of("ulysses"); }
   // The ring dimension: one "ring" level, or a double ring's ring_outer x ring_inner.
   static int ring_size(const Mesh& m) {
@@ -101,6 +109,10 @@ class UlyssesRingLayer : public Block {
   // (DoubleRingCore::effective_hops), on a resolved mesh: pure functions of layout and mask.
   static int ring_hops(const LayerShape& s, const MeshSpec& m);
   static DoubleRingHops double_ring_hops(const LayerShape& s, const MeshSpec& m);
+  // What predicted_bytes takes: ring_hops / double_ring_hops, but under --balance the layout's
+  // own model (TokenLayout::ring_hops, TokenLayout::sees), not the mask scan the ring runs.
+  static int model_ring_hops(const LayerShape& s, const MeshSpec& m);
+  static DoubleRingHops model_double_ring_hops(const LayerShape& s, const MeshSpec& m);
   int hops_ = -1;
   DoubleRingHops dring_hops_;
 

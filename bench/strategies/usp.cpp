@@ -4,6 +4,7 @@
 // LoongTrain's double ring; with --tp t a tensor-parallel level of t ranks innermost (t x U x R
 // = P; Megatron TP with sequence parallelism inside each CP position). The algorithm, layouts
 // and byte model are ulysses_ring_layer.h's; this file chooses the mesh.
+#include <algorithm>
 #include <sstream>
 
 #include "bench/strategies/ulysses_ring_layer.h"
@@ -35,11 +36,24 @@ class Usp final : public UlyssesRingLayer {
   std::string tiers() const override { return "tp all-gather/reduce-scatter on contiguous ranks (innermost), all-to-all inside Ulysses groups (keep them in a node: --placement ulysses-inner), ring hops across the R groups"; }
   std::string constraints() const override {
     return "t and t*U divide heads; t, t*U divide kv_heads or are multiples (kv heads replicated); t*U*R = P; "
-           "t divides ffn_dim (--block full); 2P divides seq (zigzag) or P divides seq";
+           "t divides ffn_dim (--block full); 2P divides seq (zigzag) or P divides seq (contiguous, --balance)";
   }
   bool uses_mesh() const override { return true; }
   // --ring-pass q on its ring level (single or double): the Q blocks of a ring index, H/U heads, circulate.
   bool supports_pass_q() const override { return true; }
+  // --balance on its ring level (single or double): ring index rho takes the balanced layout's
+  // position rho of R, Ulysses member u the u-th 1/U of it (ulysses_ring_layer.h).
+  bool supports_balance() const override { return true; }
+  int balance_positions(const MeshSpec& m, int) const override { return m.R; }
+  int balance_position_of(int rank, const MeshSpec& m) const override {
+    const MeshDesc d = mesh_desc(m);
+    auto index_in = [&](const std::string& level) {
+      const std::vector<int> g = Mesh::group_of(rank, d, level);
+      return int(std::find(g.begin(), g.end(), rank) - g.begin());
+    };
+    if (d.has("ring")) return index_in("ring");
+    return index_in("ring_outer") * d.size_of("ring_inner") + index_in("ring_inner");
+  }
   std::string label(const MeshSpec& m) const override {
     return "usp[" + (m.tp > 1 ? "t" + std::to_string(m.tp) + "x" : std::string()) + "u" + std::to_string(m.U) +
            "xr" + std::to_string(m.R) +

@@ -23,9 +23,17 @@ cpbench_report_test(model_p2 2 "--model;tiny;--seq;96,120;--batch;2;${_fast}" "$
 # every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.
 cpbench_report_test(model_p4_block_full 4 "--block;full;--seq;64,96;--heads;4;--kv-heads;2;--head-dim;16;--dim;64;--ffn-dim;96;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")
 # --balance: the layout rebuilt in Python (check_report.py layout): visible pairs per rank, and the
-# measured bytes = the model from K_eff found by brute force on that layout; the other ring
-# strategies and the non-ring ones are skipped with their reason (a default all-strategy run).
-cpbench_report_test(balance_p4_greedy 4 "--model;tiny;--seq;136;--docs;30,50,56;--window;24;--balance;greedy;${_fast}" "${_py} ${_chk} model REPORT --min-ok 2 && ${_py} ${_chk} layout REPORT --min-ok 1")
+# measured bytes = the model from K_eff found by brute force on that layout; ring-zigzag,
+# ring-striped and the strategies without a ring are skipped with their reason (a default
+# all-strategy run).
+cpbench_report_test(balance_p4_greedy 4 "--model;tiny;--seq;136;--docs;30,50,56;--window;24;--balance;greedy;${_fast}" "${_py} ${_chk} model REPORT --min-ok 4 && ${_py} ${_chk} layout REPORT --min-ok 3")
+# The double ring (every w) and usp (every t x U x R, its double ring level with every w | R) under
+# --balance: visible pairs by ring index, FLOPs in proportion to them, and each double ring's
+# schedule and bytes by brute force on the layout rebuilt in Python (check_report.py hops).
+cpbench_report_test(balance_p4_greedy_usp_double 4 "--model;tiny;--seq;136;--heads;8;--kv-heads;4;--docs;30,50,56;--window;24;--balance;greedy;--strategies;single,ring,double-ring,usp;--mesh;all;--usp-ring;double;${_fast}" "${_py} ${_chk} model REPORT --min-ok 15 && ${_py} ${_chk} layout REPORT --min-ok 14 && ${_py} ${_chk} hops REPORT --min-ok 13 --min-cut 0")
+# pass-Q under --balance on ring, the double ring and usp's single ring level: the ring level's
+# pass-Q bytes from K_eff on the rebuilt layout, FLOPs in proportion to each rank's keys' pairs.
+cpbench_report_test(balance_p4_doc_zigzag_pass_q 4 "--model;tiny;--seq;136;--heads;8;--kv-heads;4;--docs;30,50,56;--window;24;--balance;doc-zigzag;--pass;prefill;--ring-pass;q;--strategies;single,ring,double-ring,usp;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} layout REPORT --min-ok 9")
 cpbench_report_test(balance_p4_doc_zigzag_outlier 4 "--model;tiny;--seq;160;--docs;outlier;--balance;doc-zigzag;--strategies;single,ring;--pass;prefill;${_fast}" "${_py} ${_chk} layout REPORT --min-ok 1")
 # --ring-pass q: the ring family's measured bytes = the pass-Q model (and check_report.py's own
 # formula); every other strategy is skipped with its reason; a window truncates the hops.

@@ -203,13 +203,24 @@ set_tests_properties(fail_verify_perturbed_vanishing_dk PROPERTIES LABELS "mpi;v
 # A malformed CPBENCH_TEST_PERTURB is bad input: exit 2 on every rank before any work, no report.
 cpbench_fail_test(test_perturb_malformed 2 "CPBENCH_TEST_PERTURB='dz:1' .test only.: 'dz' is not a dumped tensor" verify --seq 64 --heads 2 --kv-heads 2 --head-dim 16)
 set_tests_properties(fail_test_perturb_malformed PROPERTIES ENVIRONMENT "CPBENCH_TEST_PERTURB=dz:1")
-# --balance doc-zigzag|greedy (ring's tokens placed by the balanced layout, balance.h): ring
-# against single at 1e-5 over documents, windows and the full mask, P = 2, 3, 4, 6, 8.
-cpbench_verify_test(p2_balance_doc_zigzag_window 2 --min-verified 1 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --window 16 --balance doc-zigzag --strategies ring)
-cpbench_verify_test(p3_balance_greedy_docs 3 --min-verified 1 --model tiny --seq 96 --heads 4 --kv-heads 2 --docs 50,7,39 --balance greedy --strategies ring)
-cpbench_verify_test(p4_balance_greedy_docs_window_b2 4 --min-verified 1 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance greedy --strategies ring)
-cpbench_verify_test(p6_balance_doc_zigzag_noncausal 6 --min-verified 1 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance doc-zigzag --strategies ring)
-cpbench_verify_test(p8_balance_greedy_outlier 8 --min-verified 1 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --balance greedy --strategies ring)
+# --balance doc-zigzag|greedy (tokens placed by the balanced layout, balance.h) on ring, the double
+# ring (every w) and usp (every t x U x R; its single ring level, or --usp-ring double with every
+# w | R) against single at 1e-5: both schemes at P = 2, 3, 4, 6, 8, over documents with and
+# without a window, causal and not. --min-verified is every mesh the run enumerates.
+cpbench_verify_test(p2_balance_doc_zigzag_window 2 --min-verified 6 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --window 16 --balance doc-zigzag --strategies ring,double-ring,usp --mesh all)
+cpbench_verify_test(p2_balance_greedy_docs_usp_double 2 --min-verified 6 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --balance greedy --strategies double-ring,usp --usp-ring double --mesh all)
+cpbench_verify_test(p3_balance_greedy_docs 3 --min-verified 6 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --balance greedy --strategies ring,double-ring,usp --mesh all)
+cpbench_verify_test(p3_balance_doc_zigzag_window_usp_double 3 --min-verified 6 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --window 12 --balance doc-zigzag --strategies double-ring,usp --usp-ring double --mesh all)
+cpbench_verify_test(p4_balance_greedy_docs_window_b2 4 --min-verified 14 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance greedy --strategies ring,double-ring,usp --usp-ring double --mesh all)
+cpbench_verify_test(p4_balance_doc_zigzag_docs 4 --min-verified 10 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --balance doc-zigzag --strategies ring,double-ring,usp --mesh all)
+cpbench_verify_test(p6_balance_doc_zigzag_noncausal 6 --min-verified 11 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance doc-zigzag --strategies ring,double-ring,usp --mesh all)
+cpbench_verify_test(p6_balance_greedy_window_usp_double 6 --min-verified 15 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --window 14 --balance greedy --strategies double-ring,usp --usp-ring double --mesh all)
+cpbench_verify_test(p8_balance_greedy_outlier 8 --min-verified 15 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --balance greedy --strategies ring,double-ring,usp --mesh all)
+cpbench_verify_test(p8_balance_doc_zigzag_window_usp_double 8 --min-verified 24 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --window 12 --balance doc-zigzag --strategies double-ring,usp --usp-ring double --mesh all)
+# pass-Q (prefill) under --balance: the Q blocks travel on the balanced layout, every mesh.
+cpbench_verify_test(p4_balance_greedy_pass_q_usp_double 4 --min-verified 14 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --window 24 --balance greedy --pass prefill --ring-pass q --strategies ring,double-ring,usp --usp-ring double --mesh all)
 cpbench_fail_test(balance_unknown 2 "--balance must be none, doc-zigzag or greedy, got \"lpt\"" run --model tiny --seq 64 --balance lpt)
 cpbench_fail_test(balance_ring_zigzag 2 "ring-zigzag: --balance greedy replaces its layout: the same layout as ring under --balance greedy" run --model tiny --seq 64 --balance greedy --strategies ring,ring-zigzag)
-cpbench_fail_test(balance_ulysses 2 "ulysses: --balance doc-zigzag is built for ring only" run --model tiny --seq 64 --balance doc-zigzag --strategies ulysses)
+cpbench_fail_test(balance_usp_layout 2 "usp: --usp-layout zigzag and --balance greedy both choose the token layout; drop one" run --model tiny --seq 64 --balance greedy --strategies usp --usp-layout zigzag)
+cpbench_fail_test(balance_double_ring_seq 4 "double-ring: seq=66 is not divisible by P=4 \\(--balance doc-zigzag: every rank holds seq/P tokens\\)" run --model tiny --seq 66 --balance doc-zigzag --strategies double-ring)
+cpbench_fail_test(balance_ulysses 2 "ulysses: --balance doc-zigzag is built for ring, double-ring and usp only" run --model tiny --seq 64 --balance doc-zigzag --strategies ulysses)

@@ -285,20 +285,35 @@ def double_ring_schedule(blocks, w, W, causal, window, doc_of):
     return T, [max([j for j in range(w) if needed[t][j]], default=0) for t in range(T + 1)]
 
 
-def ring_blocks(r, cfg, P, usp_layout):
+def ring_blocks(r, cfg, P, usp_layout, lens=None):
     """Token positions of each ring position: double-ring's zigzag over P, usp's ring layout over R
-    (usp_layout: the run's --usp-layout, config.mesh.usp_layout)."""
+    (usp_layout: the run's --usp-layout, config.mesh.usp_layout); under --balance the layout
+    rebuilt here (layout_runs) over those positions."""
     N, causal = r["seq"], cfg["mask"]["causal"]
-    if r["strategy"] == "double-ring":
-        R, zigzag = P, True
-    else:
-        R = r["mesh"]["ring"]
-        zigzag = usp_layout == "zigzag" or (usp_layout == "auto" and causal)
+    R = P if r["strategy"] in ("double-ring", "ring") else r["mesh"]["ring"]
+    if cfg.get("balance", "none") != "none":
+        runs, _ = layout_runs(cfg["balance"], lens or [N], R, causal, cfg["mask"]["window"])
+        return [[p for _, s, n in rr for p in range(s, s + n)] for rr in runs]
+    zigzag = r["strategy"] == "double-ring" or usp_layout == "zigzag" or (usp_layout == "auto" and causal)
     if zigzag:
         c = N // (2 * R)
         return [list(range(j * c, (j + 1) * c)) + list(range((2 * R - 1 - j) * c, (2 * R - j) * c)) for j in range(R)]
     L = N // R
     return [list(range(j * L, (j + 1) * L)) for j in range(R)]
+
+
+def ring_position_of(r, q, P):
+    """The ring position world rank q works on: q itself (ring, double-ring), usp's ring index from
+    mesh.levels (innermost first, the first level varying fastest)."""
+    if r["strategy"] != "usp":
+        return q
+    coord = {}
+    for lvl in r["mesh"]["levels"]:
+        coord[lvl["name"]] = q % lvl["size"]
+        q //= lvl["size"]
+    if "ring" in coord:
+        return coord["ring"]
+    return coord["ring_outer"] * r["mesh"]["inner_ring"] + coord["ring_inner"]
 
 
 def cmd_hops(a):
@@ -313,16 +328,18 @@ def cmd_hops(a):
             continue
         seen += 1
         N = r["seq"]
-        lens = (mask["docs"] or {}).get("lens_by_seq", {}).get(str(N)) or [N]
+        lens = (mask["docs"] or {}).get("lens_by_seq", {}).get(str(N)) or (mask["docs"] or {}).get("lens") or [N]
         doc_of = [d for d, n in enumerate(lens) for _ in range(n)]
         R = P if r["strategy"] == "double-ring" else r["mesh"]["ring"]
-        U = P // R
+        U = P // R // (r["mesh"].get("tp") or 1)
+        t = r["mesh"].get("tp") or 1
         W = R // w
-        T, J = double_ring_schedule(ring_blocks(r, cfg, P, cfg["mesh"]["usp_layout"]), w, W, mask["causal"], mask["window"], doc_of)
+        T, J = double_ring_schedule(ring_blocks(r, cfg, P, cfg["mesh"]["usp_layout"], lens), w, W, mask["causal"],
+                                    mask["window"], doc_of)
         S = sum(J)
         # One send of a K,V block (or its float32 accumulator): the B*N/P tokens of a rank times
         # the ring's kv heads, max(G, U) of them over the whole ring group.
-        per_tok = 2 * cfg["head_dim"] * max(cfg["kv_heads"], U) * cfg["batch"] * N // P
+        per_tok = 2 * cfg["head_dim"] * max(cfg["kv_heads"], t * U) * cfg["batch"] * N // P
         kv, acc = elem * per_tok, 4 * per_tok
         a_in, a_out = sum(j + 1 for j in J if j > 0), (T + 1 if T > 0 else 0)
         want = {("fwd", "ring_inner"): (S, S * kv), ("fwd", "ring_outer"): (T, T * kv),
@@ -661,8 +678,10 @@ def layout_runs(scheme, lens, P, causal, window):
 
 
 def cmd_layout(a):
-    """--balance doc-zigzag|greedy: the layout rebuilt here; visible pairs per rank, every rank's
-    N/P tokens, and the ring's bytes from K_eff found by brute force on that layout."""
+    """--balance doc-zigzag|greedy: the layout rebuilt here over the strategy's ring positions (ring,
+    double-ring: P; usp: its ring level R); visible pairs per rank (a usp rank: its ring index's),
+    N/R tokens per position, and on a single ring level (ring; usp's ring) that level's bytes from
+    K_eff found by brute force on the layout (a double ring's schedule: the `hops` check)."""
     rep = json.load(open(a.report))
     cfg = rep["config"]
     P, mask, scheme = cfg["world_size"], cfg["mask"], cfg.get("balance")
@@ -675,28 +694,60 @@ def cmd_layout(a):
         seen += 1
         N = r["seq"]
         lens = (mask["docs"] or {}).get("lens_by_seq", {}).get(str(N)) or (mask["docs"] or {}).get("lens") or [N]
-        runs, pairs = layout_runs(scheme, lens, P, mask["causal"], mask["window"])
-        check(all(sum(n for _, _, n in rr) == N // P for rr in runs), f"{r['label']}: tokens per rank not N/P")
-        want_pairs = [sum(pairs(d, s, n) for d, s, n in rr) for rr in runs]
+        usp = r["strategy"] == "usp"
+        R = r["mesh"]["ring"] if usp else P
+        t, U = (r["mesh"].get("tp") or 1, r["mesh"].get("ulysses") or 1) if usp else (1, 1)
+        runs, pairs = layout_runs(scheme, lens, R, mask["causal"], mask["window"])
+        check(all(sum(n for _, _, n in rr) == N // R for rr in runs), f"{r['label']}: tokens per position not N/R")
+        pos_pairs = [sum(pairs(d, s, n) for d, s, n in rr) for rr in runs]
+        want_pairs = [pos_pairs[ring_position_of(r, q, P)] for q in range(P)]
         check(r["balance"]["visible_pairs_per_rank"] == want_pairs,
               f"{r['label']}: visible pairs {r['balance'].get('visible_pairs_per_rank')} != {want_pairs}")
         doc_of = [d for d, n in enumerate(lens) for _ in range(n)]
         pos = [[p for _, s, n in rr for p in range(s, s + n)] for rr in runs]
+        # The strategy ran that layout: a rank's model FLOPs are the same GEMMs everywhere plus
+        # attention in proportion to the pairs it computes, so flops - min = c * (pairs - min).
+        # Those are its queries' visible pairs, or under pass-Q its keys' (the visiting queries
+        # are computed where the keys are).
+        work = want_pairs
+        if cfg.get("ring_pass") == "q":
+            key_pairs = [sum(visible(i, j, mask["causal"], mask["window"], doc_of) for j in pos[x] for i in range(N))
+                         for x in range(R)]
+            work = [key_pairs[ring_position_of(r, q, P)] for q in range(P)]
+        f, lo = r["balance"]["model_flops_per_rank"], min(range(P), key=lambda q: work[q])
+        hi = max(range(P), key=lambda q: work[q])
+        c = (f[hi] - f[lo]) / (work[hi] - work[lo]) if work[hi] > work[lo] else 0.0
+        check(all(abs((f[q] - f[lo]) - c * (work[q] - work[lo])) <= 1e-9 * f[q] for q in range(P)) and
+              (c > 0 or len(set(f)) == 1),
+              f"{r['label']}: model FLOPs per rank {f} are not the GEMMs plus c * the pairs each computes {work}")
+        print(f"{r['label']} seq={N} {scheme}: visible pairs {want_pairs}, flops_imbalance {r['balance']['flops_imbalance']:.3f}")
+        if r["mesh"].get("inner_ring") and (r["strategy"] == "double-ring" or r["mesh"]["inner_ring"] not in (0, R)):
+            continue  # a double ring's schedule and bytes: cmd_hops
         K = 0
-        for k in range(P - 1, 0, -1):
+        for k in range(R - 1, 0, -1):
             if any(visible(i, j, mask["causal"], mask["window"], doc_of)
-                   for q in range(P) for i in pos[q] for j in pos[(q - k) % P]):
+                   for q in range(R) for i in pos[q] for j in pos[(q - k) % R]):
                 K = k
                 break
-        T, hk, elem = cfg["batch"] * N // P, cfg["kv_heads"] * cfg["head_dim"], ELEM_BYTES[cfg["dtype"]]
-        fwd = elem * T * 2 * hk * K
-        bwd = 0 if cfg["pass"] == "prefill" else fwd + 4 * T * 2 * hk * (K + 1 if K > 0 else 0)
+        # One rank's K,V block: its B*N/P tokens for the ring's KV heads after replication,
+        # max(G, t*U) over the whole ring group (ring: G).
+        T, hk, elem = cfg["batch"] * N // P, max(cfg["kv_heads"], t * U) * cfg["head_dim"], ELEM_BYTES[cfg["dtype"]]
+        if cfg.get("ring_pass") == "q":  # pass-Q: the Q block (H heads) and its partial, K hops and one back
+            hq, part = cfg["heads"] * cfg["head_dim"], 4 * T * cfg["heads"] * cfg["head_dim"] + 4 * T * cfg["heads"]
+            fwd, bwd = (elem * T * hq + part) * K + (part if K > 0 else 0), 0
+        else:
+            fwd = elem * T * 2 * hk * K
+            bwd = 0 if cfg["pass"] == "prefill" else fwd + 4 * T * 2 * hk * (K + 1 if K > 0 else 0)
+        level = "ring" if usp else "cp"
         for ph, want in (("fwd", fwd), ("bwd", bwd)):
             c = r["comm"][ph]
-            check(c["per_rank"] == [want] * P and c["predicted_per_rank"] == [want] * P,
-                  f"{r['label']} seq={N} {ph}: measured {c['per_rank']} / model {c['predicted_per_rank']} != {want} (K={K})")
-        print(f"{r['label']} seq={N} {scheme}: K_eff={K}, visible pairs {want_pairs}, "
-              f"flops_imbalance {r['balance']['flops_imbalance']:.3f}")
+            got = sum(op["bytes_sent"] for op in c["ops"] if op["group"] in (level, "ring_inner", "ring_outer"))
+            check(got == want and c["matches_model"],
+                  f"{r['label']} seq={N} {ph}: rank 0 sent {got} B on the {level} level, brute force {want} (K={K}); "
+                  f"matches_model {c['matches_model']}")
+            if not usp:
+                check(c["per_rank"] == [want] * P, f"{r['label']} seq={N} {ph}: measured {c['per_rank']} != {want} (K={K})")
+        print(f"  K_eff={K} over R={R}: ring-level bytes fwd {fwd}, bwd {bwd}")
     check(seen >= a.min_ok, f"{seen} balanced results, expected at least {a.min_ok}")
 
 

@@ -1,6 +1,7 @@
 // Balanced layouts (bench/strategies/balance.h): tokens per position, chunk sizes, coverage,
 // visible pairs against a brute-force count, and the layout's own K_eff against the strategy's
-// (RingCore::effective_hops over the same positions) on random packs and masks.
+// (RingCore::effective_hops, DoubleRingCore::effective_hops over the same positions) on random
+// packs and masks.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include "bench/strategies/balance.h"
+#include "bench/strategies/double_ring_core.h"
 #include "bench/strategies/ring_core.h"
 
 using namespace cpbench;
@@ -104,6 +106,27 @@ TEST_CASE("visible pairs and K_eff from the runs agree with brute force and Ring
       CHECK(total == N);
       const BlockPositions pos = [&](int j) { return l.positions_of(j); };
       CHECK(l.ring_hops() == RingCore::effective_hops(R, pos, s));
+      // sees() (interval arithmetic on the runs) against the kernels' mask on the positions.
+      AttnShape a;
+      a.causal = s.causal, a.window = s.window, a.docs = s.docs;
+      for (int q = 0; q < R; ++q)
+        for (int k = 0; k < R; ++k) CHECK(l.sees(q, k) == any_visible_pair(pos(q), pos(k), a.mask()));
+      // The double ring's schedule from the layout's model = the strategy's mask scan, both
+      // directions (pass-KV; pass-Q, whose queries travel), for every window size w | R.
+      for (int w = 1; w <= R; ++w) {
+        if (R % w) continue;
+        for (bool q_travel : {false, true}) {
+          const DoubleRingHops model = DoubleRingHops::from_needs(
+              w, R / w, [&](int me, int held) { return q_travel ? l.sees(held, me) : l.sees(me, held); });
+          CHECK(model == DoubleRingCore::effective_hops(w, R / w, pos, pos, s, q_travel));
+          CHECK(model.fits(w, R / w));
+        }
+      }
+      LayerShape sb = s;
+      sb.balance = scheme;
+      const std::vector<Positions>& kept = balanced_positions(sb, R);
+      REQUIRE(kept.size() == size_t(R));
+      for (int r = 0; r < R; ++r) CHECK(kept[size_t(r)].list() == l.positions_of(r).list());
     }
   }
 }

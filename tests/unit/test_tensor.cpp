@@ -109,6 +109,13 @@ TEST_CASE("Positions: any number of segments, copies keep them", "[tensor][posit
   CHECK(d.seg(5).start == 7);
   CHECK_THROWS_WITH(Positions().append(PosSeg{0, 0, 1}), Catch::Contains("stride >= 1"));
   CHECK_THROWS_AS(Positions::segments({{1, 1, 1}, {-3, 1, 1}}), std::invalid_argument);
+  // rows(first, n): every slice is the list's slice, across segments (and strides).
+  for (int64_t first = 0; first <= p.count(); ++first)
+    for (int64_t n = 0; first + n <= p.count(); ++n)
+      CHECK(p.rows(first, n).list() == std::vector<int64_t>(want.begin() + first, want.begin() + first + n));
+  CHECK(p.rows(3, 4).str() == "range(12,16,2)+range(40,50,5)");
+  CHECK_THROWS_WITH(p.rows(10, 3), Catch::Contains("rows [10, 13) of 12 rows"));
+  CHECK_THROWS_AS(p.rows(-1, 1), std::out_of_range);
 }
 
 namespace {
