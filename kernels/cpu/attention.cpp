@@ -201,7 +201,8 @@ struct Band {
 };
 
 // Calls f(Band) for the work of one (query tile, key tile) pair: the whole tile when no mask is
-// needed, else bands of `band` rows, each trimmed to the columns visible to some row of the band
+// needed, else bands of up to `band` rows (cut where the rows' visible key intervals stop
+// overlapping: a document boundary), each trimmed to the columns visible to some row of the band
 // (keys sorted) and masked only when some row of the band does not see all of its columns. The
 // diagonal of a causal mask and both edges of a window waste at most ~band/2 columns per row.
 template <class F>
@@ -212,11 +213,19 @@ void for_each_band(const TileInfo& qt, const TileInfo& kt, const PairPlan& pp, c
     return;
   }
   const int32_t* kb = kp + kt.start;
-  for (int r0 = 0; r0 < qt.size; r0 += band) {
-    const int rows = std::min(band, qt.size - r0);
-    const auto lo0 = rb.lo.begin() + qt.start + r0, hi0 = rb.hi.begin() + qt.start + r0;
-    const int32_t min_lo = *std::min_element(lo0, lo0 + rows), max_lo = *std::max_element(lo0, lo0 + rows);
-    const int32_t min_hi = *std::min_element(hi0, hi0 + rows), max_hi = *std::max_element(hi0, hi0 + rows);
+  const int32_t* lo = rb.lo.data() + qt.start;
+  const int32_t* hi = rb.hi.data() + qt.start;
+  for (int r0 = 0, rows = 0; r0 < qt.size; r0 += rows) {
+    // Up to `band` rows, ending early at a row whose visible keys are disjoint from the band's so
+    // far (a new document): rows of different documents in one band would compute every
+    // cross-document pair only to mask it (packed short documents, balanced layouts).
+    int32_t min_lo = lo[r0], max_lo = lo[r0], min_hi = hi[r0], max_hi = hi[r0];
+    for (rows = 1; rows < band && r0 + rows < qt.size; ++rows) {
+      const int32_t l = lo[r0 + rows], h = hi[r0 + rows];
+      if (l > max_hi || h < min_lo) break;
+      min_lo = std::min(min_lo, l), max_lo = std::max(max_lo, l);
+      min_hi = std::min(min_hi, h), max_hi = std::max(max_hi, h);
+    }
     int c0 = pp.col0, c1 = pp.col0 + pp.cols;
     int32_t kmin, kmax;
     if (kt.sorted) {
