@@ -59,6 +59,12 @@ double now_ms() {
 }
 #endif
 
+namespace {
+int g_p2p_in_flight = 0;  // per rank (SMPI privatizes globals); only the caller's thread posts and waits
+}  // namespace
+void count_p2p_in_flight(int delta) { g_p2p_in_flight += delta; }
+int p2p_in_flight() { return g_p2p_in_flight; }
+
 // ---- dtypes -----------------------------------------------------------------------------------
 size_t dtype_size(DType t) {
   switch (t) {

@@ -29,6 +29,14 @@ double now_ms();
 void defer_clock(double seconds);
 void settle_clock();
 
+// Point-to-point transfers this rank has posted and not yet waited for (the MPI communicator,
+// the one cpbench-sim runs on, counts its isend/irecv and their waits). The sim backend charges
+// a kernel issued while one is in flight the platform's overlap interference (docs/SIMULATION.md
+// "Overlap interference"): the compute a strategy overlaps with its ring hops. Collectives block,
+// so they are never in flight during compute.
+void count_p2p_in_flight(int delta);
+int p2p_in_flight();
+
 enum class DType { f32, bf16, f16 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);

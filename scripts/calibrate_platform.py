@@ -13,6 +13,9 @@ Measured, with --threads kernel threads per rank (one rank = one core by default
   - memory bandwidth: the best of the memory-bound kernels (rmsnorm, rope, merge) in GB/s;
   - MPI between two ranks (BM_CommRingShiftRaw at 1 to 64 MiB under mpirun -np 2): the
     per-direction bandwidth and the latency of a least-squares line through the points.
+  - overlap interference (BM_GemmDuringRingShift/MiB:64 under mpirun -np 2, 3 runs): how much a
+    GEMM on one thread slows while the comm layer's ring shift is in flight (its comm thread
+    copies on the same cores); the median of the runs' medians is compute_slowdown.
 The local platform is one node of --gpus-per-node "GPUs" (ranks), all behind that link.
 """
 import argparse
@@ -86,6 +89,10 @@ def main():
     bw = 1.0 / slope  # bytes/s, per direction (both directions move at once)
     lat = max(1e-6, my - slope * mx)
 
+    runs = [run_micro(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", micro,
+                       "--benchmark_filter=^BM_GemmDuringRingShift/"] + common) for _ in range(3)]
+    slow = sorted(rate(r, "BM_GemmDuringRingShift/", "gemm_slowdown") for r in runs)
+
     today = datetime.date.today().isoformat()
     cpu = "unknown CPU"
     try:
@@ -114,6 +121,10 @@ def main():
         "memory_bw_gbs": round(mem_bw, 3),
         "hbm_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "kernel_launch_us": 1,
+        "overlap_interference": {
+            "compute_slowdown": round(max(0.0, slow[1]), 3),
+            "source": "measured on %s by scripts/calibrate_platform.py: BM_GemmDuringRingShift/MiB:64, a 512^3 GEMM "
+                      "while a 64 MiB ring shift is in flight (comm thread), median of 3 runs %s" % (today, [round(x, 3) for x in slow])},
         "cores_per_node": max(1, (os.cpu_count() or 1) // a.threads),
         "network": {
             "gpus_per_node": a.gpus_per_node,

@@ -12,6 +12,14 @@
 //                                  best raw MPI can do without hand-written copies)
 //   BM_CommRingShiftRaw/<MiB>      MPI_Sendrecv: send to rank+1, receive from rank-1
 //   BM_CommRingShiftLayer/<MiB>    isend / irecv / wait through the comm layer (comm thread)
+//   BM_GemmDuringRingShift/<MiB>   overlap interference (docs/SIMULATION.md): a 512^3 fp32 GEMM on
+//                                  one thread alone, and again while the comm layer's ring shift of
+//                                  <MiB> is in flight (posted before, waited after); the same shift
+//                                  alone. Counters: gemm_slowdown = median GEMM time during / alone
+//                                  - 1 (scripts/calibrate_platform.py writes it into local.json),
+//                                  shift_slowdown the same for the shift (compute slowing the
+//                                  communication), shift_over_gemm = shift alone / GEMM alone (> 1:
+//                                  the GEMM runs wholly under the transfer).
 //
 // <MiB> is the send volume per rank. Every iteration: barrier, time the operation on each rank,
 // take the maximum over ranks (MPI_Allreduce MAX) and report it with SetIterationTime, so all
@@ -295,6 +303,56 @@ void BM_CommRingShiftLayer(benchmark::State& st) {
                      MPI_BYTE, prev, 7, e.raw, MPI_STATUS_IGNORE);
       });
 }
+
+void BM_GemmDuringRingShift(benchmark::State& st) {
+  CPBENCH_MICRO_SAME_CASE(st);
+  CommEnv& e = env();
+  const int64_t bytes = mib_bytes(st), n = bytes / 4, m = 512;
+  Tensor send = filled(*e.be, n, float(e.rank)), recv = filled(*e.be, n, -1.f);
+  Tensor A = filled(*e.be, m * m, 0.5f), B = filled(*e.be, m * m, 0.25f), C = filled(*e.be, m * m, 0.f);
+  const int next = (e.rank + 1) % e.P, prev = (e.rank + e.P - 1) % e.P;
+  auto gemm = [&] {
+    e.be->gemm(false, false, m, m, m, 1.0f, A, m, B, m, 0.0f, C, m);
+    e.be->synchronize();
+  };
+  auto seconds = [](auto&& f) {
+    const double t0 = MPI_Wtime();
+    f();
+    return MPI_Wtime() - t0;
+  };
+  std::vector<double> g_alone, g_during, s_alone, s_during;
+  gemm();
+  for (auto _ : st) {
+    MPI_Barrier(e.raw);
+    g_alone.push_back(seconds(gemm));
+    MPI_Barrier(e.raw);
+    s_alone.push_back(seconds([&] {
+      Request r = e.comm->irecv(recv, prev, 9);
+      Request s = e.comm->isend(send, next, 9);
+      e.comm->wait(r);
+      e.comm->wait(s);
+    }));
+    MPI_Barrier(e.raw);
+    double g = 0;
+    s_during.push_back(seconds([&] {
+      Request r = e.comm->irecv(recv, prev, 9);
+      Request s = e.comm->isend(send, next, 9);
+      g = seconds(gemm);
+      e.comm->wait(r);
+      e.comm->wait(s);
+    }));
+    g_during.push_back(g);
+    st.SetIterationTime(g);
+  }
+  e.log.clear();
+  if (g_alone.empty()) return;
+  st.counters["gemm_alone_ms"] = median(g_alone) * 1e3;
+  st.counters["gemm_during_ms"] = median(g_during) * 1e3;
+  st.counters["gemm_slowdown"] = median(g_during) / median(g_alone) - 1;
+  st.counters["shift_slowdown"] = median(s_during) / median(s_alone) - 1;
+  st.counters["shift_over_gemm"] = median(s_alone) / median(g_alone);
+}
+BENCHMARK(BM_GemmDuringRingShift)->Arg(64)->ArgName("MiB")->Iterations(15)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 #define CPBENCH_COMM_SIZES ->Arg(1)->Arg(4)->Arg(16)->Arg(64)->ArgName("MiB")->UseManualTime()->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_CommAlltoallRaw) CPBENCH_COMM_SIZES;

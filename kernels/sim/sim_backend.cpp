@@ -151,7 +151,10 @@ double SimBackend::elapsed_ms(const Event& a, const Event& b) { return b.host_ms
 // speed among the ranks computing at a time, so a kernel's duration is known only once SimGrid
 // has run it: there each kernel is settled at once, as it is issued (CPBENCH_SIM_CLOCK=each does
 // that everywhere: the ctest comparing both modes).
+// A kernel issued while a point-to-point transfer of this rank is in flight (a ring hop the
+// strategy overlaps with it) pays the platform's overlap interference.
 void SimBackend::execute(double seconds) {
+  if (platform_.compute_slowdown > 0 && p2p_in_flight() > 0) seconds *= 1.0 + platform_.compute_slowdown;
   defer_clock(seconds);
   if (settle_each_) settle_clock();
 }

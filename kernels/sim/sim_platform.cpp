@@ -88,6 +88,16 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
                    std::to_string(p.band_hi));
   p.band_source = b.value("source", "");
   if (p.band_source.empty()) bad(where, "band.source must name the validation the band comes from");
+  if (j.contains("overlap_interference")) {
+    const json& oi = j.at("overlap_interference");
+    if (!oi.is_object() || !oi.contains("compute_slowdown") || !oi.at("compute_slowdown").is_number())
+      bad(where, "overlap_interference needs {\"compute_slowdown\": x, \"source\": \"...\"}");
+    p.compute_slowdown = oi.at("compute_slowdown").get<double>();
+    if (!(p.compute_slowdown >= 0) || !(p.compute_slowdown <= 10))
+      bad(where, "overlap_interference.compute_slowdown must lie in [0, 10], got " + std::to_string(p.compute_slowdown));
+    p.interference_source = oi.value("source", "");
+    if (p.interference_source.empty()) bad(where, "overlap_interference.source must name where the slowdown comes from");
+  }
   return p;
 }
 
@@ -149,7 +159,8 @@ json SimPlatform::context() const {
           {"memory_bw", memory_bw_gbs * 1e9},
           {"hbm_bytes", hbm_gib * 1073741824.0},
           {"kernel_launch_us", launch_us},
-          {"band", {{"lo", band_lo}, {"hi", band_hi}, {"source", band_source}}}};
+          {"band", {{"lo", band_lo}, {"hi", band_hi}, {"source", band_source}}},
+          {"overlap_interference", {{"compute_slowdown", compute_slowdown}, {"source", interference_source}}}};
 }
 
 json simulated_context(const Backend& be) {

@@ -38,6 +38,12 @@ struct SimPlatform {
   // platform's validation residuals (docs/SIMULATION.md "Bands"); the report's timing.step_ms.band.
   double band_lo = 1, band_hi = 1;
   std::string band_source;  // which validation section and residual the factors come from
+  // Overlap interference (optional "overlap_interference": {"compute_slowdown": x, "source": ...}):
+  // a kernel issued while one of the rank's point-to-point transfers is in flight takes 1 + x
+  // times its cost (compute and communication share the device: SMs, memory bandwidth). 0 when
+  // the platform has none. Communication slowed by compute is not modelled.
+  double compute_slowdown = 0;
+  std::string interference_source;
 
   // Reads and checks a platform JSON; throws std::invalid_argument naming the file and field.
   static SimPlatform load(const std::string& path);

@@ -17,6 +17,15 @@
       memory bandwidth, S * 2 * B * C * kv_heads * head_dim * elem / memory_bw (relative 1e-6).
   check_sim_report.py env REPORT NAME=VALUE
       context.env records NAME=VALUE (the run used that setting).
+  check_sim_report.py with-interference PLATFORM.json X OUT.json
+      writes a copy of the platform with overlap_interference.compute_slowdown = X (a test input).
+  check_sim_report.py interference REPORT_0 REPORT_X REPORT_2X X
+      the same run on a platform without overlap interference, with compute_slowdown X and 2X:
+      context.simulated carries X and 2X; strategies that never overlap a point-to-point transfer
+      with compute (single; ulysses' all-to-alls block) keep every rank's compute time exactly;
+      the ring strategies' grows, by less than X times itself (only the kernels issued while a hop
+      is in flight pay), and by exactly twice as much at 2X (relative 1e-9: the same kernels, each
+      charged 1 + X times its cost).
 Prints what failed and exits 1 on any failure."""
 import json
 import sys
@@ -120,9 +129,38 @@ def cmd_env(args):
     check(got == value, "context.env.%s = %r, expected %r" % (name, got, value))
 
 
+def cmd_with_interference(args):
+    plat = json.load(open(args[0]))
+    plat["overlap_interference"] = {"compute_slowdown": float(args[1]), "source": "test input (tests/sim)"}
+    with open(args[2], "w") as f:
+        json.dump(plat, f, indent=1)
+
+
+def cmd_interference(args):
+    reps = [json.load(open(p)) for p in args[:3]]
+    x = float(args[3])
+    for rep, want in zip(reps, (0.0, x, 2 * x)):
+        got = (rep["context"]["simulated"].get("overlap_interference") or {}).get("compute_slowdown", 0.0)
+        check(got == want, "context.simulated.overlap_interference.compute_slowdown %s, expected %s" % (got, want))
+    results = [{r["label"]: r for r in rep["results"] if r["status"] == "ok"} for rep in reps]
+    quiet = overlapped = 0
+    for label, r0 in results[0].items():
+        c = [res[label]["balance"]["compute_ms_per_rank"] for res in results]
+        if r0["strategy"] in ("single", "ulysses"):
+            quiet += 1
+            check(c[1] == c[0] and c[2] == c[0], "%s: compute per rank %s / %s / %s changed, nothing overlaps" % (label, c[0], c[1], c[2]))
+            continue
+        overlapped += 1
+        for q, (a, b, d) in enumerate(zip(*c)):
+            check(0 < b - a < x * a, "%s rank %d: compute %.9f -> %.9f ms at slowdown %s" % (label, q, a, b, x))
+            check(abs((d - a) - 2 * (b - a)) <= 1e-9 * d, "%s rank %d: added compute %.9f at 2X, %.9f at X: not twice" % (label, q, d - a, b - a))
+        print("%s: compute x%.4f at slowdown %s, x%.4f at %s" % (label, c[1][0] / c[0][0], x, c[2][0] / c[0][0], 2 * x))
+    check(quiet >= 1 and overlapped >= 1, "%d results without overlap, %d with" % (quiet, overlapped))
+
+
 def main():
     {"simulated": cmd_simulated, "shared-cores": cmd_shared_cores, "decode-memory-bound": cmd_decode_memory_bound,
-     "env": cmd_env}[sys.argv[1]](sys.argv[2:])
+     "env": cmd_env, "with-interference": cmd_with_interference, "interference": cmd_interference}[sys.argv[1]](sys.argv[2:])
     return 1 if failed else 0
 
 

@@ -93,6 +93,19 @@ TEST_CASE("broken platforms are refused with the field named", "[sim]") {
   j = toy();
   j["band"] = json::parse(R"({"lo": 0.9, "hi": 1.2})");
   refuse(j, "band.source");
+  // Overlap interference: optional; a number in [0, 10] with its source.
+  j = toy();
+  j["overlap_interference"] = json::parse(R"({"compute_slowdown": -0.1, "source": "s"})");
+  refuse(j, "compute_slowdown must lie in [0, 10]");
+  j["overlap_interference"] = json::parse(R"({"compute_slowdown": 0.2})");
+  refuse(j, "overlap_interference.source");
+  j["overlap_interference"] = json::parse(R"({"slowdown": 0.2, "source": "s"})");
+  refuse(j, "overlap_interference needs");
+  j["overlap_interference"] = json::parse(R"({"compute_slowdown": 0.2, "source": "s"})");
+  const SimPlatform oi = SimPlatform::from_json(j, "ok.json");
+  CHECK(oi.compute_slowdown == 0.2);
+  CHECK(oi.context()["overlap_interference"]["source"] == "s");
+  CHECK(SimPlatform::from_json(toy(), "toy.json").compute_slowdown == 0.0);
   CHECK_THROWS_WITH(SimPlatform::load("/nonexistent/platform.json"), Catch::Contains("cannot be read"));
 }
 
