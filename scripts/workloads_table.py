@@ -12,6 +12,10 @@
                                                                   the same on a simulated cluster
                                                                   (scripts/simulate.sh; bf16)
   workloads_table.py run ... --workloads outlier rl               only these workloads
+  workloads_table.py repeats DIR1 DIR2 DIR3 ...                   the step-time benchmark: per workload, P,
+                                                                  strategy and scheme, the median over the
+                                                                  directories (repeated `run`s) of step vs
+                                                                  none, with the runs' min and max
 
 `run` calls `mpirun -np P cpbench run --docs WORKLOAD ...` for every workload of configs/workloads/
 (causal, tiny preset, one timed iteration: the figures are deterministic: FLOP counts and bytes)
@@ -102,6 +106,36 @@ def schemes_table(paths):
     return "\n".join(out) + "\n"
 
 
+def repeats_table(dirs):
+    """Step time against the same strategy under `none`, one ratio per repeated `run` directory
+    (none and the scheme from that directory), and their median: the benchmark behind
+    docs/PERFORMANCE.md's balancing figures (a ratio from one pair of runs is noise on a shared
+    machine). Rows whose every repeat is below 1 are gains."""
+    ratios = {}
+    for d in dirs:
+        steps = {}
+        for p in sorted(Path(d).glob("*.json")):
+            rep = json.load(open(p))
+            c = rep["config"]
+            key = ((c["mask"]["docs"] or {}).get("spec", "one document"), c["world_size"])
+            for r in rep["results"]:
+                if r["status"] == "ok":
+                    steps[key + (r["label"], scheme_of(rep))] = r["timing"]["step_ms"]["median"]
+        for (spec, P, label, scheme), step in steps.items():
+            base = steps.get((spec, P, label, "none"))
+            if scheme != "none" and base:
+                ratios.setdefault((spec, P, label, scheme), []).append(step / base)
+    out = [f"| workload | P | strategy | scheme | step vs none, median of {len(dirs)} | min - max |",
+           "|---|---|---|---|---|---|"]
+    order = {s: i for i, s in enumerate(SCHEMES)}
+    for (spec, P, label, scheme), v in sorted(ratios.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], order.get(kv[0][3], 99))):
+        v = sorted(v)
+        med = v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+        gain = " (gain)" if v[-1] < 1 else ""
+        out.append(f"| {spec} | {P} | {label} | {scheme} | {med:.2f}x{gain} | {v[0]:.2f} - {v[-1]:.2f} |")
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -116,10 +150,15 @@ def main():
     r.add_argument("--workloads", nargs="+", help="workload names (default: every one of configs/workloads)")
     r.add_argument("--platform", help="simulate on this platform (scripts/simulate.sh, cpbench-sim; bf16)")
     r.add_argument("--model", default="tiny", help="model preset (default tiny, run with 8 heads and 8 KV heads)")
+    rp = sub.add_parser("repeats")
+    rp.add_argument("dirs", nargs="+", help="output directories of repeated `run --balance ...`")
     t = sub.add_parser("table")
     t.add_argument("reports", nargs="+")
     t.add_argument("--schemes", action="store_true", help="the workload x scheme x strategy table instead")
     a = ap.parse_args()
+    if a.cmd == "repeats":
+        print(repeats_table(a.dirs), end="")
+        return 0
     if a.cmd == "table":
         print(schemes_table(a.reports) if a.schemes else table(a.reports), end="")
         return 0

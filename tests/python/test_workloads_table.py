@@ -55,6 +55,21 @@ class SchemesTable(unittest.TestCase):
         # none is listed before the schemes, in DESIGN's order
         self.assertLess(out.index("| ring | none |"), out.index("| ring | greedy |"))
 
+    def test_repeats_median_of_ratios(self):
+        with tempfile.TemporaryDirectory() as d:
+            dirs = []
+            for i, (none_ms, greedy_ms) in enumerate([(100.0, 80.0), (100.0, 95.0), (50.0, 55.0)]):
+                dirs.append(Path(d) / f"run{i}")
+                dirs[-1].mkdir()
+                (dirs[-1] / "a.json").write_text(json.dumps(report(None, 4, [("ring", 2.0, none_ms, 0)])))
+                (dirs[-1] / "b.json").write_text(json.dumps(report("greedy", 4, [("ring", 1.0, greedy_ms, 0)])))
+            out = subprocess.run([sys.executable, str(SCRIPT), "repeats", *map(str, dirs)],
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        # ratios 0.80, 0.95, 1.10: median 0.95, not a gain in every repeat
+        self.assertIn("| outlier | 4 | ring | greedy | 0.95x | 0.80 - 1.10 |", out.stdout)
+        self.assertNotIn("gain", out.stdout)
+
     def test_no_losses_said(self):
         out = self.run_table([report("none", 4, [("ring", 2.0, 100.0, 0)]),
                               report("dynamic", 4, [("ring", 1.0, 90.0, 0)])])
