@@ -66,6 +66,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   s.ring_pass_q = ring_pass == "q";
   s.cached = cached;
   s.balance = parse_balance(balance);
+  s.cp_cap = cp_cap > 0 ? cp_cap : 0;
   s.full_block = block == "full";
   s.F = full_block_ffn_dim();
   return s;
@@ -281,6 +282,16 @@ void finalize_config(RunConfig& c, int P) {
       throw std::invalid_argument("batch x seq overflows 64 bits: batch=" + std::to_string(c.batch) +
                                   " seq=" + std::to_string(n));
     if (!c.docs_spec.empty()) resolve_doc_lens(c.docs_spec, n, c.seed);  // throws naming the spec
+  }
+  if (c.cp_cap != -1) {
+    // DESIGN: --cp-cap of 0 or larger than N is exit 2; it sizes dynamic's groups only.
+    if (c.balance != "dynamic")
+      throw std::invalid_argument("--cp-cap " + std::to_string(c.cp_cap) + " sizes the CP groups of --balance dynamic only (got balance=" +
+                                  c.balance + ")");
+    for (int64_t n : c.seqs)
+      if (c.cp_cap < 1 || c.cp_cap > n)
+        throw std::invalid_argument("--cp-cap must be in 1 .. seq=" + std::to_string(n) + " (tokens per rank), got " +
+                                    std::to_string(c.cp_cap));
   }
   at_least_zero("cached", c.cached, "no cache");
   if (c.cached > 0) {

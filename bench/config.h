@@ -60,6 +60,7 @@ struct RunConfig {
   std::string pass = "train";   // train | prefill | decode
   int64_t decode_steps = 0;     // --decode-steps S: decode steps per iteration (--pass decode; 0: 8)
   std::string balance = "none";  // --balance none | doc-zigzag | greedy (the ring's token layout)
+  int64_t cp_cap = -1;  // --cp-cap (--balance dynamic): tokens per rank; -1 = not given (N/P)
   int64_t cached = 0;            // --cached C: tokens already in the sharded KV cache (prefill)
   std::string ring_pass = "kv";  // --ring-pass kv | q (q: query blocks circulate; needs prefill)
   int ranks_per_node = 0;       // 0: ranks sharing a host form a node

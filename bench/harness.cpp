@@ -88,8 +88,8 @@ std::vector<JobResult> Harness::run(const std::vector<Job>& jobs, const Peak& pe
 
 namespace {
 // The model's bytes for `shape` (forward only under prefill: the backward's bytes are not sent).
-CommPrediction predicted_for(const Strategy& model, const LayerShape& shape, int P, const MeshSpec& mesh) {
-  CommPrediction predicted = model.predicted_bytes(shape, P, mesh, int64_t(dtype_size(shape.dtype)), 4);
+CommPrediction predicted_for(const Strategy& model, const LayerShape& shape, int P, const MeshSpec& mesh, int rank) {
+  CommPrediction predicted = model.predicted_bytes_of_rank(shape, P, mesh, int64_t(dtype_size(shape.dtype)), 4, rank);
   if (!shape.forward_only()) return predicted;
   CommPrediction fwd_only;
   for (const CommShare& c : predicted.shares)
@@ -150,7 +150,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     reasons = agree_on_errors(w_, error);
     if (!reasons.empty() || packs == 1) break;
     // The model from a fresh instance: a set-up strategy may answer from the layout it holds.
-    const CommPrediction pred = predicted_for(*job.info->make(), shape, P, job.mesh);
+    const CommPrediction pred = predicted_for(*job.info->make(), shape, P, job.mesh, w_.rank());
     pack_step.push_back(m.step_ms.at(0));
     pack_flops.push_back(m.summary.model_flops);
     pack_ok.push_back(int64_t(std::llround(m.summary.bytes_fwd)) == pred.fwd &&
@@ -209,11 +209,23 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   std::vector<RankSummary> ranks;
   for (int r = 0; r < P; ++r) ranks.push_back(RankSummary::unpack(&all[size_t(r) * RankSummary::kFields]));
   const auto model = job.info->make();
-  const CommPrediction predicted = predicted_for(*model, shape, P, job.mesh);
-  result.warning = placement_warning(job.info->name, model->mesh_desc(job.mesh), P, log_.node_map());
+  // The model's bytes: one prediction for every rank, or each rank's own where they differ
+  // (ring --balance dynamic), with each rank's tiers from its own prediction.
+  std::vector<CommPrediction> predicted;
+  std::vector<RankTiers> tiers;
+  const MeshDesc desc = model->mesh_desc(job.mesh);
+  if (model->predicts_per_rank(shape)) {
+    for (int r = 0; r < P; ++r) {
+      predicted.push_back(predicted_for(*model, shape, P, job.mesh, r));
+      tiers.push_back(predict_tiers(predicted.back(), desc, P, log_.node_map()).at(size_t(r)));
+    }
+  } else {
+    predicted.push_back(predicted_for(*model, shape, P, job.mesh, 0));
+    tiers = predict_tiers(predicted[0], desc, P, log_.node_map());
+  }
+  result.warning = placement_warning(job.info->name, desc, P, log_.node_map());
   result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
-                                   peak, model->activation_bytes_estimate(shape, P, job.mesh),
-                                   predict_tiers(predicted, model->mesh_desc(job.mesh), P, log_.node_map()));
+                                   peak, model->activation_bytes_estimate(shape, P, job.mesh), tiers);
   result.timed->packs = std::move(resampled);
   result.timed->balance_scheme = balance_name(shape.balance);
   if (shape.balance != BalanceScheme::none && job.info->name != "single") {
@@ -222,6 +234,20 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     const TokenLayout layout = TokenLayout::build(shape.balance, shape, model->balance_positions(job.mesh, P));
     for (int r = 0; r < P; ++r)
       result.timed->visible_pairs_per_rank.push_back(layout.visible_pairs(model->balance_position_of(r, job.mesh)));
+    if (shape.balance == BalanceScheme::dynamic) {
+      result.timed->cp_cap = shape.cp_cap > 0 ? shape.cp_cap : std::max<int64_t>(1, shape.N / P);
+      result.timed->cp_degrees = layout.doc_groups();
+      std::vector<int>& degrees = result.timed->degrees;
+      for (int c : layout.doc_groups())
+        if (std::find(degrees.begin(), degrees.end(), c) == degrees.end()) degrees.push_back(c);
+      std::sort(degrees.begin(), degrees.end());
+      for (int r = 0; r < P; ++r) {
+        result.timed->tokens_per_rank.push_back(layout.positions_of(r).count());
+        std::vector<int64_t> by;
+        for (int c : degrees) by.push_back(layout.tokens_of(r, c));
+        result.timed->tokens_by_degree.push_back(by);
+      }
+    }
   }
   if (shape.forward_only()) {
     InferenceResult inf;

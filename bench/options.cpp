@@ -152,8 +152,13 @@ std::vector<OptionSpec> make_table() {
        [](RunConfig& c, const json& v) { c.decode_steps = v.get<int64_t>(); }},
       {"balance", "--balance", OptKind::choice,
        "none (the strategy's static layout, default) | doc-zigzag (2R chunks per document over R ring "
-       "positions) | greedy (chunks to the least-loaded position); ring, double-ring, usp's ring level, with --docs",
-       {"none", "doc-zigzag", "greedy"}, false, [](RunConfig& c, const json& v) { c.balance = v.get<std::string>(); }},
+       "positions) | greedy (chunks to the least-loaded position); ring, double-ring, usp's ring level, with --docs | "
+       "dynamic (a CP group of c ranks per document, sized by --cp-cap; ring only)",
+       {"none", "doc-zigzag", "greedy", "dynamic"}, false, [](RunConfig& c, const json& v) { c.balance = v.get<std::string>(); }},
+      {"cp_cap", "--cp-cap", OptKind::integer,
+       "--balance dynamic: tokens per rank a document fills before its CP group doubles (c = min(P, next power "
+       "of two of ceil(L / cap)); default N/P; 1 .. seq)",
+       {}, false, [](RunConfig& c, const json& v) { c.cp_cap = v.get<int64_t>(); }},
       {"ring_pass", "--ring-pass", OptKind::choice,
        "kv (K,V blocks circulate, default) | q (query blocks circulate; --pass prefill, ring family)",
        {"kv", "q"}, false, [](RunConfig& c, const json& v) { c.ring_pass = v.get<std::string>(); }},
@@ -263,6 +268,7 @@ std::vector<OptionSpec> make_table() {
       {"dtype", "dtype", [](const RunConfig& c) { return json(c.dtype); }},
       {"pass", "pass", [](const RunConfig& c) { return json(c.pass); }},
       {"balance", "balance", [](const RunConfig& c) { return json(c.balance); }},
+      {"cp_cap", "cp_cap", [](const RunConfig& c) { return c.cp_cap >= 0 ? json(c.cp_cap) : json(nullptr); }},
       {"ring_pass", "ring_pass", [](const RunConfig& c) { return json(c.ring_pass); }},
       {"cached", "cached", [](const RunConfig& c) { return json(c.cached); }},
       {"decode_steps", "decode_steps",

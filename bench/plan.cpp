@@ -56,12 +56,15 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           if (shape.ring_pass_q && !strat->supports_pass_q())
             throw ConstraintError(strat->name() +
                                   ": --ring-pass q is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp)");
-          if (shape.balance != BalanceScheme::none && !strat->supports_balance()) {
+          if (shape.balance != BalanceScheme::none && !strat->supports_balance(shape.balance)) {
             const std::string b = balance_name(shape.balance);
+            const bool dynamic = shape.balance == BalanceScheme::dynamic;
             throw ConstraintError(strat->name() + ": --balance " + b +
                                   (strat->name() == "ring-zigzag" || strat->name() == "ring-striped"
                                        ? " replaces its layout: the same layout as ring under --balance " + b
-                                       : " is built for ring, double-ring and usp only (its layout replaces the static one)"));
+                                   : dynamic ? " is built for ring only (one ring per CP group of documents; the "
+                                               "other strategies' groups are fixed by their mesh)"
+                                             : " is built for ring, double-ring and usp only (its layout replaces the static one)"));
           }
         } catch (const ConstraintError& e) {
           if (named) throw;

@@ -93,6 +93,7 @@ const char* balance_name(BalanceScheme b) {
     case BalanceScheme::none: return "none";
     case BalanceScheme::doc_zigzag: return "doc-zigzag";
     case BalanceScheme::greedy: return "greedy";
+    case BalanceScheme::dynamic: return "dynamic";
   }
   return "?";
 }
@@ -101,7 +102,8 @@ BalanceScheme parse_balance(const std::string& s) {
   if (s == "none") return BalanceScheme::none;
   if (s == "doc-zigzag") return BalanceScheme::doc_zigzag;
   if (s == "greedy") return BalanceScheme::greedy;
-  throw std::invalid_argument("unknown balance scheme '" + s + "' (expected none, doc-zigzag or greedy)");
+  if (s == "dynamic") return BalanceScheme::dynamic;
+  throw std::invalid_argument("unknown balance scheme '" + s + "' (expected none, doc-zigzag, greedy or dynamic)");
 }
 
 MeshDesc MeshSpec::desc() const {

@@ -71,31 +71,33 @@ JobResult JobResult::of(const Job& job) {
 
 TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
                               const Stats& step, const std::vector<CommRecord>& rank0_records,
-                              const CommPrediction& predicted, const Peak& peak, int64_t activation_estimate,
-                              const std::vector<RankTiers>& predicted_tiers) {
+                              const std::vector<CommPrediction>& predicted, const Peak& peak,
+                              int64_t activation_estimate, const std::vector<RankTiers>& predicted_tiers) {
+  // One prediction for every rank, or one per rank (a layout whose ranks send different amounts).
+  auto predicted_of = [&](size_t r) -> const CommPrediction& { return predicted.size() == 1 ? predicted[0] : predicted.at(r); };
   TimedResult t;
   t.fwd_ms = fwd;
   t.bwd_ms = bwd;
   t.step_ms = step;
   using Field = double RankSummary::*;
-  auto comm_phase = [&](Phase ph, Field field, Field intra, Field inter, int64_t pred) {
+  auto comm_phase = [&](Phase ph, Field field, Field intra, Field inter) {
     CommPhaseResult c;
-    for (const auto& r : ranks) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const RankSummary& r = ranks[i];
       c.per_rank.push_back(int64_t(std::llround(r.*field)));
       c.intra_per_rank.push_back(int64_t(std::llround(r.*intra)));
       c.inter_per_rank.push_back(int64_t(std::llround(r.*inter)));
+      c.predicted_per_rank.push_back(ph == Phase::fwd ? predicted_of(i).fwd : predicted_of(i).bwd);
     }
     c.bytes_sent = max_of(c.per_rank);
-    c.predicted_bytes = pred;
-    c.matches_model = std::all_of(c.per_rank.begin(), c.per_rank.end(), [&](int64_t b) { return b == pred; });
+    c.predicted_bytes = max_of(c.predicted_per_rank);
+    c.matches_model = c.per_rank == c.predicted_per_rank;
     c.time_ms = phase_time_ms(rank0_records, ph);
     c.ops = summarize_ops(rank0_records, ph);
     return c;
   };
-  t.comm_fwd = comm_phase(Phase::fwd, &RankSummary::bytes_fwd, &RankSummary::intra_fwd, &RankSummary::inter_fwd,
-                          predicted.fwd);
-  t.comm_bwd = comm_phase(Phase::bwd, &RankSummary::bytes_bwd, &RankSummary::intra_bwd, &RankSummary::inter_bwd,
-                          predicted.bwd);
+  t.comm_fwd = comm_phase(Phase::fwd, &RankSummary::bytes_fwd, &RankSummary::intra_fwd, &RankSummary::inter_fwd);
+  t.comm_bwd = comm_phase(Phase::bwd, &RankSummary::bytes_bwd, &RankSummary::intra_bwd, &RankSummary::inter_bwd);
   for (const RankTiers& r : predicted_tiers) {
     t.comm_fwd.predicted_tiers.push_back(r.fwd);
     t.comm_bwd.predicted_tiers.push_back(r.bwd);
@@ -150,10 +152,8 @@ json comm_phase_json(const CommPhaseResult& c) {
     for (const TierBytes& t : c.predicted_tiers) pred.push_back({{"intra_node_bytes", t.intra}, {"inter_node_bytes", t.inter}});
     tiers["predicted"] = pred;
   }
-  // Every rank of every strategy is predicted the same bytes (the model is per rank).
-  const std::vector<int64_t> predicted_per_rank(c.per_rank.size(), c.predicted_bytes);
   return {{"bytes_sent", c.bytes_sent}, {"per_rank", c.per_rank}, {"predicted_bytes", c.predicted_bytes},
-          {"predicted_per_rank", predicted_per_rank},
+          {"predicted_per_rank", c.predicted_per_rank},
           {"matches_model", c.matches_model}, {"time_ms", c.time_ms}, {"ops", ops}, {"tiers", tiers}};
 }
 
@@ -206,6 +206,9 @@ json JobResult::to_json() const {
                     {"model_flops_per_rank", t.model_flops_per_rank}, {"flops_imbalance", t.flops_imbalance()}};
     r["balance"]["scheme"] = t.balance_scheme;
     if (!t.visible_pairs_per_rank.empty()) r["balance"]["visible_pairs_per_rank"] = t.visible_pairs_per_rank;
+    if (t.balance_scheme == "dynamic" && t.cp_cap > 0)  // not for single, the reference
+      r["balance"]["dynamic"] = {{"cp_cap", t.cp_cap}, {"cp_degrees", t.cp_degrees}, {"tokens_per_rank", t.tokens_per_rank},
+                                   {"degrees", t.degrees}, {"tokens_by_degree", t.tokens_by_degree}};
     if (!t.packs.empty()) {  // the spread over packs, not one lucky pack
       json packs = json::array();
       std::vector<double> steps, imbalances;

@@ -34,8 +34,9 @@ struct RankSummary {
 struct CommPhaseResult {
   int64_t bytes_sent = 0;  // max over ranks
   std::vector<int64_t> per_rank;
-  int64_t predicted_bytes = 0;
-  bool matches_model = false;
+  int64_t predicted_bytes = 0;              // max over ranks of predicted_per_rank
+  std::vector<int64_t> predicted_per_rank;  // the model's bytes of every rank
+  bool matches_model = false;               // per_rank == predicted_per_rank, rank by rank
   double time_ms = 0;  // rank 0's summed call time
   std::vector<OpSummary> ops;
   std::vector<int64_t> intra_per_rank, inter_per_rank;  // bytes_sent split by tier
@@ -93,6 +94,13 @@ struct TimedResult {  // present when status is ok in a run
   // (TokenLayout::visible_pairs, in rank order).
   std::string balance_scheme = "none";
   std::vector<int64_t> visible_pairs_per_rank;
+  // --balance dynamic: the cap in tokens per rank (--cp-cap or N/P), every document's CP group
+  // size (document order) and the tokens each rank holds.
+  int64_t cp_cap = 0;
+  std::vector<int> cp_degrees;
+  std::vector<int64_t> tokens_per_rank;
+  std::vector<int> degrees;                              // the group sizes present, ascending (1 included)
+  std::vector<std::vector<int64_t>> tokens_by_degree;    // per rank, its tokens of each of `degrees`
   std::vector<ResampledPack> packs;  // --docs-resample only, in iteration order (the last is described above)
   std::optional<InferenceResult> inference;  // --pass prefill and decode
 
@@ -125,7 +133,7 @@ nlohmann::json mesh_json(const MeshSpec& m);
 // Assembles the timed result from every rank's summary (rank order) and this rank's records.
 TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
                               const Stats& step, const std::vector<CommRecord>& rank0_records,
-                              const CommPrediction& predicted, const Peak& peak, int64_t activation_estimate,
-                              const std::vector<RankTiers>& predicted_tiers = {});
+                              const std::vector<CommPrediction>& predicted, const Peak& peak,
+                              int64_t activation_estimate, const std::vector<RankTiers>& predicted_tiers = {});
 
 }  // namespace cpbench

@@ -25,7 +25,7 @@ struct ConstraintError : std::runtime_error {
 
 // --balance (DESIGN "Balancing packed documents"): none keeps a strategy's static layout; the
 // others map document tokens to ring positions (bench/strategies/balance.h).
-enum class BalanceScheme { none, doc_zigzag, greedy };
+enum class BalanceScheme { none, doc_zigzag, greedy, dynamic };
 const char* balance_name(BalanceScheme b);
 BalanceScheme parse_balance(const std::string& s);  // throws std::invalid_argument
 
@@ -66,6 +66,9 @@ struct LayerShape {
   // Token rows of the global tensors (verify, dump): N, or under decode the S new tokens.
   int64_t token_rows() const { return decode() ? decode_steps : N; }
   BalanceScheme balance = BalanceScheme::none;  // --balance: the ring family's token layout
+  // --cp-cap under --balance dynamic: tokens per rank a document may fill before it takes a CP
+  // group of more ranks (c = min(P, next power of two of ceil(L / cap))); 0 = N/P.
+  int64_t cp_cap = 0;
   bool full_block = false;           // --block full: the SwiGLU MLP sub-layer after attention
   int64_t F = 0;                     // its width (--ffn-dim), under full_block
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
@@ -163,9 +166,9 @@ class Strategy {
   // --ring-pass q (query blocks circulate): the ring family (RingLayer) implements it; single
   // (nothing circulates) runs unchanged as the reference.
   virtual bool supports_pass_q() const { return false; }
-  // --balance other than none: the strategy places tokens by the balanced layout (ring, the
-  // double ring, usp's ring level).
-  virtual bool supports_balance() const { return false; }
+  // --balance `b` (other than none): the strategy places tokens by the balanced layout (ring, the
+  // double ring, usp's ring level; dynamic: ring only, whose ring becomes one ring per CP group).
+  virtual bool supports_balance(BalanceScheme b) const { (void)b; return false; }
   // Under --balance: the ring positions the layout spans (P; usp: its ring level R) and the one
   // world rank `rank` works on (the rank itself; usp: its ring index, shared by its t*U ranks).
   virtual int balance_positions(const MeshSpec& m, int P) const { (void)m; return P; }
@@ -206,6 +209,16 @@ class Strategy {
   // elem = s (bytes of the communicated dtype), acc = s_acc (ring gradient accumulators).
   virtual CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m,
                                          int64_t elem, int64_t acc) const = 0;
+  // The model for world rank `rank` where ranks send different amounts (ring --balance dynamic:
+  // each rank's groups hold different token counts; predicted_bytes is then the busiest rank's).
+  // Default: predicted_bytes, the same for every rank.
+  virtual CommPrediction predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                                 int64_t acc, int rank) const {
+    (void)rank;
+    return predicted_bytes(s, P, m, elem, acc);
+  }
+  // True when predicted_bytes_of_rank differs between ranks (the harness then asks for each).
+  virtual bool predicts_per_rank(const LayerShape& s) const { (void)s; return false; }
   // Analytic activation memory per rank (bytes of tensors saved or live across the layer);
   // reported beside the measured peak.
   virtual int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const = 0;

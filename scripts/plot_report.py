@@ -33,7 +33,7 @@ import validate_report  # noqa: E402  (same folder; shares the report loader)
 PLOTS = ("step_time", "mfu_vs_seq", "comm_bytes", "peak_memory", "comm_tiers", "balance")
 FORMATS = ("png", "svg")
 MiB = float(1 << 20)
-SCHEMES = ("none", "doc-zigzag", "greedy")  # --balance, in the order the balance figure draws them
+SCHEMES = ("none", "doc-zigzag", "greedy", "dynamic")  # --balance, in the order the balance figure draws them
 SCHEME_HATCH = {"none": "", "doc-zigzag": "///", "greedy": "xxx"}
 
 

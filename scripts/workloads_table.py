@@ -3,7 +3,7 @@
 
   workloads_table.py run --out-dir DIR [--np 4 8] [--seq 4096]   runs cpbench per workload and P
   workloads_table.py table REPORT.json [...]                      prints the Markdown from reports
-  workloads_table.py run ... --balance none doc-zigzag greedy   also runs each --balance scheme
+  workloads_table.py run ... --balance none doc-zigzag greedy dynamic   also runs each --balance scheme
   workloads_table.py table --schemes REPORT.json [...]            workload x scheme x strategy: flops_imbalance,
                                                                   step time relative to none, bytes, and
                                                                   the cases where balancing loses
@@ -144,7 +144,7 @@ def main():
     r.add_argument("--np", type=int, nargs="+", default=[4, 8])
     r.add_argument("--seq", type=int, default=4096)
     r.add_argument("--binary", default=str(ROOT / "build" / "bench" / "cpbench"))
-    r.add_argument("--balance", nargs="+", default=["none"], choices=SCHEMES[:3],  # dynamic: not built
+    r.add_argument("--balance", nargs="+", default=["none"], choices=SCHEMES,
                    help="--balance schemes to run (each but none passes --balance S); the scheme table follows")
     r.add_argument("--iters", type=int, default=1, help="timed iterations (step-time ratios want several)")
     r.add_argument("--workloads", nargs="+", help="workload names (default: every one of configs/workloads)")
@@ -193,6 +193,11 @@ def main():
                 if scheme != "none":  # a scheme replaces the ring strategies' layout; the others refuse it
                     cmd[cmd.index("--docs"):cmd.index("--docs")] = ["--balance", scheme]
                     cmd[cmd.index("--strategies") + 1] = "ring,usp,double-ring"
+                if scheme == "dynamic":  # ring only: one ring per document CP group, no mesh to give
+                    cmd[cmd.index("--strategies") + 1] = "ring"
+                    for flag in ("--ulysses", "--inner-ring"):
+                        if flag in cmd:
+                            del cmd[cmd.index(flag):cmd.index(flag) + 2]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
                 paths.append(out)
                 if scheme == "none":

@@ -12,20 +12,30 @@ namespace {
 // L mod 2R remainder tokens one by one to positions in round robin (`cursor` carried over
 // documents); a position's first extra token goes to its early chunk r, a second to its late
 // chunk 2R-1-r. Every position then holds N/R tokens (R | N), chunk sizes differ by at most one.
+std::vector<int64_t> zigzag_chunks(int64_t L, int R, int64_t& cursor) {
+  std::vector<int64_t> c(size_t(2 * R), L / (2 * R));
+  std::vector<int> extra(size_t(R), 0);
+  for (int64_t e = 0; e < L % (2 * R); ++e) ++extra[size_t(cursor++ % R)];
+  for (int r = 0; r < R; ++r) {
+    if (extra[size_t(r)] >= 1) ++c[size_t(r)];
+    if (extra[size_t(r)] >= 2) ++c[size_t(2 * R - 1 - r)];
+  }
+  return c;
+}
+
 std::vector<std::vector<int64_t>> zigzag_chunk_sizes(const std::vector<int64_t>& lens, int R) {
   std::vector<std::vector<int64_t>> sizes;
   int64_t cursor = 0;
-  for (int64_t L : lens) {
-    std::vector<int64_t> c(size_t(2 * R), L / (2 * R));
-    std::vector<int> extra(size_t(R), 0);
-    for (int64_t e = 0; e < L % (2 * R); ++e) ++extra[size_t(cursor++ % R)];
-    for (int r = 0; r < R; ++r) {
-      if (extra[size_t(r)] >= 1) ++c[size_t(r)];
-      if (extra[size_t(r)] >= 2) ++c[size_t(2 * R - 1 - r)];
-    }
-    sizes.push_back(c);
-  }
+  for (int64_t L : lens) sizes.push_back(zigzag_chunks(L, R, cursor));
   return sizes;
+}
+
+// dynamic's group size for a document of L tokens: min(R, next power of two of ceil(L / cap)).
+int dynamic_degree(int64_t L, int64_t cap, int R) {
+  const int64_t need = (L + cap - 1) / cap;
+  int64_t c = 1;
+  while (c < need && c < R) c *= 2;
+  return int(std::min<int64_t>(c, R));
 }
 
 }  // namespace
@@ -47,7 +57,94 @@ bool TokenLayout::any_visible(const TokenRun& a, const TokenRun& b) const {
   return s_.window <= 0 || gap < s_.window;
 }
 
+DynamicGroup dynamic_group_of(int j, int c, int R) {
+  if (c == R) return {0, R};  // the whole ring, whatever R is
+  const int first = j / c * c;
+  if (first + c > R) return {first, 0};
+  return {first, c};
+}
+
+void TokenLayout::build_dynamic() {
+  const int R = int(runs_.size());
+  const int64_t cap = s_.cp_cap > 0 ? s_.cp_cap : std::max<int64_t>(1, s_.N / R);
+  // Work of a token run in forward FLOPs (the backward is about twice both terms): its rows'
+  // GEMMs (qkv and output projections, the MLP under --block full) and 4*H*d per visible pair.
+  const double per_token = 2.0 * double(s_.D) * double(s_.qkv_cols() + int64_t(s_.H) * s_.d) +
+                           (s_.full_block ? 6.0 * double(s_.D) * double(s_.F) : 0.0);
+  const double per_pair = 4.0 * double(s_.H) * double(s_.d);
+  auto work = [&](int64_t start, int64_t count, int doc) {
+    int64_t pairs = 0;
+    const int64_t d0 = doc_start_[size_t(doc)], L = doc_len_[size_t(doc)];
+    for (int64_t p = start; p < start + count; ++p) pairs += visible_keys(p - d0, L);
+    return per_token * double(count) + per_pair * double(pairs);
+  };
+  const size_t ndoc = doc_len_.size();
+  doc_group_.assign(ndoc, 1);
+  std::vector<double> doc_work(ndoc);
+  for (size_t d = 0; d < ndoc; ++d) {
+    doc_group_[d] = dynamic_degree(doc_len_[d], cap, R);
+    doc_work[d] = work(doc_start_[d], doc_len_[d], int(d));
+  }
+  std::vector<size_t> order(ndoc);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return doc_work[a] > doc_work[b]; });
+  std::vector<double> load(size_t(R), 0.0);
+  std::vector<int64_t> cursor(size_t(R), 0);  // per group (its first position): doc-zigzag's remainder cursor
+  for (size_t d : order) {
+    const int c = doc_group_[d];
+    // The document's 2c doc-zigzag chunks as member pieces (member i: chunks i and 2c-1-i), tried
+    // on every group of size c; it goes where the busiest member ends least busy (then the lowest
+    // total load, then the lowest first position).
+    int best = -1;
+    double best_max = 0, best_sum = 0;
+    std::vector<int64_t> best_sizes;
+    for (int first = 0; first + c <= R; first += c) {
+      int64_t cur = cursor[size_t(first)];
+      const std::vector<int64_t> sizes = zigzag_chunks(doc_len_[d], c, cur);
+      double mx = 0, sum = 0;
+      int64_t at = doc_start_[d];
+      std::vector<double> add(size_t(c), 0.0);
+      for (int k = 0; k < 2 * c; ++k) {
+        add[size_t(k < c ? k : 2 * c - 1 - k)] += work(at, sizes[size_t(k)], int(d));
+        at += sizes[size_t(k)];
+      }
+      for (int i = 0; i < c; ++i) {
+        mx = std::max(mx, load[size_t(first + i)] + add[size_t(i)]);
+        sum += load[size_t(first + i)];
+      }
+      if (best < 0 || mx < best_max || (mx == best_max && sum < best_sum)) best = first, best_max = mx, best_sum = sum;
+      if (c == R) break;  // one group
+    }
+    const std::vector<int64_t> sizes = zigzag_chunks(doc_len_[d], c, cursor[size_t(best)]);
+    int64_t at = doc_start_[d];
+    for (int k = 0; k < 2 * c; ++k) {
+      const int member = k < c ? k : 2 * c - 1 - k;
+      const TokenRun run{at, sizes[size_t(k)], int(d), c};
+      if (run.count > 0) {
+        runs_[size_t(best + member)].push_back(run);
+        load[size_t(best + member)] += work(run.start, run.count, run.doc);
+      }
+      at += run.count;
+    }
+  }
+  // Storage order: by group size, then position (each group's rows one range of the rank's rows).
+  for (auto& runs : runs_)
+    std::sort(runs.begin(), runs.end(), [](const TokenRun& a, const TokenRun& b) {
+      return a.group != b.group ? a.group < b.group : a.start < b.start;
+    });
+}
+
 TokenLayout TokenLayout::build(BalanceScheme scheme, const LayerShape& s, int R) {
+  if (R >= 1 && scheme == BalanceScheme::dynamic) {
+    TokenLayout l;
+    l.s_ = s;
+    l.doc_len_ = s.doc_lens.empty() ? std::vector<int64_t>{s.N} : s.doc_lens;
+    int64_t at = 0;
+    for (int64_t L : l.doc_len_) l.doc_start_.push_back(at), at += L;
+    l.runs_.assign(size_t(R), {});
+    l.build_dynamic();
+    return l;
+  }
   if (R < 1 || s.N % R != 0)
     throw std::invalid_argument("balanced layout: R=" + std::to_string(R) + " must divide seq=" + std::to_string(s.N));
   if (scheme == BalanceScheme::none) throw std::logic_error("TokenLayout::build: scheme none has no layout");
@@ -136,6 +233,48 @@ bool TokenLayout::sees(int q, int k) const {
   return false;
 }
 
+std::vector<int> TokenLayout::ring_groups() const {
+  std::vector<int> g;
+  for (int c : doc_group_)
+    if (c > 1 && std::find(g.begin(), g.end(), c) == g.end()) g.push_back(c);
+  std::sort(g.begin(), g.end());
+  return g;
+}
+
+Positions TokenLayout::positions_of(int j, int c) const {
+  Positions p;
+  for (const TokenRun& r : runs(j))
+    if (r.group == c) p.append({r.start, 1, r.count});
+  return p;
+}
+
+int64_t TokenLayout::tokens_of(int j, int c) const {
+  int64_t n = 0;
+  for (const TokenRun& r : runs(j))
+    if (r.group == c) n += r.count;
+  return n;
+}
+
+CommPrediction TokenLayout::dynamic_ring_bytes(int j, int64_t B, int64_t kv_row, int64_t elem, int64_t acc) const {
+  CommPrediction p;
+  const int R = positions();
+  for (int c : ring_groups()) {
+    const DynamicGroup g = dynamic_group_of(j, c, R);
+    if (g.c == 0) continue;
+    const int m = g.member(j);
+    // Hop i (1..c-1) sends the block of member m-i+1 (its own first); the accumulator sent at
+    // step i is that of member m-i's block. The last member's sends wrap to the first.
+    const int to = m == c - 1 ? -(c - 1) : 1;
+    int64_t kv = 0, accum = 0;
+    for (int i = 1; i < c; ++i) {
+      kv += elem * B * kv_row * tokens_of(g.first + (m - i + 1 + c) % c, c);
+      accum += acc * B * kv_row * tokens_of(g.first + (m - i + c) % c, c);
+    }
+    p.add("cp", Phase::fwd, to, kv).add("cp", Phase::bwd, to, kv + accum);
+  }
+  return p;
+}
+
 int TokenLayout::ring_hops() const {
   const int R = positions();
   for (int k = R - 1; k >= 1; --k)
@@ -149,7 +288,8 @@ const std::vector<Positions>& balanced_positions(const LayerShape& s, int R) {
   // for the same layout (a job's shape) many times in a row.
   thread_local std::vector<int64_t> key;
   thread_local std::vector<Positions> pos;
-  std::vector<int64_t> k = {s.N, R, int64_t(s.balance), s.causal, s.window};
+  // dynamic also weighs work by the shape's GEMM widths and sizes groups by the cap.
+  std::vector<int64_t> k = {s.N, R, int64_t(s.balance), s.causal, s.window, s.cp_cap, s.D, s.H, s.G, s.d, s.full_block ? s.F : 0};
   k.insert(k.end(), s.doc_lens.begin(), s.doc_lens.end());
   if (k != key) {
     const TokenLayout l = TokenLayout::build(s.balance, s, R);

@@ -29,7 +29,7 @@ class DoubleRing final : public Block {
   std::string tiers() const override { return "inner rings inside a node; each rank sends only its R/w-1 outer blocks across nodes, not all R-1"; }
   std::string constraints() const override { return "2P divides seq (P under --balance); inner ring w divides P"; }
   // --balance: ring position o*w + i (= the rank) takes the balanced layout's position.
-  bool supports_balance() const override { return true; }
+  bool supports_balance(BalanceScheme b) const override { return b != BalanceScheme::dynamic; }
   bool supports_decode() const override { return true; }
   bool supports_cached() const override { return true; }
   // --ring-pass q: the Q blocks on the two-level schedule (DoubleRingCore::forward_pass_q).

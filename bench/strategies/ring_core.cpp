@@ -111,11 +111,15 @@ void RingCore::wait_hop(Communicator& c, Hop& h) {
 void RingCore::fwd_begin() { have_ = false; }
 
 void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
+  fwd_keys(q, kv_view(kv, 0), kv_view(kv, 1), key_pos_(owner), o);
+}
+
+void RingCore::fwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, const Positions& kpos, Tensor& o) {
   Backend& b = *be_;
-  const AttnShape a = attn_shape();
-  const Positions qpos = block_pos_(me_), kpos = key_pos_(owner);
+  AttnShape a = attn_shape();
+  a.nk = kb.shape.at(1);
+  const Positions qpos = block_pos_(me_);
   if (invisible(a, qpos, kpos)) return;
-  const Tensor kb = kv_view(kv, 0), vb = kv_view(kv, 1);
   const bool f32 = s_.dtype == DType::f32;
   if (!have_) {  // the first visible block writes the running result directly
     if (f32 || o_acc32_.empty()) {
@@ -162,6 +166,15 @@ void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Ten
   if (invisible(a, qpos, kpos)) return;
   Tensor dkb = kv_view(acc, 0), dvb = kv_view(acc, 1);
   b.attn_bwd(a, q, kv_view(kv, 0), kv_view(kv, 1), dout, lse_, delta_, qpos, kpos, dq, dkb, dvb);
+}
+
+void RingCore::bwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, const Positions& kpos, const Tensor& dout,
+                        Tensor& dq, Tensor& dk, Tensor& dv) {
+  AttnShape a = attn_shape();
+  a.nk = kb.shape.at(1);
+  const Positions qpos = block_pos_(me_);
+  if (invisible(a, qpos, kpos)) return;
+  be_->attn_bwd(a, q, kb, vb, dout, lse_, delta_, qpos, kpos, dq, dk, dv);
 }
 
 // ---- the ring -----------------------------------------------------------------------------------------

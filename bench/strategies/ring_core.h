@@ -92,12 +92,19 @@ class RingCore {
   // when no query sees it); write the result to o (converted from float32 when bf16/fp16).
   void fwd_begin();
   void fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o);
+  // The same for any keys: k, v [B, nk, hk, d] (nk from k's shape) at positions kpos (the
+  // dynamic ring's blocks differ in size from one member to the next).
+  void fwd_keys(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& kpos, Tensor& o);
   void fwd_end(Tensor& o);
   // Backward: delta from the final o and dout, dq zeroed (before the first bwd_block).
   void bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq);
   // Backward: this rank's contribution to block `owner`'s dK|dV, written (not added) into the
   // float32 accumulator `acc` [2*B*n*hk*d]; dq accumulates.
   void bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq, Tensor& acc);
+  // Any keys k, v [B, nk, hk, d] at kpos: dq and dk, dv [B, nk, hk, d] (float32) accumulate
+  // (nothing when no pair is visible).
+  void bwd_keys(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& kpos, const Tensor& dout,
+                Tensor& dq, Tensor& dk, Tensor& dv);
   // The k or v half of a packed k|v (or dk|dv) buffer, shaped [B,n,hk,d].
   Tensor kv_view(const Tensor& buf, int which) const;
   // pass-Q steps, for a composition that runs its own Q schedule (double_ring_core.h). A partial

@@ -13,7 +13,7 @@ class Single final : public Block {
   std::string name() const override { return "single"; }
   // Nothing circulates: under --ring-pass q it stays the reference every ring result is compared with.
   bool supports_pass_q() const override { return true; }
-  bool supports_balance() const override { return true; }  // the reference: one rank holds every token
+  bool supports_balance(BalanceScheme) const override { return true; }  // the reference: one rank holds every token
   bool supports_cached() const override { return true; }   // the whole cache and every new token
   bool supports_decode() const override { return true; }   // the whole cache: nothing to merge
   std::string summary() const override {

@@ -43,7 +43,7 @@ class Usp final : public UlyssesRingLayer {
   bool supports_pass_q() const override { return true; }
   // --balance on its ring level (single or double): ring index rho takes the balanced layout's
   // position rho of R, Ulysses member u the u-th 1/U of it (ulysses_ring_layer.h).
-  bool supports_balance() const override { return true; }
+  bool supports_balance(BalanceScheme b) const override { return b != BalanceScheme::dynamic; }
   int balance_positions(const MeshSpec& m, int) const override { return m.R; }
   int balance_position_of(int rank, const MeshSpec& m) const override {
     const MeshDesc d = mesh_desc(m);

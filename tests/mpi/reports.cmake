@@ -34,6 +34,11 @@ cpbench_report_test(balance_p4_greedy_usp_double 4 "--model;tiny;--seq;136;--hea
 # pass-Q under --balance on ring, the double ring and usp's single ring level: the ring level's
 # pass-Q bytes from K_eff on the rebuilt layout, FLOPs in proportion to each rank's keys' pairs.
 cpbench_report_test(balance_p4_doc_zigzag_pass_q 4 "--model;tiny;--seq;136;--heads;8;--kv-heads;4;--docs;30,50,56;--window;24;--balance;doc-zigzag;--pass;prefill;--ring-pass;q;--strategies;single,ring,double-ring,usp;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} layout REPORT --min-ok 9")
+# --balance dynamic: each rank's measured bytes against the schedule recomputed in Python from the
+# tokens each rank holds per group size, the group sizes from the cap, FLOPs = a*tokens + b*pairs;
+# at P = 6 the group of 4 leaves ranks 4 and 5 out of that ring.
+cpbench_report_test(balance_p4_dynamic 4 "--model;tiny;--seq;136;--heads;8;--kv-heads;4;--batch;2;--docs;30,50,56;--window;24;--balance;dynamic;--cp-cap;16;--strategies;single,ring;${_fast}" "${_py} ${_chk} model REPORT --min-ok 2 && ${_py} ${_chk} dynamic REPORT --min-ok 1")
+cpbench_report_test(balance_p6_dynamic_prefill 6 "--model;tiny;--seq;132;--heads;6;--kv-heads;3;--docs;90,13,29;--balance;dynamic;--cp-cap;10;--pass;prefill;--strategies;ring;${_fast}" "${_py} ${_chk} model REPORT --min-ok 1 && ${_py} ${_chk} dynamic REPORT --min-ok 1")
 cpbench_report_test(balance_p4_doc_zigzag_outlier 4 "--model;tiny;--seq;160;--docs;outlier;--balance;doc-zigzag;--strategies;single,ring;--pass;prefill;${_fast}" "${_py} ${_chk} layout REPORT --min-ok 1")
 # --ring-pass q: the ring family's measured bytes = the pass-Q model (and check_report.py's own
 # formula); every other strategy is skipped with its reason; a window truncates the hops.

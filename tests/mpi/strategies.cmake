@@ -219,8 +219,22 @@ cpbench_verify_test(p8_balance_greedy_outlier 8 --min-verified 15 --model tiny -
 cpbench_verify_test(p8_balance_doc_zigzag_window_usp_double 8 --min-verified 24 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --window 12 --balance doc-zigzag --strategies double-ring,usp --usp-ring double --mesh all)
 # pass-Q (prefill) under --balance: the Q blocks travel on the balanced layout, every mesh.
 cpbench_verify_test(p4_balance_greedy_pass_q_usp_double 4 --min-verified 14 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --window 24 --balance greedy --pass prefill --ring-pass q --strategies ring,double-ring,usp --usp-ring double --mesh all)
-cpbench_fail_test(balance_unknown 2 "--balance must be none, doc-zigzag or greedy, got \"lpt\"" run --model tiny --seq 64 --balance lpt)
+cpbench_fail_test(balance_unknown 2 "--balance must be none, doc-zigzag, greedy or dynamic, got \"lpt\"" run --model tiny --seq 64 --balance lpt)
 cpbench_fail_test(balance_ring_zigzag 2 "ring-zigzag: --balance greedy replaces its layout: the same layout as ring under --balance greedy" run --model tiny --seq 64 --balance greedy --strategies ring,ring-zigzag)
 cpbench_fail_test(balance_usp_layout 2 "usp: --usp-layout zigzag and --balance greedy both choose the token layout; drop one" run --model tiny --seq 64 --balance greedy --strategies usp --usp-layout zigzag)
 cpbench_fail_test(balance_double_ring_seq 4 "double-ring: seq=66 is not divisible by P=4 \\(--balance doc-zigzag: every rank holds seq/P tokens\\)" run --model tiny --seq 66 --balance doc-zigzag --strategies double-ring)
+# --balance dynamic (ring only): a CP group of c ranks per document by --cp-cap, one ring per group
+# size, ranks holding different token counts; the caps give a mix of c = 1 (local), 2, 4 and c = P
+# (P = 3, 6: not a power of two). --min-verified: every tensor of ring and single.
+cpbench_verify_test(p2_balance_dynamic_docs_window 2 --min-verified 1 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --window 16 --balance dynamic --cp-cap 40 --strategies ring)
+cpbench_verify_test(p3_balance_dynamic_docs 3 --min-verified 1 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --balance dynamic --cp-cap 20 --strategies ring)
+cpbench_verify_test(p4_balance_dynamic_docs_window_b2 4 --min-verified 1 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance dynamic --cp-cap 16 --strategies ring)
+cpbench_verify_test(p4_balance_dynamic_default_cap_prefill 4 --min-verified 1 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --balance dynamic --pass prefill --strategies ring)
+cpbench_verify_test(p6_balance_dynamic_noncausal 6 --min-verified 1 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance dynamic --cp-cap 10 --strategies ring)
+cpbench_verify_test(p8_balance_dynamic_outlier_window 8 --min-verified 1 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --window 12 --balance dynamic --cp-cap 8 --strategies ring)
+cpbench_fail_test(balance_dynamic_usp 2 "usp: --balance dynamic is built for ring only" run --model tiny --seq 64 --balance dynamic --strategies usp)
+cpbench_fail_test(balance_dynamic_pass_q 2 "ring: --balance dynamic circulates K,V inside each document's group. --ring-pass q" run --model tiny --seq 64 --docs 32,32 --balance dynamic --pass prefill --ring-pass q --strategies ring)
+cpbench_fail_test(cp_cap_zero 2 "--cp-cap must be in 1 .. seq=64 \\(tokens per rank\\), got 0" run --model tiny --seq 64 --balance dynamic --cp-cap 0)
+cpbench_fail_test(cp_cap_above_seq 2 "--cp-cap must be in 1 .. seq=64 \\(tokens per rank\\), got 65" run --model tiny --seq 64 --balance dynamic --cp-cap 65)
+cpbench_fail_test(cp_cap_without_dynamic 2 "--cp-cap 16 sizes the CP groups of --balance dynamic only \\(got balance=greedy\\)" run --model tiny --seq 64 --balance greedy --cp-cap 16)
 cpbench_fail_test(balance_ulysses 2 "ulysses: --balance doc-zigzag is built for ring, double-ring and usp only" run --model tiny --seq 64 --balance doc-zigzag --strategies ulysses)

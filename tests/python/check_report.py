@@ -113,8 +113,10 @@ def cmd_model(a):
             continue
         for ph in ("fwd", "bwd"):
             c = r["comm"][ph]
-            check(c["matches_model"] and all(b == c["predicted_bytes"] for b in c["per_rank"]),
-                  f"{r['label']} seq={r['seq']} {ph}: measured {c['per_rank']} != predicted {c['predicted_bytes']}")
+            # One figure for every rank, or each rank's own (ring --balance dynamic).
+            want = c.get("predicted_per_rank") or [c["predicted_bytes"]] * len(c["per_rank"])
+            check(c["matches_model"] and c["per_rank"] == want and c["predicted_bytes"] == max(want),
+                  f"{r['label']} seq={r['seq']} {ph}: measured {c['per_rank']} != predicted {want}")
             t = c["tiers"]
             check("predicted" in t and [(x["intra_node_bytes"], x["inter_node_bytes"]) for x in t["per_rank"]] ==
                   [(x["intra_node_bytes"], x["inter_node_bytes"]) for x in t.get("predicted", [])],
@@ -751,6 +753,84 @@ def cmd_layout(a):
     check(seen >= a.min_ok, f"{seen} balanced results, expected at least {a.min_ok}")
 
 
+def cmd_dynamic(a):
+    """ring --balance dynamic: each document's CP group size recomputed here from its length and the
+    cap; then, from the tokens each rank holds of each group size (the report's
+    balance.dynamic.tokens_by_degree), every rank's bytes by this file's own reading of the schedule
+    (per group size c, a ring over the aligned group of c ranks: K,V blocks c-1 hops in both passes,
+    float32 dK,dV accumulators c-1 sends) against the MEASURED bytes of every rank; and the model
+    FLOPs of every rank = a * its tokens + b * its visible pairs (one a, b for all ranks)."""
+    rep = json.load(open(a.report))
+    cfg = rep["config"]
+    P, mask = cfg["world_size"], cfg["mask"]
+    check(cfg.get("balance") == "dynamic", f"config.balance {cfg.get('balance')}")
+    seen, spread = 0, 0
+    for r in ok_results(rep):
+        if r["strategy"] == "single":
+            continue
+        seen += 1
+        N, dyn = r["seq"], r["balance"]["dynamic"]
+        lens = (mask["docs"] or {}).get("lens_by_seq", {}).get(str(N)) or (mask["docs"] or {}).get("lens") or [N]
+        cap = cfg.get("cp_cap") or N // P
+        check(dyn["cp_cap"] == cap, f"{r['label']}: cp_cap {dyn['cp_cap']} != {cap}")
+
+        def degree(L):
+            c = 1
+            while c < -(-L // cap) and c < P:
+                c *= 2
+            return min(c, P)
+        want = [degree(L) for L in lens]
+        check(dyn["cp_degrees"] == want, f"{r['label']}: cp_degrees {dyn['cp_degrees']} != {want}")
+        degrees, by = dyn["degrees"], dyn["tokens_by_degree"]
+        check(degrees == sorted(set(want)), f"{r['label']}: degrees {degrees}")
+        for i, c in enumerate(degrees):
+            held = sum(by[q][i] for q in range(P))
+            check(held == sum(L for L, g in zip(lens, want) if g == c),
+                  f"{r['label']}: {held} tokens of group size {c} held, documents have another count")
+        check(dyn["tokens_per_rank"] == [sum(row) for row in by] and sum(dyn["tokens_per_rank"]) == N,
+              f"{r['label']}: tokens_per_rank {dyn['tokens_per_rank']}")
+        row = 2 * cfg["batch"] * cfg["kv_heads"] * cfg["head_dim"]  # k and v of one token, all batch rows
+        elem = ELEM_BYTES[cfg["dtype"]]
+        fwd, bwd = [0] * P, [0] * P
+        for i, c in enumerate(degrees):
+            if c == 1:
+                continue
+            for q in range(P):
+                first = 0 if c == P else q // c * c
+                if first + c > P:
+                    continue  # past the last whole group: none of this size's documents
+                m = q - first
+                n = [by[first + x][i] for x in range(c)]
+                kv = sum(elem * row * n[(m - h + 1) % c] for h in range(1, c))
+                fwd[q] += kv
+                bwd[q] += kv + sum(4 * row * n[x] for x in range(c) if x != m)
+        if cfg["pass"] == "prefill":
+            bwd = [0] * P
+        for ph, w in (("fwd", fwd), ("bwd", bwd)):
+            got = r["comm"][ph]["per_rank"]
+            check(got == w and r["comm"][ph]["matches_model"],
+                  f"{r['label']} seq={N} {ph}: measured {got} != schedule {w}")
+        spread += len(set(fwd)) > 1
+        f, pairs, tok = r["balance"]["model_flops_per_rank"], r["balance"]["visible_pairs_per_rank"], dyn["tokens_per_rank"]
+        # Solve a, b from two ranks whose (tokens, pairs) are independent, check every rank.
+        sol = None
+        for x in range(P):
+            for y in range(x + 1, P):
+                det = tok[x] * pairs[y] - tok[y] * pairs[x]
+                if det != 0:
+                    sol = ((f[x] * pairs[y] - f[y] * pairs[x]) / det, (tok[x] * f[y] - tok[y] * f[x]) / det)
+                    break
+            if sol:
+                break
+        if sol:
+            check(all(abs(f[q] - sol[0] * tok[q] - sol[1] * pairs[q]) <= 1e-9 * f[q] for q in range(P)),
+                  f"{r['label']}: model FLOPs {f} are not a * tokens {tok} + b * pairs {pairs}")
+        print(f"{r['label']} seq={N} dynamic cap={cap}: degrees {want}, tokens {tok}, fwd bytes {fwd}, "
+              f"flops_imbalance {r['balance']['flops_imbalance']:.3f}")
+    check(seen >= a.min_ok, f"{seen} dynamic results, expected at least {a.min_ok}")
+    check(spread >= a.min_spread, f"{spread} results whose ranks send different bytes, expected at least {a.min_spread}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -771,8 +851,12 @@ def main():
     e.add_argument("--min-ok", type=int, default=1)
     rs = sub.add_parser("resample"); rs.add_argument("report"); rs.add_argument("--min-ok", type=int, default=1)
     lay = sub.add_parser("layout"); lay.add_argument("report"); lay.add_argument("--min-ok", type=int, default=1)
+    dy = sub.add_parser("dynamic"); dy.add_argument("report"); dy.add_argument("--min-ok", type=int, default=1)
+    dy.add_argument("--min-spread", type=int, default=1)
     a = ap.parse_args()
-    if a.cmd == "layout":
+    if a.cmd == "dynamic":
+        cmd_dynamic(a)
+    elif a.cmd == "layout":
         cmd_layout(a)
     elif a.cmd == "resample":
         cmd_resample(a)

@@ -264,11 +264,21 @@ class SchemaTest(unittest.TestCase):
         rep = synth.make_report(comm_scale=1.1)
         c = rep["results"][1]["comm"]["fwd"]
         c["matches_model"] = True
-        self.assertInvalid(rep, "$.results[1].comm.fwd.matches_model", "predicted_bytes")
+        self.assertInvalid(rep, "$.results[1].comm.fwd.matches_model", "predicted_per_rank[0]")
         rep = synth.make_report()
         c = rep["results"][1]["comm"]["bwd"]
         c["predicted_bytes"] += 4
-        self.assertInvalid(rep, "$.results[1].comm.bwd.matches_model", "bytes_sent")
+        self.assertInvalid(rep, "$.results[1].comm.bwd.matches_model", "predicted_per_rank[0]")
+        # Ranks predicted different bytes (ring --balance dynamic): matches_model is rank by rank.
+        rep = synth.make_report()
+        c = rep["results"][1]["comm"]["fwd"]
+        c["per_rank"][1] -= 4
+        c["tiers"]["per_rank"][1]["intra_node_bytes"] -= 4
+        c["predicted_per_rank"] = list(c["per_rank"])
+        self.assertValid(rep)
+        c["predicted_per_rank"][1] += 4
+        c["predicted_bytes"] = max(c["predicted_per_rank"])
+        self.assertInvalid(rep, "$.results[1].comm.fwd.matches_model", "per_rank[1]")
         rep = synth.make_report()
         c = rep["results"][1]["comm"]["fwd"]
         c["per_rank"][0] += 8

@@ -134,3 +134,77 @@ TEST_CASE("visible pairs and K_eff from the runs agree with brute force and Ring
 TEST_CASE("a layout needs R | N") {
   CHECK_THROWS_AS(TokenLayout::build(BalanceScheme::greedy, packed({10, 11}), 4), std::invalid_argument);
 }
+
+TEST_CASE("dynamic: group sizes from the cap, each document inside one aligned group, doc-zigzag within it") {
+  // P = 4, cap 16: 10 -> c = 1, 20 -> ceil(20/16) = 2 -> 2, 40 -> 3 -> 4, 70 -> 5 -> 8 -> min(4) = 4.
+  LayerShape s = packed({10, 20, 40, 70});
+  s.H = 2, s.G = 1, s.d = 8, s.D = 16;
+  s.cp_cap = 16;
+  const TokenLayout l = TokenLayout::build(BalanceScheme::dynamic, s, 4);
+  CHECK(l.doc_groups() == std::vector<int>{1, 2, 4, 4});
+  CHECK(l.ring_groups() == std::vector<int>{2, 4});
+  std::set<int64_t> seen;
+  int64_t total = 0;
+  for (int r = 0; r < 4; ++r) {
+    for (int64_t p : l.positions_of(r).list()) CHECK(seen.insert(p).second);
+    total += l.positions_of(r).count();
+    // Storage order: group size 1 first, then 2, then 4.
+    int last = 0;
+    for (const TokenRun& run : l.runs(r)) {
+      CHECK(run.group >= last);
+      last = run.group;
+    }
+    CHECK(l.positions_of(r).count() == l.tokens_of(r, 1) + l.tokens_of(r, 2) + l.tokens_of(r, 4));
+  }
+  CHECK(total == 140);
+  CHECK(seen.size() == 140);
+  // The c = 1 document sits on one rank; the c = 2 one on one aligned pair, 10 tokens each
+  // (doc-zigzag: 4 chunks of 5); the c = 4 ones on all four ranks, 10 and 17-18 tokens each.
+  int holders1 = 0;
+  for (int r = 0; r < 4; ++r) holders1 += l.tokens_of(r, 1) > 0;
+  CHECK(holders1 == 1);
+  const bool low = l.tokens_of(0, 2) > 0;
+  for (int r = 0; r < 4; ++r) CHECK(l.tokens_of(r, 2) == ((r < 2) == low ? 10 : 0));
+  for (int r = 0; r < 4; ++r) CHECK((l.tokens_of(r, 4) == 27 || l.tokens_of(r, 4) == 28));
+}
+
+TEST_CASE("dynamic: the default cap is N/P, a cap of N keeps every document local, groups fit P = 6") {
+  LayerShape s = packed({90, 13, 29});  // N = 132
+  s.H = 2, s.G = 1, s.d = 8, s.D = 16;
+  s.cp_cap = 0;  // N/P = 22: 90 -> 5 -> 8 -> 6; 13 -> 1; 29 -> 2
+  TokenLayout l = TokenLayout::build(BalanceScheme::dynamic, s, 6);
+  CHECK(l.doc_groups() == std::vector<int>{6, 1, 2});
+  s.cp_cap = 132;
+  l = TokenLayout::build(BalanceScheme::dynamic, s, 6);
+  CHECK(l.doc_groups() == std::vector<int>{1, 1, 1});
+  CHECK(l.ring_groups().empty());
+  for (int r = 0; r < 6; ++r) CHECK(l.dynamic_ring_bytes(r, 1, 16, 4, 4).fwd == 0);
+  // cap 10: 90 -> 9 -> 16 -> 6; 13 -> 2; 29 -> 3 -> 4: the one group of 4 is ranks 0..3 (4 + 4 > 6).
+  s.cp_cap = 10;
+  l = TokenLayout::build(BalanceScheme::dynamic, s, 6);
+  CHECK(l.doc_groups() == std::vector<int>{6, 2, 4});
+  CHECK(dynamic_group_of(5, 4, 6).c == 0);
+  CHECK(dynamic_group_of(3, 4, 6).first == 0);
+  CHECK(dynamic_group_of(5, 6, 6).first == 0);
+  for (int r = 4; r < 6; ++r) CHECK(l.tokens_of(r, 4) == 0);
+}
+
+TEST_CASE("dynamic: the ring bytes of a rank from its group's block sizes") {
+  // Two documents of 64 and 8 tokens on P = 2 with cap 16: 64 -> c = 2 (16 per chunk, 32 per
+  // rank), 8 -> c = 1 (local). Each rank sends its 32-token block one hop in the forward; the
+  // backward sends it again plus the accumulator of the other rank's block (32 tokens).
+  LayerShape s = packed({64, 8});
+  s.H = 2, s.G = 1, s.d = 8, s.D = 16;
+  s.cp_cap = 16;
+  const TokenLayout l = TokenLayout::build(BalanceScheme::dynamic, s, 2);
+  CHECK(l.doc_groups() == std::vector<int>{2, 1});
+  const int64_t B = 3, row = 2 * 1 * 8;  // k and v of one token
+  for (int r = 0; r < 2; ++r) {
+    CHECK(l.tokens_of(r, 2) == 32);
+    const CommPrediction p = l.dynamic_ring_bytes(r, B, row, 2, 4);
+    CHECK(p.fwd == 2 * B * row * 32);
+    CHECK(p.bwd == 2 * B * row * 32 + 4 * B * row * 32);
+    REQUIRE(p.shares.size() == 2);
+    CHECK(p.shares[0].to == (r == 0 ? 1 : -1));
+  }
+}

@@ -110,7 +110,7 @@ TEST_CASE("result: rank summaries round-trip and reduce into the timed result") 
   CHECK(back.pack() == packed);
 
   const Stats st = summarize({10, 12});
-  const TimedResult t = make_timed_result({a, b}, st, st, st, {}, CommPrediction{100, 200, {}}, Peak{2.0, "flag", ""}, 42);
+  const TimedResult t = make_timed_result({a, b}, st, st, st, {}, {CommPrediction{100, 200, {}}}, Peak{2.0, "flag", ""}, 42);
   CHECK(t.comm_fwd.matches_model);
   CHECK_FALSE(t.comm_bwd.matches_model);  // rank 1 sent 100, not 200
   CHECK(t.comm_bwd.bytes_sent == 200);
@@ -122,7 +122,7 @@ TEST_CASE("result: rank summaries round-trip and reduce into the timed result") 
   REQUIRE(t.mfu);
   CHECK(*t.mfu == Approx(2e9 / (11e-3 * 2e12)));
 
-  const TimedResult u = make_timed_result({a}, st, st, st, {}, CommPrediction{100, 200, {}}, Peak{0, "unavailable", "x"}, 0);
+  const TimedResult u = make_timed_result({a}, st, st, st, {}, {CommPrediction{100, 200, {}}}, Peak{0, "unavailable", "x"}, 0);
   CHECK_FALSE(u.mfu);
   JobResult r;
   r.strategy = r.label = "ring";
