@@ -8,8 +8,11 @@ measured ones (docs/SIMULATION.md, "local").
 Measured, with --threads kernel threads per rank (one rank = one core by default):
   - GEMM rates (BM_backend_gemm): the best is the fp32 peak, the others give the GEMM
     efficiency at their smallest dimension;
-  - attention forward and backward rates (BM_attn_fwd/bwd, causal, d = --head-dim, N = 1024 and 4096,
-    hardware FLOPs) as efficiencies at block size N;
+  - attention forward and backward rates (BM_attn_fwd/bwd, d = --head-dim, N = 1024 and 4096,
+    hardware FLOPs): non-causal blocks (every pair visible) are the attn_fwd/attn_bwd tables at
+    size N, causal ones the attn_fwd_masked/attn_bwd_masked tables at the size the sim backend
+    looks a causal N x N block up at, its mean visible extent (N + 1) / 2
+    (kernels/sim/sim_platform.h, attention_block_size);
   - memory bandwidth: the best of the memory-bound kernels (rmsnorm, rope, merge) in GB/s;
   - MPI between two ranks (BM_CommRingShiftRaw at 1 to 64 MiB under mpirun -np 2): the
     per-direction bandwidth and the latency of a least-squares line through the points.
@@ -56,7 +59,7 @@ def main():
 
     common = ["--benchmark_format=json", "--benchmark_min_time=%s" % a.min_time]
     k = run_micro([micro, "--threads=%d" % a.threads,
-                   ("--benchmark_filter=^BM_backend_gemm/|^BM_attn_(fwd|bwd)/N:(1024|4096)/d:%d/causal:1/|"
+                   ("--benchmark_filter=^BM_backend_gemm/|^BM_attn_(fwd|bwd)/N:(1024|4096)/d:%d/causal:[01]/|"
                     "^BM_(rmsnorm_fwd|rmsnorm_bwd|rope|attn_merge)/") % a.head_dim] + common)
     gemm = {}
     for b in k:
@@ -71,11 +74,13 @@ def main():
         dedup[size] = max(e, dedup.get(size, 0))
     eff["gemm"] = [[s, dedup[s]] for s in sorted(dedup)]
     for kind in ("fwd", "bwd"):
-        pts = []
-        for n in (1024, 4096):
-            r = rate(k, "BM_attn_%s/N:%d/d:%d/causal:1/" % (kind, n, a.head_dim), "hw_GFLOP/s")
-            pts.append([n, round(min(1.0, r / peak_gflops), 4)])
-        eff["attn_" + kind] = pts
+        for causal, cls in ((0, "attn_" + kind), (1, "attn_%s_masked" % kind)):
+            pts = []
+            for n in (1024, 4096):
+                r = rate(k, "BM_attn_%s/N:%d/d:%d/causal:%d/" % (kind, n, a.head_dim, causal), "hw_GFLOP/s")
+                size = (n + 1) / 2 if causal else n  # n (n + 1) / 2 visible pairs over n queries
+                pts.append([size, round(min(1.0, r / peak_gflops), 4)])
+            eff[cls] = pts
     mem_bw = max(b["GB/s"] for b in k if "GB/s" in b)
 
     c = run_micro(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", micro,
@@ -109,7 +114,8 @@ def main():
             % (cpu, pyplatform.node(), today),
             "with %d kernel thread(s) per rank: fp32 peak = best BM_backend_gemm rate; efficiencies = measured"
             % a.threads,
-            "rates / peak (attention: causal, d=%d, hardware FLOPs); memory_bw = best memory-bound kernel;" % a.head_dim,
+            "rates / peak (attention: d=%d, hardware FLOPs; attn_*: non-causal blocks at N, attn_*_masked: causal" % a.head_dim,
+            "blocks at (N + 1) / 2); memory_bw = best memory-bound kernel;",
             "intra = MPI ring shift between 2 ranks (BM_CommRingShiftRaw 1-64 MiB: bandwidth per direction and",
             "latency of a least-squares line). One node; a 'GPU' is one rank. Re-run the script to refresh.",
             "cores_per_node = this machine's cores / threads per rank: more ranks than that share cores (as",

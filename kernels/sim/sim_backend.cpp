@@ -19,12 +19,10 @@ namespace cpbench {
 
 namespace {
 
-double attn_fwd_flops(const AttnShape& s, const Positions& qpos, const Positions& kpos) {
+double attn_fwd_flops(const AttnShape& s, int64_t pairs) {
   // DESIGN's count (as count_attn): QK^T and PV, 2*d FLOPs each per visible pair and query head.
-  return 4.0 * double(s.d) * double(s.hq) * double(s.B) * double(count_visible_pairs(qpos, kpos, s.mask()));
+  return 4.0 * double(s.d) * double(s.hq) * double(s.B) * double(pairs);
 }
-
-double block_size(const AttnShape& s) { return double(std::min(s.nq, s.nk)); }
 
 // Tensors are carved out of shared regions of at least kMinRegion bytes, at kAlign (see alloc).
 constexpr size_t kMinRegion = size_t(256) << 20;
@@ -215,7 +213,8 @@ void SimBackend::do_rope(Tensor& x, int64_t B, int64_t T, int heads, int d, int6
 // ---- attention ----------------------------------------------------------------------------------------
 void SimBackend::do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor&, const Tensor&, const Positions& qpos,
                              const Positions& kpos, Tensor&, Tensor&) {
-  const double flops = attn_fwd_flops(s, qpos, kpos);
+  const int64_t pairs = count_visible_pairs(qpos, kpos, s.mask());
+  const double flops = attn_fwd_flops(s, pairs);
   if (s.nq == 1) {
     // Decode attention (one query row per sequence against a long shard, split along the keys):
     // memory-bound, so it costs the bytes of the visible keys' K and V read once at the platform's
@@ -226,7 +225,7 @@ void SimBackend::do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor&,
     execute(std::max(platform_.memory_seconds(bytes), platform_.launch_us * 1e-6 + flops / (platform_.peak(q.dtype) * 1e12)));
     return;
   }
-  execute(platform_.compute_seconds(SimClass::attn_fwd, flops, block_size(s), q.dtype));
+  execute(platform_.attention_seconds(s.nq, s.nk, pairs, flops, /*backward=*/false, q.dtype));
 }
 
 void SimBackend::do_attn_merge(const AttnShape&, Tensor& o_acc, Tensor& lse_acc, const Tensor&, const Tensor&) {
@@ -241,7 +240,8 @@ void SimBackend::do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor&,
                              const Tensor&, const Tensor&, const Positions& qpos, const Positions& kpos, Tensor&,
                              Tensor&, Tensor&) {
   // The hardware count (2.5x forward: the backward recomputes the scores), as count_attn's.
-  execute(platform_.compute_seconds(SimClass::attn_bwd, 2.5 * attn_fwd_flops(s, qpos, kpos), block_size(s), q.dtype));
+  const int64_t pairs = count_visible_pairs(qpos, kpos, s.mask());
+  execute(platform_.attention_seconds(s.nq, s.nk, pairs, 2.5 * attn_fwd_flops(s, pairs), /*backward=*/true, q.dtype));
 }
 
 std::unique_ptr<Backend> make_sim_backend(const BackendOptions&) {

@@ -17,8 +17,24 @@ const char* sim_class_name(SimClass c) {
     case SimClass::gemm: return "gemm";
     case SimClass::attn_fwd: return "attn_fwd";
     case SimClass::attn_bwd: return "attn_bwd";
+    case SimClass::attn_fwd_masked: return "attn_fwd_masked";
+    case SimClass::attn_bwd_masked: return "attn_bwd_masked";
   }
   return "?";
+}
+
+bool sim_class_optional(SimClass c) { return c == SimClass::attn_fwd_masked || c == SimClass::attn_bwd_masked; }
+
+SimClass sim_class_fallback(SimClass c) {
+  if (c == SimClass::attn_fwd_masked) return SimClass::attn_fwd;
+  if (c == SimClass::attn_bwd_masked) return SimClass::attn_bwd;
+  return c;
+}
+
+double attention_block_size(int64_t nq, int64_t nk, int64_t visible_pairs) {
+  if (nq <= 0 || nk <= 0 || visible_pairs <= 0) return 1;
+  const double pairs = double(visible_pairs);
+  return std::max(1.0, std::min(pairs / double(nq), pairs / double(nk)));
 }
 
 namespace {
@@ -55,6 +71,7 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
   for (int c = 0; c < kNumSimClasses; ++c) {
     const char* cls = sim_class_name(SimClass(c));
     const json& e = j.at("efficiency");
+    if (sim_class_optional(SimClass(c)) && !e.contains(cls)) continue;
     if (!e.contains(cls) || !e.at(cls).is_array() || e.at(cls).empty())
       bad(where, std::string("efficiency.") + cls + " must be a non-empty array of [size, efficiency]");
     double last = 0;
@@ -121,7 +138,7 @@ double SimPlatform::peak(DType t) const {
 }
 
 double SimPlatform::efficiency_at(SimClass c, double size) const {
-  const auto& pts = efficiency[int(c)];
+  const auto& pts = has_table(c) ? efficiency[int(c)] : efficiency[int(sim_class_fallback(c))];
   if (size <= pts.front().first) return pts.front().second;
   if (size >= pts.back().first) return pts.back().second;
   auto hi = std::upper_bound(pts.begin(), pts.end(), size,
@@ -136,13 +153,26 @@ double SimPlatform::compute_seconds(SimClass c, double flops, double size, DType
   return launch_us * 1e-6 + flops / (peak(t) * 1e12 * efficiency_at(c, std::max(size, 1.0)));
 }
 
+double SimPlatform::attention_seconds(int64_t nq, int64_t nk, int64_t visible_pairs, double flops, bool backward,
+                                      DType t) const {
+  const bool masked = visible_pairs < nq * nk;
+  const SimClass c = backward ? (masked ? SimClass::attn_bwd_masked : SimClass::attn_bwd)
+                              : (masked ? SimClass::attn_fwd_masked : SimClass::attn_fwd);
+  return compute_seconds(c, flops, attention_block_size(nq, nk, visible_pairs), t);
+}
+
 double SimPlatform::memory_seconds(double bytes) const {
   return launch_us * 1e-6 + std::max(bytes, 0.0) / (memory_bw_gbs * 1e9);
 }
 
 json SimPlatform::context() const {
   json eff = json::object();
+  json fallback = json::object();
   for (int c = 0; c < kNumSimClasses; ++c) {
+    if (!has_table(SimClass(c))) {  // an optional class the platform has no table for
+      fallback[sim_class_name(SimClass(c))] = sim_class_name(sim_class_fallback(SimClass(c)));
+      continue;
+    }
     json pts = json::array();
     for (const auto& [size, e] : efficiency[c]) pts.push_back({size, e});
     eff[sim_class_name(SimClass(c))] = pts;
@@ -154,7 +184,12 @@ json SimPlatform::context() const {
           {"device", device},
           {"peak_tflops", peaks},
           {"efficiencies", eff},
-          {"efficiency_size", {{"gemm", "min(m, n, k)"}, {"attn_fwd", "min(nq, nk)"}, {"attn_bwd", "min(nq, nk)"},
+          {"efficiencies_fallback", fallback},
+          {"efficiency_size", {{"gemm", "min(m, n, k)"},
+                               {"attn_fwd", "min(pairs / nq, pairs / nk) of a block with every pair visible (= min(nq, nk))"},
+                               {"attn_bwd", "as attn_fwd"},
+                               {"attn_fwd_masked", "min(pairs / nq, pairs / nk) of a block with some pair masked"},
+                               {"attn_bwd_masked", "as attn_fwd_masked"},
                                {"attn_decode", "nq = 1: memory-bound, visible keys' K and V bytes / memory_bw (FLOPs at peak when longer)"}}},
           {"memory_bw", memory_bw_gbs * 1e9},
           {"hbm_bytes", hbm_gib * 1073741824.0},

@@ -17,10 +17,22 @@ namespace cpbench {
 
 class Backend;
 
-// Compute-bound kernel classes, each with its own efficiency table.
-enum class SimClass { gemm = 0, attn_fwd = 1, attn_bwd = 2 };
-constexpr int kNumSimClasses = 3;
+// Compute-bound kernel classes, each with its own efficiency table. The masked attention
+// classes (a block where some pair is masked: causal diagonal, window, documents, strided
+// positions) are optional: a platform without a table for one charges such blocks at the
+// unmasked class's table (masked_fallback), and its context.simulated says so.
+enum class SimClass { gemm = 0, attn_fwd = 1, attn_bwd = 2, attn_fwd_masked = 3, attn_bwd_masked = 4 };
+constexpr int kNumSimClasses = 5;
 const char* sim_class_name(SimClass c);
+bool sim_class_optional(SimClass c);  // the masked attention classes
+// The unmasked class a masked one falls back to (itself for the others).
+SimClass sim_class_fallback(SimClass c);
+
+// The size an attention block's efficiency is looked up at: min(pairs / nq, pairs / nk), the
+// mean keys a query sees or queries a key sees, whichever is fewer. For a full block that is
+// min(nq, nk); a causal diagonal block of n tokens gives (n + 1) / 2, and a window of W inside
+// a block of 32K tokens about W, not 32K (the work per query tile is the window's).
+double attention_block_size(int64_t nq, int64_t nk, int64_t visible_pairs);
 
 struct SimPlatform {
   std::string name;       // "dgx-h100"
@@ -29,7 +41,8 @@ struct SimPlatform {
   std::map<std::string, double> peak_tflops;  // by dtype name ("bf16", "fp16", "fp32")
   // Efficiency (fraction of peak) at a shape size, per class: points (size, eff) sorted by
   // size, interpolated linearly in log2(size) and held constant beyond the ends.
-  // Size: gemm min(m, n, k); attention min(nq, nk) (tokens of the smaller side of the block).
+  // Size: gemm min(m, n, k); attention attention_block_size(). An optional class without a
+  // table has an empty vector here and uses its fallback's.
   std::vector<std::pair<double, double>> efficiency[kNumSimClasses];
   double memory_bw_gbs = 0;  // achievable device-memory bandwidth, GB/s (1e9 B/s)
   double hbm_gib = 0;        // device memory per GPU
@@ -50,9 +63,16 @@ struct SimPlatform {
   static SimPlatform from_json(const nlohmann::json& j, const std::string& where);
 
   double peak(DType t) const;  // TFLOP/s; throws if the platform has no peak for that dtype
-  double efficiency_at(SimClass c, double size) const;
+  double efficiency_at(SimClass c, double size) const;  // a missing optional table: its fallback's
+  bool has_table(SimClass c) const { return !efficiency[int(c)].empty(); }
   // Seconds of one compute-bound kernel: launch + flops / (peak(dtype) * efficiency(size)).
   double compute_seconds(SimClass c, double flops, double size, DType t) const;
+  // Seconds of one attention block of nq x nk tokens with `visible_pairs` (per batch row and
+  // head) visible and `flops` hardware FLOPs: a block with some pair masked (pairs < nq * nk) is
+  // the masked class (its own table where the platform has one), looked up at
+  // attention_block_size, so a window or a causal diagonal is charged at the rate of the work
+  // its query tiles do, not at the block's size.
+  double attention_seconds(int64_t nq, int64_t nk, int64_t visible_pairs, double flops, bool backward, DType t) const;
   // Seconds of one memory-bound kernel moving `bytes` (reads + writes).
   double memory_seconds(double bytes) const;
   // context.simulated of the report: platform, peak_tflops, efficiencies, memory_bw, band.

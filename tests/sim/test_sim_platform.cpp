@@ -58,6 +58,49 @@ TEST_CASE("context.simulated names the platform, its peaks, efficiencies and ban
   CHECK(c.at("band") == json::parse(R"({"lo": 0.8, "hi": 1.25, "source": "toy"})"));
 }
 
+TEST_CASE("attention blocks: looked up at their visible extent, masked blocks at the masked table", "[sim]") {
+  // Size: min(pairs / nq, pairs / nk). A full block is min(nq, nk); a causal diagonal of n
+  // tokens (n (n + 1) / 2 pairs) is (n + 1) / 2; a window of W = 1024 inside a 32768-token
+  // block is about W, not 32768.
+  CHECK(attention_block_size(4096, 1024, 4096LL * 1024) == 1024);
+  CHECK(attention_block_size(2048, 2048, 2048LL * 2049 / 2) == Approx(1024.5));
+  const int64_t n = 32768, W = 1024;
+  const int64_t window_pairs = W * (W + 1) / 2 + (n - W) * W;  // causal window, W keys per query once full
+  CHECK(attention_block_size(n, n, window_pairs) == Approx(double(window_pairs) / n));
+  CHECK(attention_block_size(n, n, window_pairs) < 1.0 * W);
+  CHECK(attention_block_size(n, n, window_pairs) > 0.98 * W);
+  CHECK(attention_block_size(16, 16, 0) == 1);
+
+  json j = toy();  // attn_fwd: 0.5 everywhere; attn_bwd 0.25 at 64 .. 0.4 at 4096
+  const SimPlatform plain = SimPlatform::from_json(j, "toy.json");
+  CHECK(!plain.has_table(SimClass::attn_fwd_masked));
+  // Without masked tables a masked block is charged at the unmasked table, at its own size:
+  // bwd of a causal 4096 diagonal at size 2048.5 (log2 interpolation), not 4096's 0.4.
+  const double flops = 1e12;
+  const int64_t diag = 4096LL * 4097 / 2;
+  const double e_diag = 0.25 + 0.15 * (std::log2(2048.5) - 6) / 6;
+  CHECK(plain.attention_seconds(4096, 4096, diag, flops, true, DType::bf16) == Approx(2e-6 + 1.0 / (100 * e_diag)));
+  CHECK(plain.attention_seconds(4096, 4096, 4096LL * 4096, flops, true, DType::bf16) == Approx(2e-6 + 1.0 / (100 * 0.4)));
+  const json c = plain.context();
+  CHECK(c.at("efficiencies_fallback") == json::parse(R"({"attn_fwd_masked": "attn_fwd", "attn_bwd_masked": "attn_bwd"})"));
+  CHECK(!c.at("efficiencies").contains("attn_fwd_masked"));
+
+  // With masked tables: a block with one pair masked takes the masked class, a full one never.
+  j["efficiency"]["attn_fwd_masked"] = json::parse("[[64, 0.2]]");
+  j["efficiency"]["attn_bwd_masked"] = json::parse("[[64, 0.1]]");
+  const SimPlatform masked = SimPlatform::from_json(j, "toy.json");
+  CHECK(masked.attention_seconds(64, 64, 64 * 64 - 1, flops, false, DType::bf16) == Approx(2e-6 + 1.0 / (100 * 0.2)));
+  CHECK(masked.attention_seconds(64, 64, 64 * 64, flops, false, DType::bf16) == Approx(2e-6 + 1.0 / (100 * 0.5)));
+  CHECK(masked.attention_seconds(64, 64, 64 * 64 - 1, flops, true, DType::bf16) == Approx(2e-6 + 1.0 / (100 * 0.1)));
+  CHECK(masked.context().at("efficiencies").at("attn_bwd_masked") == json::parse("[[64.0, 0.1]]"));
+  CHECK(masked.context().at("efficiencies_fallback").empty());
+  // A masked table is checked like the others.
+  j["efficiency"]["attn_fwd_masked"] = json::parse("[[64, 1.2]]");
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.attn_fwd_masked"));
+  j["efficiency"]["attn_fwd_masked"] = json::array();
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.attn_fwd_masked must be a non-empty array"));
+}
+
 TEST_CASE("broken platforms are refused with the field named", "[sim]") {
   auto refuse = [](json j, const std::string& msg) {
     CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains(msg) && Catch::Contains("bad.json"));
@@ -137,9 +180,9 @@ TEST_CASE("shipped bands: the factors docs/SIMULATION.md Validation gives", "[si
     const SimPlatform p = SimPlatform::load(std::string(CPBENCH_PLATFORM_DIR) + "/" + n + ".json");
     return std::make_pair(p.band_lo, p.band_hi);
   };
-  CHECK(band("local") == std::make_pair(0.940, 1.238));     // 178.0/189.3, 189.6/153.2
-  CHECK(band("dgx-h100") == std::make_pair(0.935, 1.102));  // 50.4/53.9, 91.3/82.9
-  CHECK(band("a800") == std::make_pair(0.961, 1.026));      // relative to usp[u4xr4]
+  CHECK(band("local") == std::make_pair(0.929, 1.160));     // 155.6/167.4, 192.1/165.7
+  CHECK(band("dgx-h100") == std::make_pair(0.933, 1.069));  // 50.29/53.9, 88.59/82.9
+  CHECK(band("a800") == std::make_pair(0.958, 1.026));      // relative to usp[u4xr4]
   CHECK(band("dgx-a100") == band("local"));                 // not validated: the widest
   CHECK(band("l20-pcie") == band("local"));
 }
