@@ -7,9 +7,9 @@
 # needs and is skipped ("does not fit") when less is left; every step runs under `timeout` bounded
 # by the deadline. The summary $OUT/gpu_check.json is rewritten after every step (state "running"
 # until the end), and every log goes into ONE archive, $OUT/gpu_check_logs.tar.gz, rewritten too,
-# so a run killed at any point still returns what it did. Files under $OUT (at most 6):
+# so a run killed at any point still returns what it did. Files under $OUT (at most 7):
 #   gpu_check.json  gpu_check_logs.tar.gz  ptxas.md  cuda_attn_bench.json  sdpa_bench.json
-#   layer_check.json
+#   layer_check.json  kernel_table.json
 # Steps, in order (docs/GPU.md has the details):
 #   facts           device, driver, toolkit, compilers, OS, runtime, python/torch, sanitizer, NCCL,
 #                   MPI: collected before anything that can fail; then "no device" ends the check
@@ -21,6 +21,9 @@
 #   cmake_build     started in the background here: the full build against the carried Debian
 #                   packages (third_party_debs/, scripts/fetch_openmpi_debs.sh; scripts/gpu_full_build.sh), -DCPBENCH_WERROR=OFF
 #   kernel_bench    forward/backward TFLOP/s beside the cuBLAS GEMM rate of the same run
+#   kernel_table    scripts/kernel_table.py: those rates as a simulated platform's efficiency tables
+#                   (attn_fwd/bwd non-causal at N, attn_*_masked causal at (N + 1) / 2, gemm), divided
+#                   by the peak of GPU_CHECK_PLATFORM (default dgx-h100: the H100/H200 SXM dense peak)
 #   torch_sdpa      scripts/sdpa_bench.py on the same shapes; ratios cpbench/torch
 #   large_n         forward + backward at N = 266240, H = 64, G = 8, d = 128 (tensors > 2^31
 #                   elements), last rows checked against a float64 reference
@@ -48,7 +51,7 @@ mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 WORK=${GPU_CHECK_WORK:-/tmp/cpbench_gpu_check}
 LOGS=$WORK/logs
 rm -rf "$LOGS" && mkdir -p "$LOGS"
-(cd "$OUT" && rm -f gpu_check.json gpu_check_logs.tar.gz ptxas.md cuda_attn_bench.json sdpa_bench.json layer_check.json)
+(cd "$OUT" && rm -f gpu_check.json gpu_check_logs.tar.gz ptxas.md cuda_attn_bench.json sdpa_bench.json layer_check.json kernel_table.json)
 DEADLINE_S=${GPU_CHECK_DEADLINE_S:-480}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 BENCH_SEQS=${BENCH_SEQS:-4096,16384,65536}
@@ -96,7 +99,7 @@ write_summary() {
     done
     printf '\n  ],\n  "files": ['
     local first=1 f
-    for f in gpu_check_logs.tar.gz ptxas.md cuda_attn_bench.json sdpa_bench.json layer_check.json; do
+    for f in gpu_check_logs.tar.gz ptxas.md cuda_attn_bench.json sdpa_bench.json layer_check.json kernel_table.json; do
       [[ -e $OUT/$f || $f == gpu_check_logs.tar.gz ]] || continue
       printf '%s%s' "$([[ $first == 1 ]] || echo ', ')" "$(json_str "$f")"
       first=0
@@ -215,7 +218,7 @@ t=$SECONDS
 collect_facts
 record facts ok $((SECONDS - t)) ""
 NO_DEVICE_WHY=""
-STEPS_AFTER=(nvcc_build kernel_check kernel_check_fp16 memcheck racecheck synccheck cmake_build kernel_bench torch_sdpa large_n
+STEPS_AFTER=(nvcc_build kernel_check kernel_check_fp16 memcheck racecheck synccheck cmake_build kernel_bench kernel_table torch_sdpa large_n
              layer_check nccl_ops nccl_1rank verify_2ranks verify_4ranks cuda_unit_tests)
 if ! device_present; then
   STATE=no_device
@@ -282,6 +285,12 @@ if [[ -x $BENCH ]]; then
     details[${#details[@]} - 1]="${details[${#details[@]} - 1]:+${details[${#details[@]} - 1]}; }speed targets not met" && write_summary
 else
   skip kernel_bench "no kernel benchmark binary (nvcc_build did not build it)"
+fi
+if [[ -s $OUT/cuda_attn_bench.json ]]; then
+  run kernel_table 5 30 python3 "$ROOT/scripts/kernel_table.py" "$OUT/cuda_attn_bench.json" \
+    --platform "$ROOT/configs/platforms/${GPU_CHECK_PLATFORM:-dgx-h100}.json" --out "$OUT/kernel_table.json"
+else
+  skip kernel_table "no cuda_attn_bench.json (kernel_bench did not write it)"
 fi
 run torch_sdpa 40 120 python3 "$ROOT/scripts/sdpa_bench.py" --seqs "$BENCH_SEQS" "${SHAPE_ARGS[@]}" --warmup 1 --iters 3 \
   --json "$OUT/sdpa_bench.json" --cpbench-json "$OUT/cuda_attn_bench.json"

@@ -43,7 +43,7 @@ class GpuCheckNoDevice(unittest.TestCase):
                 self.assertIn(key, s["facts"])
             steps = {st["name"]: st for st in s["steps"]}
             self.assertEqual(steps["facts"]["status"], "ok")
-            for name in ("nvcc_build", "kernel_check", "memcheck", "racecheck", "synccheck", "kernel_bench",
+            for name in ("nvcc_build", "kernel_check", "memcheck", "racecheck", "synccheck", "kernel_bench", "kernel_table",
                          "torch_sdpa", "large_n", "cmake_build", "layer_check", "nccl_ops", "nccl_1rank",
                          "verify_2ranks", "verify_4ranks"):
                 self.assertEqual(steps[name]["status"], "skipped", name)

@@ -861,5 +861,62 @@ class PlanTest(TempDirCase):
                 self.assertAlmostEqual(g1, w1, places=9)
 
 
+class KernelTableTest(TempDirCase):
+    """scripts/kernel_table.py: the CUDA kernel benchmark's JSON as efficiency tables."""
+
+    def bench(self, **kw):
+        b = {"tool": "cpbench_cuda_bench", "device": "Test GPU", "dtype": "bf16", "batch": 1, "heads": 16,
+             "kv_heads": 16, "head_dim": 128, "warmup": 1, "iters": 3, "check_passed": True,
+             "gemm": {"m": 4096, "n": 4096, "k": 4096, "tflops": 700.0},
+             "results": [{"seq": 1024, "causal": False, "fwd_tflops": 300.0, "bwd_tflops": 200.0},
+                         {"seq": 4096, "causal": False, "fwd_tflops": 400.0, "bwd_tflops": 250.0},
+                         {"seq": 1024, "causal": True, "fwd_tflops": 200.0, "bwd_tflops": 150.0},
+                         {"seq": 4096, "causal": True, "fwd_tflops": 350.0, "bwd_tflops": 220.0}]}
+        b.update(kw)
+        return self.write("bench.json", b)
+
+    def test_tables_follow_the_sim_lookup(self):
+        out = self.tmp / "table.json"
+        plat_out = self.tmp / "measured.json"
+        r = run_script("kernel_table.py", self.bench(), "--platform", ROOT / "configs/platforms/dgx-h100.json",
+                       "--out", out, "--write-platform", plat_out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t = json.loads(out.read_text())
+        peak = 989.4
+        e = t["efficiency"]
+        self.assertEqual(e["attn_fwd"], [[1024.0, round(300 / peak, 4)], [4096.0, round(400 / peak, 4)]])
+        self.assertEqual(e["attn_bwd_masked"], [[512.5, round(150 / peak, 4)], [2048.5, round(220 / peak, 4)]])
+        self.assertEqual(e["attn_fwd_masked"][1], [2048.5, round(350 / peak, 4)])
+        self.assertEqual(e["gemm"], [[4096.0, round(700 / peak, 4)]])
+        self.assertIn("Test GPU", t["source"])
+        self.assertIn("989.4", t["source"])
+        p = json.loads(plat_out.read_text())
+        self.assertEqual(p["efficiency"]["attn_bwd"], e["attn_bwd"])
+        self.assertEqual(p["name"], "dgx-h100")
+        self.assertIn("kernel_table.py", p["comment"][-1])
+        for cls, pts in p["efficiency"].items():  # what the sim loader requires
+            sizes = [s for s, _ in pts]
+            self.assertEqual(sizes, sorted(set(sizes)), cls)
+            self.assertTrue(all(0 < v <= 1 for _, v in pts), cls)
+
+    def test_refuses_what_it_cannot_source(self):
+        plat = ROOT / "configs/platforms/dgx-h100.json"
+        r = run_script("kernel_table.py", self.bench(results=[{"seq": 1024, "causal": False, "fwd_tflops": 1200.0,
+                                                               "bwd_tflops": 200.0}]), "--platform", plat)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("attn_fwd at seq 1024", r.stderr)
+        self.assertIn("not in (0, 1]", r.stderr)
+        r = run_script("kernel_table.py", self.bench(results=[{"seq": 1024, "causal": True, "fwd_tflops": 100.0,
+                                                               "bwd_tflops": 80.0}]), "--platform", plat)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--causal both", r.stderr)
+        r = run_script("kernel_table.py", self.bench(check_passed=False), "--platform", plat)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("kernel check failed", r.stderr)
+        r = run_script("kernel_table.py", self.bench(dtype="fp8"), "--platform", plat)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no peak_tflops for fp8", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

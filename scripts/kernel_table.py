@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Turns the CUDA kernel benchmark's measurements into a simulated platform's efficiency tables.
+
+  scripts/kernel_table.py cuda_attn_bench.json --platform configs/platforms/dgx-h100.json \
+      [--out kernel_table.json] [--write-platform measured-h100.json]
+
+cuda_attn_bench.json is what `cpbench_cuda_bench --json` writes (scripts/gpu_check.sh, step
+kernel_bench: causal and non-causal blocks of each --seqs length, one head dim). The platform
+gives the peak (peak_tflops of the benchmark's dtype: the device's datasheet figure, which the
+measured rates are divided by) and, with --write-platform, the rest of the platform file.
+
+The tables follow the sim backend's lookup (kernels/sim/sim_platform.h, attention_block_size):
+  attn_fwd, attn_bwd               non-causal blocks of N tokens (every pair visible) at size N;
+  attn_fwd_masked, attn_bwd_masked causal blocks of N at size (N + 1) / 2, their visible extent;
+  gemm                             the cuBLAS square GEMM of the same run at size m (when measured).
+Rates are hardware FLOPs (backward 2.5x forward), as the sim backend charges them. An efficiency
+above 1 means the peak is not this device's: exit 2, naming the row. The output names its source
+(device, date, shape) beside the numbers; --write-platform replaces the platform's efficiency
+tables by these and says so in its comment.
+"""
+import argparse
+import datetime
+import json
+import sys
+
+
+def die(msg):
+    print("kernel_table.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def tables(bench, peak):
+    rows = bench.get("results") or []
+    if not rows:
+        die("no results in the benchmark file (was it run with --seqs?)")
+    eff = {}
+    for r in rows:
+        for kind in ("fwd", "bwd"):
+            cls = "attn_%s%s" % (kind, "_masked" if r["causal"] else "")
+            e = r["%s_tflops" % kind] / peak
+            if not (e > 0) or e > 1:
+                die("%s at seq %d: %.1f TFLOP/s is %.3f of the peak %.1f: not in (0, 1] (wrong --platform or dtype?)"
+                    % (cls, r["seq"], r["%s_tflops" % kind], e, peak))
+            size = (r["seq"] + 1) / 2 if r["causal"] else float(r["seq"])
+            eff.setdefault(cls, {})[size] = round(e, 4)
+    g = bench.get("gemm") or {}
+    if g.get("tflops", 0) > 0:
+        e = g["tflops"] / peak
+        if e > 1:
+            die("gemm %d^3: %.1f TFLOP/s is above the peak %.1f" % (g["m"], g["tflops"], peak))
+        eff["gemm"] = {float(min(g["m"], g["n"], g["k"])): round(e, 4)}
+    for need in ("attn_fwd", "attn_bwd"):
+        if need not in eff:
+            die("no non-causal rows: run the benchmark with --causal both (the %s table needs them)" % need)
+    return {cls: [[s, pts[s]] for s in sorted(pts)] for cls, pts in eff.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("bench", help="cpbench_cuda_bench --json output")
+    ap.add_argument("--platform", required=True, help="platform JSON whose peak_tflops[dtype] is this device's")
+    ap.add_argument("--out", help="write the tables and their source here (default: stdout)")
+    ap.add_argument("--write-platform", help="write a copy of --platform with these tables")
+    a = ap.parse_args()
+    try:
+        bench = json.load(open(a.bench))
+        plat = json.load(open(a.platform))
+    except (OSError, ValueError) as e:
+        die(str(e))
+    dtype = bench.get("dtype", "bf16")
+    peak = (plat.get("peak_tflops") or {}).get(dtype)
+    if not peak:
+        die("platform %s has no peak_tflops for %s" % (a.platform, dtype))
+    if bench.get("check_passed") is False:
+        die("the benchmark's kernel check failed: its timings are of wrong kernels")
+    eff = tables(bench, peak)
+    today = datetime.date.today().isoformat()
+    source = ("measured %s by cpbench_cuda_bench on %s (scripts/gpu_check.sh kernel_bench): %s, B = %s, H = %s, "
+              "G = %s, d = %s, median of %s iterations; rates / the %s peak %s TFLOP/s of %s; attn_*: non-causal "
+              "blocks at N, attn_*_masked: causal blocks at (N + 1) / 2, gemm: cuBLAS %s^3"
+              % (today, bench.get("device", "?"), dtype, bench.get("batch"), bench.get("heads"), bench.get("kv_heads"),
+                 bench.get("head_dim"), bench.get("iters"), dtype, peak, a.platform, (bench.get("gemm") or {}).get("m")))
+    out = {"device": bench.get("device"), "dtype": dtype, "head_dim": bench.get("head_dim"),
+           "heads": bench.get("heads"), "kv_heads": bench.get("kv_heads"), "source": source, "efficiency": eff}
+    text = json.dumps(out, indent=1) + "\n"
+    if a.out:
+        open(a.out, "w").write(text)
+    else:
+        sys.stdout.write(text)
+    if a.write_platform:
+        p = dict(plat)
+        kept = {k: v for k, v in (plat.get("efficiency") or {}).items() if k not in eff}
+        p["efficiency"] = dict(kept, **eff)
+        p["comment"] = list(plat.get("comment") or []) + [
+            "Efficiency tables %s replaced by scripts/kernel_table.py: %s" % (sorted(eff), source)]
+        open(a.write_platform, "w").write(json.dumps(p, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
