@@ -171,8 +171,11 @@ void from_f32(DType t, const float* src, void* dst, size_t n) {
 }
 
 #ifdef CPBENCH_SIMULATED
-// The tag of cpbench-sim's reduce_scatter steps (see there); the strategies' tags are below 1000.
+// The tags of cpbench-sim's collectives, written as NCCL runs them over point-to-point (see
+// do_all_to_all, do_all_gather, do_reduce_scatter); the strategies' tags are below 1000.
 constexpr int kSimReduceScatterTag = 32001;
+constexpr int kSimAllToAllTag = 32002;
+constexpr int kSimAllGatherTag = 32003;
 #endif
 
 // ---- the communication thread ------------------------------------------------------------------
@@ -491,6 +494,35 @@ class MpiCommunicator final : public Communicator {
     InCall in_call(log_, OpKind::all_to_all, name_, others());
     const size_t bytes = send.bytes();
     ByteSpan chunk(bytes / static_cast<size_t>(size_));
+#ifdef CPBENCH_SIMULATED
+    // cpbench-sim: NCCL's all-to-all, a group of point-to-point transfers, one to and one from
+    // every other rank, all in flight at once (ncclGroupStart; ncclSend/ncclRecv per peer;
+    // ncclGroupEnd), so the transfers share each rank's links and pay one latency, where Open
+    // MPI's pairwise exchange (SMPI's choice for large messages) runs P - 1 exchanges in turn.
+    // The tensors hold no data: the own chunk's local copy is not simulated.
+    {
+      const size_t c = bytes / static_cast<size_t>(size_);
+      auto* sb = static_cast<char*>(send.data);
+      auto* rb = static_cast<char*>(recv.data);
+      std::vector<MPI_Request> reqs;
+      reqs.reserve(2 * static_cast<size_t>(size_));
+      for (int i = 1; i < size_; ++i) {  // receives first, from the nearest peers on
+        const int from = (rank_ - i + size_) % size_;
+        reqs.emplace_back();
+        MPI_CHECK(MPI_Irecv(rb + static_cast<size_t>(from) * c, chunk.count(), chunk.type(), from, kSimAllToAllTag,
+                            comm_->comm, &reqs.back()));
+      }
+      for (int i = 1; i < size_; ++i) {
+        const int to = (rank_ + i) % size_;
+        reqs.emplace_back();
+        MPI_CHECK(MPI_Isend(sb + static_cast<size_t>(to) * c, chunk.count(), chunk.type(), to, kSimAllToAllTag,
+                            comm_->comm, &reqs.back()));
+      }
+      MPI_CHECK(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+      record(OpKind::all_to_all, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
+      return;
+    }
+#endif
     through_host_if_staged(send, recv, [&](const void* sb, void* rb) {
       MPI_CHECK(MPI_Alltoall(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
     });
@@ -503,6 +535,25 @@ class MpiCommunicator final : public Communicator {
     InCall in_call(log_, OpKind::all_gather, name_, others());
     const size_t bytes = send.bytes();
     ByteSpan chunk(bytes);
+#ifdef CPBENCH_SIMULATED
+    // cpbench-sim: NCCL's ring all-gather, P - 1 steps, each rank sending to the next rank the
+    // block it received in the step before (its own first) and receiving one from the previous,
+    // as the ring reduce-scatter below; Open MPI's choice (SMPI's ompi selector) depends on the
+    // message size and P (recursive doubling, Bruck, neighbour exchange, ring).
+    {
+      auto* rb = static_cast<char*>(recv.data);
+      const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+      for (int step = 0; step < size_ - 1; ++step) {
+        const int out = (rank_ - step + size_) % size_, in = (rank_ - step - 1 + size_) % size_;
+        const void* sb = step == 0 ? send.data : static_cast<const void*>(rb + static_cast<size_t>(out) * bytes);
+        MPI_CHECK(MPI_Sendrecv(sb, chunk.count(), chunk.type(), right, kSimAllGatherTag,
+                               rb + static_cast<size_t>(in) * bytes, chunk.count(), chunk.type(), left,
+                               kSimAllGatherTag, comm_->comm, MPI_STATUS_IGNORE));
+      }
+      record(OpKind::all_gather, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
+      return;
+    }
+#endif
     through_host_if_staged(send, recv, [&](const void* sb, void* rb) {
       MPI_CHECK(MPI_Allgather(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
     });
@@ -519,8 +570,8 @@ class MpiCommunicator final : public Communicator {
                                   " elements per rank exceed MPI's int count");
     const size_t n = static_cast<size_t>(send.numel());
 #ifdef CPBENCH_SIMULATED
-    // cpbench-sim: the tensors hold no data, so only the messages matter. They are those of Open
-    // MPI's ring reduce-scatter (and NCCL's): P - 1 steps, each rank sending one block of c
+    // cpbench-sim: the tensors hold no data, so only the messages matter. They are those of
+    // NCCL's ring reduce-scatter (and Open MPI's ring): P - 1 steps, each rank sending one block of c
     // elements to the next rank and receiving one from the previous, the block it received
     // feeding the next step. Written here over MPI_Sendrecv on the tensors' own (shared) memory
     // because SMPI's reduce-scatter first copies the whole input into a private buffer on every

@@ -26,6 +26,18 @@
       the ring strategies' grows, by less than X times itself (only the kernels issued while a hop
       is in flight pay), and by exactly twice as much at 2X (relative 1e-9: the same kernels, each
       charged 1 + X times its cost).
+  check_sim_report.py nccl-collectives REPORT PLATFORM.json [--min N]
+      the sim communicator runs collectives as NCCL does, over point-to-point: an all-to-all is
+      one group of transfers to every peer at once, all-gather and reduce-scatter the ring's
+      P - 1 steps. On a platform of per-GPU ports (intra bw_i, lat_i; inter bw_e, lat_e + fabric)
+      each backward collective of a group of g contiguous ranks (n per node) with b bytes sent per
+      call and c = b / (g - 1) per peer then takes, within 0.5%:
+        all-to-all:           max(lat_i + (n - 1) c / bw_i, lat_e + (g - n) c / bw_e)  (one node: lat_i + b / bw_i)
+        all-gather, r-scatter: (g - 1) (lat + c / bw) of the slowest link the ring crosses
+      SMPI's own choices (Open MPI's selector) differ: all-gather by recursive doubling pays
+      log2 P latencies, not P - 1 (-25% at P = 4 here); a large all-to-all (3 MiB per call at
+      P = 4) runs in steps (+6%); a small one is the same group of transfers. Backward only: the forward's first collective also waits for
+      ranks that start late. At least N (default 3) collectives are checked.
 Prints what failed and exits 1 on any failure."""
 import json
 import sys
@@ -158,9 +170,43 @@ def cmd_interference(args):
     check(quiet >= 1 and overlapped >= 1, "%d results without overlap, %d with" % (quiet, overlapped))
 
 
+def cmd_nccl_collectives(args):
+    rep = json.load(open(args[0]))
+    net = json.load(open(args[1]))["network"]
+    need = int(args[args.index("--min") + 1]) if "--min" in args else 3
+    bw_i, lat_i = net["intra"]["bw_gbs"] * 1e3, net["intra"]["lat_us"]  # bytes per us, us
+    bw_e = net["inter"]["bw_gbs"] * 1e3
+    lat_e = net["inter"]["lat_us"] + net["inter"].get("fabric_lat_us", 0)
+    checked = 0
+    for r in rep["results"]:
+        if r["status"] != "ok":
+            continue
+        for o in r["comm"]["bwd"]["ops"]:
+            if o["op"] not in ("all_to_all", "all_gather", "reduce_scatter"):
+                continue
+            g = o["group_size"]
+            n = min(g, net["gpus_per_node"])
+            b = o["bytes_sent"] / o["count"]
+            c = b / (g - 1)
+            if o["op"] == "all_to_all":
+                want = lat_i + (n - 1) * c / bw_i
+                if g > n:
+                    want = max(want, lat_e + (g - n) * c / bw_e)
+            else:
+                want = (g - 1) * ((lat_i + c / bw_i) if g == n else (lat_e + c / bw_e))
+            got = o["time_ms"] * 1e3 / o["count"]
+            checked += 1
+            check(abs(got - want) <= 5e-3 * want,
+                  "%s %s over %s (g = %d, %d per node, %.0f B per call): %.4f us per call, NCCL's algorithm takes %.4f us"
+                  % (r["label"], o["op"], o["group"], g, n, b, got, want))
+            print("%s %s g=%d: %.4f us per call, expected %.4f" % (r["label"], o["op"], g, got, want))
+    check(checked >= need, "%d collectives checked, expected at least %d" % (checked, need))
+
+
 def main():
     {"simulated": cmd_simulated, "shared-cores": cmd_shared_cores, "decode-memory-bound": cmd_decode_memory_bound,
-     "env": cmd_env, "with-interference": cmd_with_interference, "interference": cmd_interference}[sys.argv[1]](sys.argv[2:])
+     "env": cmd_env, "with-interference": cmd_with_interference, "interference": cmd_interference,
+     "nccl-collectives": cmd_nccl_collectives}[sys.argv[1]](sys.argv[2:])
     return 1 if failed else 0
 
 
