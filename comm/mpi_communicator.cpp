@@ -492,8 +492,8 @@ class MpiCommunicator final : public Communicator {
     const double t0 = log_.now_ms();
     const Phase ph = log_.phase();
     InCall in_call(log_, OpKind::all_to_all, name_, others());
-    const size_t bytes = send.bytes();
-    ByteSpan chunk(bytes / static_cast<size_t>(size_));
+    const size_t bytes = send.bytes(), c = bytes / static_cast<size_t>(size_);
+    ByteSpan chunk(c);
 #ifdef CPBENCH_SIMULATED
     // cpbench-sim: NCCL's all-to-all, a group of point-to-point transfers, one to and one from
     // every other rank, all in flight at once (ncclGroupStart; ncclSend/ncclRecv per peer;
@@ -501,7 +501,6 @@ class MpiCommunicator final : public Communicator {
     // MPI's pairwise exchange (SMPI's choice for large messages) runs P - 1 exchanges in turn.
     // The tensors hold no data: the own chunk's local copy is not simulated.
     {
-      const size_t c = bytes / static_cast<size_t>(size_);
       auto* sb = static_cast<char*>(send.data);
       auto* rb = static_cast<char*>(recv.data);
       std::vector<MPI_Request> reqs;
@@ -542,14 +541,10 @@ class MpiCommunicator final : public Communicator {
     // message size and P (recursive doubling, Bruck, neighbour exchange, ring).
     {
       auto* rb = static_cast<char*>(recv.data);
-      const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-      for (int step = 0; step < size_ - 1; ++step) {
-        const int out = (rank_ - step + size_) % size_, in = (rank_ - step - 1 + size_) % size_;
-        const void* sb = step == 0 ? send.data : static_cast<const void*>(rb + static_cast<size_t>(out) * bytes);
-        MPI_CHECK(MPI_Sendrecv(sb, chunk.count(), chunk.type(), right, kSimAllGatherTag,
-                               rb + static_cast<size_t>(in) * bytes, chunk.count(), chunk.type(), left,
-                               kSimAllGatherTag, comm_->comm, MPI_STATUS_IGNORE));
-      }
+      sim_ring_steps(chunk, kSimAllGatherTag, [&](int step) -> const void* {
+        const int out = (rank_ - step + size_) % size_;
+        return step == 0 ? send.data : rb + static_cast<size_t>(out) * bytes;
+      }, [&](int step) -> void* { return rb + static_cast<size_t>((rank_ - step - 1 + size_) % size_) * bytes; });
       record(OpKind::all_gather, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
       return;
     }
@@ -579,14 +574,11 @@ class MpiCommunicator final : public Communicator {
     (void)n;
     const size_t block = recv.bytes();
     ByteSpan span(block);
-    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
     auto* base = static_cast<char*>(send.data);
-    for (int step = 0; step < size_ - 1; ++step) {
+    sim_ring_steps(span, kSimReduceScatterTag, [&](int step) -> const void* {
       const int sent = (rank_ - step - 1 + 2 * size_) % size_;  // partial sums of this block go right
-      MPI_CHECK(MPI_Sendrecv(base + static_cast<size_t>(sent) * block, span.count(), span.type(), right,
-                             kSimReduceScatterTag, recv.data, span.count(), span.type(), left, kSimReduceScatterTag,
-                             comm_->comm, MPI_STATUS_IGNORE));
-    }
+      return base + static_cast<size_t>(sent) * block;
+    }, [&](int) -> void* { return recv.data; });
     record(OpKind::reduce_scatter, ph, static_cast<int64_t>(send.bytes()), -1, t0, log_.now_ms());
     return;
 #endif
@@ -742,6 +734,19 @@ class MpiCommunicator final : public Communicator {
     ~InCall() { log_.leave(); }
     CommLog& log_;
   };
+#ifdef CPBENCH_SIMULATED
+  // cpbench-sim's ring collectives (NCCL's all-gather and reduce-scatter): P - 1 steps, each
+  // sending one block of `span` to the next rank and receiving one from the previous, the blocks
+  // of step s at send_at(s) and recv_at(s).
+  template <class SendAt, class RecvAt>
+  void sim_ring_steps(const ByteSpan& span, int tag, SendAt send_at, RecvAt recv_at) {
+    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+    for (int step = 0; step < size_ - 1; ++step)
+      MPI_CHECK(MPI_Sendrecv(send_at(step), span.count(), span.type(), right, tag, recv_at(step), span.count(),
+                             span.type(), left, tag, comm_->comm, MPI_STATUS_IGNORE));
+  }
+#endif
+
   std::vector<int> others() const {
     std::vector<int> v;
     for (int i = 0; i < size_; ++i)

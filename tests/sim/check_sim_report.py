@@ -36,8 +36,8 @@
         all-gather, r-scatter: (g - 1) (lat + c / bw) of the slowest link the ring crosses
       SMPI's own choices (Open MPI's selector) differ: all-gather by recursive doubling pays
       log2 P latencies, not P - 1 (-25% at P = 4 here); a large all-to-all (3 MiB per call at
-      P = 4) runs in steps (+6%); a small one is the same group of transfers. Backward only: the forward's first collective also waits for
-      ranks that start late. At least N (default 3) collectives are checked.
+      P = 4) runs in steps (+6%); a small one is the same group of transfers. Backward only:
+      the forward's first collective also waits for ranks that start late. At least N (default 3) collectives are checked.
 Prints what failed and exits 1 on any failure."""
 import json
 import sys
