@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   try {
     // NCCL's host waits poll under a deadline (comm/nccl_communicator.cpp): --timeout sets it.
     if (cfg.timeout_s > 0) setenv("CPBENCH_NCCL_TIMEOUT_S", std::to_string(cfg.timeout_s).c_str(), 0);
-    const json context = report_context(world, *backend, argc, argv, cfg.ranks_per_node);
+    const json context = report_context(world, *backend, argc, argv, cfg.ranks_per_node, cfg.head_dim);
     std::string write_error;
     // Rank 0 rewrites the report after every job (atomically): a sweep killed late keeps its results.
     auto write_report = [&](const std::vector<JobResult>& results, bool complete, int interrupted) {

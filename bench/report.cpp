@@ -68,7 +68,7 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
-json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_node) {
+json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_node, int head_dim) {
   json c;
   c["date"] = iso_now();
   c["hosts"] = w.all_hosts();
@@ -101,7 +101,7 @@ json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_
                         "CPBENCH_SIM_PLATFORM"})
     if (const char* v = std::getenv(k)) env[k] = v;
   c["env"] = env;
-  if (json sim = simulated_context(be); !sim.is_null()) c["simulated"] = sim;  // cpbench-sim
+  if (json sim = simulated_context(be, head_dim); !sim.is_null()) c["simulated"] = sim;  // cpbench-sim
   return c;
 }
 

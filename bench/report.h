@@ -13,8 +13,9 @@
 namespace cpbench {
 
 // Context block: hosts, devices, versions, git sha, argv, allow-listed environment.
-// ranks_per_node: --ranks-per-node K (0: nodes are hosts). Collective.
-nlohmann::json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_node);
+// ranks_per_node: --ranks-per-node K (0: nodes are hosts); head_dim: the run's, which picks a
+// simulated platform's efficiency tables (context.simulated). Collective.
+nlohmann::json report_context(World& w, Backend& be, int argc, char** argv, int ranks_per_node, int head_dim);
 
 // context.nccl (a run with --comm nccl): whether NCCL communicators were made, one-rank mode, the
 // NCCL version (null when not built with NCCL), and per operation the calls that went through NCCL

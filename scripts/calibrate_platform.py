@@ -73,6 +73,7 @@ def main():
     for size, e in eff["gemm"]:
         dedup[size] = max(e, dedup.get(size, 0))
     eff["gemm"] = [[s, dedup[s]] for s in sorted(dedup)]
+    today = datetime.date.today().isoformat()
     for kind in ("fwd", "bwd"):
         for causal, cls in ((0, "attn_" + kind), (1, "attn_%s_masked" % kind)):
             pts = []
@@ -80,7 +81,12 @@ def main():
                 r = rate(k, "BM_attn_%s/N:%d/d:%d/causal:%d/" % (kind, n, a.head_dim, causal), "hw_GFLOP/s")
                 size = (n + 1) / 2 if causal else n  # n (n + 1) / 2 visible pairs over n queries
                 pts.append([size, round(min(1.0, r / peak_gflops), 4)])
-            eff[cls] = pts
+            # a table for the head dim it was measured at (a run at another head dim is charged at
+            # the nearest, and its report's context.simulated.efficiency_tables says so)
+            eff[cls] = {"by_head_dim": {str(a.head_dim): pts},
+                        "source": "measured on %s by scripts/calibrate_platform.py: BM_attn_%s/N:1024,4096/d:%d/causal:%d, "
+                                  "%d thread(s), hardware GFLOP/s over the fp32 peak (best BM_backend_gemm)"
+                                  % (today, kind, a.head_dim, causal, a.threads)}
     mem_bw = max(b["GB/s"] for b in k if "GB/s" in b)
 
     c = run_micro(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", micro,
@@ -98,7 +104,6 @@ def main():
                        "--benchmark_filter=^BM_GemmDuringRingShift/"] + common) for _ in range(3)]
     slow = sorted(rate(r, "BM_GemmDuringRingShift/", "gemm_slowdown") for r in runs)
 
-    today = datetime.date.today().isoformat()
     cpu = "unknown CPU"
     try:
         for line in open("/proc/cpuinfo"):

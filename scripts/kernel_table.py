@@ -14,9 +14,11 @@ The tables follow the sim backend's lookup (kernels/sim/sim_platform.h, attentio
   attn_fwd_masked, attn_bwd_masked causal blocks of N at size (N + 1) / 2, their visible extent;
   gemm                             the cuBLAS square GEMM of the same run at size m (when measured).
 Rates are hardware FLOPs (backward 2.5x forward), as the sim backend charges them. An efficiency
-above 1 means the peak is not this device's: exit 2, naming the row. The output names its source
-(device, date, shape) beside the numbers; --write-platform replaces the platform's efficiency
-tables by these and says so in its comment.
+above 1 means the peak is not this device's: exit 2, naming the row. The attention tables are
+written by head dim ({"by_head_dim": {"128": points}, "source": ...}: the benchmark's head dim,
+with its source, device, date and shape, beside the numbers); --write-platform puts them in the
+platform in place of that head dim's tables (a platform's tables for other head dims stay, their
+source kept beside), replaces its gemm table, and says so in its comment.
 """
 import argparse
 import datetime
@@ -55,6 +57,23 @@ def tables(bench, peak):
     return {cls: [[s, pts[s]] for s in sorted(pts)] for cls, pts in eff.items()}
 
 
+def by_head_dim(eff, head_dim, source):
+    """The attention classes as tables of one head dim with their source; gemm as it is."""
+    return {cls: pts if cls == "gemm" else {"by_head_dim": {str(head_dim): pts}, "source": source}
+            for cls, pts in eff.items()}
+
+
+def merged(old, new):
+    """new's head dim in place of old's; old's other head dims kept, with their source."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    keep = {d: pts for d, pts in old["by_head_dim"].items() if d not in new["by_head_dim"]}
+    if not keep:
+        return new
+    src = new["source"] + "; head dim %s: %s" % (", ".join(sorted(keep, key=int)), old["source"])
+    return {"by_head_dim": dict(keep, **new["by_head_dim"]), "source": src}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bench", help="cpbench_cuda_bench --json output")
@@ -73,6 +92,9 @@ def main():
         die("platform %s has no peak_tflops for %s" % (a.platform, dtype))
     if bench.get("check_passed") is False:
         die("the benchmark's kernel check failed: its timings are of wrong kernels")
+    head_dim = bench.get("head_dim")
+    if not isinstance(head_dim, int) or head_dim <= 0:
+        die("the benchmark file has no head_dim (a positive integer): the tables are by head dim")
     eff = tables(bench, peak)
     today = datetime.date.today().isoformat()
     source = ("measured %s by cpbench_cuda_bench on %s (scripts/gpu_check.sh kernel_bench): %s, B = %s, H = %s, "
@@ -80,7 +102,8 @@ def main():
               "blocks at N, attn_*_masked: causal blocks at (N + 1) / 2, gemm: cuBLAS %s^3"
               % (today, bench.get("device", "?"), dtype, bench.get("batch"), bench.get("heads"), bench.get("kv_heads"),
                  bench.get("head_dim"), bench.get("iters"), dtype, peak, a.platform, (bench.get("gemm") or {}).get("m")))
-    out = {"device": bench.get("device"), "dtype": dtype, "head_dim": bench.get("head_dim"),
+    eff = by_head_dim(eff, head_dim, source)
+    out = {"device": bench.get("device"), "dtype": dtype, "head_dim": head_dim,
            "heads": bench.get("heads"), "kv_heads": bench.get("kv_heads"), "source": source, "efficiency": eff}
     text = json.dumps(out, indent=1) + "\n"
     if a.out:
@@ -89,10 +112,11 @@ def main():
         sys.stdout.write(text)
     if a.write_platform:
         p = dict(plat)
-        kept = {k: v for k, v in (plat.get("efficiency") or {}).items() if k not in eff}
-        p["efficiency"] = dict(kept, **eff)
+        old = plat.get("efficiency") or {}
+        p["efficiency"] = dict(old, **{cls: merged(old.get(cls), t) for cls, t in eff.items()})
         p["comment"] = list(plat.get("comment") or []) + [
-            "Efficiency tables %s replaced by scripts/kernel_table.py: %s" % (sorted(eff), source)]
+            "Efficiency tables %s (attention: head dim %d) replaced by scripts/kernel_table.py: %s"
+            % (sorted(eff), head_dim, source)]
         open(a.write_platform, "w").write(json.dumps(p, indent=1) + "\n")
     return 0
 

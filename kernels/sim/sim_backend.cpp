@@ -225,7 +225,7 @@ void SimBackend::do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor&,
     execute(std::max(platform_.memory_seconds(bytes), platform_.launch_us * 1e-6 + flops / (platform_.peak(q.dtype) * 1e12)));
     return;
   }
-  execute(platform_.attention_seconds(s.nq, s.nk, pairs, flops, /*backward=*/false, q.dtype));
+  execute(platform_.attention_seconds(s.nq, s.nk, pairs, flops, /*backward=*/false, q.dtype, s.d));
 }
 
 void SimBackend::do_attn_merge(const AttnShape&, Tensor& o_acc, Tensor& lse_acc, const Tensor&, const Tensor&) {
@@ -241,7 +241,7 @@ void SimBackend::do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor&,
                              Tensor&, Tensor&) {
   // The hardware count (2.5x forward: the backward recomputes the scores), as count_attn's.
   const int64_t pairs = count_visible_pairs(qpos, kpos, s.mask());
-  execute(platform_.attention_seconds(s.nq, s.nk, pairs, 2.5 * attn_fwd_flops(s, pairs), /*backward=*/true, q.dtype));
+  execute(platform_.attention_seconds(s.nq, s.nk, pairs, 2.5 * attn_fwd_flops(s, pairs), /*backward=*/true, q.dtype, s.d));
 }
 
 std::unique_ptr<Backend> make_sim_backend(const BackendOptions&) {

@@ -51,6 +51,29 @@ double positive(const json& j, const char* key, const std::string& where) {
   return v;
 }
 
+// One efficiency table: [[size, efficiency], ...], sizes >= 1 and increasing, efficiencies in (0, 1].
+SimPlatform::EffPoints parse_points(const json& arr, const std::string& field, const std::string& where) {
+  if (!arr.is_array() || arr.empty()) bad(where, field + " must be a non-empty array of [size, efficiency]");
+  SimPlatform::EffPoints out;
+  double last = 0;
+  for (const json& pt : arr) {
+    if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number() || !pt[1].is_number())
+      bad(where, field + ": each point is [size, efficiency]");
+    const double size = pt[0].get<double>(), eff = pt[1].get<double>();
+    if (!(size >= 1) || size <= last) bad(where, field + ": sizes must be >= 1 and increasing");
+    if (!(eff > 0 && eff <= 1)) bad(where, field + ": efficiency " + std::to_string(eff) + " is not in (0, 1]");
+    out.emplace_back(size, eff);
+    last = size;
+  }
+  return out;
+}
+
+json points_json(const SimPlatform::EffPoints& pts) {
+  json out = json::array();
+  for (const auto& [size, e] : pts) out.push_back({size, e});
+  return out;
+}
+
 }  // namespace
 
 SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
@@ -72,20 +95,33 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
     const char* cls = sim_class_name(SimClass(c));
     const json& e = j.at("efficiency");
     if (sim_class_optional(SimClass(c)) && !e.contains(cls)) continue;
-    if (!e.contains(cls) || !e.at(cls).is_array() || e.at(cls).empty())
-      bad(where, std::string("efficiency.") + cls + " must be a non-empty array of [size, efficiency]");
-    double last = 0;
-    for (const json& pt : e.at(cls)) {
-      if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number() || !pt[1].is_number())
-        bad(where, std::string("efficiency.") + cls + ": each point is [size, efficiency]");
-      const double size = pt[0].get<double>(), eff = pt[1].get<double>();
-      if (!(size >= 1) || size <= last)
-        bad(where, std::string("efficiency.") + cls + ": sizes must be >= 1 and increasing");
-      if (!(eff > 0 && eff <= 1))
-        bad(where, std::string("efficiency.") + cls + ": efficiency " + std::to_string(eff) + " is not in (0, 1]");
-      p.efficiency[c].emplace_back(size, eff);
-      last = size;
+    const std::string field = std::string("efficiency.") + cls;
+    if (e.contains(cls) && e.at(cls).is_object()) {
+      // {"by_head_dim": {"128": points, ...}, "source": "..."}: tables by head dim, with where
+      // their numbers come from (every number in a platform names its source).
+      const json& o = e.at(cls);
+      if (!o.contains("by_head_dim") || !o.at("by_head_dim").is_object() || o.at("by_head_dim").empty())
+        bad(where, field + " as an object needs a non-empty \"by_head_dim\": {\"HEAD_DIM\": [[size, efficiency], ...]}");
+      const std::string src = o.value("source", "");
+      if (src.empty()) bad(where, field + ".source must say where the tables' numbers come from");
+      p.efficiency_source[c] = src;
+      for (const auto& [key, pts] : o.at("by_head_dim").items()) {
+        int d = 0;
+        try {
+          size_t used = 0;
+          d = std::stoi(key, &used);
+          if (used != key.size()) d = 0;
+        } catch (const std::exception&) {
+          d = 0;
+        }
+        if (d <= 0) bad(where, field + ".by_head_dim: key '" + key + "' is not a head dim (a positive integer)");
+        p.efficiency[c][d] = parse_points(pts, field + ".by_head_dim." + key, where);
+      }
+      continue;
     }
+    if (!e.contains(cls) || !e.at(cls).is_array() || e.at(cls).empty())
+      bad(where, field + " must be a non-empty array of [size, efficiency] (or {\"by_head_dim\": ..., \"source\": ...})");
+    p.efficiency[c][0] = parse_points(e.at(cls), field, where);
   }
   p.memory_bw_gbs = positive(j, "memory_bw_gbs", where);
   p.hbm_gib = positive(j, "hbm_gib", where);
@@ -137,8 +173,31 @@ double SimPlatform::peak(DType t) const {
   return it->second;
 }
 
-double SimPlatform::efficiency_at(SimClass c, double size) const {
-  const auto& pts = has_table(c) ? efficiency[int(c)] : efficiency[int(sim_class_fallback(c))];
+int SimPlatform::table_head_dim(SimClass c, int d) const {
+  const auto& tables = has_table(c) ? efficiency[int(c)] : efficiency[int(sim_class_fallback(c))];
+  if (tables.count(d)) return d;
+  if (tables.count(0)) return 0;
+  if (d <= 0) return tables.begin()->first;
+  int best = tables.begin()->first;
+  double best_dist = 1e300;
+  for (const auto& kv : tables) {
+    const int key = kv.first;
+    const double dist = std::fabs(std::log2(double(key) / double(d)));
+    if (dist <= best_dist + 1e-12) {  // ascending keys: an equal distance takes the larger
+      best = key;
+      best_dist = std::min(best_dist, dist);
+    }
+  }
+  return best;
+}
+
+const SimPlatform::EffPoints& SimPlatform::table(SimClass c, int d) const {
+  const auto& tables = has_table(c) ? efficiency[int(c)] : efficiency[int(sim_class_fallback(c))];
+  return tables.at(table_head_dim(c, d));
+}
+
+double SimPlatform::efficiency_at(SimClass c, double size, int head_dim) const {
+  const EffPoints& pts = table(c, head_dim);
   if (size <= pts.front().first) return pts.front().second;
   if (size >= pts.back().first) return pts.back().second;
   auto hi = std::upper_bound(pts.begin(), pts.end(), size,
@@ -148,34 +207,40 @@ double SimPlatform::efficiency_at(SimClass c, double size) const {
   return lo->second + f * (hi->second - lo->second);
 }
 
-double SimPlatform::compute_seconds(SimClass c, double flops, double size, DType t) const {
+double SimPlatform::compute_seconds(SimClass c, double flops, double size, DType t, int head_dim) const {
   if (flops <= 0) return launch_us * 1e-6;
-  return launch_us * 1e-6 + flops / (peak(t) * 1e12 * efficiency_at(c, std::max(size, 1.0)));
+  return launch_us * 1e-6 + flops / (peak(t) * 1e12 * efficiency_at(c, std::max(size, 1.0), head_dim));
 }
 
 double SimPlatform::attention_seconds(int64_t nq, int64_t nk, int64_t visible_pairs, double flops, bool backward,
-                                      DType t) const {
+                                      DType t, int head_dim) const {
   const bool masked = visible_pairs < nq * nk;
   const SimClass c = backward ? (masked ? SimClass::attn_bwd_masked : SimClass::attn_bwd)
                               : (masked ? SimClass::attn_fwd_masked : SimClass::attn_fwd);
-  return compute_seconds(c, flops, attention_block_size(nq, nk, visible_pairs), t);
+  return compute_seconds(c, flops, attention_block_size(nq, nk, visible_pairs), t, head_dim);
 }
 
 double SimPlatform::memory_seconds(double bytes) const {
   return launch_us * 1e-6 + std::max(bytes, 0.0) / (memory_bw_gbs * 1e9);
 }
 
-json SimPlatform::context() const {
+json SimPlatform::context(int head_dim) const {
+  // efficiencies: each class's table at the run's head dim (what its kernels are charged at);
+  // efficiency_tables: which head dim's table that is (null: the platform's table for any head
+  // dim), whether it is the run's own, and the tables' source where the platform gives one.
   json eff = json::object();
   json fallback = json::object();
+  json tables = json::object();
   for (int c = 0; c < kNumSimClasses; ++c) {
     if (!has_table(SimClass(c))) {  // an optional class the platform has no table for
       fallback[sim_class_name(SimClass(c))] = sim_class_name(sim_class_fallback(SimClass(c)));
       continue;
     }
-    json pts = json::array();
-    for (const auto& [size, e] : efficiency[c]) pts.push_back({size, e});
-    eff[sim_class_name(SimClass(c))] = pts;
+    const int key = table_head_dim(SimClass(c), head_dim);
+    eff[sim_class_name(SimClass(c))] = points_json(table(SimClass(c), head_dim));
+    json t = {{"head_dim", key > 0 ? json(key) : json(nullptr)}, {"matches_run", key == 0 || key == head_dim}};
+    if (!efficiency_source[c].empty()) t["source"] = efficiency_source[c];
+    tables[sim_class_name(SimClass(c))] = t;
   }
   json peaks = json::object();
   for (const auto& [dt, v] : peak_tflops) peaks[dt] = v;
@@ -185,6 +250,7 @@ json SimPlatform::context() const {
           {"peak_tflops", peaks},
           {"efficiencies", eff},
           {"efficiencies_fallback", fallback},
+          {"efficiency_tables", tables},
           {"efficiency_size", {{"gemm", "min(m, n, k)"},
                                {"attn_fwd", "min(pairs / nq, pairs / nk) of a block with every pair visible (= min(nq, nk))"},
                                {"attn_bwd", "as attn_fwd"},
@@ -198,10 +264,10 @@ json SimPlatform::context() const {
           {"overlap_interference", {{"compute_slowdown", compute_slowdown}, {"source", interference_source}}}};
 }
 
-json simulated_context(const Backend& be) {
+json simulated_context(const Backend& be, int head_dim) {
   const auto* sim = dynamic_cast<const SimulatedBackend*>(&be);
   if (!sim) return nullptr;
-  return sim->platform().context();
+  return sim->platform().context(head_dim);
 }
 
 }  // namespace cpbench

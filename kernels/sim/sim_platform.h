@@ -41,9 +41,14 @@ struct SimPlatform {
   std::map<std::string, double> peak_tflops;  // by dtype name ("bf16", "fp16", "fp32")
   // Efficiency (fraction of peak) at a shape size, per class: points (size, eff) sorted by
   // size, interpolated linearly in log2(size) and held constant beyond the ends.
-  // Size: gemm min(m, n, k); attention attention_block_size(). An optional class without a
-  // table has an empty vector here and uses its fallback's.
-  std::vector<std::pair<double, double>> efficiency[kNumSimClasses];
+  // Size: gemm min(m, n, k); attention attention_block_size(). A class's tables are keyed by
+  // head dim: key 0 is one table for any head dim (the JSON's plain array form); an object
+  // {"by_head_dim": {"128": points, ...}, "source": "..."} gives one per head dim (published
+  // kernel figures are by head dim: FlashAttention's at 64, 128, 256). An optional class without
+  // a table has an empty map here and uses its fallback's.
+  using EffPoints = std::vector<std::pair<double, double>>;
+  std::map<int, EffPoints> efficiency[kNumSimClasses];
+  std::string efficiency_source[kNumSimClasses];  // the by_head_dim object's "source" (else empty)
   double memory_bw_gbs = 0;  // achievable device-memory bandwidth, GB/s (1e9 B/s)
   double hbm_gib = 0;        // device memory per GPU
   double launch_us = 0;      // fixed cost added to every kernel (launch and tail)
@@ -63,20 +68,27 @@ struct SimPlatform {
   static SimPlatform from_json(const nlohmann::json& j, const std::string& where);
 
   double peak(DType t) const;  // TFLOP/s; throws if the platform has no peak for that dtype
-  double efficiency_at(SimClass c, double size) const;  // a missing optional table: its fallback's
+  // The head dim of the table a kernel of head dim d is charged at: d when the class (or, for a
+  // masked class without tables, its fallback) has a table for d; else the any-head-dim table
+  // (0); else the nearest in log2(d), the larger on a tie. d <= 0 (no head dim): the smallest.
+  int table_head_dim(SimClass c, int d) const;
+  const EffPoints& table(SimClass c, int d) const;  // the points table_head_dim picks
+  double efficiency_at(SimClass c, double size, int head_dim = 0) const;  // a missing optional table: its fallback's
   bool has_table(SimClass c) const { return !efficiency[int(c)].empty(); }
   // Seconds of one compute-bound kernel: launch + flops / (peak(dtype) * efficiency(size)).
-  double compute_seconds(SimClass c, double flops, double size, DType t) const;
+  double compute_seconds(SimClass c, double flops, double size, DType t, int head_dim = 0) const;
   // Seconds of one attention block of nq x nk tokens with `visible_pairs` (per batch row and
-  // head) visible and `flops` hardware FLOPs: a block with some pair masked (pairs < nq * nk) is
-  // the masked class (its own table where the platform has one), looked up at
-  // attention_block_size, so a window or a causal diagonal is charged at the rate of the work
-  // its query tiles do, not at the block's size.
-  double attention_seconds(int64_t nq, int64_t nk, int64_t visible_pairs, double flops, bool backward, DType t) const;
+  // head) visible and `flops` hardware FLOPs at head dim d: a block with some pair masked
+  // (pairs < nq * nk) is the masked class (its own table where the platform has one), looked up
+  // at attention_block_size, so a window or a causal diagonal is charged at the rate of the work
+  // its query tiles do, not at the block's size; the table is d's (table_head_dim).
+  double attention_seconds(int64_t nq, int64_t nk, int64_t visible_pairs, double flops, bool backward, DType t,
+                           int head_dim) const;
   // Seconds of one memory-bound kernel moving `bytes` (reads + writes).
   double memory_seconds(double bytes) const;
-  // context.simulated of the report: platform, peak_tflops, efficiencies, memory_bw, band.
-  nlohmann::json context() const;
+  // context.simulated of the report: platform, peak_tflops, efficiencies (each class's table at
+  // the run's head dim), efficiency_tables (which head dim's table, its source), memory_bw, band.
+  nlohmann::json context(int head_dim = 0) const;
 };
 
 // Implemented by backends that simulate (kernels/sim/sim_backend.h): gives the report its
@@ -87,8 +99,9 @@ class SimulatedBackend {
   virtual const SimPlatform& platform() const = 0;
 };
 
-// The report's context.simulated for `be`, or null when the backend does not simulate.
-// (For bench/report.cpp: `if (auto s = simulated_context(be); !s.is_null()) c["simulated"] = s;`)
-nlohmann::json simulated_context(const Backend& be);
+// The report's context.simulated for `be` running a model of head dim `head_dim`, or null when
+// the backend does not simulate. (For bench/report.cpp:
+// `if (auto s = simulated_context(be, d); !s.is_null()) c["simulated"] = s;`)
+nlohmann::json simulated_context(const Backend& be, int head_dim);
 
 }  // namespace cpbench

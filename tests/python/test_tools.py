@@ -884,20 +884,36 @@ class KernelTableTest(TempDirCase):
         t = json.loads(out.read_text())
         peak = 989.4
         e = t["efficiency"]
-        self.assertEqual(e["attn_fwd"], [[1024.0, round(300 / peak, 4)], [4096.0, round(400 / peak, 4)]])
-        self.assertEqual(e["attn_bwd_masked"], [[512.5, round(150 / peak, 4)], [2048.5, round(220 / peak, 4)]])
-        self.assertEqual(e["attn_fwd_masked"][1], [2048.5, round(350 / peak, 4)])
+        src = e["attn_fwd"]["source"]
+        fwd = e["attn_fwd"]["by_head_dim"]["128"]  # the benchmark's head dim, with its source
+        self.assertEqual(fwd, [[1024.0, round(300 / peak, 4)], [4096.0, round(400 / peak, 4)]])
+        self.assertEqual(e["attn_bwd_masked"]["by_head_dim"]["128"],
+                         [[512.5, round(150 / peak, 4)], [2048.5, round(220 / peak, 4)]])
+        self.assertEqual(e["attn_fwd_masked"]["by_head_dim"]["128"][1], [2048.5, round(350 / peak, 4)])
         self.assertEqual(e["gemm"], [[4096.0, round(700 / peak, 4)]])
-        self.assertIn("Test GPU", t["source"])
-        self.assertIn("989.4", t["source"])
+        for s in (t["source"], src):
+            self.assertIn("Test GPU", s)
+            self.assertIn("989.4", s)
         p = json.loads(plat_out.read_text())
-        self.assertEqual(p["efficiency"]["attn_bwd"], e["attn_bwd"])
         self.assertEqual(p["name"], "dgx-h100")
         self.assertIn("kernel_table.py", p["comment"][-1])
-        for cls, pts in p["efficiency"].items():  # what the sim loader requires
-            sizes = [s for s, _ in pts]
-            self.assertEqual(sizes, sorted(set(sizes)), cls)
-            self.assertTrue(all(0 < v <= 1 for _, v in pts), cls)
+        # dgx-h100's published backward tables are at head dims 64 and 128: 128 is replaced by the
+        # measurement, 64 kept with its source beside.
+        bwd = p["efficiency"]["attn_bwd"]
+        self.assertEqual(sorted(bwd["by_head_dim"]), ["128", "64"])
+        self.assertEqual(bwd["by_head_dim"]["128"], e["attn_bwd"]["by_head_dim"]["128"])
+        shipped = json.loads((ROOT / "configs/platforms/dgx-h100.json").read_text())["efficiency"]["attn_bwd"]
+        self.assertEqual(bwd["by_head_dim"]["64"], shipped["by_head_dim"]["64"])
+        self.assertIn("Test GPU", bwd["source"])
+        self.assertIn(shipped["source"], bwd["source"])
+        self.assertEqual(p["efficiency"]["attn_fwd"], e["attn_fwd"])  # one head dim: replaced whole
+        for cls, table in p["efficiency"].items():  # what the sim loader requires
+            for pts in (table["by_head_dim"].values() if isinstance(table, dict) else [table]):
+                sizes = [s for s, _ in pts]
+                self.assertEqual(sizes, sorted(set(sizes)), cls)
+                self.assertTrue(all(0 < v <= 1 for _, v in pts), cls)
+            if isinstance(table, dict):
+                self.assertTrue(table["source"], cls)
 
     def test_refuses_what_it_cannot_source(self):
         plat = ROOT / "configs/platforms/dgx-h100.json"
@@ -916,6 +932,9 @@ class KernelTableTest(TempDirCase):
         r = run_script("kernel_table.py", self.bench(dtype="fp8"), "--platform", plat)
         self.assertEqual(r.returncode, 2)
         self.assertIn("no peak_tflops for fp8", r.stderr)
+        r = run_script("kernel_table.py", self.bench(head_dim=None), "--platform", plat)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no head_dim", r.stderr)
 
 
 if __name__ == "__main__":

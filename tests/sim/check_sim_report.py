@@ -40,6 +40,7 @@
       the forward's first collective also waits for ranks that start late. At least N (default 3) collectives are checked.
 Prints what failed and exits 1 on any failure."""
 import json
+import math
 import sys
 
 failed = 0
@@ -62,9 +63,21 @@ def cmd_simulated(args):
         return
     check(sim["platform"] == plat["name"], "platform %r, expected %r" % (sim["platform"], plat["name"]))
     check(sim["peak_tflops"] == plat["peak_tflops"], "peak_tflops %r != %r" % (sim["peak_tflops"], plat["peak_tflops"]))
-    for cls, pts in plat["efficiency"].items():
+    d = int(rep["config"]["head_dim"])
+    for cls, table in plat["efficiency"].items():
+        # a table for any head dim, or by head dim: the run's, else the nearest in log2 (the
+        # larger on a tie), as kernels/sim/sim_platform.cpp table_head_dim picks
+        key, pts = None, table
+        if isinstance(table, dict):
+            dims = sorted(int(k) for k in table["by_head_dim"])
+            key = d if d in dims else min(dims, key=lambda k: (abs(math.log2(k / d)), -k))
+            pts = table["by_head_dim"][str(key)]
         check(sim["efficiencies"][cls] == [[float(a), float(b)] for a, b in pts],
               "efficiencies.%s %r != platform %r" % (cls, sim["efficiencies"][cls], pts))
+        t = sim["efficiency_tables"][cls]
+        check(t["head_dim"] == key and t["matches_run"] == (key is None or key == d)
+              and t.get("source") == (table.get("source") if isinstance(table, dict) else None),
+              "efficiency_tables.%s %r: expected head_dim %r for the run's %d" % (cls, t, key, d))
     check(abs(sim["memory_bw"] - plat["memory_bw_gbs"] * 1e9) < 1, "memory_bw %r" % sim["memory_bw"])
     check(sim.get("band") == plat["band"], "context.simulated.band %r != the platform's %r" % (sim.get("band"), plat["band"]))
     check(any("simulated" in g and plat["device"] in g for g in ctx["gpus"]), "gpus %r" % ctx["gpus"])
