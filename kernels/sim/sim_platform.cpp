@@ -102,7 +102,7 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
       const json& o = e.at(cls);
       if (!o.contains("by_head_dim") || !o.at("by_head_dim").is_object() || o.at("by_head_dim").empty())
         bad(where, field + " as an object needs a non-empty \"by_head_dim\": {\"HEAD_DIM\": [[size, efficiency], ...]}");
-      const std::string src = o.value("source", "");
+      const std::string src = o.contains("source") && o.at("source").is_string() ? o.at("source").get<std::string>() : "";
       if (src.empty()) bad(where, field + ".source must say where the tables' numbers come from");
       p.efficiency_source[c] = src;
       for (const auto& [key, pts] : o.at("by_head_dim").items()) {

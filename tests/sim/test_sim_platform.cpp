@@ -136,6 +136,7 @@ TEST_CASE("efficiency tables by head dim: the run's own, else the nearest, each 
     CHECK_THROWS_WITH(SimPlatform::from_json(b, "bad.json"), Catch::Contains(msg) && Catch::Contains("bad.json"));
   };
   refuse(R"({"by_head_dim": {"128": [[64, 0.4]]}})", "efficiency.attn_fwd.source must say where");
+  refuse(R"({"by_head_dim": {"128": [[64, 0.4]]}, "source": 7})", "efficiency.attn_fwd.source must say where");
   refuse(R"({"by_head_dim": {}, "source": "s"})", "needs a non-empty \"by_head_dim\"");
   refuse(R"({"by_head_dim": {"d128": [[64, 0.4]]}, "source": "s"})", "key 'd128' is not a head dim");
   refuse(R"({"by_head_dim": {"0": [[64, 0.4]]}, "source": "s"})", "key '0' is not a head dim");
