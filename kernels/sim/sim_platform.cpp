@@ -173,8 +173,12 @@ double SimPlatform::peak(DType t) const {
   return it->second;
 }
 
+const std::map<int, SimPlatform::EffPoints>& SimPlatform::tables_of(SimClass c) const {
+  return has_table(c) ? efficiency[int(c)] : efficiency[int(sim_class_fallback(c))];
+}
+
 int SimPlatform::table_head_dim(SimClass c, int d) const {
-  const auto& tables = has_table(c) ? efficiency[int(c)] : efficiency[int(sim_class_fallback(c))];
+  const auto& tables = tables_of(c);
   if (tables.count(d)) return d;
   if (tables.count(0)) return 0;
   if (d <= 0) return tables.begin()->first;
@@ -192,8 +196,7 @@ int SimPlatform::table_head_dim(SimClass c, int d) const {
 }
 
 const SimPlatform::EffPoints& SimPlatform::table(SimClass c, int d) const {
-  const auto& tables = has_table(c) ? efficiency[int(c)] : efficiency[int(sim_class_fallback(c))];
-  return tables.at(table_head_dim(c, d));
+  return tables_of(c).at(table_head_dim(c, d));
 }
 
 double SimPlatform::efficiency_at(SimClass c, double size, int head_dim) const {
@@ -237,7 +240,7 @@ json SimPlatform::context(int head_dim) const {
       continue;
     }
     const int key = table_head_dim(SimClass(c), head_dim);
-    eff[sim_class_name(SimClass(c))] = points_json(table(SimClass(c), head_dim));
+    eff[sim_class_name(SimClass(c))] = points_json(efficiency[c].at(key));
     json t = {{"head_dim", key > 0 ? json(key) : json(nullptr)}, {"matches_run", key == 0 || key == head_dim}};
     if (!efficiency_source[c].empty()) t["source"] = efficiency_source[c];
     tables[sim_class_name(SimClass(c))] = t;

@@ -72,6 +72,8 @@ struct SimPlatform {
   // masked class without tables, its fallback) has a table for d; else the any-head-dim table
   // (0); else the nearest in log2(d), the larger on a tie. d <= 0 (no head dim): the smallest.
   int table_head_dim(SimClass c, int d) const;
+  // The class's tables by head dim, or its fallback's where it has none (a masked class).
+  const std::map<int, EffPoints>& tables_of(SimClass c) const;
   const EffPoints& table(SimClass c, int d) const;  // the points table_head_dim picks
   double efficiency_at(SimClass c, double size, int head_dim = 0) const;  // a missing optional table: its fallback's
   bool has_table(SimClass c) const { return !efficiency[int(c)].empty(); }
