@@ -499,8 +499,11 @@ class MpiCommunicator final : public Communicator {
     // every other rank, all in flight at once (ncclGroupStart; ncclSend/ncclRecv per peer;
     // ncclGroupEnd), so the transfers share each rank's links and pay one latency, where Open
     // MPI's pairwise exchange (SMPI's choice for large messages) runs P - 1 exchanges in turn.
-    // The tensors hold no data: the own chunk's local copy is not simulated.
+    // The tensors hold no data: the own chunk's local copy is not simulated. Within one node the
+    // platform's published NCCL curve adds what NCCL takes beyond the links (SimPlatform::
+    // nccl_extra_seconds), deferred so it is settled as the first transfer is posted.
     {
+      if (sim_one_node()) defer_clock(sim_collective_extra_s(static_cast<int64_t>(c), size_ - 1));
       auto* sb = static_cast<char*>(send.data);
       auto* rb = static_cast<char*>(recv.data);
       std::vector<MPI_Request> reqs;
@@ -541,7 +544,7 @@ class MpiCommunicator final : public Communicator {
     // message size and P (recursive doubling, Bruck, neighbour exchange, ring).
     {
       auto* rb = static_cast<char*>(recv.data);
-      sim_ring_steps(chunk, kSimAllGatherTag, [&](int step) -> const void* {
+      sim_ring_steps(chunk, bytes, kSimAllGatherTag, [&](int step) -> const void* {
         const int out = (rank_ - step + size_) % size_;
         return step == 0 ? send.data : rb + static_cast<size_t>(out) * bytes;
       }, [&](int step) -> void* { return rb + static_cast<size_t>((rank_ - step - 1 + size_) % size_) * bytes; });
@@ -575,7 +578,7 @@ class MpiCommunicator final : public Communicator {
     const size_t block = recv.bytes();
     ByteSpan span(block);
     auto* base = static_cast<char*>(send.data);
-    sim_ring_steps(span, kSimReduceScatterTag, [&](int step) -> const void* {
+    sim_ring_steps(span, block, kSimReduceScatterTag, [&](int step) -> const void* {
       const int sent = (rank_ - step - 1 + 2 * size_) % size_;  // partial sums of this block go right
       return base + static_cast<size_t>(sent) * block;
     }, [&](int) -> void* { return recv.data; });
@@ -739,11 +742,26 @@ class MpiCommunicator final : public Communicator {
   // sending one block of `span` to the next rank and receiving one from the previous, the blocks
   // of step s at send_at(s) and recv_at(s).
   template <class SendAt, class RecvAt>
-  void sim_ring_steps(const ByteSpan& span, int tag, SendAt send_at, RecvAt recv_at) {
+  // Each step pays, within one node, what the platform's published NCCL curve takes beyond the
+  // links for a block of `block_bytes` (deferred, settled as the step's Sendrecv is posted).
+  void sim_ring_steps(const ByteSpan& span, size_t block_bytes, int tag, SendAt send_at, RecvAt recv_at) {
     const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-    for (int step = 0; step < size_ - 1; ++step)
+    const double extra = sim_one_node() ? sim_collective_extra_s(static_cast<int64_t>(block_bytes), 1) : 0.0;
+    for (int step = 0; step < size_ - 1; ++step) {
+      defer_clock(extra);
       MPI_CHECK(MPI_Sendrecv(send_at(step), span.count(), span.type(), right, tag, recv_at(step), span.count(),
                              span.type(), left, tag, comm_->comm, MPI_STATUS_IGNORE));
+    }
+  }
+
+  // Every member on one node (CommLog's node map; none set: one node), where the platform's
+  // intra-node NCCL curve applies. Groups across nodes run at the links' rates.
+  bool sim_one_node() const {
+    const std::vector<int>& node_of = log_.node_map();
+    if (node_of.empty()) return true;
+    for (int w : world_ranks_)
+      if (node_of[static_cast<size_t>(w)] != node_of[static_cast<size_t>(world_ranks_[0])]) return false;
+    return true;
   }
 #endif
 

@@ -65,6 +65,14 @@ int g_p2p_in_flight = 0;  // per rank (SMPI privatizes globals); only the caller
 void count_p2p_in_flight(int delta) { g_p2p_in_flight += delta; }
 int p2p_in_flight() { return g_p2p_in_flight; }
 
+namespace {
+SimCollectiveExtra g_collective_extra = nullptr;  // per rank, like the clock
+}  // namespace
+void set_sim_collective_extra(SimCollectiveExtra f) { g_collective_extra = f; }
+double sim_collective_extra_s(int64_t chunk_bytes, int peers) {
+  return g_collective_extra ? g_collective_extra(chunk_bytes, peers) : 0.0;
+}
+
 // ---- dtypes -----------------------------------------------------------------------------------
 size_t dtype_size(DType t) {
   switch (t) {

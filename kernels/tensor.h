@@ -37,6 +37,17 @@ void settle_clock();
 void count_p2p_in_flight(int delta);
 int p2p_in_flight();
 
+// cpbench-sim: the seconds NCCL's protocols add to a collective whose group lies within one node,
+// beyond what the simulated links give (SimGrid charges a message its latency and the link rate;
+// NCCL reaches its bus bandwidth only for large messages). The sim backend installs the platform's
+// published curve (network.intra.nccl, SimPlatform::nccl_extra_seconds); the MPI communicator
+// defers this much before each ring step (`peers` = 1, `chunk_bytes` the step's block) and before
+// an all-to-all (`peers` = g - 1, `chunk_bytes` per peer). 0 when nothing is installed (the
+// normal build, a platform without a curve).
+using SimCollectiveExtra = double (*)(int64_t chunk_bytes, int peers);
+void set_sim_collective_extra(SimCollectiveExtra f);
+double sim_collective_extra_s(int64_t chunk_bytes, int peers);
+
 enum class DType { f32, bf16, f16 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);

@@ -151,6 +151,37 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
     p.interference_source = oi.value("source", "");
     if (p.interference_source.empty()) bad(where, "overlap_interference.source must name where the slowdown comes from");
   }
+  const json intra = j.contains("network") && j.at("network").is_object() ? j.at("network").value("intra", json::object())
+                                                                           : json::object();
+  p.intra_bw_gbs = intra.value("bw_gbs", 0.0);
+  p.intra_lat_us = intra.value("lat_us", 0.0);
+  if (intra.contains("nccl")) {
+    const json& n = intra.at("nccl");
+    const std::string f = "network.intra.nccl";
+    if (!n.is_object() || !n.contains("ranks") || !n.at("ranks").is_number_integer() || !n.contains("size_time_us") ||
+        !n.at("size_time_us").is_array() || n.at("size_time_us").empty())
+      bad(where, f + " needs {\"collective\": ..., \"ranks\": R, \"size_time_us\": [[bytes, us], ...], \"source\": ...}");
+    p.nccl_intra.ranks = n.at("ranks").get<int>();
+    if (p.nccl_intra.ranks < 2) bad(where, f + ".ranks must be >= 2, got " + std::to_string(p.nccl_intra.ranks));
+    p.nccl_intra.collective = n.value("collective", "");
+    if (p.nccl_intra.collective != "all_gather" && p.nccl_intra.collective != "reduce_scatter")
+      bad(where, f + ".collective must be all_gather or reduce_scatter (a ring collective), got '" +
+                     p.nccl_intra.collective + "'");
+    p.nccl_intra.source = n.contains("source") && n.at("source").is_string() ? n.at("source").get<std::string>() : "";
+    if (p.nccl_intra.source.empty()) bad(where, f + ".source must say where the curve's numbers come from");
+    if (!(p.intra_bw_gbs > 0) || !(p.intra_lat_us >= 0))
+      bad(where, f + " needs network.intra.bw_gbs > 0 and lat_us >= 0 (the links the curve is compared with)");
+    double last = 0;
+    for (const json& row : n.at("size_time_us")) {
+      if (!row.is_array() || row.size() != 2 || !row[0].is_number() || !row[1].is_number())
+        bad(where, f + ".size_time_us: each row is [bytes, us]");
+      const double size = row[0].get<double>(), us = row[1].get<double>();
+      if (!(size > last) || !(us > 0)) bad(where, f + ".size_time_us: sizes must increase and times be > 0");
+      last = size;
+      const int R = p.nccl_intra.ranks;
+      p.nccl_intra.step.emplace_back(size / R, us * 1e-6 / (R - 1));
+    }
+  }
   return p;
 }
 
@@ -227,6 +258,24 @@ double SimPlatform::memory_seconds(double bytes) const {
   return launch_us * 1e-6 + std::max(bytes, 0.0) / (memory_bw_gbs * 1e9);
 }
 
+double SimPlatform::nccl_step_seconds(double bytes) const {
+  const auto& pts = nccl_intra.step;
+  if (pts.empty()) return 0;
+  if (bytes <= pts.front().first) return pts.front().second;
+  if (bytes >= pts.back().first) return pts.back().second * bytes / pts.back().first;
+  auto hi = std::upper_bound(pts.begin(), pts.end(), bytes,
+                             [](double b, const std::pair<double, double>& p) { return b < p.first; });
+  auto lo = hi - 1;
+  const double f = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+  return lo->second * std::pow(hi->second / lo->second, f);
+}
+
+double SimPlatform::nccl_extra_seconds(double bytes, int peers) const {
+  if (nccl_intra.step.empty() || peers < 1) return 0;
+  const double links = intra_lat_us * 1e-6 + peers * bytes / (intra_bw_gbs * 1e9);
+  return std::max(0.0, peers * nccl_step_seconds(bytes) - links);
+}
+
 json SimPlatform::context(int head_dim) const {
   // efficiencies: each class's table at the run's head dim (what its kernels are charged at);
   // efficiency_tables: which head dim's table that is (null: the platform's table for any head
@@ -264,7 +313,11 @@ json SimPlatform::context(int head_dim) const {
           {"hbm_bytes", hbm_gib * 1073741824.0},
           {"kernel_launch_us", launch_us},
           {"band", {{"lo", band_lo}, {"hi", band_hi}, {"source", band_source}}},
-          {"overlap_interference", {{"compute_slowdown", compute_slowdown}, {"source", interference_source}}}};
+          {"overlap_interference", {{"compute_slowdown", compute_slowdown}, {"source", interference_source}}},
+          {"nccl_intra", nccl_intra.step.empty()
+                             ? json(nullptr)
+                             : json{{"collective", nccl_intra.collective}, {"ranks", nccl_intra.ranks},
+                                    {"points", int(nccl_intra.step.size())}, {"source", nccl_intra.source}}}};
 }
 
 json simulated_context(const Backend& be, int head_dim) {

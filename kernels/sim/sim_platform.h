@@ -62,6 +62,19 @@ struct SimPlatform {
   // the platform has none. Communication slowed by compute is not modelled.
   double compute_slowdown = 0;
   std::string interference_source;
+  // NCCL's collectives within one node, from a published nccl-tests curve (optional
+  // "network": {"intra": {"nccl": {"collective": "all_gather", "ranks": R, "size_time_us":
+  // [[bytes, us], ...], "source": "..."}}}): a ring collective of total size S over R GPUs took T,
+  // so one of its R - 1 steps moves a block of S / R bytes in T / (R - 1). The simulated links
+  // charge a step lat + block / bw (network.intra); what the published step takes beyond that
+  // (small messages: protocol and launch cost; large: the bus bandwidth under the link rate) is
+  // added to every collective within a node (nccl_extra_seconds). Empty: no curve, no extra.
+  struct NcclCurve {
+    std::string collective, source;
+    int ranks = 0;
+    std::vector<std::pair<double, double>> step;  // (block bytes, seconds per step), increasing
+  } nccl_intra;
+  double intra_bw_gbs = 0, intra_lat_us = 0;  // network.intra (the links SimGrid simulates)
 
   // Reads and checks a platform JSON; throws std::invalid_argument naming the file and field.
   static SimPlatform load(const std::string& path);
@@ -88,6 +101,15 @@ struct SimPlatform {
                            int head_dim) const;
   // Seconds of one memory-bound kernel moving `bytes` (reads + writes).
   double memory_seconds(double bytes) const;
+  // The published seconds of one ring step moving a block of `bytes` (interpolated linearly in
+  // log(bytes) and log(seconds) between the curve's points; below the first, the first point's
+  // time, a latency floor; beyond the last, at the last point's bandwidth). 0 without a curve.
+  double nccl_step_seconds(double bytes) const;
+  // What a collective within one node takes beyond the simulated links: for `peers` = 1, one ring
+  // step of `bytes`, max(0, step(bytes) - (lat + bytes / bw)); for an all-to-all of `bytes` to
+  // each of `peers` peers (nccl-tests' all-to-all of total size S runs about as long as the
+  // all-gather of S), max(0, peers * step(bytes) - (lat + peers * bytes / bw)). 0 without a curve.
+  double nccl_extra_seconds(double bytes, int peers) const;
   // context.simulated of the report: platform, peak_tflops, efficiencies (each class's table at
   // the run's head dim), efficiency_tables (which head dim's table, its source), memory_bw, band.
   nlohmann::json context(int head_dim = 0) const;

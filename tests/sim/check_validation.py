@@ -11,7 +11,11 @@ platform, the cpbench command and the published values, and the metric:
                      within `band_points` of the published figure;
   tflops_ranking     the strategies ranked by TFLOP/s per GPU in the published order (Kendall
                      tau 1 over the published labels).
-Both: every pair of published strategies the published figures order must be ordered alike
+  collective_times   published nccl-tests rows (op, total size S in nccl-tests' sense, time):
+                     every backward collective of the report whose S (its per-peer block x the
+                     group size) is a published row's takes that row's time within `tolerance`
+                     (relative), and every published row is met by one.
+The first two: every pair of published strategies the published figures order must be ordered alike
 (values within 0.1 % of each other are a tie, which orders nothing),
 unless the pair is listed in `known_misses` with the reason (printed as KNOWN MISS, not as a
 pass; a known miss that the simulation now meets fails too, as stale data). Exit 1 on any
@@ -29,6 +33,38 @@ TIE = 1e-3  # relative: values closer than this are tied
 def fail(msg):
     print("FAIL:", msg)
     return 1
+
+
+def check_collective_times(data, rep):
+    """Each published (op, S, us) row against the report's backward collectives of that op and S
+    (the forward's first collective also waits for ranks that start late)."""
+    tol = data["tolerance"]
+    sim = {}  # (op, S) -> simulated us per call
+    for r in rep["results"]:
+        if r["status"] != "ok":
+            continue
+        for o in r["comm"]["bwd"]["ops"]:
+            g = o.get("group_size", 0)
+            if g < 2 or o["op"] not in ("all_gather", "reduce_scatter", "all_to_all"):
+                continue
+            per_peer = o["bytes_sent"] / o["count"] / (g - 1)
+            sim[(o["op"], round(per_peer * g))] = o["time_ms"] * 1e3 / o["count"]
+    bad = 0
+    for pubset in data["published"]:
+        src = pubset.get("tag", pubset["source"][:40])
+        for size, us in pubset["size_time_us"]:
+            got = sim.get((pubset["op"], size))
+            if got is None:
+                print(f"FAIL {pubset['op']} S = {size}: no backward collective of that size in the report")
+                bad += 1
+                continue
+            d = got / us - 1
+            ok = abs(d) <= tol
+            bad += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {pubset['op']:14s} S = {size:>11d} B: simulated {got:9.2f} us, "
+                  f"published {us:9.2f} us ({100 * d:+.1f}%, tolerance {100 * tol:.0f}%; {src})")
+    print(f"{data['name']} on {data['platform']}: {'met' if not bad else f'{bad} failure(s)'}")
+    return 1 if bad else 0
 
 
 def main():
@@ -55,6 +91,8 @@ def main():
         if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode != 0:
             return fail("the simulation failed")
     rep = json.load(open(report))
+    if data["metric"] == "collective_times":
+        return check_collective_times(data, rep)
     res = {r["label"]: r for r in rep["results"] if r["status"] == "ok"}
     pub = data["published"]
     missing = [l for l in pub if l not in res]

@@ -144,6 +144,45 @@ TEST_CASE("efficiency tables by head dim: the run's own, else the nearest, each 
   refuse(R"({"by_head_dim": {"128": []}, "source": "s"})", "efficiency.attn_fwd.by_head_dim.128 must be a non-empty array");
 }
 
+TEST_CASE("NCCL curve: a ring step's published time by block size, and what it adds to the links", "[sim]") {
+  json j = toy();
+  // A ring of 4 GPUs: S = 4 KiB took 30 us (10 us per step of 1 KiB), 4 MiB 90 us (30 per 1 MiB
+  // step), 64 MiB 960 us (320 per 16 MiB step). Links: 2 us, 100 GB/s.
+  j["network"] = json::parse(R"({"intra": {"bw_gbs": 100, "lat_us": 2, "nccl": {"collective": "all_gather",
+      "ranks": 4, "size_time_us": [[4096, 30], [4194304, 90], [67108864, 960]], "source": "toy curve"}}})");
+  const SimPlatform p = SimPlatform::from_json(j, "toy");
+  CHECK(p.nccl_step_seconds(1024) == Approx(10e-6));
+  CHECK(p.nccl_step_seconds(16) == Approx(10e-6));                        // below the curve: its floor
+  CHECK(p.nccl_step_seconds(1 << 20) == Approx(30e-6));
+  CHECK(p.nccl_step_seconds(32768) == Approx(10e-6 * std::pow(3.0, 0.5)));  // halfway in log(bytes): geometric mean
+  CHECK(p.nccl_step_seconds(double(1 << 25)) == Approx(640e-6));           // beyond: the last point's bandwidth
+  // One ring step of 1 MiB: 30 us published, links 2 + 1048576 / 1e5 = 12.49 us.
+  CHECK(p.nccl_extra_seconds(1 << 20, 1) == Approx(30e-6 - (2e-6 + 1048576 / 100e9)));
+  // An all-to-all of 1 MiB to each of 3 peers: 3 x 30 us published, links 2 + 3 x 10.49 us.
+  CHECK(p.nccl_extra_seconds(1 << 20, 3) == Approx(90e-6 - (2e-6 + 3 * 1048576 / 100e9)));
+  // Never negative: a step the links alone make slower than published adds nothing.
+  json slow = j;
+  slow["network"]["intra"]["bw_gbs"] = 10;  // 1 MiB: 2 + 104.9 us on the links, 30 published
+  CHECK(SimPlatform::from_json(slow, "slow").nccl_extra_seconds(1 << 20, 1) == 0.0);
+  CHECK(p.context()["nccl_intra"]["source"] == "toy curve");
+  CHECK(p.context()["nccl_intra"]["ranks"] == 4);
+  // No curve: nothing added, context says null.
+  const SimPlatform none = SimPlatform::from_json(toy(), "toy");
+  CHECK(none.nccl_extra_seconds(1 << 20, 1) == 0.0);
+  CHECK(none.context()["nccl_intra"].is_null());
+  // Refusals name the field.
+  auto refused = [&](const char* nccl, const char* what) {
+    json b = j;
+    b["network"]["intra"]["nccl"] = json::parse(nccl);
+    CHECK_THROWS_WITH(SimPlatform::from_json(b, "bad.json"), Catch::Contains(what));
+  };
+  refused(R"({"collective": "all_gather", "ranks": 1, "size_time_us": [[1, 1]], "source": "s"})", "network.intra.nccl.ranks must be >= 2");
+  refused(R"({"collective": "all_reduce", "ranks": 4, "size_time_us": [[1, 1]], "source": "s"})", "must be all_gather or reduce_scatter");
+  refused(R"({"collective": "all_gather", "ranks": 4, "size_time_us": [[1, 1]]})", "network.intra.nccl.source");
+  refused(R"({"collective": "all_gather", "ranks": 4, "size_time_us": [[8, 1], [4, 2]], "source": "s"})", "sizes must increase");
+  refused(R"({"collective": "all_gather", "ranks": 4, "source": "s"})", "network.intra.nccl needs");
+}
+
 TEST_CASE("broken platforms are refused with the field named", "[sim]") {
   auto refuse = [](json j, const std::string& msg) {
     CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains(msg) && Catch::Contains("bad.json"));
