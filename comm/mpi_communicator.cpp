@@ -740,10 +740,10 @@ class MpiCommunicator final : public Communicator {
 #ifdef CPBENCH_SIMULATED
   // cpbench-sim's ring collectives (NCCL's all-gather and reduce-scatter): P - 1 steps, each
   // sending one block of `span` to the next rank and receiving one from the previous, the blocks
-  // of step s at send_at(s) and recv_at(s).
+  // of step s at send_at(s) and recv_at(s). Each step pays, within one node, what the platform's
+  // published NCCL curve takes beyond the links for a block of `block_bytes` (deferred, settled as
+  // the step's Sendrecv is posted).
   template <class SendAt, class RecvAt>
-  // Each step pays, within one node, what the platform's published NCCL curve takes beyond the
-  // links for a block of `block_bytes` (deferred, settled as the step's Sendrecv is posted).
   void sim_ring_steps(const ByteSpan& span, size_t block_bytes, int tag, SendAt send_at, RecvAt recv_at) {
     const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
     const double extra = sim_one_node() ? sim_collective_extra_s(static_cast<int64_t>(block_bytes), 1) : 0.0;
