@@ -97,12 +97,22 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
     if (sim_class_optional(SimClass(c)) && !e.contains(cls)) continue;
     const std::string field = std::string("efficiency.") + cls;
     if (e.contains(cls) && e.at(cls).is_object()) {
-      // {"by_head_dim": {"128": points, ...}, "source": "..."}: tables by head dim, with where
+      // {"by_head_dim": {"128": points, ...}, "source": "..."}: tables by head dim, or
+      // {"points": [...], "source": "..."}: one table for any head dim (a GEMM's), each with where
       // their numbers come from (every number in a platform names its source).
       const json& o = e.at(cls);
-      if (!o.contains("by_head_dim") || !o.at("by_head_dim").is_object() || o.at("by_head_dim").empty())
-        bad(where, field + " as an object needs a non-empty \"by_head_dim\": {\"HEAD_DIM\": [[size, efficiency], ...]}");
       const std::string src = o.contains("source") && o.at("source").is_string() ? o.at("source").get<std::string>() : "";
+      if (o.contains("points") && !o.contains("by_head_dim")) {
+        if (src.empty()) bad(where, field + ".source must say where the table's numbers come from");
+        if (!o.at("points").is_array() || o.at("points").empty())
+          bad(where, field + ".points must be a non-empty array of [size, efficiency]");
+        p.efficiency_source[c] = src;
+        p.efficiency[c][0] = parse_points(o.at("points"), field + ".points", where);
+        continue;
+      }
+      if (!o.contains("by_head_dim") || !o.at("by_head_dim").is_object() || o.at("by_head_dim").empty())
+        bad(where, field + " as an object needs a non-empty \"by_head_dim\": {\"HEAD_DIM\": [[size, efficiency], ...]} "
+                           "or \"points\": [[size, efficiency], ...]");
       if (src.empty()) bad(where, field + ".source must say where the tables' numbers come from");
       p.efficiency_source[c] = src;
       for (const auto& [key, pts] : o.at("by_head_dim").items()) {

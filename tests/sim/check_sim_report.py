@@ -68,7 +68,9 @@ def cmd_simulated(args):
         # a table for any head dim, or by head dim: the run's, else the nearest in log2 (the
         # larger on a tie), as kernels/sim/sim_platform.cpp table_head_dim picks
         key, pts = None, table
-        if isinstance(table, dict):
+        if isinstance(table, dict) and "points" in table:  # one table for any head dim, with its source
+            pts = table["points"]
+        elif isinstance(table, dict):
             dims = sorted(int(k) for k in table["by_head_dim"])
             key = d if d in dims else min(dims, key=lambda k: (abs(math.log2(k / d)), -k))
             pts = table["by_head_dim"][str(key)]
