@@ -51,6 +51,11 @@ double positive(const json& j, const char* key, const std::string& where) {
   return v;
 }
 
+// A table's or curve's "source" string; empty when absent or not a string (callers refuse it).
+std::string source_of(const json& o) {
+  return o.contains("source") && o.at("source").is_string() ? o.at("source").get<std::string>() : "";
+}
+
 // One efficiency table: [[size, efficiency], ...], sizes >= 1 and increasing, efficiencies in (0, 1].
 SimPlatform::EffPoints parse_points(const json& arr, const std::string& field, const std::string& where) {
   if (!arr.is_array() || arr.empty()) bad(where, field + " must be a non-empty array of [size, efficiency]");
@@ -101,11 +106,9 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
       // {"points": [...], "source": "..."}: one table for any head dim (a GEMM's), each with where
       // their numbers come from (every number in a platform names its source).
       const json& o = e.at(cls);
-      const std::string src = o.contains("source") && o.at("source").is_string() ? o.at("source").get<std::string>() : "";
+      const std::string src = source_of(o);
       if (o.contains("points") && !o.contains("by_head_dim")) {
         if (src.empty()) bad(where, field + ".source must say where the table's numbers come from");
-        if (!o.at("points").is_array() || o.at("points").empty())
-          bad(where, field + ".points must be a non-empty array of [size, efficiency]");
         p.efficiency_source[c] = src;
         p.efficiency[c][0] = parse_points(o.at("points"), field + ".points", where);
         continue;
@@ -177,7 +180,7 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
     if (p.nccl_intra.collective != "all_gather" && p.nccl_intra.collective != "reduce_scatter")
       bad(where, f + ".collective must be all_gather or reduce_scatter (a ring collective), got '" +
                      p.nccl_intra.collective + "'");
-    p.nccl_intra.source = n.contains("source") && n.at("source").is_string() ? n.at("source").get<std::string>() : "";
+    p.nccl_intra.source = source_of(n);
     if (p.nccl_intra.source.empty()) bad(where, f + ".source must say where the curve's numbers come from");
     if (!(p.intra_bw_gbs > 0) || !(p.intra_lat_us >= 0))
       bad(where, f + " needs network.intra.bw_gbs > 0 and lat_us >= 0 (the links the curve is compared with)");
