@@ -72,8 +72,12 @@ def main():
     dedup = {}
     for size, e in eff["gemm"]:
         dedup[size] = max(e, dedup.get(size, 0))
-    eff["gemm"] = [[s, dedup[s]] for s in sorted(dedup)]
     today = datetime.date.today().isoformat()
+    # one table for any head dim, with where it came from (every table names its source)
+    eff["gemm"] = {"points": [[s, dedup[s]] for s in sorted(dedup)],
+                   "source": "measured on %s by scripts/calibrate_platform.py: BM_backend_gemm (every M, N, K "
+                             "it runs, keyed by min(M, N, K), the best of each), %d thread(s), GFLOP/s over the "
+                             "fp32 peak (the best of them)" % (today, a.threads)}
     for kind in ("fwd", "bwd"):
         for causal, cls in ((0, "attn_" + kind), (1, "attn_%s_masked" % kind)):
             pts = []

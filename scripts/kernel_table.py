@@ -58,14 +58,16 @@ def tables(bench, peak):
 
 
 def by_head_dim(eff, head_dim, source):
-    """The attention classes as tables of one head dim with their source; gemm as it is."""
-    return {cls: pts if cls == "gemm" else {"by_head_dim": {str(head_dim): pts}, "source": source}
+    """The attention classes as tables of one head dim with their source; gemm as one table for
+    any head dim ({points, source}), so every table written names where it came from."""
+    return {cls: {"points": pts, "source": source} if cls == "gemm"
+            else {"by_head_dim": {str(head_dim): pts}, "source": source}
             for cls, pts in eff.items()}
 
 
 def merged(old, new):
     """new's head dim in place of old's; old's other head dims kept, with their source."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
+    if not isinstance(old, dict) or "by_head_dim" not in old or "by_head_dim" not in new:
         return new
     keep = {d: pts for d, pts in old["by_head_dim"].items() if d not in new["by_head_dim"]}
     if not keep:

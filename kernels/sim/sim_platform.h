@@ -48,7 +48,7 @@ struct SimPlatform {
   // a table has an empty map here and uses its fallback's.
   using EffPoints = std::vector<std::pair<double, double>>;
   std::map<int, EffPoints> efficiency[kNumSimClasses];
-  std::string efficiency_source[kNumSimClasses];  // the by_head_dim object's "source" (else empty)
+  std::string efficiency_source[kNumSimClasses];  // the table object's "source" (empty: a bare array, test platforms only)
   double memory_bw_gbs = 0;  // achievable device-memory bandwidth, GB/s (1e9 B/s)
   double hbm_gib = 0;        // device memory per GPU
   double launch_us = 0;      // fixed cost added to every kernel (launch and tail)

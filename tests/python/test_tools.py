@@ -890,7 +890,8 @@ class KernelTableTest(TempDirCase):
         self.assertEqual(e["attn_bwd_masked"]["by_head_dim"]["128"],
                          [[512.5, round(150 / peak, 4)], [2048.5, round(220 / peak, 4)]])
         self.assertEqual(e["attn_fwd_masked"]["by_head_dim"]["128"][1], [2048.5, round(350 / peak, 4)])
-        self.assertEqual(e["gemm"], [[4096.0, round(700 / peak, 4)]])
+        self.assertEqual(e["gemm"]["points"], [[4096.0, round(700 / peak, 4)]])
+        self.assertEqual(e["gemm"]["source"], src)
         for s in (t["source"], src):
             self.assertIn("Test GPU", s)
             self.assertIn("989.4", s)
@@ -907,13 +908,14 @@ class KernelTableTest(TempDirCase):
         self.assertIn("Test GPU", bwd["source"])
         self.assertIn(shipped["source"], bwd["source"])
         self.assertEqual(p["efficiency"]["attn_fwd"], e["attn_fwd"])  # one head dim: replaced whole
-        for cls, table in p["efficiency"].items():  # what the sim loader requires
-            for pts in (table["by_head_dim"].values() if isinstance(table, dict) else [table]):
+        self.assertEqual(p["efficiency"]["gemm"], e["gemm"])  # the measured GEMM with its source
+        for cls, table in p["efficiency"].items():  # what the sim loader requires: every table sourced
+            self.assertIsInstance(table, dict, cls)
+            self.assertTrue(table["source"], cls)
+            for pts in (table["by_head_dim"].values() if "by_head_dim" in table else [table["points"]]):
                 sizes = [s for s, _ in pts]
                 self.assertEqual(sizes, sorted(set(sizes)), cls)
                 self.assertTrue(all(0 < v <= 1 for _, v in pts), cls)
-            if isinstance(table, dict):
-                self.assertTrue(table["source"], cls)
 
     def test_refuses_what_it_cannot_source(self):
         plat = ROOT / "configs/platforms/dgx-h100.json"
