@@ -501,9 +501,12 @@ class MpiCommunicator final : public Communicator {
     // MPI's pairwise exchange (SMPI's choice for large messages) runs P - 1 exchanges in turn.
     // The tensors hold no data: the own chunk's local copy is not simulated. Within one node the
     // platform's published NCCL curve adds what NCCL takes beyond the links (SimPlatform::
-    // nccl_extra_seconds), deferred so it is settled as the first transfer is posted.
+    // nccl_extra_seconds), deferred so it is settled as the first transfer is posted; so is the
+    // operation's fixed cost (SimPlatform::op_fixed_seconds), once.
     {
-      if (sim_one_node()) defer_clock(sim_collective_extra_s(static_cast<int64_t>(c), size_ - 1));
+      const bool one_node = sim_one_node();
+      if (size_ > 1) defer_clock(sim_op_fixed_s(one_node));
+      if (one_node) defer_clock(sim_collective_extra_s(static_cast<int64_t>(c), size_ - 1));
       auto* sb = static_cast<char*>(send.data);
       auto* rb = static_cast<char*>(recv.data);
       std::vector<MPI_Request> reqs;
@@ -742,11 +745,14 @@ class MpiCommunicator final : public Communicator {
   // sending one block of `span` to the next rank and receiving one from the previous, the blocks
   // of step s at send_at(s) and recv_at(s). Each step pays, within one node, what the platform's
   // published NCCL curve takes beyond the links for a block of `block_bytes` (deferred, settled as
-  // the step's Sendrecv is posted).
+  // the step's Sendrecv is posted); the operation's fixed cost (SimPlatform::op_fixed_seconds) is
+  // paid once, before the first step.
   template <class SendAt, class RecvAt>
   void sim_ring_steps(const ByteSpan& span, size_t block_bytes, int tag, SendAt send_at, RecvAt recv_at) {
     const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-    const double extra = sim_one_node() ? sim_collective_extra_s(static_cast<int64_t>(block_bytes), 1) : 0.0;
+    const bool one_node = sim_one_node();
+    if (size_ > 1) defer_clock(sim_op_fixed_s(one_node));
+    const double extra = one_node ? sim_collective_extra_s(static_cast<int64_t>(block_bytes), 1) : 0.0;
     for (int step = 0; step < size_ - 1; ++step) {
       defer_clock(extra);
       MPI_CHECK(MPI_Sendrecv(send_at(step), span.count(), span.type(), right, tag, recv_at(step), span.count(),

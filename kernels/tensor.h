@@ -47,6 +47,12 @@ int p2p_in_flight();
 using SimCollectiveExtra = double (*)(int64_t chunk_bytes, int peers);
 void set_sim_collective_extra(SimCollectiveExtra f);
 double sim_collective_extra_s(int64_t chunk_bytes, int peers);
+// cpbench-sim: one NCCL operation's fixed cost (SimPlatform::op_fixed_seconds), which the MPI
+// communicator defers once at the start of each collective; `one_node`: its group lies within
+// one node. 0 when nothing is installed (the normal build).
+using SimOpFixed = double (*)(bool one_node);
+void set_sim_op_fixed(SimOpFixed f);
+double sim_op_fixed_s(bool one_node);
 
 enum class DType { f32, bf16, f16 };
 size_t dtype_size(DType t);

@@ -34,6 +34,9 @@ const SimPlatform* g_collective_platform = nullptr;
 double collective_extra(int64_t chunk_bytes, int peers) {
   return g_collective_platform ? g_collective_platform->nccl_extra_seconds(double(chunk_bytes), peers) : 0.0;
 }
+double op_fixed(bool one_node) {
+  return g_collective_platform ? g_collective_platform->op_fixed_seconds(one_node) : 0.0;
+}
 
 }  // namespace
 
@@ -52,6 +55,7 @@ SimBackend::SimBackend(SimPlatform platform) : platform_(std::move(platform)) {
   settle_each_ = mode == "each" || simgrid::s4u::Host::current()->get_actor_count() > 1;
   g_collective_platform = &platform_;
   set_sim_collective_extra(collective_extra);
+  set_sim_op_fixed(op_fixed);
 }
 
 std::string SimBackend::device_name() const {
@@ -129,6 +133,7 @@ Tensor SimBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) 
 SimBackend::~SimBackend() {
   if (g_collective_platform == &platform_) {
     set_sim_collective_extra(nullptr);
+    set_sim_op_fixed(nullptr);
     g_collective_platform = nullptr;
   }
   for (const Region& r : regions_) SMPI_SHARED_FREE(r.base);

@@ -168,6 +168,17 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
                                                                            : json::object();
   p.intra_bw_gbs = intra.value("bw_gbs", 0.0);
   p.intra_lat_us = intra.value("lat_us", 0.0);
+  const json inter = j.contains("network") && j.at("network").is_object() ? j.at("network").value("inter", json::object())
+                                                                           : json::object();
+  for (const auto& [tier, o, us] : {std::tuple<const char*, const json*, double*>{"intra", &intra, &p.intra_op_us},
+                                    std::tuple<const char*, const json*, double*>{"inter", &inter, &p.inter_op_us}}) {
+    if (!o->contains("op_us")) continue;
+    const json& v = o->at("op_us");
+    *us = v.is_number() ? v.get<double>() : -1;
+    if (!(*us >= 0) || !(*us <= 1e6))
+      bad(where, std::string("network.") + tier + ".op_us (one NCCL operation's fixed cost, us) must be a number >= 0, got " +
+                     v.dump());
+  }
   if (intra.contains("nccl")) {
     const json& n = intra.at("nccl");
     const std::string f = "network.intra.nccl";
@@ -289,6 +300,11 @@ double SimPlatform::nccl_extra_seconds(double bytes, int peers) const {
   return std::max(0.0, peers * nccl_step_seconds(bytes) - links);
 }
 
+double SimPlatform::op_fixed_seconds(bool one_node) const {
+  if (one_node) return nccl_intra.step.empty() ? intra_op_us * 1e-6 : 0.0;
+  return inter_op_us * 1e-6;
+}
+
 json SimPlatform::context(int head_dim) const {
   // efficiencies: each class's table at the run's head dim (what its kernels are charged at);
   // efficiency_tables: which head dim's table that is (null: the platform's table for any head
@@ -325,6 +341,7 @@ json SimPlatform::context(int head_dim) const {
           {"memory_bw", memory_bw_gbs * 1e9},
           {"hbm_bytes", hbm_gib * 1073741824.0},
           {"kernel_launch_us", launch_us},
+          {"op_fixed_us", {{"intra", nccl_intra.step.empty() ? intra_op_us : 0.0}, {"inter", inter_op_us}}},
           {"band", {{"lo", band_lo}, {"hi", band_hi}, {"source", band_source}}},
           {"overlap_interference", {{"compute_slowdown", compute_slowdown}, {"source", interference_source}}},
           {"nccl_intra", nccl_intra.step.empty()

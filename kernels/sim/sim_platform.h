@@ -75,6 +75,12 @@ struct SimPlatform {
     std::vector<std::pair<double, double>> step;  // (block bytes, seconds per step), increasing
   } nccl_intra;
   double intra_bw_gbs = 0, intra_lat_us = 0;  // network.intra (the links SimGrid simulates)
+  // One NCCL operation's fixed cost (launch, proxy, synchronisation), paid once per collective
+  // beside the per-message latency of its steps (optional network.intra.op_us and
+  // network.inter.op_us, >= 0; 0 when absent): a published collective of one step and one of many
+  // separate the two (dgx-a100.json). Within one node of a platform with an NCCL curve the curve
+  // is the operation's whole time, so no fixed cost is added there (op_fixed_seconds).
+  double intra_op_us = 0, inter_op_us = 0;
 
   // Reads and checks a platform JSON; throws std::invalid_argument naming the file and field.
   static SimPlatform load(const std::string& path);
@@ -110,6 +116,10 @@ struct SimPlatform {
   // each of `peers` peers (nccl-tests' all-to-all of total size S runs about as long as the
   // all-gather of S), max(0, peers * step(bytes) - (lat + peers * bytes / bw)). 0 without a curve.
   double nccl_extra_seconds(double bytes, int peers) const;
+  // The fixed cost of one collective whose group lies within one node (`one_node`) or spans
+  // nodes: intra_op_us or inter_op_us, except 0 within one node when the platform has an NCCL
+  // curve (it already holds the operation's fixed cost).
+  double op_fixed_seconds(bool one_node) const;
   // context.simulated of the report: platform, peak_tflops, efficiencies (each class's table at
   // the run's head dim), efficiency_tables (which head dim's table, its source), memory_bw, band.
   nlohmann::json context(int head_dim = 0) const;

@@ -26,6 +26,8 @@
       the ring strategies' grows, by less than X times itself (only the kernels issued while a hop
       is in flight pay), and by exactly twice as much at 2X (relative 1e-9: the same kernels, each
       charged 1 + X times its cost).
+  check_sim_report.py with-op-us PLATFORM.json INTRA_US INTER_US OUT.json
+      writes a copy of the platform with network.intra.op_us and network.inter.op_us (a test input).
   check_sim_report.py nccl-collectives REPORT PLATFORM.json [--min N]
       the sim communicator runs collectives as NCCL does, over point-to-point: an all-to-all is
       one group of transfers to every peer at once, all-gather and reduce-scatter the ring's
@@ -34,6 +36,8 @@
       call and c = b / (g - 1) per peer then takes, within 0.5%:
         all-to-all:           max(lat_i + (n - 1) c / bw_i, lat_e + (g - n) c / bw_e)  (one node: lat_i + b / bw_i)
         all-gather, r-scatter: (g - 1) (lat + c / bw) of the slowest link the ring crosses
+      each plus, once, the platform's network.intra.op_us (g = n) or network.inter.op_us (one NCCL
+      operation's fixed cost; 0 when absent).
       SMPI's own choices (Open MPI's selector) differ: all-gather by recursive doubling pays
       log2 P latencies, not P - 1 (-25% at P = 4 here); a large all-to-all (3 MiB per call at
       P = 4) runs in steps (+6%); a small one is the same group of transfers. Backward only:
@@ -87,6 +91,12 @@ def cmd_simulated(args):
     check((got is None) == (curve is None) and (curve is None or (
         got["source"] == curve["source"] and got["ranks"] == curve["ranks"] and got["points"] == len(curve["size_time_us"]))),
         "context.simulated.nccl_intra %r does not name the platform's network.intra.nccl" % (got,))
+    net = plat.get("network", {})
+    want_op = {"intra": 0.0 if curve is not None else float(net.get("intra", {}).get("op_us", 0)),
+               "inter": float(net.get("inter", {}).get("op_us", 0))}
+    check(sim.get("op_fixed_us") == want_op,
+          "context.simulated.op_fixed_us %r, expected %r (the platform's op_us; 0 within a node under an NCCL curve)"
+          % (sim.get("op_fixed_us"), want_op))
     check(any("simulated" in g and plat["device"] in g for g in ctx["gpus"]), "gpus %r" % ctx["gpus"])
     dtype = rep["config"].get("dtype", "fp32")
     if "xml" not in plat:  # generated platforms: nodes of gpus_per_node ranks, not one node per host
@@ -161,6 +171,14 @@ def cmd_env(args):
     check(got == value, "context.env.%s = %r, expected %r" % (name, got, value))
 
 
+def cmd_with_op_us(args):
+    plat = json.load(open(args[0]))
+    plat["network"]["intra"]["op_us"] = float(args[1])
+    plat["network"]["inter"]["op_us"] = float(args[2])
+    with open(args[3], "w") as f:
+        json.dump(plat, f, indent=1)
+
+
 def cmd_with_interference(args):
     plat = json.load(open(args[0]))
     plat["overlap_interference"] = {"compute_slowdown": float(args[1]), "source": "test input (tests/sim)"}
@@ -197,6 +215,9 @@ def cmd_nccl_collectives(args):
     bw_i, lat_i = net["intra"]["bw_gbs"] * 1e3, net["intra"]["lat_us"]  # bytes per us, us
     bw_e = net["inter"]["bw_gbs"] * 1e3
     lat_e = net["inter"]["lat_us"] + net["inter"].get("fabric_lat_us", 0)
+    # one NCCL operation's fixed cost, once per collective (no NCCL curve on these test platforms)
+    op_i, op_e = net["intra"].get("op_us", 0), net["inter"].get("op_us", 0)
+    check("nccl" not in net["intra"], "nccl-collectives checks the links' formula: use a platform without an NCCL curve")
     checked = 0
     for r in rep["results"]:
         if r["status"] != "ok":
@@ -214,6 +235,7 @@ def cmd_nccl_collectives(args):
                     want = max(want, lat_e + (g - n) * c / bw_e)
             else:
                 want = (g - 1) * ((lat_i + c / bw_i) if g == n else (lat_e + c / bw_e))
+            want += op_i if g == n else op_e
             got = o["time_ms"] * 1e3 / o["count"]
             checked += 1
             check(abs(got - want) <= 5e-3 * want,
@@ -226,7 +248,7 @@ def cmd_nccl_collectives(args):
 def main():
     {"simulated": cmd_simulated, "shared-cores": cmd_shared_cores, "decode-memory-bound": cmd_decode_memory_bound,
      "env": cmd_env, "with-interference": cmd_with_interference, "interference": cmd_interference,
-     "nccl-collectives": cmd_nccl_collectives}[sys.argv[1]](sys.argv[2:])
+     "nccl-collectives": cmd_nccl_collectives, "with-op-us": cmd_with_op_us}[sys.argv[1]](sys.argv[2:])
     return 1 if failed else 0
 
 

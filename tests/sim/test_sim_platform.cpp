@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "kernels/sim/sim_platform.h"
@@ -198,6 +199,35 @@ TEST_CASE("NCCL curve: a ring step's published time by block size, and what it a
   refused(R"({"collective": "all_gather", "ranks": 4, "source": "s"})", "network.intra.nccl needs");
 }
 
+TEST_CASE("an NCCL operation's fixed cost: once per collective, by tier, none under a curve", "[sim]") {
+  json j = toy();
+  j["network"] = json::parse(R"({"intra": {"bw_gbs": 100, "lat_us": 2, "op_us": 8.8},
+                                 "inter": {"bw_gbs": 10, "lat_us": 1, "op_us": 14.8}})");
+  const SimPlatform p = SimPlatform::from_json(j, "toy");
+  CHECK(p.op_fixed_seconds(true) == Approx(8.8e-6));
+  CHECK(p.op_fixed_seconds(false) == Approx(14.8e-6));
+  CHECK(p.context()["op_fixed_us"] == json::parse(R"({"intra": 8.8, "inter": 14.8})"));
+  // Within a node under a published NCCL curve the curve is the whole operation's time.
+  json c = j;
+  c["network"]["intra"]["nccl"] = json::parse(R"({"collective": "all_gather", "ranks": 4,
+      "size_time_us": [[4096, 30]], "source": "toy curve"})");
+  const SimPlatform curved = SimPlatform::from_json(c, "toy");
+  CHECK(curved.op_fixed_seconds(true) == 0.0);
+  CHECK(curved.op_fixed_seconds(false) == Approx(14.8e-6));
+  CHECK(curved.context()["op_fixed_us"]["intra"] == 0.0);
+  // Absent: no fixed cost.
+  const SimPlatform none = SimPlatform::from_json(toy(), "toy");
+  CHECK(none.op_fixed_seconds(true) == 0.0);
+  CHECK(none.op_fixed_seconds(false) == 0.0);
+  // A negative or non-numeric cost is refused, naming the field and the value.
+  json b = j;
+  b["network"]["inter"]["op_us"] = -1;
+  CHECK_THROWS_WITH(SimPlatform::from_json(b, "bad.json"), Catch::Contains("network.inter.op_us") && Catch::Contains("-1"));
+  b = j;
+  b["network"]["intra"]["op_us"] = "8";
+  CHECK_THROWS_WITH(SimPlatform::from_json(b, "bad.json"), Catch::Contains("network.intra.op_us"));
+}
+
 TEST_CASE("broken platforms are refused with the field named", "[sim]") {
   auto refuse = [](json j, const std::string& msg) {
     CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains(msg) && Catch::Contains("bad.json"));
@@ -256,6 +286,11 @@ TEST_CASE("every shipped platform loads and is internally consistent", "[sim]") 
     INFO(e.path().string());
     const SimPlatform p = SimPlatform::load(e.path().string());
     CHECK(p.name == e.path().stem().string());
+    {  // every number names its source: none of the file's numbers is left as an assumption
+      std::ifstream in(e.path());
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      CHECK(text.find("ASSUMED") == std::string::npos);
+    }
     CHECK(p.peak(DType::f32) > 0);
     CHECK(p.band_lo <= 1);
     CHECK(p.band_hi >= 1);
@@ -285,7 +320,7 @@ TEST_CASE("shipped bands: the factors docs/SIMULATION.md Validation gives", "[si
   };
   CHECK(band("local") == std::make_pair(0.929, 1.160));     // 155.6/167.4, 192.1/165.7
   CHECK(band("dgx-h100") == std::make_pair(0.978, 1.107));  // 52.74/53.9, 91.71/82.9
-  CHECK(band("a800") == std::make_pair(0.967, 1.017));      // relative to usp[u4xr4]
+  CHECK(band("a800") == std::make_pair(0.970, 1.017));      // relative to usp[u4xr4]
   CHECK(band("dgx-a100") == band("local"));                 // not validated: the widest
   CHECK(band("l20-pcie") == band("local"));
 }
