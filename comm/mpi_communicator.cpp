@@ -504,9 +504,7 @@ class MpiCommunicator final : public Communicator {
     // nccl_extra_seconds), deferred so it is settled as the first transfer is posted; so is the
     // operation's fixed cost (SimPlatform::op_fixed_seconds), once.
     {
-      const bool one_node = sim_one_node();
-      if (size_ > 1) defer_clock(sim_op_fixed_s(one_node));
-      if (one_node) defer_clock(sim_collective_extra_s(static_cast<int64_t>(c), size_ - 1));
+      if (sim_start_collective()) defer_clock(sim_collective_extra_s(static_cast<int64_t>(c), size_ - 1));
       auto* sb = static_cast<char*>(send.data);
       auto* rb = static_cast<char*>(recv.data);
       std::vector<MPI_Request> reqs;
@@ -750,14 +748,20 @@ class MpiCommunicator final : public Communicator {
   template <class SendAt, class RecvAt>
   void sim_ring_steps(const ByteSpan& span, size_t block_bytes, int tag, SendAt send_at, RecvAt recv_at) {
     const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-    const bool one_node = sim_one_node();
-    if (size_ > 1) defer_clock(sim_op_fixed_s(one_node));
-    const double extra = one_node ? sim_collective_extra_s(static_cast<int64_t>(block_bytes), 1) : 0.0;
+    const double extra = sim_start_collective() ? sim_collective_extra_s(static_cast<int64_t>(block_bytes), 1) : 0.0;
     for (int step = 0; step < size_ - 1; ++step) {
       defer_clock(extra);
       MPI_CHECK(MPI_Sendrecv(send_at(step), span.count(), span.type(), right, tag, recv_at(step), span.count(),
                              span.type(), left, tag, comm_->comm, MPI_STATUS_IGNORE));
     }
+  }
+
+  // The start of every simulated collective: defers the operation's fixed cost once (its tier by
+  // whether the group lies within one node; nothing for a group of one) and returns that.
+  bool sim_start_collective() {
+    const bool one_node = sim_one_node();
+    if (size_ > 1) defer_clock(sim_op_fixed_s(one_node));
+    return one_node;
   }
 
   // Every member on one node (CommLog's node map; none set: one node), where the platform's

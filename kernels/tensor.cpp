@@ -66,17 +66,15 @@ void count_p2p_in_flight(int delta) { g_p2p_in_flight += delta; }
 int p2p_in_flight() { return g_p2p_in_flight; }
 
 namespace {
-SimCollectiveExtra g_collective_extra = nullptr;  // per rank, like the clock
+SimCollectiveCosts g_collective_costs;  // per rank, like the clock
 }  // namespace
-void set_sim_collective_extra(SimCollectiveExtra f) { g_collective_extra = f; }
+void set_sim_collective_costs(SimCollectiveCosts costs) { g_collective_costs = costs; }
 double sim_collective_extra_s(int64_t chunk_bytes, int peers) {
-  return g_collective_extra ? g_collective_extra(chunk_bytes, peers) : 0.0;
+  return g_collective_costs.extra ? g_collective_costs.extra(chunk_bytes, peers) : 0.0;
 }
-namespace {
-SimOpFixed g_op_fixed = nullptr;  // per rank, like the clock
-}  // namespace
-void set_sim_op_fixed(SimOpFixed f) { g_op_fixed = f; }
-double sim_op_fixed_s(bool one_node) { return g_op_fixed ? g_op_fixed(one_node) : 0.0; }
+double sim_op_fixed_s(bool one_node) {
+  return g_collective_costs.op_fixed ? g_collective_costs.op_fixed(one_node) : 0.0;
+}
 
 // ---- dtypes -----------------------------------------------------------------------------------
 size_t dtype_size(DType t) {

@@ -37,21 +37,23 @@ void settle_clock();
 void count_p2p_in_flight(int delta);
 int p2p_in_flight();
 
-// cpbench-sim: the seconds NCCL's protocols add to a collective whose group lies within one node,
-// beyond what the simulated links give (SimGrid charges a message its latency and the link rate;
-// NCCL reaches its bus bandwidth only for large messages). The sim backend installs the platform's
-// published curve (network.intra.nccl, SimPlatform::nccl_extra_seconds); the MPI communicator
-// defers this much before each ring step (`peers` = 1, `chunk_bytes` the step's block) and before
-// an all-to-all (`peers` = g - 1, `chunk_bytes` per peer). 0 when nothing is installed (the
-// normal build, a platform without a curve).
-using SimCollectiveExtra = double (*)(int64_t chunk_bytes, int peers);
-void set_sim_collective_extra(SimCollectiveExtra f);
+// cpbench-sim: what a collective costs beyond the simulated links, installed by the sim backend
+// from its platform (one install: both or neither; nullptrs in the normal build) and deferred by
+// the MPI communicator. Both return 0 when nothing is installed.
+//  - sim_collective_extra_s: the seconds NCCL's protocols add to a collective whose group lies
+//    within one node (SimGrid charges a message its latency and the link rate; NCCL reaches its
+//    bus bandwidth only for large messages): the platform's published curve (network.intra.nccl,
+//    SimPlatform::nccl_extra_seconds), before each ring step (`peers` = 1, `chunk_bytes` the
+//    step's block) and before an all-to-all (`peers` = g - 1, `chunk_bytes` per peer); 0 for a
+//    platform without a curve.
+//  - sim_op_fixed_s: one NCCL operation's fixed cost (SimPlatform::op_fixed_seconds), once at the
+//    start of each collective; `one_node`: its group lies within one node.
+struct SimCollectiveCosts {
+  double (*extra)(int64_t chunk_bytes, int peers) = nullptr;
+  double (*op_fixed)(bool one_node) = nullptr;
+};
+void set_sim_collective_costs(SimCollectiveCosts costs);
 double sim_collective_extra_s(int64_t chunk_bytes, int peers);
-// cpbench-sim: one NCCL operation's fixed cost (SimPlatform::op_fixed_seconds), which the MPI
-// communicator defers once at the start of each collective; `one_node`: its group lies within
-// one node. 0 when nothing is installed (the normal build).
-using SimOpFixed = double (*)(bool one_node);
-void set_sim_op_fixed(SimOpFixed f);
 double sim_op_fixed_s(bool one_node);
 
 enum class DType { f32, bf16, f16 };

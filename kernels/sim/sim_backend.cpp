@@ -28,8 +28,8 @@ double attn_fwd_flops(const AttnShape& s, int64_t pairs) {
 constexpr size_t kMinRegion = size_t(256) << 20;
 constexpr size_t kAlign = 256;
 
-// The platform whose NCCL curve the communicator's collectives pay (set_sim_collective_extra takes
-// a plain function; one backend per rank, and SMPI privatizes this global per rank).
+// The platform whose collective costs the communicator pays (set_sim_collective_costs takes plain
+// functions; one backend per rank, and SMPI privatizes this global per rank).
 const SimPlatform* g_collective_platform = nullptr;
 double collective_extra(int64_t chunk_bytes, int peers) {
   return g_collective_platform ? g_collective_platform->nccl_extra_seconds(double(chunk_bytes), peers) : 0.0;
@@ -54,8 +54,7 @@ SimBackend::SimBackend(SimPlatform platform) : platform_(std::move(platform)) {
     throw std::invalid_argument("CPBENCH_SIM_CLOCK='" + mode + "': expected 'deferred' (the default) or 'each'");
   settle_each_ = mode == "each" || simgrid::s4u::Host::current()->get_actor_count() > 1;
   g_collective_platform = &platform_;
-  set_sim_collective_extra(collective_extra);
-  set_sim_op_fixed(op_fixed);
+  set_sim_collective_costs({collective_extra, op_fixed});
 }
 
 std::string SimBackend::device_name() const {
@@ -132,8 +131,7 @@ Tensor SimBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) 
 
 SimBackend::~SimBackend() {
   if (g_collective_platform == &platform_) {
-    set_sim_collective_extra(nullptr);
-    set_sim_op_fixed(nullptr);
+    set_sim_collective_costs({});
     g_collective_platform = nullptr;
   }
   for (const Region& r : regions_) SMPI_SHARED_FREE(r.base);

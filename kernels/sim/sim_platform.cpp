@@ -164,21 +164,22 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
     p.interference_source = oi.value("source", "");
     if (p.interference_source.empty()) bad(where, "overlap_interference.source must name where the slowdown comes from");
   }
-  const json intra = j.contains("network") && j.at("network").is_object() ? j.at("network").value("intra", json::object())
-                                                                           : json::object();
+  const json net = j.contains("network") && j.at("network").is_object() ? j.at("network") : json::object();
+  const json intra = net.value("intra", json::object()), inter = net.value("inter", json::object());
   p.intra_bw_gbs = intra.value("bw_gbs", 0.0);
   p.intra_lat_us = intra.value("lat_us", 0.0);
-  const json inter = j.contains("network") && j.at("network").is_object() ? j.at("network").value("inter", json::object())
-                                                                           : json::object();
-  for (const auto& [tier, o, us] : {std::tuple<const char*, const json*, double*>{"intra", &intra, &p.intra_op_us},
-                                    std::tuple<const char*, const json*, double*>{"inter", &inter, &p.inter_op_us}}) {
-    if (!o->contains("op_us")) continue;
-    const json& v = o->at("op_us");
-    *us = v.is_number() ? v.get<double>() : -1;
-    if (!(*us >= 0) || !(*us <= 1e6))
+  // network.<tier>.op_us: one NCCL operation's fixed cost, optional (0 when absent)
+  auto op_us = [&](const json& link, const char* tier) {
+    if (!link.contains("op_us")) return 0.0;
+    const json& v = link.at("op_us");
+    const double us = v.is_number() ? v.get<double>() : -1;
+    if (!(us >= 0) || !(us <= 1e6))
       bad(where, std::string("network.") + tier + ".op_us (one NCCL operation's fixed cost, us) must be a number >= 0, got " +
                      v.dump());
-  }
+    return us;
+  };
+  p.intra_op_us = op_us(intra, "intra");
+  p.inter_op_us = op_us(inter, "inter");
   if (intra.contains("nccl")) {
     const json& n = intra.at("nccl");
     const std::string f = "network.intra.nccl";

@@ -86,12 +86,12 @@ def cmd_simulated(args):
               "efficiency_tables.%s %r: expected head_dim %r for the run's %d" % (cls, t, key, d))
     check(abs(sim["memory_bw"] - plat["memory_bw_gbs"] * 1e9) < 1, "memory_bw %r" % sim["memory_bw"])
     check(sim.get("band") == plat["band"], "context.simulated.band %r != the platform's %r" % (sim.get("band"), plat["band"]))
-    curve = plat.get("network", {}).get("intra", {}).get("nccl")
+    net = plat.get("network", {})
+    curve = net.get("intra", {}).get("nccl")
     got = sim.get("nccl_intra")
     check((got is None) == (curve is None) and (curve is None or (
         got["source"] == curve["source"] and got["ranks"] == curve["ranks"] and got["points"] == len(curve["size_time_us"]))),
         "context.simulated.nccl_intra %r does not name the platform's network.intra.nccl" % (got,))
-    net = plat.get("network", {})
     want_op = {"intra": 0.0 if curve is not None else float(net.get("intra", {}).get("op_us", 0)),
                "inter": float(net.get("inter", {}).get("op_us", 0))}
     check(sim.get("op_fixed_us") == want_op,
