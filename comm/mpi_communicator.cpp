@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "comm/sim_collectives.h"
 #include "comm/world.h"
 #include "kernels/backend.h"
 
@@ -170,14 +171,6 @@ void from_f32(DType t, const float* src, void* dst, size_t n) {
   }
 }
 
-#ifdef CPBENCH_SIMULATED
-// The tags of cpbench-sim's collectives, written as NCCL runs them over point-to-point (see
-// do_all_to_all, do_all_gather, do_reduce_scatter); the strategies' tags are below 1000.
-constexpr int kSimReduceScatterTag = 32001;
-constexpr int kSimAllToAllTag = 32002;
-constexpr int kSimAllGatherTag = 32003;
-#endif
-
 // ---- the communication thread ------------------------------------------------------------------
 
 // An MPI communicator handle shared by the communicator and its in-flight operations, freed
@@ -236,15 +229,10 @@ std::string check_status(const P2POp& op, MPI_Status& st, bool status_has_error)
            std::to_string(op.peer) + " tag " + std::to_string(op.tag) + " failed (" + where() +
            "): " + mpi_error_string(st.MPI_ERROR);
   if (op.kind == OpKind::recv) {
-#ifdef CPBENCH_SIMULATED
-    // SMPI has no MPI_Get_elements_x; its int count is MPI_UNDEFINED past 2 GiB (then unchecked).
-    int got_int = 0;
-    const bool counted = MPI_Get_count(&st, MPI_BYTE, &got_int) == MPI_SUCCESS && got_int != MPI_UNDEFINED;
-    const MPI_Count got = got_int;
-#else
     MPI_Count got = 0;
-    const bool counted = MPI_Get_elements_x(&st, MPI_BYTE, &got) == MPI_SUCCESS;
-#endif
+    bool counted = false;
+    if constexpr (kSimulatedMpi) counted = sim_received_bytes(st, got);  // SMPI counts otherwise
+    else counted = MPI_Get_elements_x(&st, MPI_BYTE, &got) == MPI_SUCCESS;
     if (counted && got != static_cast<MPI_Count>(op.bytes))
       return "recv from peer " + std::to_string(op.peer) + " tag " + std::to_string(op.tag) +
              " got " + std::to_string(static_cast<long long>(got)) + " bytes, expected " +
@@ -494,38 +482,11 @@ class MpiCommunicator final : public Communicator {
     InCall in_call(log_, OpKind::all_to_all, name_, others());
     const size_t bytes = send.bytes(), c = bytes / static_cast<size_t>(size_);
     ByteSpan chunk(c);
-#ifdef CPBENCH_SIMULATED
-    // cpbench-sim: NCCL's all-to-all, a group of point-to-point transfers, one to and one from
-    // every other rank, all in flight at once (ncclGroupStart; ncclSend/ncclRecv per peer;
-    // ncclGroupEnd), so the transfers share each rank's links and pay one latency, where Open
-    // MPI's pairwise exchange (SMPI's choice for large messages) runs P - 1 exchanges in turn.
-    // The tensors hold no data: the own chunk's local copy is not simulated. Within one node the
-    // platform's published NCCL curve adds what NCCL takes beyond the links (SimPlatform::
-    // nccl_extra_seconds), deferred so it is settled as the first transfer is posted; so is the
-    // operation's fixed cost (SimPlatform::op_fixed_seconds), once.
-    {
-      if (sim_start_collective()) defer_clock(sim_collective_extra_s(static_cast<int64_t>(c), size_ - 1));
-      auto* sb = static_cast<char*>(send.data);
-      auto* rb = static_cast<char*>(recv.data);
-      std::vector<MPI_Request> reqs;
-      reqs.reserve(2 * static_cast<size_t>(size_));
-      for (int i = 1; i < size_; ++i) {  // receives first, from the nearest peers on
-        const int from = (rank_ - i + size_) % size_;
-        reqs.emplace_back();
-        MPI_CHECK(MPI_Irecv(rb + static_cast<size_t>(from) * c, chunk.count(), chunk.type(), from, kSimAllToAllTag,
-                            comm_->comm, &reqs.back()));
-      }
-      for (int i = 1; i < size_; ++i) {
-        const int to = (rank_ + i) % size_;
-        reqs.emplace_back();
-        MPI_CHECK(MPI_Isend(sb + static_cast<size_t>(to) * c, chunk.count(), chunk.type(), to, kSimAllToAllTag,
-                            comm_->comm, &reqs.back()));
-      }
-      MPI_CHECK(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+    if constexpr (kSimulatedMpi) {  // NCCL's all-to-all over point-to-point (comm/sim_collectives.cpp)
+      sim_all_to_all(sim_group(), send.data, recv.data, SimBlock{c, chunk.type(), chunk.count()});
       record(OpKind::all_to_all, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
       return;
     }
-#endif
     through_host_if_staged(send, recv, [&](const void* sb, void* rb) {
       MPI_CHECK(MPI_Alltoall(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
     });
@@ -538,21 +499,11 @@ class MpiCommunicator final : public Communicator {
     InCall in_call(log_, OpKind::all_gather, name_, others());
     const size_t bytes = send.bytes();
     ByteSpan chunk(bytes);
-#ifdef CPBENCH_SIMULATED
-    // cpbench-sim: NCCL's ring all-gather, P - 1 steps, each rank sending to the next rank the
-    // block it received in the step before (its own first) and receiving one from the previous,
-    // as the ring reduce-scatter below; Open MPI's choice (SMPI's ompi selector) depends on the
-    // message size and P (recursive doubling, Bruck, neighbour exchange, ring).
-    {
-      auto* rb = static_cast<char*>(recv.data);
-      sim_ring_steps(chunk, bytes, kSimAllGatherTag, [&](int step) -> const void* {
-        const int out = (rank_ - step + size_) % size_;
-        return step == 0 ? send.data : rb + static_cast<size_t>(out) * bytes;
-      }, [&](int step) -> void* { return rb + static_cast<size_t>((rank_ - step - 1 + size_) % size_) * bytes; });
+    if constexpr (kSimulatedMpi) {  // NCCL's ring all-gather (comm/sim_collectives.cpp)
+      sim_all_gather(sim_group(), send.data, recv.data, SimBlock{bytes, chunk.type(), chunk.count()});
       record(OpKind::all_gather, ph, static_cast<int64_t>(bytes), -1, t0, log_.now_ms());
       return;
     }
-#endif
     through_host_if_staged(send, recv, [&](const void* sb, void* rb) {
       MPI_CHECK(MPI_Allgather(sb, chunk.count(), chunk.type(), rb, chunk.count(), chunk.type(), comm_->comm));
     });
@@ -568,24 +519,13 @@ class MpiCommunicator final : public Communicator {
       throw std::invalid_argument("reduce_scatter on '" + name_ + "': " + std::to_string(c) +
                                   " elements per rank exceed MPI's int count");
     const size_t n = static_cast<size_t>(send.numel());
-#ifdef CPBENCH_SIMULATED
-    // cpbench-sim: the tensors hold no data, so only the messages matter. They are those of
-    // NCCL's ring reduce-scatter (and Open MPI's ring): P - 1 steps, each rank sending one block of c
-    // elements to the next rank and receiving one from the previous, the block it received
-    // feeding the next step. Written here over MPI_Sendrecv on the tensors' own (shared) memory
-    // because SMPI's reduce-scatter first copies the whole input into a private buffer on every
-    // rank: at P ranks, P full copies at once (4.5 GB at P = 1,024 for allgather-kv's dK, dV).
-    (void)n;
-    const size_t block = recv.bytes();
-    ByteSpan span(block);
-    auto* base = static_cast<char*>(send.data);
-    sim_ring_steps(span, block, kSimReduceScatterTag, [&](int step) -> const void* {
-      const int sent = (rank_ - step - 1 + 2 * size_) % size_;  // partial sums of this block go right
-      return base + static_cast<size_t>(sent) * block;
-    }, [&](int) -> void* { return recv.data; });
-    record(OpKind::reduce_scatter, ph, static_cast<int64_t>(send.bytes()), -1, t0, log_.now_ms());
-    return;
-#endif
+    if constexpr (kSimulatedMpi) {  // NCCL's ring reduce-scatter, no sums (comm/sim_collectives.cpp)
+      const size_t block = recv.bytes();
+      ByteSpan span(block);
+      sim_reduce_scatter(sim_group(), send.data, recv.data, SimBlock{block, span.type(), span.count()});
+      record(OpKind::reduce_scatter, ph, static_cast<int64_t>(send.bytes()), -1, t0, log_.now_ms());
+      return;
+    }
     if (!staged_ && send.dtype == DType::f32) {
       MPI_CHECK(MPI_Reduce_scatter_block(send.data, recv.data, static_cast<int>(c), MPI_FLOAT, MPI_SUM, comm_->comm));
     } else {
@@ -738,42 +678,8 @@ class MpiCommunicator final : public Communicator {
     ~InCall() { log_.leave(); }
     CommLog& log_;
   };
-#ifdef CPBENCH_SIMULATED
-  // cpbench-sim's ring collectives (NCCL's all-gather and reduce-scatter): P - 1 steps, each
-  // sending one block of `span` to the next rank and receiving one from the previous, the blocks
-  // of step s at send_at(s) and recv_at(s). Each step pays, within one node, what the platform's
-  // published NCCL curve takes beyond the links for a block of `block_bytes` (deferred, settled as
-  // the step's Sendrecv is posted); the operation's fixed cost (SimPlatform::op_fixed_seconds) is
-  // paid once, before the first step.
-  template <class SendAt, class RecvAt>
-  void sim_ring_steps(const ByteSpan& span, size_t block_bytes, int tag, SendAt send_at, RecvAt recv_at) {
-    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-    const double extra = sim_start_collective() ? sim_collective_extra_s(static_cast<int64_t>(block_bytes), 1) : 0.0;
-    for (int step = 0; step < size_ - 1; ++step) {
-      defer_clock(extra);
-      MPI_CHECK(MPI_Sendrecv(send_at(step), span.count(), span.type(), right, tag, recv_at(step), span.count(),
-                             span.type(), left, tag, comm_->comm, MPI_STATUS_IGNORE));
-    }
-  }
-
-  // The start of every simulated collective: defers the operation's fixed cost once (its tier by
-  // whether the group lies within one node; nothing for a group of one) and returns that.
-  bool sim_start_collective() {
-    const bool one_node = sim_one_node();
-    if (size_ > 1) defer_clock(sim_op_fixed_s(one_node));
-    return one_node;
-  }
-
-  // Every member on one node (CommLog's node map; none set: one node), where the platform's
-  // intra-node NCCL curve applies. Groups across nodes run at the links' rates.
-  bool sim_one_node() const {
-    const std::vector<int>& node_of = log_.node_map();
-    if (node_of.empty()) return true;
-    for (int w : world_ranks_)
-      if (node_of[static_cast<size_t>(w)] != node_of[static_cast<size_t>(world_ranks_[0])]) return false;
-    return true;
-  }
-#endif
+  // This communicator's group for cpbench-sim's collectives.
+  SimGroup sim_group() const { return SimGroup{comm_->comm, rank_, size_, world_ranks_, log_}; }
 
   std::vector<int> others() const {
     std::vector<int> v;
@@ -804,22 +710,16 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::st
 const char* p2p_progress_name(P2PProgress p) { return p == P2PProgress::thread ? "thread" : "inline"; }
 
 P2PProgress mpi_p2p_progress() {
-#ifdef CPBENCH_SIMULATED
-  const P2PProgress build_default = P2PProgress::inline_;
-#else
-  const P2PProgress build_default = P2PProgress::thread;
-#endif
+  const P2PProgress build_default = kSimulatedMpi ? P2PProgress::inline_ : P2PProgress::thread;
   const char* env = std::getenv("CPBENCH_COMM_PROGRESS");
   if (!env || !*env) return build_default;
   const std::string v = env;
   if (v == "inline") return P2PProgress::inline_;
   if (v == "thread") {
-#ifdef CPBENCH_SIMULATED
-    throw std::invalid_argument("CPBENCH_COMM_PROGRESS=thread: cpbench-sim cannot use a communication thread "
-                                "(SMPI refuses MPI calls from threads other than the rank's own); use inline");
-#else
+    if (kSimulatedMpi)
+      throw std::invalid_argument("CPBENCH_COMM_PROGRESS=thread: cpbench-sim cannot use a communication thread "
+                                  "(SMPI refuses MPI calls from threads other than the rank's own); use inline");
     return P2PProgress::thread;
-#endif
   }
   throw std::invalid_argument("CPBENCH_COMM_PROGRESS='" + v + "': expected 'thread' or 'inline'");
 }
