@@ -1,115 +1,185 @@
-# Strategy-set verification: megatron-sp, usp on every mesh, allgather-kv, both placements,
-# causal and not, MHA and GQA (including kv_heads < P, where usp runs with U <= kv_heads).
-set(_all usp,megatron-sp,allgather-kv,ulysses,ring-zigzag)
-cpbench_verify_test(p4_mesh_causal_gqa            4 --min-verified 7 --model tiny --seq 136 --heads 8 --kv-heads 4 --strategies ${_all} --mesh all)
-cpbench_verify_test(p4_mesh_causal_gqa_ringinner  4 --min-verified 3 --model tiny --seq 136 --heads 8 --kv-heads 4 --strategies usp --mesh all --placement ring-inner)
-cpbench_verify_test(p4_mesh_noncausal_mha_ringinner 4 --min-verified 7 --model tiny --seq 104 --heads 4 --kv-heads 4 --no-causal --strategies ${_all} --mesh all --placement ring-inner)
-cpbench_verify_test(p4_mesh_noncausal_contiguous  4 --min-verified 3 --model tiny --seq 100 --heads 4 --kv-heads 4 --no-causal --strategies usp --mesh all --usp-layout contiguous)
-cpbench_verify_test(p4_kv2_lt_p                   4 --min-verified 4 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies usp,allgather-kv --mesh all)
-cpbench_verify_test(p4_usp_2x2_b2                 4 --min-verified 1 --model tiny --seq 72 --heads 4 --kv-heads 2 --batch 2 --strategies usp --ulysses 2 --ring 2)
-cpbench_verify_test(p6_mesh_causal_mha            6 --min-verified 8 --model tiny --seq 144 --heads 6 --kv-heads 6 --strategies ${_all} --mesh all)
-cpbench_verify_test(p6_mesh_noncausal_ringinner   6 --min-verified 4 --model tiny --seq 132 --heads 6 --kv-heads 6 --no-causal --strategies usp --mesh all --placement ring-inner)
-cpbench_verify_test(p6_kv2_lt_p                   6 --min-verified 3 --model tiny --seq 144 --heads 6 --kv-heads 2 --strategies usp --mesh all)
-cpbench_verify_test(p8_mesh_causal_gqa            8 --min-verified 8 --model tiny --seq 160 --heads 16 --kv-heads 8 --strategies ${_all} --mesh all)
-cpbench_verify_test(p8_kv4_lt_p                   8 --min-verified 4 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies usp --mesh all)
-# KV replication (kv_heads < Ulysses degree, kv_heads dividing it): ulysses, megatron-sp and every
-# usp mesh, including u4 and u8 with kv_heads=2 (copies per head 2 and 4), causal and not, B=2.
-cpbench_verify_test(p4_kv_replicated              4 --min-verified 5 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all)
-cpbench_verify_test(p4_kv_replicated_noncausal_b2 4 --min-verified 5 --model tiny --seq 72 --heads 4 --kv-heads 1 --batch 2 --no-causal --strategies ulysses,megatron-sp,usp --mesh all --placement ring-inner)
-cpbench_verify_test(p8_kv_replicated              8 --min-verified 6 --model tiny --seq 160 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all)
-cpbench_verify_test(p8_mesh_noncausal_ringinner   8 --min-verified 4 --model tiny --seq 160 --heads 8 --kv-heads 8 --no-causal --strategies usp --mesh all --placement ring-inner)
+# The verify matrix: the strategy-set cases of `cpbench verify` against single (fp32, rel L2 <=
+# 1e-5), one row each, "NAME P MIN ARGS...", which becomes cpbench_verify_test(NAME P
+# --min-verified MIN ARGS...) (tests/mpi/CMakeLists.txt): ctest's verify_NAME runs `cpbench
+# verify --no-progress --min-verified MIN ARGS...` on P ranks, which must pass with at least MIN
+# strategies (meshes) verified. Adding a feature x strategy x P case is adding one row. A row is
+# split into words as a shell would (separate_arguments UNIX_COMMAND), so the option groups the
+# rows share are strings here, not CMake lists: a list's ";" would cut the row in two.
+set(_all "usp,megatron-sp,allgather-kv,ulysses,ring-zigzag")
+set(_dr "--strategies double-ring,usp --usp-ring double --mesh all")
+set(_passq "--pass prefill --ring-pass q --strategies ring,ring-zigzag,ring-striped")
+set(_cached "--pass prefill --strategies ring,ring-zigzag,ring-striped")
+set(_usp_double "--strategies usp --usp-ring double --heads 8 --kv-heads 2")
+set(_decode "--pass decode --strategies ring,ring-zigzag,ring-striped,double-ring,megatron-sp")
+set(_decode_usp "--pass decode --strategies usp,ulysses --mesh all")
+set(_block "--block full --seq 64 --heads 4 --kv-heads 2 --head-dim 16 --dim 64 --ffn-dim 96")
+set(_vanish "--seq 64 --head-dim 16 --iters 1 --warmup 0")  # also in the dump tests below
+set(_vanish_min 8)
 
-# Double ring (LoongTrain): every inner ring size w dividing P (w = 1 and w = P are single rings
-# over the outer or the inner level), causal and not, GQA, B=2, both placements.
-cpbench_verify_test(p4_double_ring_mesh           4 --min-verified 3 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies double-ring --mesh all)
-cpbench_verify_test(p6_double_ring_noncausal_b2   6 --min-verified 4 --model tiny --seq 72 --heads 6 --kv-heads 3 --batch 2 --no-causal --strategies double-ring --mesh all --placement ring-inner)
-cpbench_verify_test(p8_double_ring_mesh           8 --min-verified 5 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies double-ring,ring-zigzag --mesh all)
+# _verify_cross(OUT AXIS VALUES... ROWS ROW...): appends to the list OUT, for each value in turn,
+# every ROW with <AXIS> replaced by the value: a family that is a full cross product (features x
+# causal and not, say) is written once.
+function(_verify_cross out axis)
+  cmake_parse_arguments(PARSE_ARGV 2 _x "" "" "VALUES;ROWS")
+  set(rows ${${out}})
+  foreach(value IN LISTS _x_VALUES)
+    foreach(row IN LISTS _x_ROWS)
+      string(REPLACE "<${axis}>" "${value}" row "${row}")
+      list(APPEND rows "${row}")
+    endforeach()
+  endforeach()
+  set(${out} ${rows} PARENT_SCOPE)
+endfunction()
 
-# Masks (issue 11): sliding window, packed documents (lists, equal:K, random:MIN:MAX) and both,
-# causal and not, at P = 2, 3, 4, 6, 8, shapes that do not divide into tiles; every strategy
-# against single (which applies the same mask), --min-verified pins how many must pass.
-cpbench_verify_test(p2_window                     2 --min-verified 8 --model tiny --seq 100 --heads 4 --kv-heads 2 --window 30)
-cpbench_verify_test(p3_docs_noncausal             3 --min-verified 8 --model tiny --seq 150 --heads 6 --kv-heads 3 --docs 40,50,60 --no-causal)
-cpbench_verify_test(p4_window_docs_b2             4 --min-verified 8 --model tiny --seq 136 --heads 8 --kv-heads 4 --window 20 --docs random:10:60 --batch 2)
-cpbench_verify_test(p6_window_noncausal_mesh      6 --min-verified 8 --model tiny --seq 144 --heads 6 --kv-heads 6 --window 25 --no-causal --strategies ${_all} --mesh all)
-cpbench_verify_test(p8_docs_window_ringinner      8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 8 --docs equal:5 --window 24 --strategies ${_all},ring,ring-striped,double-ring --mesh all --placement ring-inner)
-# The double ring's hop truncation under masks (double-ring and usp --usp-ring double, every
-# inner ring w and usp mesh): window, documents and both, causal and not, P = 4, 6, 8, against
-# single at 1e-5; the contiguous usp layout under a causal window and documents of N/P on the
-# zigzag layout are where the schedule drops most hops.
-set(_dr --strategies double-ring,usp --usp-ring double --mesh all)
-cpbench_verify_test(p4_double_ring_window          4 --min-verified 9 --model tiny --seq 136 --heads 8 --kv-heads 4 --window 20 ${_dr})
-cpbench_verify_test(p4_double_ring_docs_window_noncausal_b2 4 --min-verified 9 --model tiny --seq 72 --heads 8 --kv-heads 4 --batch 2 --docs random:10:40 --window 15 --no-causal ${_dr})
-cpbench_verify_test(p6_double_ring_docs_noncausal  6 --min-verified 13 --model tiny --seq 144 --heads 6 --kv-heads 6 --docs 30,42,72 --no-causal ${_dr} --placement ring-inner)
-cpbench_verify_test(p6_double_ring_window_contiguous 6 --min-verified 13 --model tiny --seq 132 --heads 6 --kv-heads 6 --window 22 --usp-layout contiguous ${_dr})
-cpbench_verify_test(p8_double_ring_docs_window     8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs equal:4 --window 24 ${_dr})
-cpbench_verify_test(p8_double_ring_docs_pairs      8 --min-verified 14 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs equal:8 ${_dr} --placement ring-inner)
-# --ring-pass q (pass-Q: query blocks circulate, their partials return to the owner): the ring
-# family against single at 1e-5 (verify also runs the backward from pass-Q's o and lse), causal,
-# P = 2 with a window, P = 4 with documents and B = 2.
-set(_passq --pass prefill --ring-pass q --strategies ring,ring-zigzag,ring-striped)
-cpbench_verify_test(p2_ring_pass_q_window 2 --min-verified 3 --model tiny --seq 100 --heads 4 --kv-heads 2 --window 30 ${_passq})
-cpbench_verify_test(p4_ring_pass_q_docs_b2 4 --min-verified 3 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --batch 2 ${_passq})
-# --cached C (persistent-KV prefill): the new tokens' queries attend a seeded KV cache sharded
-# C/P per rank plus, causally, each other; the ring family against single (which holds the whole
-# cache) at 1e-5 on the forward tensors, pass-KV and pass-Q, causal and windowed, P = 2, 4, 6, 8.
-set(_cached --pass prefill --strategies ring,ring-zigzag,ring-striped)
-cpbench_verify_test(p2_cached_window 2 --min-verified 3 --model tiny --seq 104 --cached 40 --window 30 ${_cached})
-cpbench_verify_test(p2_cached_pass_q 2 --min-verified 3 --model tiny --seq 104 --cached 40 --ring-pass q ${_cached})
-cpbench_verify_test(p4_cached_b2 4 --min-verified 3 --model tiny --seq 136 --cached 56 --batch 2 --heads 8 --kv-heads 4 ${_cached})
-cpbench_verify_test(p4_cached_pass_q_window 4 --min-verified 3 --model tiny --seq 136 --cached 56 --window 20 --ring-pass q ${_cached})
-cpbench_verify_test(p6_cached_pass_q_window 6 --min-verified 3 --model tiny --seq 168 --cached 72 --heads 6 --kv-heads 3 --window 16 --ring-pass q ${_cached})
-cpbench_verify_test(p8_cached 8 --min-verified 3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 ${_cached})
-# The double ring under --cached (pass-KV: a block is a rank's cache shard and new tokens), every w.
-# usp's ring level under --ring-pass q (prefill), every t x U x R.
-cpbench_verify_test(p4_pass_q_usp_window 4 --min-verified 6 --model tiny --seq 128 --batch 2 --heads 8 --kv-heads 2 --window 30 --pass prefill --ring-pass q --strategies usp --mesh all)
-cpbench_verify_test(p8_pass_q_usp 8 --min-verified 10 --model tiny --seq 256 --heads 8 --kv-heads 4 --pass prefill --ring-pass q --strategies usp --mesh all)
-# usp and ulysses under --cached: a cache shard per ring index for the heads Ulysses gives a rank.
-cpbench_verify_test(p4_cached_usp_window 4 --min-verified 4 --model tiny --seq 256 --cached 96 --batch 2 --heads 8 --kv-heads 2 --window 60 --pass prefill --strategies usp,ulysses --mesh all)
-cpbench_verify_test(p6_cached_usp_pass_q 6 --min-verified 3 --model tiny --seq 264 --cached 96 --heads 6 --kv-heads 3 --pass prefill --ring-pass q --strategies usp --mesh all)
-cpbench_verify_test(p8_cached_usp 8 --min-verified 5 --model tiny --seq 256 --cached 128 --heads 8 --kv-heads 4 --pass prefill --strategies usp,ulysses --mesh all)
-# The double ring under --ring-pass q: Q blocks on the K,V path, partials on the dK,dV path; every w.
-cpbench_verify_test(p4_pass_q_double_ring_window 4 --min-verified 3 --model tiny --seq 128 --batch 2 --window 30 --pass prefill --ring-pass q --strategies double-ring --mesh all)
-cpbench_verify_test(p8_pass_q_double_ring_cached 8 --min-verified 4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --ring-pass q --strategies double-ring --mesh all)
-# P = 2 and 6 for the double ring and usp: cached pass-Q (window) and decode.
-cpbench_verify_test(p6_cached_pass_q_double_ring_usp_window 6 --min-verified 6 --model tiny --seq 264 --cached 120 --heads 6 --kv-heads 3 --window 40 --pass prefill --ring-pass q --strategies double-ring,usp --mesh all)
-cpbench_verify_test(p2_cached_pass_q_double_ring_usp 2 --min-verified 4 --model tiny --seq 104 --cached 40 --pass prefill --ring-pass q --strategies double-ring,usp --mesh all)
-cpbench_verify_test(p2_decode_double_ring_usp 2 --min-verified 5 --model tiny --pass decode --cached 40 --decode-steps 3 --strategies double-ring,usp,ulysses --mesh all)
-# usp's double ring level (--usp-ring double) under --cached (both passes) and decode (the merge
-# over the inner ring, then across the inner rings), every t x U x R and inner ring w | R.
-set(_usp_double --strategies usp --usp-ring double --heads 8 --kv-heads 2)
-cpbench_verify_test(p4_cached_usp_double_window 4 --min-verified 8 --model tiny --seq 256 --cached 96 --window 60 --pass prefill --mesh all ${_usp_double})
-cpbench_verify_test(p4_cached_pass_q_usp_double 4 --min-verified 8 --model tiny --seq 256 --cached 128 --batch 2 --pass prefill --ring-pass q --mesh all ${_usp_double})
-cpbench_verify_test(p4_decode_usp_double_full 4 --min-verified 8 --model tiny --cached 96 --decode-steps 5 --block full --pass decode --mesh all ${_usp_double})
-cpbench_verify_test(p8_decode_usp_double_window 8 --min-verified 1 --model tiny --cached 128 --decode-steps 9 --window 40 --pass decode --ulysses 2 --ring 4 --inner-ring 2 ${_usp_double})
-cpbench_verify_test(p4_cached_double_ring_window 4 --min-verified 3 --model tiny --seq 136 --cached 56 --window 20 --batch 2 --pass prefill --strategies double-ring --mesh all)
-cpbench_verify_test(p8_cached_double_ring 8 --min-verified 4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --strategies double-ring --mesh all)
-cpbench_verify_test(p8_cached_pass_q_window 8 --min-verified 3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 --window 12 --ring-pass q ${_cached})
-# --pass decode --cached C: S steps of one token per sequence against the cache sharded C/P per
-# rank, partials merged by one all-gather; compared with single on the same cache and tokens.
-set(_decode --pass decode --strategies ring,ring-zigzag,ring-striped,double-ring,megatron-sp)
-cpbench_verify_test(p2_decode_window 2 --min-verified 4 --model tiny --cached 96 --decode-steps 5 --window 40 ${_decode})
-cpbench_verify_test(p4_decode_b2_full 4 --min-verified 4 --model tiny --cached 112 --decode-steps 7 --batch 2 --heads 8 --kv-heads 4 --block full ${_decode})
-cpbench_verify_test(p6_decode 6 --min-verified 4 --model tiny --cached 144 --decode-steps 9 --heads 6 --kv-heads 3 --dim 96 ${_decode})
-cpbench_verify_test(p8_decode_window 8 --min-verified 4 --model tiny --cached 160 --decode-steps 11 --heads 8 --kv-heads 2 --window 24 ${_decode})
-# usp's decode: the cache's tokens over the ring level, the heads over Ulysses (KV heads
-# replicated when U > G), every U x R; ulysses is the mesh U = P (the heads alone).
-set(_decode_usp --pass decode --strategies usp,ulysses --mesh all)
-cpbench_verify_test(p4_decode_usp_b2 4 --min-verified 4 --model tiny --cached 96 --decode-steps 5 --batch 2 --heads 8 --kv-heads 2 --block full ${_decode_usp})
-cpbench_verify_test(p6_decode_usp_window 6 --min-verified 6 --model tiny --cached 120 --decode-steps 7 --heads 6 --kv-heads 3 --dim 96 --window 30 ${_decode_usp})
-cpbench_verify_test(p8_decode_usp 8 --min-verified 4 --model tiny --cached 128 --decode-steps 9 --heads 8 --kv-heads 4 ${_decode_usp})
+#         NAME                                    P MIN ARGS
+set(_verify_matrix
+  # Strategy-set verification: megatron-sp, usp on every mesh, allgather-kv, both placements,
+  # causal and not, MHA and GQA (including kv_heads < P, where usp runs with U <= kv_heads).
+  "p4_mesh_causal_gqa                      4  7 --model tiny --seq 136 --heads 8 --kv-heads 4 --strategies ${_all} --mesh all"
+  "p4_mesh_causal_gqa_ringinner            4  3 --model tiny --seq 136 --heads 8 --kv-heads 4 --strategies usp --mesh all --placement ring-inner"
+  "p4_mesh_noncausal_mha_ringinner         4  7 --model tiny --seq 104 --heads 4 --kv-heads 4 --no-causal --strategies ${_all} --mesh all --placement ring-inner"
+  "p4_mesh_noncausal_contiguous            4  3 --model tiny --seq 100 --heads 4 --kv-heads 4 --no-causal --strategies usp --mesh all --usp-layout contiguous"
+  "p4_kv2_lt_p                             4  4 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies usp,allgather-kv --mesh all"
+  "p4_usp_2x2_b2                           4  1 --model tiny --seq 72 --heads 4 --kv-heads 2 --batch 2 --strategies usp --ulysses 2 --ring 2"
+  "p6_mesh_causal_mha                      6  8 --model tiny --seq 144 --heads 6 --kv-heads 6 --strategies ${_all} --mesh all"
+  "p6_mesh_noncausal_ringinner             6  4 --model tiny --seq 132 --heads 6 --kv-heads 6 --no-causal --strategies usp --mesh all --placement ring-inner"
+  "p6_kv2_lt_p                             6  3 --model tiny --seq 144 --heads 6 --kv-heads 2 --strategies usp --mesh all"
+  "p8_mesh_causal_gqa                      8  8 --model tiny --seq 160 --heads 16 --kv-heads 8 --strategies ${_all} --mesh all"
+  "p8_kv4_lt_p                             8  4 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies usp --mesh all"
+  # KV replication (kv_heads < Ulysses degree, kv_heads dividing it): ulysses, megatron-sp and every
+  # usp mesh, including u4 and u8 with kv_heads=2 (copies per head 2 and 4), causal and not, B=2.
+  "p4_kv_replicated                        4  5 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all"
+  "p4_kv_replicated_noncausal_b2           4  5 --model tiny --seq 72 --heads 4 --kv-heads 1 --batch 2 --no-causal --strategies ulysses,megatron-sp,usp --mesh all --placement ring-inner"
+  "p8_kv_replicated                        8  6 --model tiny --seq 160 --heads 8 --kv-heads 2 --strategies ulysses,megatron-sp,usp --mesh all"
+  "p8_mesh_noncausal_ringinner             8  4 --model tiny --seq 160 --heads 8 --kv-heads 8 --no-causal --strategies usp --mesh all --placement ring-inner"
+  # Double ring (LoongTrain): every inner ring size w dividing P (w = 1 and w = P are single rings
+  # over the outer or the inner level), causal and not, GQA, B=2, both placements.
+  "p4_double_ring_mesh                     4  3 --model tiny --seq 136 --heads 8 --kv-heads 2 --strategies double-ring --mesh all"
+  "p6_double_ring_noncausal_b2             6  4 --model tiny --seq 72 --heads 6 --kv-heads 3 --batch 2 --no-causal --strategies double-ring --mesh all --placement ring-inner"
+  "p8_double_ring_mesh                     8  5 --model tiny --seq 160 --heads 8 --kv-heads 4 --strategies double-ring,ring-zigzag --mesh all"
+  # Masks (issue 11): sliding window, packed documents (lists, equal:K, random:MIN:MAX) and both,
+  # causal and not, at P = 2, 3, 4, 6, 8, shapes that do not divide into tiles; every strategy
+  # against single (which applies the same mask), --min-verified pins how many must pass.
+  "p2_window                               2  8 --model tiny --seq 100 --heads 4 --kv-heads 2 --window 30"
+  "p3_docs_noncausal                       3  8 --model tiny --seq 150 --heads 6 --kv-heads 3 --docs 40,50,60 --no-causal"
+  "p4_window_docs_b2                       4  8 --model tiny --seq 136 --heads 8 --kv-heads 4 --window 20 --docs random:10:60 --batch 2"
+  "p6_window_noncausal_mesh                6  8 --model tiny --seq 144 --heads 6 --kv-heads 6 --window 25 --no-causal --strategies ${_all} --mesh all"
+  "p8_docs_window_ringinner                8 14 --model tiny --seq 160 --heads 8 --kv-heads 8 --docs equal:5 --window 24 --strategies ${_all},ring,ring-striped,double-ring --mesh all --placement ring-inner"
+  # The double ring's hop truncation under masks (double-ring and usp --usp-ring double, every
+  # inner ring w and usp mesh): window, documents and both, causal and not, P = 4, 6, 8, against
+  # single at 1e-5; the contiguous usp layout under a causal window and documents of N/P on the
+  # zigzag layout are where the schedule drops most hops.
+  "p4_double_ring_window                   4  9 --model tiny --seq 136 --heads 8 --kv-heads 4 --window 20 ${_dr}"
+  "p4_double_ring_docs_window_noncausal_b2 4  9 --model tiny --seq 72 --heads 8 --kv-heads 4 --batch 2 --docs random:10:40 --window 15 --no-causal ${_dr}"
+  "p6_double_ring_docs_noncausal           6 13 --model tiny --seq 144 --heads 6 --kv-heads 6 --docs 30,42,72 --no-causal ${_dr} --placement ring-inner"
+  "p6_double_ring_window_contiguous        6 13 --model tiny --seq 132 --heads 6 --kv-heads 6 --window 22 --usp-layout contiguous ${_dr}"
+  "p8_double_ring_docs_window              8 14 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs equal:4 --window 24 ${_dr}"
+  "p8_double_ring_docs_pairs               8 14 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs equal:8 ${_dr} --placement ring-inner"
+  # --ring-pass q (pass-Q: query blocks circulate, their partials return to the owner): the ring
+  # family against single at 1e-5 (verify also runs the backward from pass-Q's o and lse), causal,
+  # P = 2 with a window, P = 4 with documents and B = 2.
+  "p2_ring_pass_q_window                   2  3 --model tiny --seq 100 --heads 4 --kv-heads 2 --window 30 ${_passq}"
+  "p4_ring_pass_q_docs_b2                  4  3 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --batch 2 ${_passq}"
+  # --cached C (persistent-KV prefill): the new tokens' queries attend a seeded KV cache sharded
+  # C/P per rank plus, causally, each other; the ring family against single (which holds the whole
+  # cache) at 1e-5 on the forward tensors, pass-KV and pass-Q, causal and windowed, P = 2, 4, 6, 8.
+  "p2_cached_window                        2  3 --model tiny --seq 104 --cached 40 --window 30 ${_cached}"
+  "p2_cached_pass_q                        2  3 --model tiny --seq 104 --cached 40 --ring-pass q ${_cached}"
+  "p4_cached_b2                            4  3 --model tiny --seq 136 --cached 56 --batch 2 --heads 8 --kv-heads 4 ${_cached}"
+  "p4_cached_pass_q_window                 4  3 --model tiny --seq 136 --cached 56 --window 20 --ring-pass q ${_cached}"
+  "p6_cached_pass_q_window                 6  3 --model tiny --seq 168 --cached 72 --heads 6 --kv-heads 3 --window 16 --ring-pass q ${_cached}"
+  "p8_cached                               8  3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 ${_cached}"
+  # usp's ring level under --ring-pass q (prefill), every t x U x R.
+  "p4_pass_q_usp_window                    4  6 --model tiny --seq 128 --batch 2 --heads 8 --kv-heads 2 --window 30 --pass prefill --ring-pass q --strategies usp --mesh all"
+  "p8_pass_q_usp                           8 10 --model tiny --seq 256 --heads 8 --kv-heads 4 --pass prefill --ring-pass q --strategies usp --mesh all"
+  # usp and ulysses under --cached: a cache shard per ring index for the heads Ulysses gives a rank.
+  "p4_cached_usp_window                    4  4 --model tiny --seq 256 --cached 96 --batch 2 --heads 8 --kv-heads 2 --window 60 --pass prefill --strategies usp,ulysses --mesh all"
+  "p6_cached_usp_pass_q                    6  3 --model tiny --seq 264 --cached 96 --heads 6 --kv-heads 3 --pass prefill --ring-pass q --strategies usp --mesh all"
+  "p8_cached_usp                           8  5 --model tiny --seq 256 --cached 128 --heads 8 --kv-heads 4 --pass prefill --strategies usp,ulysses --mesh all"
+  # The double ring under --ring-pass q: Q blocks on the K,V path, partials on the dK,dV path; every w.
+  "p4_pass_q_double_ring_window            4  3 --model tiny --seq 128 --batch 2 --window 30 --pass prefill --ring-pass q --strategies double-ring --mesh all"
+  "p8_pass_q_double_ring_cached            8  4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --ring-pass q --strategies double-ring --mesh all"
+  # P = 2 and 6 for the double ring and usp: cached pass-Q (window) and decode.
+  "p6_cached_pass_q_double_ring_usp_window 6  6 --model tiny --seq 264 --cached 120 --heads 6 --kv-heads 3 --window 40 --pass prefill --ring-pass q --strategies double-ring,usp --mesh all"
+  "p2_cached_pass_q_double_ring_usp        2  4 --model tiny --seq 104 --cached 40 --pass prefill --ring-pass q --strategies double-ring,usp --mesh all"
+  "p2_decode_double_ring_usp               2  5 --model tiny --pass decode --cached 40 --decode-steps 3 --strategies double-ring,usp,ulysses --mesh all"
+  # usp's double ring level (--usp-ring double) under --cached (both passes) and decode (the merge
+  # over the inner ring, then across the inner rings), every t x U x R and inner ring w | R.
+  "p4_cached_usp_double_window             4  8 --model tiny --seq 256 --cached 96 --window 60 --pass prefill --mesh all ${_usp_double}"
+  "p4_cached_pass_q_usp_double             4  8 --model tiny --seq 256 --cached 128 --batch 2 --pass prefill --ring-pass q --mesh all ${_usp_double}"
+  "p4_decode_usp_double_full               4  8 --model tiny --cached 96 --decode-steps 5 --block full --pass decode --mesh all ${_usp_double}"
+  "p8_decode_usp_double_window             8  1 --model tiny --cached 128 --decode-steps 9 --window 40 --pass decode --ulysses 2 --ring 4 --inner-ring 2 ${_usp_double}"
+  # The double ring under --cached (pass-KV: a block is a rank's cache shard and new tokens), every w.
+  "p4_cached_double_ring_window            4  3 --model tiny --seq 136 --cached 56 --window 20 --batch 2 --pass prefill --strategies double-ring --mesh all"
+  "p8_cached_double_ring                   8  4 --model tiny --seq 224 --cached 96 --heads 8 --kv-heads 2 --pass prefill --strategies double-ring --mesh all"
+  # The ring family under --cached at P = 8: pass-Q with a window.
+  "p8_cached_pass_q_window                 8  3 --model tiny --seq 160 --cached 64 --heads 8 --kv-heads 2 --window 12 --ring-pass q ${_cached}"
+  # --pass decode --cached C: S steps of one token per sequence against the cache sharded C/P per
+  # rank, partials merged by one all-gather; compared with single on the same cache and tokens.
+  "p2_decode_window                        2  4 --model tiny --cached 96 --decode-steps 5 --window 40 ${_decode}"
+  "p4_decode_b2_full                       4  4 --model tiny --cached 112 --decode-steps 7 --batch 2 --heads 8 --kv-heads 4 --block full ${_decode}"
+  "p6_decode                               6  4 --model tiny --cached 144 --decode-steps 9 --heads 6 --kv-heads 3 --dim 96 ${_decode}"
+  "p8_decode_window                        8  4 --model tiny --cached 160 --decode-steps 11 --heads 8 --kv-heads 2 --window 24 ${_decode}"
+  # usp's decode: the cache's tokens over the ring level, the heads over Ulysses (KV heads
+  # replicated when U > G), every U x R; ulysses is the mesh U = P (the heads alone).
+  "p4_decode_usp_b2                        4  4 --model tiny --cached 96 --decode-steps 5 --batch 2 --heads 8 --kv-heads 2 --block full ${_decode_usp}"
+  "p6_decode_usp_window                    6  6 --model tiny --cached 120 --decode-steps 7 --heads 6 --kv-heads 3 --dim 96 --window 30 ${_decode_usp}"
+  "p8_decode_usp                           8  4 --model tiny --cached 128 --decode-steps 9 --heads 8 --kv-heads 4 ${_decode_usp}"
+  # The whole block (--block full: attention then the SwiGLU MLP): every strategy against single,
+  # every gradient including the MLP weights, at P = 2 and 4 (B = 2 at P = 4: megatron-sp's
+  # reordering gathers).
+  "p2_block_full                           2  8 ${_block}"
+  "p4_block_full_b2                        4  8 ${_block} --batch 2"
+)
+# Vanishing gradients (issue 24): with a window of 1 or one-token documents every query sees
+# only itself, so dq = dk = 0 exactly and both sides return fp32 rounding noise; the bound
+# ||a-b|| <= 1e-5 * max(||b||, m) (bench/verify_bound.h) measures it against the scale m of the
+# gradient's terms. Every strategy (default set), P = 2 (H = G = 2) and P = 4 (H = 4, G = 2, so
+# ulysses and megatron-sp run too), each causal and not; --min-verified pins all 8.
+_verify_cross(_verify_matrix c VALUES causal no-causal ROWS
+  "p2_window1_<c>  2 ${_vanish_min} ${_vanish} --heads 2 --kv-heads 2 --window 1 --<c>"
+  "p2_docs1_<c>    2 ${_vanish_min} ${_vanish} --heads 2 --kv-heads 2 --docs equal:64 --<c>"
+  "p4_docs1_<c>    4 ${_vanish_min} ${_vanish} --heads 4 --kv-heads 2 --docs equal:64 --<c>")
+list(APPEND _verify_matrix
+  # --balance doc-zigzag|greedy (tokens placed by the balanced layout, balance.h) on ring, the double
+  # ring (every w) and usp (every t x U x R; its single ring level, or --usp-ring double with every
+  # w | R) against single at 1e-5: both schemes at P = 2, 3, 4, 6, 8, over documents with and
+  # without a window, causal and not. --min-verified is every mesh the run enumerates.
+  "p2_balance_doc_zigzag_window            2  6 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --window 16 --balance doc-zigzag --strategies ring,double-ring,usp --mesh all"
+  "p2_balance_greedy_docs_usp_double       2  6 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --balance greedy --strategies double-ring,usp --usp-ring double --mesh all"
+  "p3_balance_greedy_docs                  3  6 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --balance greedy --strategies ring,double-ring,usp --mesh all"
+  "p3_balance_doc_zigzag_window_usp_double 3  6 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --window 12 --balance doc-zigzag --strategies double-ring,usp --usp-ring double --mesh all"
+  "p4_balance_greedy_docs_window_b2        4 14 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance greedy --strategies ring,double-ring,usp --usp-ring double --mesh all"
+  "p4_balance_doc_zigzag_docs              4 10 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --balance doc-zigzag --strategies ring,double-ring,usp --mesh all"
+  "p6_balance_doc_zigzag_noncausal         6 11 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance doc-zigzag --strategies ring,double-ring,usp --mesh all"
+  "p6_balance_greedy_window_usp_double     6 15 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --window 14 --balance greedy --strategies double-ring,usp --usp-ring double --mesh all"
+  "p8_balance_greedy_outlier               8 15 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --balance greedy --strategies ring,double-ring,usp --mesh all"
+  "p8_balance_doc_zigzag_window_usp_double 8 24 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --window 12 --balance doc-zigzag --strategies double-ring,usp --usp-ring double --mesh all"
+  # pass-Q (prefill) under --balance: the Q blocks travel on the balanced layout, every mesh.
+  "p4_balance_greedy_pass_q_usp_double     4 14 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --window 24 --balance greedy --pass prefill --ring-pass q --strategies ring,double-ring,usp --usp-ring double --mesh all"
+  # --balance dynamic (ring only): a CP group of c ranks per document by --cp-cap, one ring per group
+  # size, ranks holding different token counts; the caps give a mix of c = 1 (local), 2, 4 and c = P
+  # (P = 3, 6: not a power of two). --min-verified: every tensor of ring and single.
+  "p2_balance_dynamic_docs_window          2  1 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --window 16 --balance dynamic --cp-cap 40 --strategies ring"
+  "p3_balance_dynamic_docs                 3  1 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --balance dynamic --cp-cap 20 --strategies ring"
+  "p4_balance_dynamic_docs_window_b2       4  1 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance dynamic --cp-cap 16 --strategies ring"
+  "p4_balance_dynamic_default_cap_prefill  4  1 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --balance dynamic --pass prefill --strategies ring"
+  "p6_balance_dynamic_noncausal            6  1 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance dynamic --cp-cap 10 --strategies ring"
+  "p8_balance_dynamic_outlier_window       8  1 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --window 12 --balance dynamic --cp-cap 8 --strategies ring"
+)
+foreach(_row IN LISTS _verify_matrix)
+  separate_arguments(_args UNIX_COMMAND "${_row}")
+  list(POP_FRONT _args _name _np _min)
+  cpbench_verify_test(${_name} ${_np} --min-verified ${_min} ${_args})
+endforeach()
+
 # The masked layer of every strategy against an independent float64 NumPy recomputation that
 # rebuilds the mask and the per-document RoPE positions from meta.json.
 add_test(NAME dump_p4_float64_masks
          COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_masks && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --seq 112 --heads 4 --kv-heads 2 --batch 2 --window 20 --docs 30,50,32 --dump ${CPBENCH_TEST_OUT}/dump_masks && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_masks")
 set_tests_properties(dump_p4_float64_masks PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 
-# The whole block (--block full: attention then the SwiGLU MLP): every strategy against single,
-# every gradient including the MLP weights, at P = 2 and 4 (B = 2 at P = 4: megatron-sp's
-# reordering gathers); and single's block against the float64 NumPy recomputation of check_dump.py.
-set(_block --block full --seq 64 --heads 4 --kv-heads 2 --head-dim 16 --dim 64 --ffn-dim 96)
-cpbench_verify_test(p2_block_full 2 --min-verified 8 ${_block})
-cpbench_verify_test(p4_block_full_b2 4 --min-verified 8 ${_block} --batch 2)
+# single's whole block (--block full) against the float64 NumPy recomputation of check_dump.py.
 add_test(NAME dump_p4_float64_block_full
          COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_block && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --block full --seq 64 --heads 4 --kv-heads 2 --head-dim 16 --dim 64 --ffn-dim 96 --batch 2 --strategies megatron-sp,usp,ring-zigzag --dump ${CPBENCH_TEST_OUT}/dump_block && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_block && grep -q '\"block\": \"full\"' ${CPBENCH_TEST_OUT}/dump_block/single/meta.json && test -f ${CPBENCH_TEST_OUT}/dump_block/megatron-sp/dw_down.npy")
 set_tests_properties(dump_p4_float64_block_full PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
@@ -171,20 +241,10 @@ if(CPBENCH_MPI)
   endforeach()
 endif()
 
-# Vanishing gradients (issue 24): with a window of 1 or one-token documents every query sees
-# only itself, so dq = dk = 0 exactly and both sides return fp32 rounding noise; the bound
-# ||a-b|| <= 1e-5 * max(||b||, m) (bench/verify_bound.h) measures it against the scale m of the
-# gradient's terms. Every strategy (default set), P = 2 (H = G = 2) and P = 4 (H = 4, G = 2, so
-# ulysses and megatron-sp run too), causal and not; --min-verified pins all 8.
-set(_vanish --min-verified 8 --seq 64 --head-dim 16 --iters 1 --warmup 0)
-foreach(_c causal no-causal)
-  cpbench_verify_test(p2_window1_${_c}  2 ${_vanish} --heads 2 --kv-heads 2 --window 1 --${_c})
-  cpbench_verify_test(p2_docs1_${_c}    2 ${_vanish} --heads 2 --kv-heads 2 --docs equal:64 --${_c})
-  cpbench_verify_test(p4_docs1_${_c}    4 ${_vanish} --heads 4 --kv-heads 2 --docs equal:64 --${_c})
-endforeach()
-# The P = 4 window-1 cases also check every dump against the float64 NumPy recomputation under
-# the same rule (scripts/verify_bound.py).
-list(JOIN _vanish " " _vanish_sh)  # for the sh -c command lines
+# Vanishing gradients (the matrix's window-1 and one-token-document rows): the P = 4 window-1
+# cases also check every dump against the float64 NumPy recomputation under the same rule
+# (scripts/verify_bound.py).
+set(_vanish_sh "--min-verified ${_vanish_min} ${_vanish}")  # for the sh -c command lines
 list(JOIN CPBENCH_MPIRUN " " _mpirun_sh)
 foreach(_c causal no-causal)
   add_test(NAME verify_p4_window1_${_c}
@@ -203,35 +263,12 @@ set_tests_properties(fail_verify_perturbed_vanishing_dk PROPERTIES LABELS "mpi;v
 # A malformed CPBENCH_TEST_PERTURB is bad input: exit 2 on every rank before any work, no report.
 cpbench_fail_test(test_perturb_malformed 2 "CPBENCH_TEST_PERTURB='dz:1' .test only.: 'dz' is not a dumped tensor" verify --seq 64 --heads 2 --kv-heads 2 --head-dim 16)
 set_tests_properties(fail_test_perturb_malformed PROPERTIES ENVIRONMENT "CPBENCH_TEST_PERTURB=dz:1")
-# --balance doc-zigzag|greedy (tokens placed by the balanced layout, balance.h) on ring, the double
-# ring (every w) and usp (every t x U x R; its single ring level, or --usp-ring double with every
-# w | R) against single at 1e-5: both schemes at P = 2, 3, 4, 6, 8, over documents with and
-# without a window, causal and not. --min-verified is every mesh the run enumerates.
-cpbench_verify_test(p2_balance_doc_zigzag_window 2 --min-verified 6 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --window 16 --balance doc-zigzag --strategies ring,double-ring,usp --mesh all)
-cpbench_verify_test(p2_balance_greedy_docs_usp_double 2 --min-verified 6 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --balance greedy --strategies double-ring,usp --usp-ring double --mesh all)
-cpbench_verify_test(p3_balance_greedy_docs 3 --min-verified 6 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --balance greedy --strategies ring,double-ring,usp --mesh all)
-cpbench_verify_test(p3_balance_doc_zigzag_window_usp_double 3 --min-verified 6 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --window 12 --balance doc-zigzag --strategies double-ring,usp --usp-ring double --mesh all)
-cpbench_verify_test(p4_balance_greedy_docs_window_b2 4 --min-verified 14 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance greedy --strategies ring,double-ring,usp --usp-ring double --mesh all)
-cpbench_verify_test(p4_balance_doc_zigzag_docs 4 --min-verified 10 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --balance doc-zigzag --strategies ring,double-ring,usp --mesh all)
-cpbench_verify_test(p6_balance_doc_zigzag_noncausal 6 --min-verified 11 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance doc-zigzag --strategies ring,double-ring,usp --mesh all)
-cpbench_verify_test(p6_balance_greedy_window_usp_double 6 --min-verified 15 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --window 14 --balance greedy --strategies double-ring,usp --usp-ring double --mesh all)
-cpbench_verify_test(p8_balance_greedy_outlier 8 --min-verified 15 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --balance greedy --strategies ring,double-ring,usp --mesh all)
-cpbench_verify_test(p8_balance_doc_zigzag_window_usp_double 8 --min-verified 24 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --window 12 --balance doc-zigzag --strategies double-ring,usp --usp-ring double --mesh all)
-# pass-Q (prefill) under --balance: the Q blocks travel on the balanced layout, every mesh.
-cpbench_verify_test(p4_balance_greedy_pass_q_usp_double 4 --min-verified 14 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --window 24 --balance greedy --pass prefill --ring-pass q --strategies ring,double-ring,usp --usp-ring double --mesh all)
+# --balance: bad input.
 cpbench_fail_test(balance_unknown 2 "--balance must be none, doc-zigzag, greedy or dynamic, got \"lpt\"" run --model tiny --seq 64 --balance lpt)
 cpbench_fail_test(balance_ring_zigzag 2 "ring-zigzag: --balance greedy replaces its layout: the same layout as ring under --balance greedy" run --model tiny --seq 64 --balance greedy --strategies ring,ring-zigzag)
 cpbench_fail_test(balance_usp_layout 2 "usp: --usp-layout zigzag and --balance greedy both choose the token layout; drop one" run --model tiny --seq 64 --balance greedy --strategies usp --usp-layout zigzag)
 cpbench_fail_test(balance_double_ring_seq 4 "double-ring: seq=66 is not divisible by P=4 \\(--balance doc-zigzag: every rank holds seq/P tokens\\)" run --model tiny --seq 66 --balance doc-zigzag --strategies double-ring)
-# --balance dynamic (ring only): a CP group of c ranks per document by --cp-cap, one ring per group
-# size, ranks holding different token counts; the caps give a mix of c = 1 (local), 2, 4 and c = P
-# (P = 3, 6: not a power of two). --min-verified: every tensor of ring and single.
-cpbench_verify_test(p2_balance_dynamic_docs_window 2 --min-verified 1 --model tiny --seq 100 --heads 4 --kv-heads 2 --docs 30,70 --window 16 --balance dynamic --cp-cap 40 --strategies ring)
-cpbench_verify_test(p3_balance_dynamic_docs 3 --min-verified 1 --model tiny --seq 96 --heads 6 --kv-heads 3 --docs 50,7,39 --balance dynamic --cp-cap 20 --strategies ring)
-cpbench_verify_test(p4_balance_dynamic_docs_window_b2 4 --min-verified 1 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance dynamic --cp-cap 16 --strategies ring)
-cpbench_verify_test(p4_balance_dynamic_default_cap_prefill 4 --min-verified 1 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --balance dynamic --pass prefill --strategies ring)
-cpbench_verify_test(p6_balance_dynamic_noncausal 6 --min-verified 1 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance dynamic --cp-cap 10 --strategies ring)
-cpbench_verify_test(p8_balance_dynamic_outlier_window 8 --min-verified 1 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --window 12 --balance dynamic --cp-cap 8 --strategies ring)
+# --balance dynamic: bad input.
 cpbench_fail_test(balance_dynamic_usp 2 "usp: --balance dynamic is built for ring only" run --model tiny --seq 64 --balance dynamic --strategies usp)
 cpbench_fail_test(balance_dynamic_pass_q 2 "ring: --balance dynamic circulates K,V inside each document's group. --ring-pass q" run --model tiny --seq 64 --docs 32,32 --balance dynamic --pass prefill --ring-pass q --strategies ring)
 cpbench_fail_test(cp_cap_zero 2 "--cp-cap must be in 1 .. seq=64 \\(tokens per rank\\), got 0" run --model tiny --seq 64 --balance dynamic --cp-cap 0)
