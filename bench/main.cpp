@@ -53,6 +53,54 @@ void print_list() {
   std::printf("\nPreset keys (--config FILE; flags are the keys with '-' for '_'): %s\n", known_option_keys().c_str());
 }
 
+// `cpbench list --json`: what print_list prints, as data, plus every flag (command_line_json) and
+// the report schema version, so that tools and tests (tests/python/fuzz_cli.py,
+// check_design_cli.py) read the binary's own lists instead of keeping copies.
+json list_json() {
+  json strategies = json::array();
+  for (const auto& info : strategy_registry()) {
+    const auto s = info.make();  // the capabilities are the strategy object's own answers
+    json passes = {"train", "prefill"};  // every strategy runs these (bench/plan.cpp refuses none)
+    if (s->supports_decode()) passes.push_back("decode");
+    json ring_pass = {"kv"};
+    if (s->supports_pass_q()) ring_pass.push_back("q");
+    json balance = {"none"};
+    for (BalanceScheme b : {BalanceScheme::doc_zigzag, BalanceScheme::greedy, BalanceScheme::dynamic})
+      if (s->supports_balance(b)) balance.push_back(balance_name(b));
+    strategies.push_back({{"name", info.name},
+                          {"summary", info.summary},
+                          {"constraints", info.constraints},
+                          {"tiers", info.tiers},
+                          {"uses_mesh", s->uses_mesh()},
+                          {"passes", passes},
+                          {"ring_pass", ring_pass},
+                          {"balance", balance},
+                          {"cached", s->supports_cached()}});
+  }
+  json models = json::array();
+  for (const auto& m : model_presets())
+    models.push_back({{"name", m.name}, {"description", m.description}, {"dim", m.dim}, {"heads", m.heads},
+                      {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn_dim", m.ffn_dim},
+                      {"layers", m.layers}, {"vocab", m.vocab}});
+  json loads = json::array();
+  for (const auto& w : workloads()) {
+    json e = {{"name", w.name}, {"description", w.description}, {"sampled", w.sampled()}};
+    if (w.sampled()) e["source"] = w.source;
+    else e["documents"] = w.weights.size();
+    loads.push_back(e);
+  }
+  json preset_keys = json::array();
+  for (const auto& o : option_table()) preset_keys.push_back(o.key);
+  json j = command_line_json();
+  j["schema_version"] = kReportSchemaVersion;
+  j["strategies"] = strategies;
+  j["models"] = models;
+  j["workloads"] = loads;
+  j["default_run"] = default_run_preset();
+  j["preset_keys"] = preset_keys;
+  return j;
+}
+
 // SIGINT/SIGTERM: the sweep stops at the next job boundary (ranks agree there), the report is
 // written with complete = false, and the exit code is 128 + the signal. A second signal ends the
 // process at once (the report on disk still holds every finished job).
@@ -97,7 +145,10 @@ int main(int argc, char** argv) {
     return cl.exit_code;
   }
   if (cl.command == "list") {
-    if (rank == 0) print_list();
+    if (rank == 0) {
+      if (cl.list_json) std::printf("%s\n", list_json().dump(2).c_str());
+      else print_list();
+    }
     world.finalize();
     return 0;
   }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <deque>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
@@ -548,16 +549,109 @@ struct SubcommandFlags {
   }
 };
 
+// The whole command line: parse_command_line parses with it and command_line_json describes it,
+// so the description is the parser's own list of flags.
+struct Parser {
+  CLI::App app{"cpbench: benchmark context-parallel attention strategies (run under mpirun)"};
+  SubcommandFlags run_flags, verify_flags;
+  bool list_json = false;
+  Parser() {
+    app.require_subcommand(1);
+    run_flags.add(app.add_subcommand("run", "time the strategies, print a table, write a report"));
+    verify_flags.add(app.add_subcommand("verify", "every strategy against single; non-zero exit on failure"));
+    app.add_subcommand("list", "strategies, presets and their constraints")
+        ->add_flag("--json", list_json, "print it as one JSON object, with every option (for tools and tests)");
+  }
+};
+
 }  // namespace
+
+const char* kind_name(OptKind kind) {
+  switch (kind) {
+    case OptKind::count: return "count";
+    case OptKind::integer: return "integer";
+    case OptKind::seed: return "seed";
+    case OptKind::number: return "number";
+    case OptKind::boolean: return "boolean";
+    case OptKind::text: return "text";
+    case OptKind::choice: return "choice";
+    case OptKind::names: return "names";
+    case OptKind::ints: return "ints";
+    case OptKind::size: return "size";
+    case OptKind::docs: return "docs";
+  }
+  return "?";
+}
+
+json command_line_json() {
+  Parser p;
+  // The defaults come from the same place a run's do: the built-in RunConfig under the embedded
+  // default preset.
+  RunConfig defaults;
+  const json preset = default_run_preset();
+  apply_settings(defaults, preset, "default preset");
+  json commands = json::array(), options = json::array();
+  std::vector<std::string> order;  // flags in the order first seen (run's order, then list's)
+  std::map<std::string, json> by_flag;
+  for (const CLI::App* sub : p.app.get_subcommands({})) {
+    commands.push_back({{"name", sub->get_name()}, {"help", sub->get_description()}});
+    for (const CLI::Option* opt : sub->get_options()) {
+      for (const std::string& lname : opt->get_lnames()) {
+        const std::string flag = "--" + lname;
+        // --no-X is X's negation: one entry for both, as in the table.
+        const OptionSpec* negates = nullptr;
+        if (lname.rfind("no-", 0) == 0)
+          for (const auto& o : option_table())
+            if (o.negatable && o.flag == "--" + lname.substr(3)) negates = &o;
+        if (negates) continue;
+        auto [it, fresh] = by_flag.try_emplace(flag);
+        json& e = it->second;
+        if (fresh) {
+          order.push_back(flag);
+          const OptionSpec* spec = nullptr;
+          for (const auto& o : option_table())
+            if (o.flag == flag) spec = &o;
+          e["flag"] = flag;
+          e["help"] = opt->get_description();
+          e["commands"] = json::array();
+          if (!spec) {  // the parser's own: --help, --config, list's --json
+            e["key"] = nullptr;
+            e["kind"] = opt->get_expected_min() == 0 ? "boolean" : "text";
+            e["value"] = opt->get_expected_min() == 0 ? json(nullptr) : json(opt->get_type_name());
+            e["report_key"] = nullptr;
+          } else {
+            e["key"] = spec->key;
+            e["kind"] = kind_name(spec->kind);
+            e["value"] = spec->kind == OptKind::boolean ? json(nullptr) : json(value_name(*spec));
+            if (spec->kind == OptKind::choice) e["choices"] = spec->choices;
+            if (spec->negatable) e["negated"] = "--no-" + spec->flag.substr(2);
+            if (spec->min != std::numeric_limits<int64_t>::min()) e["min"] = spec->min;
+            e["report_key"] = spec->report_key.empty() ? json(nullptr) : json(spec->report_key);
+            // A default is stated only where it is a value the flag accepts, so giving it changes
+            // nothing; the built-in 0s and nulls that mean "derived" (heads: the model's) are
+            // not, and their help says what they become.
+            json value = preset.contains(spec->key) ? preset[spec->key]
+                         : spec->report                ? spec->report(defaults)
+                                                       : json(nullptr);
+            try {
+              e["default"] = check_option_value(*spec, value, spec->key);
+            } catch (const std::invalid_argument&) {
+            }
+          }
+        }
+        e["commands"].push_back(sub->get_name());
+      }
+    }
+  }
+  for (const auto& flag : order) options.push_back(by_flag[flag]);
+  return {{"commands", commands}, {"options", options}};
+}
 
 CommandLine parse_command_line(int argc, char** argv, bool print_help) {
   CommandLine cl;
-  CLI::App app{"cpbench: benchmark context-parallel attention strategies (run under mpirun)"};
-  app.require_subcommand(1);
-  SubcommandFlags run_flags, verify_flags;
-  run_flags.add(app.add_subcommand("run", "time the strategies, print a table, write a report"));
-  verify_flags.add(app.add_subcommand("verify", "every strategy against single; non-zero exit on failure"));
-  app.add_subcommand("list", "strategies, presets and their constraints");
+  Parser p;
+  CLI::App& app = p.app;
+  const SubcommandFlags &run_flags = p.run_flags, &verify_flags = p.verify_flags;
   // CLI11 says only "A subcommand is required" for a mistyped command: name it.
   if (argc < 2) {
     cl.exit_code = 2;
@@ -584,6 +678,7 @@ CommandLine parse_command_line(int argc, char** argv, bool print_help) {
   }
   if (app.got_subcommand("list")) {
     cl.command = "list";
+    cl.list_json = p.list_json;
     return cl;
   }
   const bool verifying = app.got_subcommand("verify");

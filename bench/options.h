@@ -68,11 +68,19 @@ nlohmann::json check_option_value(const OptionSpec& o, const nlohmann::json& v, 
 // 2: bad input, `error` says why; every rank gets the same result from the same argv).
 struct CommandLine {
   std::string command;  // run | verify | list
+  bool list_json = false;  // list --json
   int exit_code = -1;
   std::string error;
   std::string config_path;                              // --config FILE, or empty
   nlohmann::json settings = nlohmann::json::object();  // flags given, as preset keys
 };
 CommandLine parse_command_line(int argc, char** argv, bool print_help);
+
+// Every flag the command-line parser takes (the same parser parse_command_line builds, so no flag
+// --help shows can be missing), each with its preset key, kind, value form, choices, lower bound,
+// default, help, the commands that take it and the report key it appears under: the "options"
+// and "commands" of `cpbench list --json`.
+nlohmann::json command_line_json();
+const char* kind_name(OptKind kind);  // "count", "choice", ... (the enum's names)
 
 }  // namespace cpbench

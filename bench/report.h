@@ -12,6 +12,10 @@
 
 namespace cpbench {
 
+// The schema_version every report is written with (results_schema/report.schema.json's); one
+// constant so that `cpbench list --json` states the number the reports carry.
+inline constexpr int kReportSchemaVersion = 3;
+
 // Context block: hosts, devices, versions, git sha, argv, allow-listed environment.
 // ranks_per_node: --ranks-per-node K (0: nodes are hosts); head_dim: the run's, which picks a
 // simulated platform's efficiency tables (context.simulated). Collective.

@@ -10,6 +10,9 @@ edge cases that are valid (run as --dry-run, which must exit 0). Each invalid ca
   - print "cpbench: error" naming the field and the offending value (on every rank under mpirun),
   - leave no report at its --out path.
 Most cases run one rank without mpirun (fast); a subset runs under `mpirun -np 2` and `-np 4`.
+The flags, their preset keys, kinds, choices and lower bounds are read from `cpbench list --json`
+(bench/options.cpp's table), so every flag the binary takes is fuzzed; the bad values per kind
+and the out-of-range values per key are written here.
 
 usage: fuzz_cli.py CPBENCH_BIN [--seed S] [--jobs J] [--mpirun MPIRUN] [--limit N] [--out-dir DIR]
 Prints one line per failing case and a summary (cases, max and mean time to exit).
@@ -30,23 +33,19 @@ TIMEOUT = 60  # seconds; a case past it is a hang (typical exit: well under a se
 NONUTF8 = b"\xff\xfe\xc3(".decode("utf-8", "surrogateescape")  # passed to argv as raw bytes
 NONUTF8_SHOWN = "\\xff\\xfe\\xc3("  # how cpbench prints it
 
-# Option kinds, as in bench/options.cpp: flag -> (key, kind)
-OPTIONS = {
-    "--model": ("model", "text"), "--strategies": ("strategies", "names"), "--seq": ("seq", "ints"),
-    "--batch": ("batch", "integer"), "--heads": ("heads", "count"), "--kv-heads": ("kv_heads", "count"),
-    "--head-dim": ("head_dim", "count"), "--dim": ("dim", "count"), "--window": ("window", "integer"),
-    "--docs": ("docs", "docs"), "--pass": ("pass", "choice"), "--ulysses": ("ulysses", "count"),
-    "--ring": ("ring", "count"), "--mesh": ("mesh", "choice"), "--placement": ("placement", "choice"),
-    "--usp-layout": ("usp_layout", "choice"), "--usp-ring": ("usp_ring", "choice"),
-    "--inner-ring": ("inner_ring", "count"), "--ranks-per-node": ("ranks_per_node", "count"),
-    "--warmup": ("warmup", "count"), "--iters": ("iters", "count"), "--seed": ("seed", "seed"),
-    "--threads": ("threads", "count"), "--backend": ("backend", "choice"), "--comm": ("comm", "choice"),
-    "--dtype": ("dtype", "choice"), "--mem-limit": ("mem_limit", "size"), "--timeout": ("timeout", "integer"),
-    "--min-verified": ("min_verified", "count"), "--world-size": ("world_size", "count"),
-    "--peak-tflops": ("peak_tflops", "number"), "--layers": ("layers", "count"),
-    "--recompute": ("recompute", "choice"),
-}
-BOOL_FLAGS = {"--causal": "causal", "--rope": "rope", "--dry-run": "dry_run", "--progress": "progress"}
+# The options come from the binary (`cpbench list --json`, bench/options.cpp's one table), so a
+# new flag is fuzzed without an edit here; load_options fills these.
+OPTIONS = {}     # flag -> (preset key, kind), flags that take a value
+BOOL_FLAGS = {}  # flag -> preset key, boolean flags
+NEGATED = {}     # boolean flag -> its --no- form, where it has one
+CHOICES = {}     # flag -> its choices (kind choice)
+MINIMUM = {}     # preset key -> the smallest value its flag accepts (integer kinds that state one)
+
+# Per option, NONUTF8 and this many of its kind's bad texts (a seeded sample), and this many wrong
+# preset values per key: 2 and 3 (were 3 and 4 when a copy held 33 value flags, not 44) keep the
+# run near its old length (about 100 s on 2 busy cores) as flags are added.
+TEXTS_PER_OPTION = 2
+PRESET_VALUES_PER_KEY = 3
 
 # Text that no kind but text accepts, per kind.
 BAD_TEXT = {
@@ -70,8 +69,40 @@ SEMANTIC = {
     "head_dim": ["0", "-8", "300"], "dim": ["0", "-1", "16777217"], "window": ["-1", "-9223372036854775808"], "iters": ["0", "-1"], "warmup": ["-1"],
     "threads": ["-1"], "ulysses": ["-1"], "ring": ["-2"], "inner_ring": ["-1"], "ranks_per_node": ["-1", "3"],
     "min_verified": ["-1", "2"], "world_size": ["-1", "8"], "timeout": ["-1", "-600"], "model": ["gpt5", ""],
-    "layers": ["0", "-3"],
+    "layers": ["0", "-3"], "cached": ["-1"], "cp_cap": ["-3"], "decode_steps": ["-1"],
 }
+
+
+def list_json(binary):
+    """`cpbench list --json`, parsed; retried like a case when Open MPI's singleton start fails."""
+    for _ in range(3):
+        proc = subprocess.run([binary, "list", "--json"], capture_output=True, timeout=TIMEOUT)
+        if b"error occurred in MPI_Init" not in proc.stdout + proc.stderr:
+            break
+    if proc.returncode != 0:
+        raise SystemExit(f"fuzz_cli: {binary} list --json exited {proc.returncode}: {proc.stderr.decode()[-400:]}")
+    return json.loads(proc.stdout)
+
+
+def load_options(listing):
+    """Fills the tables above from the listing's options that `run` takes and a preset can set
+    (--help, --config and list's --json have no preset key: the cases below cover those)."""
+    for o in listing["options"]:
+        if o["key"] is None or "run" not in o["commands"]:
+            continue
+        if o["kind"] == "boolean":
+            BOOL_FLAGS[o["flag"]] = o["key"]
+            if "negated" in o:
+                NEGATED[o["flag"]] = o["negated"]
+            continue
+        OPTIONS[o["flag"]] = (o["key"], o["kind"])
+        if o["kind"] == "choice":
+            CHOICES[o["flag"]] = o["choices"]
+        if "min" in o:
+            MINIMUM[o["key"]] = o["min"]
+    unknown = sorted({kind for _, kind in OPTIONS.values()} - set(BAD_TEXT))
+    if unknown:  # a kind added to bench/options.h needs its bad values here, or it goes unfuzzed
+        raise SystemExit(f"fuzz_cli: no bad values for option kind(s) {unknown}: add them to BAD_TEXT")
 
 
 class Case:
@@ -103,20 +134,23 @@ def generate(rng):
     shown_item = {"ring,nope": "nope", "64,abc": "abc"}  # the message names the bad item
     for flag, (key, kind) in OPTIONS.items():
         texts = BAD_TEXT.get(kind, [])
-        texts = [NONUTF8] + rng.sample([t for t in texts if t != NONUTF8], min(3, len(texts) - 1))
-        for text in texts + SEMANTIC.get(key, []):
+        texts = [NONUTF8] + rng.sample([t for t in texts if t != NONUTF8], min(TEXTS_PER_OPTION, len(texts) - 1))
+        texts += SEMANTIC.get(key, [])
+        # From what the binary states: one below the stated minimum, and a choice in the wrong case
+        # (choices are exact), so that a flag added later is refused on its own terms too.
+        derived = [str(MINIMUM[key] - 1)] if key in MINIMUM else []
+        derived += [CHOICES[flag][0].upper()] if flag in CHOICES else []
+        for text in texts + [t for t in derived if t not in texts]:
             shown = shown_item.get(text, text.replace(NONUTF8, NONUTF8_SHOWN))
             cases.append(Case(f"cli-{key}-{len(cases)}", base_args(flag) + [flag, text], flag, shown))
     # 2. duplicate flags (the same or the negated form)
     for flag in rng.sample(sorted(OPTIONS), 12):
         key, kind = OPTIONS[flag]
-        v = {"count": "2", "integer": "2", "seed": "1", "number": "1", "choice": None, "names": "ring",
-             "ints": "64", "size": "1GiB", "docs": "equal:2", "text": "tiny"}[kind]
-        if v is None:
-            continue
+        v = {"count": "2", "integer": "2", "seed": "1", "number": "1", "choice": CHOICES.get(flag, [""])[0],
+             "names": "ring", "ints": "64", "size": "1GiB", "docs": "equal:2", "text": "tiny"}[kind]
         cases.append(Case(f"cli-dup-{key}", base_args(flag) + [flag, v, flag, v], flag, "2 times"))
     for flag in BOOL_FLAGS:
-        neg = "--no-" + flag[2:] if flag != "--dry-run" else flag
+        neg = NEGATED.get(flag, flag)
         cases.append(Case(f"cli-dup-{flag[2:]}", base_args(flag) + [flag, neg], flag, "2 times"))
     # 3. unknown flags, missing values, commands
     for bad in ["--sequence", "--kv_heads", "-x", "--seqs", "--Causal", "--no-dry-run", "--" + NONUTF8]:
@@ -154,7 +188,6 @@ def generate(rng):
     wrong_values = ["x", 1.5, True, None, [], {}, [1, "a"], {"value": 1}, 2**31, 2**63, 2**64, -2**63 - 1]
     kinds = {key: kind for key, kind in OPTIONS.values()}
     kinds.update({k: "bool" for k in BOOL_FLAGS.values()})
-    kinds.update({"out": "text", "trace": "text", "dump": "text"})
     accepts = {  # JSON values a kind accepts (these are not errors of type)
         "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and -2**31 <= v < 2**31,
         "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63,
@@ -169,7 +202,7 @@ def generate(rng):
         "docs": lambda v: False,
     }
     for key, kind in sorted(kinds.items()):
-        for v in rng.sample(wrong_values, 4):
+        for v in rng.sample(wrong_values, PRESET_VALUES_PER_KEY):
             if accepts[kind](v):
                 continue
             if kind == "size" and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63:
@@ -237,6 +270,8 @@ def run_case(binary, case, tmp, mpirun):
     elif case.argv and case.argv[0] in ("runn", NONUTF8):
         argv = [binary] + case.argv
     elif case.expect_ok:
+        argv = [binary, "run"] + case.argv
+    elif "--out" in case.argv:  # the case is about --out itself: a second one would only be a duplicate
         argv = [binary, "run"] + case.argv
     else:  # --out first, so that a flag missing its value stays last
         argv = [binary, "run", "--out", report] + case.argv
@@ -308,6 +343,7 @@ def main():
     ap.add_argument("--limit", type=int, default=0, help="run only the first N single-rank cases")
     args = ap.parse_args()
     rng = random.Random(args.seed)
+    load_options(list_json(args.binary))
     cases = generate(rng)
     if args.limit:
         cases = cases[: args.limit]

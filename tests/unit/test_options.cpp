@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -355,4 +356,46 @@ TEST_CASE("options: --layers and --recompute of the whole-model estimate: preset
   RunConfig bad;
   CHECK_THROWS_WITH(apply_settings(bad, {{"recompute", "some"}}, "t"),
                     Catch::Contains("'recompute' must be none or full, got \"some\""));
+}
+
+TEST_CASE("options: command_line_json lists each flag of the parser once, with the table's kind and a default it accepts") {
+  const json cl = command_line_json();
+  std::map<std::string, json> by_flag;
+  for (const auto& e : cl["options"]) {
+    CHECK(by_flag.count(e["flag"]) == 0);  // --no-X is folded into X, not a second entry
+    by_flag[e["flag"]] = e;
+  }
+  for (const auto& o : option_table()) {
+    INFO(o.flag);
+    REQUIRE(by_flag.count(o.flag) == 1);
+    const json& e = by_flag[o.flag];
+    CHECK(e["key"] == o.key);
+    CHECK(e["kind"] == kind_name(o.kind));
+    CHECK(e["commands"] == json::array({"run", "verify"}));
+    CHECK(e.contains("negated") == o.negatable);
+    if (o.kind == OptKind::choice) CHECK(e["choices"] == json(o.choices));
+    // A stated default is one the flag itself would accept, in canonical form.
+    if (e.contains("default")) CHECK(check_option_value(o, e["default"], o.key) == e["default"]);
+  }
+  // The parser's own flags, which the table does not hold.
+  CHECK(by_flag["--config"]["commands"] == json::array({"run", "verify"}));
+  CHECK(by_flag["--help"]["commands"] == json::array({"run", "verify", "list"}));
+  CHECK(by_flag["--json"]["commands"] == json::array({"list"}));
+  CHECK(by_flag.size() == option_table().size() + 3);
+  // Defaults: the default preset's, the built-in RunConfig's, none where the built-in value means
+  // "derived" (heads: the model preset's; strategies: every applicable one).
+  CHECK(by_flag["--seq"]["default"] == json::array({2048}));
+  CHECK(by_flag["--timeout"]["default"] == 600);
+  CHECK(by_flag["--block"]["default"] == "attn");
+  CHECK_FALSE(by_flag["--heads"].contains("default"));
+  CHECK_FALSE(by_flag["--strategies"].contains("default"));
+  CHECK(cl["commands"].size() == 3);
+}
+
+TEST_CASE("options: list --json is parsed as list's flag, and refused elsewhere") {
+  CHECK(parse({"list", "--json"}).list_json);
+  CHECK_FALSE(parse({"list"}).list_json);
+  const CommandLine bad = parse({"run", "--json"});
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.error, "--json"));
 }
