@@ -132,7 +132,7 @@ NcclCallCounts current_nccl_counts() {
 json make_report(const json& context, const RunConfig& cfg, int world_size, const std::vector<JobResult>& results,
                  bool complete, int interrupted) {
   json r;
-  r["schema_version"] = 3;
+  r["schema_version"] = kReportSchemaVersion;
   r["tool"] = {{"name", "cpbench"}, {"version", CPBENCH_VERSION}};
   r["complete"] = complete;
   if (interrupted) r["interrupted_by_signal"] = interrupted;

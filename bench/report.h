@@ -25,6 +25,10 @@ nlohmann::json nccl_context(const NcclCallCounts& c, const char* version);
 // This process's counts so far (all zero when built without NCCL).
 NcclCallCounts current_nccl_counts();
 
+// The schema_version make_report writes: results_schema/report.schema.json's (test_metrics
+// asserts it; scripts/schema_versions.py guards the schema's own version).
+inline constexpr int kReportSchemaVersion = 3;
+
 // `complete` is false while the sweep runs (the report is rewritten after every job) and when it
 // stopped early; `interrupted` names the signal that stopped it (0: none).
 nlohmann::json make_report(const nlohmann::json& context, const RunConfig& cfg, int world_size,

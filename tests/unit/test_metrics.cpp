@@ -13,6 +13,7 @@
 
 #include "bench/dump.h"
 #include "bench/metrics.h"
+#include "bench/report.h"
 #include "bench/result.h"
 #include "bench/tiers.h"
 #include "comm/world.h"
@@ -379,4 +380,14 @@ TEST_CASE("names written into reports are exactly the report schema's", "[report
     INFO(mem_kind_name(k));
     CHECK(memory.contains(mem_kind_name(k)));
   }
+}
+
+// The writer's schema_version is the one the schema it is validated against declares: a schema
+// bumped without the writer (or the reverse) fails here, not in every report test.
+TEST_CASE("the writer's schema_version is the schema's", "[report]") {
+  std::ifstream f(CPBENCH_REPORT_SCHEMA);
+  REQUIRE(f.good());
+  const nlohmann::json schema = nlohmann::json::parse(f);
+  const nlohmann::json report = make_report(nlohmann::json::object(), RunConfig{}, 1, {}, true);
+  CHECK(report.at("schema_version") == schema["properties"]["schema_version"]["const"]);
 }
