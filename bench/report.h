@@ -27,7 +27,7 @@ NcclCallCounts current_nccl_counts();
 
 // The schema_version make_report writes: results_schema/report.schema.json's (test_metrics
 // asserts it; scripts/schema_versions.py guards the schema's own version).
-inline constexpr int kReportSchemaVersion = 3;
+inline constexpr int kReportSchemaVersion = 4;
 
 // `complete` is false while the sweep runs (the report is rewritten after every job) and when it
 // stopped early; `interrupted` names the signal that stopped it (0: none).

@@ -6,8 +6,8 @@ Two layers, both must pass:
      which blocks a result carries for its status and the report's command;
   2. semantic checks the schema cannot express: maxima over ranks, percentile order, sample
      counts, per-rank list lengths, the measured-vs-model bytes flag, and DESIGN's formulas
-     (bandwidths, overlap ratio, TFLOP/s, MFU, HFU, imbalance), listed in docs/REPORT.md. A report
-     is checked against its own version's schema (schema_path).
+     (bandwidths, overlap ratio, TFLOP/s, MFU, HFU, imbalance, the integrity flags), listed in
+     docs/REPORT.md. A report is checked against its own version's schema (schema_path).
 
 Every problem is printed as `FILE: $.json.path: message`. Exit status: 0 when every report is
 valid, 1 when any report is invalid or unreadable, 2 on a usage error or a broken schema file.
@@ -25,7 +25,7 @@ SCHEMA_PATH = SCHEMA_DIR / "report.schema.json"  # the newest version's
 # Every version this reader knows, oldest first, the last being SCHEMA_PATH's; an older one is
 # validated against the schema kept for it (schema_path). tests/python/check_schema_versions.py
 # asserts each has its file. docs/REPORT.md: the migrations between versions.
-SUPPORTED_SCHEMA_VERSIONS = (3,)
+SUPPORTED_SCHEMA_VERSIONS = (3, 4)
 
 
 def schema_path(version):
@@ -263,6 +263,8 @@ def semantic_errors(report):
             _check_balance(r["balance"], base + ["balance"], P, err)
         if all(k in r for k in ("timing", "flops", "tflops", "mfu", "hfu", "peak")):
             _check_rates(r, base, err)
+        if "integrity" in r:  # schema 4
+            _check_integrity(r, base + ["integrity"], err)
         if "inference" in r:
             _check_inference(r, base + ["inference"], err)
     return errs
@@ -475,6 +477,40 @@ def _check_rates(r, path, err):
     for k, v in want.items():
         if not _close(r[k], v, FORMULA_RTOL, 1e-12):
             err(path + [k], f"{r[k]:g}, expected {formula[k]} = {v:g}")
+
+
+# integrity.flags: the kinds the writer raises (bench/metrics.h integrity_flags) and the relative
+# difference between counted and expected FLOPs above which they disagree (kFlopsMismatchRtol).
+INTEGRITY_KINDS = ("tflops_over_peak", "flops_mismatch")
+FLOPS_MISMATCH_RTOL = 1e-6
+
+
+def _check_integrity(r, path, err):
+    """integrity: ok exactly when no flag; each kind of flag raised exactly when the report's own
+    figures call for it: tflops > peak.tflops, and the sum of balance.model_flops_per_rank off
+    expected_flops by more than FLOPS_MISMATCH_RTOL of it."""
+    g = r["integrity"]
+    if g["ok"] != (not g["flags"]):
+        err(path + ["ok"], f"{g['ok']}, but {len(g['flags'])} flag(s): ok is true exactly when there are none")
+    kinds = [f.split(":", 1)[0] for f in g["flags"]]
+    peak = r["peak"]["tflops"] if "peak" in r else None
+    want = {"tflops_over_peak": peak is not None and "tflops" in r and r["tflops"] > peak}
+    expected = g["expected_flops"]
+    if expected is not None and "balance" in r:
+        counted = sum(r["balance"]["model_flops_per_rank"])
+        want["flops_mismatch"] = abs(counted - expected) > FLOPS_MISMATCH_RTOL * expected
+        why = f"counted {counted:.10g} (sum of balance.model_flops_per_rank) vs expected_flops {expected:.10g}"
+    else:
+        want["flops_mismatch"] = False
+        why = "expected_flops is null" if expected is None else "no balance.model_flops_per_rank"
+    reasons = {"tflops_over_peak": f"tflops {r.get('tflops')!r} vs peak.tflops {peak!r}", "flops_mismatch": why}
+    for kind in INTEGRITY_KINDS:
+        n = kinds.count(kind)
+        if n > 1:
+            err(path + ["flags"], f"{kind} flagged {n} times")
+        elif bool(n) != want[kind]:
+            err(path + ["flags"], f"{kind} {'flagged' if n else 'not flagged'}, but {reasons[kind]} says "
+                                  f"{'it should be' if want[kind] else 'there is nothing to flag'}")
 
 
 def _check_verify(v, path, err):
