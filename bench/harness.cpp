@@ -226,6 +226,8 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   result.warning = placement_warning(job.info->name, desc, P, log_.node_map());
   result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
                                    peak, model->activation_bytes_estimate(shape, P, job.mesh), tiers);
+  // The layer's FLOPs (shape: the last pack's, as the counted ones); single runs it on every rank.
+  result.timed->expected_flops = expected_job_flops(shape, job.info->name == "single" ? P : 1);
   result.timed->packs = std::move(resampled);
   result.timed->balance_scheme = balance_name(shape.balance);
   if (shape.balance != BalanceScheme::none && job.info->name != "single") {

@@ -1,6 +1,8 @@
 #include "bench/metrics.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 
@@ -193,6 +195,40 @@ ModelEstimate model_estimate(const ModelEstimateInput& in) {
                                        std::to_string(in.block_activation_bytes) + " B (recompute none)") +
               "; total = weights + grads + optimizer + activations";
   return e;
+}
+
+std::optional<double> expected_job_flops(const LayerShape& s, int copies) {
+  if (s.decode()) return std::nullopt;
+  const int64_t rows = s.B * s.new_tokens();
+  const int64_t hd = int64_t(s.H) * s.d;
+  double gemm = gemm_flops(rows, s.qkv_cols(), s.D) + gemm_flops(rows, s.D, hd);
+  if (s.full_block) gemm += 2 * gemm_flops(rows, s.F, s.D) + gemm_flops(rows, s.D, s.F);  // gate, up; down
+  AttnShape a;
+  a.B = s.B, a.hq = s.H, a.d = s.d;
+  const AttnMask mask{s.causal, s.window, s.docs};
+  const double attn = attn_fwd_flops(a, count_visible_pairs(Positions::contiguous(s.cached, s.new_tokens()),
+                                                            Positions::contiguous(0, s.N), mask));
+  // The backward runs two GEMMs (data and weight gradients) of each forward GEMM's size.
+  const double layer = s.forward_only() ? gemm + attn : 3 * gemm + (1 + kAttnBwdModelFactor) * attn;
+  return copies * layer;
+}
+
+std::vector<std::string> integrity_flags(double tflops, double peak_tflops, const std::string& peak_source,
+                                         double counted_flops, std::optional<double> expected) {
+  std::vector<std::string> flags;
+  char buf[256];
+  if (peak_tflops > 0 && tflops > peak_tflops) {
+    std::snprintf(buf, sizeof buf, "tflops_over_peak: %.6g TFLOP/s > peak %.6g TFLOP/s (%s), MFU %.3g", tflops,
+                  peak_tflops, peak_source.c_str(), tflops / peak_tflops);
+    flags.push_back(buf);
+  }
+  if (expected && std::abs(counted_flops - *expected) > kFlopsMismatchRtol * *expected) {
+    std::snprintf(buf, sizeof buf,
+                  "flops_mismatch: counted %.10g != model %.10g FLOPs per step, all ranks (%+.4g%%)", counted_flops,
+                  *expected, *expected > 0 ? 100 * (counted_flops - *expected) / *expected : 0.0);
+    flags.push_back(buf);
+  }
+  return flags;
 }
 
 }  // namespace cpbench

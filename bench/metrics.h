@@ -3,9 +3,11 @@
 // (tests/unit/test_metrics.cpp).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/strategy.h"
 #include "comm/communicator.h"
 #include "kernels/backend.h"
 
@@ -102,5 +104,29 @@ struct CacheFit {
   std::string formula;
 };
 CacheFit longest_cache(const CacheFitInput& in);
+
+// The layer's model FLOPs for the whole job (every rank together, one step) from the shape alone:
+// DESIGN's counting (kernels/backend.h gemm_flops, attn_fwd_flops) applied to the global sequence,
+// as one rank running the layer alone would count them. Per step: the new tokens' (N - C) GEMMs
+// (QKV, output projection, the MLP's three under --block full) and the attention of their queries
+// on every visible key; a train step adds the backward, 2x each. Context parallelism splits this
+// work, it does not add to it: the sum of the ranks' counted FLOPs must equal it. `copies` ranks
+// run the whole layer each instead (single, the reference, on every rank: P): that many times
+// the layer. nullopt under decode, where every rank computes the new tokens' projections
+// (replicated by design).
+std::optional<double> expected_job_flops(const LayerShape& s, int copies = 1);
+
+// Report integrity (docs/REPORT.md "integrity"): one line per reason not to believe a result's
+// rates, each starting with its kind:
+//   "tflops_over_peak: ..." when tflops > peak_tflops (a known peak, > 0): the achieved rate
+//     exceeds the peak it is divided by (MFU > 1), as when a framework's formula assumes work that
+//     did not run;
+//   "flops_mismatch: ..." when the FLOPs counted on all ranks differ from `expected` by more than
+//     kFlopsMismatchRtol of it: work repeated or skipped relative to the layer (a CP degree that
+//     silently did not split the sequence counts P times the model).
+// Both name the two numbers. Empty: nothing to flag.
+inline constexpr double kFlopsMismatchRtol = 1e-6;  // far above rounding of sums of exact products
+std::vector<std::string> integrity_flags(double tflops, double peak_tflops, const std::string& peak_source,
+                                         double counted_flops, std::optional<double> expected);
 
 }  // namespace cpbench

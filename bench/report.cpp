@@ -188,6 +188,7 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
   std::printf("\n%-22s %8s %6s %10s %9s %9s %8s %7s %11s %11s %5s %8s %5s %10s %6s%s\n", "strategy", "seq", "status",
               "step_ms", "fwd_ms", "bwd_ms", "TFLOP/s", "MFU", "comm_fwd", "comm_bwd", "model", "overlap", "hta",
               "peak_mem", "imbal", several_nodes ? "  inter_node" : "");
+  std::vector<std::string> flagged;  // "label seq=N: flag", listed under the table
   for (const auto& r : results) {
     if (r.status != "ok" || !r.timed) {
       std::printf("%-22s %8lld %6s  %s\n", r.label.c_str(), static_cast<long long>(r.seq), r.status.c_str(),
@@ -195,6 +196,8 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
       continue;
     }
     const TimedResult& t = *r.timed;
+    const std::vector<std::string> flags = t.integrity_flags();
+    for (const std::string& f : flags) flagged.push_back(r.label + " seq=" + std::to_string(r.seq) + ": " + f);
     const bool model_ok = t.comm_fwd.matches_model && t.comm_bwd.matches_model;
     char mfu[16] = "    n/a";
     if (t.mfu) std::snprintf(mfu, sizeof mfu, "%6.1f%%", 100 * *t.mfu);
@@ -211,8 +214,8 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
       std::snprintf(hta, sizeof hta, "%4.0f%%", 100 * t.hta_overlap_ratio());
     }
     std::printf("%-22s %8lld %6s %10.2f %9.2f %9.2f %8.4f %7s %11s %11s %5s %s %s %10s %6.2f%s\n",
-                r.label.c_str(), static_cast<long long>(r.seq), "ok", t.step_ms.median, t.fwd_ms.median,
-                t.bwd_ms.median, t.tflops, mfu, human_bytes(double(t.comm_fwd.bytes_sent)).c_str(),
+                r.label.c_str(), static_cast<long long>(r.seq), flags.empty() ? "ok" : "ok!", t.step_ms.median,
+                t.fwd_ms.median, t.bwd_ms.median, t.tflops, mfu, human_bytes(double(t.comm_fwd.bytes_sent)).c_str(),
                 human_bytes(double(t.comm_bwd.bytes_sent)).c_str(), model_ok ? "=" : "DIFF",
                 overlap, hta,
                 human_bytes(double(max_of(t.mem_per_rank))).c_str(), t.imbalance(), inter_col.c_str());
@@ -228,6 +231,10 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
               "compute (waiting on a slower rank counts as exposed); worst rank\n");
   std::printf("hta:     the share of the communication calls' own duration during which the rank computed "
               "(Holistic Trace Analysis); worst rank. Both \u2013 when the job sends nothing\n");
+  if (!flagged.empty()) {
+    std::printf("ok!: integrity flagged (the report's results[].integrity); do not trust these rates:\n");
+    for (const std::string& f : flagged) std::printf("  ! %s\n", f.c_str());
+  }
 }
 
 void print_verify_table(const std::vector<JobResult>& results) {

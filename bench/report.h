@@ -12,10 +12,6 @@
 
 namespace cpbench {
 
-// The schema_version every report is written with (results_schema/report.schema.json's); one
-// constant so that `cpbench list --json` states the number the reports carry.
-inline constexpr int kReportSchemaVersion = 3;
-
 // Context block: hosts, devices, versions, git sha, argv, allow-listed environment.
 // ranks_per_node: --ranks-per-node K (0: nodes are hosts); head_dim: the run's, which picks a
 // simulated platform's efficiency tables (context.simulated). Collective.
@@ -28,6 +24,11 @@ nlohmann::json report_context(World& w, Backend& be, int argc, char** argv, int 
 nlohmann::json nccl_context(const NcclCallCounts& c, const char* version);
 // This process's counts so far (all zero when built without NCCL).
 NcclCallCounts current_nccl_counts();
+
+// The schema_version every report is written with: results_schema/report.schema.json's (test_metrics
+// asserts it; scripts/schema_versions.py guards the schema's own version); one constant so that
+// `cpbench list --json` states the number the reports carry.
+inline constexpr int kReportSchemaVersion = 4;
 
 // `complete` is false while the sweep runs (the report is rewritten after every job) and when it
 // stopped early; `interrupted` names the signal that stopped it (0: none).

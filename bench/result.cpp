@@ -45,6 +45,12 @@ bool TimedResult::sends_nothing() const {
   return true;
 }
 
+std::vector<std::string> TimedResult::integrity_flags() const {
+  double counted = 0;  // every rank's, as the expected figure is the whole job's
+  for (double f : model_flops_per_rank) counted += f;
+  return cpbench::integrity_flags(tflops, peak.tflops, peak.source, counted, expected_flops);
+}
+
 double TimedResult::hta_overlap_ratio() const {
   double m = 1;
   for (const auto& o : overlap) m = std::min(m, o.hta_ratio);
@@ -190,6 +196,9 @@ json JobResult::to_json() const {
     r["hfu"] = optional_json(t.hfu);
     r["peak"] = {{"tflops", t.peak.tflops > 0 ? json(t.peak.tflops) : json(nullptr)}, {"source", t.peak.source}};
     if (!t.peak.reason.empty()) r["peak"]["reason"] = t.peak.reason;
+    const std::vector<std::string> flags = t.integrity_flags();
+    r["integrity"] = {{"ok", flags.empty()}, {"flags", flags},
+                      {"expected_flops", t.expected_flops ? json(*t.expected_flops) : json(nullptr)}};
     r["memory"] = {{"peak_bytes", max_of(t.mem_per_rank)}, {"per_rank", t.mem_per_rank},
                    {"weights", t.mem_weights}, {"activations", t.mem_activations},
                    {"comm_buffers", t.mem_comm}, {"activation_estimate_bytes", t.activation_estimate},

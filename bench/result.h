@@ -103,6 +103,8 @@ struct TimedResult {  // present when status is ok in a run
   std::vector<std::vector<int64_t>> tokens_by_degree;    // per rank, its tokens of each of `degrees`
   std::vector<ResampledPack> packs;  // --docs-resample only, in iteration order (the last is described above)
   std::optional<InferenceResult> inference;  // --pass prefill and decode
+  // The layer's model FLOPs for the whole job (metrics.h expected_job_flops); nullopt under decode.
+  std::optional<double> expected_flops;
 
   double overlap_ratio() const;      // min over ranks
   // True when no rank sent a byte (fwd and bwd): the report's overlap.ratio is null then.
@@ -110,6 +112,9 @@ struct TimedResult {  // present when status is ok in a run
   double hta_overlap_ratio() const;  // min over ranks
   double imbalance() const { return cpbench::imbalance(compute_ms_per_rank); }
   double flops_imbalance() const { return cpbench::imbalance(model_flops_per_rank); }
+  // The report's integrity flags (metrics.h integrity_flags) from this result's own figures: the
+  // report and the console both read them here. Empty: nothing to flag.
+  std::vector<std::string> integrity_flags() const;
 };
 
 struct JobResult {

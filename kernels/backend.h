@@ -243,6 +243,15 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opt);
 // Names of the backends compiled into this build.
 std::vector<std::string> available_backends();
 
+// DESIGN's FLOP counting, each formula once (kernels/backend_flops.cpp): what count_gemm and
+// count_attn add per call, and what the report's expected FLOPs are built from (bench/metrics.h
+// expected_job_flops), so the counter and the model it is checked against cannot drift apart.
+double gemm_flops(int64_t m, int64_t n, int64_t k);      // 2*m*n*k
+double attn_fwd_flops(const AttnShape& s, int64_t pairs);  // QK^T and PV: 4*d*hq*B per visible pair
+// The attention backward relative to its forward: model FLOPs 2x, hardware 2.5x (the backward
+// recomputes the scores).
+inline constexpr double kAttnBwdModelFactor = 2.0, kAttnBwdHardwareFactor = 2.5;
+
 // Count of visible (query, key) pairs under the mask; exact, used for FLOP counting and by the
 // kernels' tests. Closed-form per (query segment, key segment, document piece): its cost grows
 // with the number of segments and documents the block touches, not with nq * nk.

@@ -3,18 +3,23 @@
 
 namespace cpbench {
 
+double gemm_flops(int64_t m, int64_t n, int64_t k) { return 2.0 * double(m) * double(n) * double(k); }
+
+double attn_fwd_flops(const AttnShape& s, int64_t pairs) {
+  // QK^T and PV, 2*d FLOPs each per visible (query, key) pair and query head.
+  return 4.0 * double(s.d) * double(s.hq) * double(s.B) * double(pairs);
+}
+
 void Backend::count_gemm(int64_t m, int64_t n, int64_t k) {
-  const double f = 2.0 * double(m) * double(n) * double(k);
+  const double f = gemm_flops(m, n, k);
   model_flops_ += f;
   hardware_flops_ += f;
 }
 
 void Backend::count_attn(const AttnShape& s, const Positions& qpos, const Positions& kpos, bool backward) {
-  // Forward: QK^T and PV, 2*d FLOPs each per visible (query, key) pair and query head.
-  const double fwd = 4.0 * double(s.d) * double(s.hq) * double(s.B) *
-                     double(count_visible_pairs(qpos, kpos, s.mask()));
-  model_flops_ += backward ? 2.0 * fwd : fwd;
-  hardware_flops_ += backward ? 2.5 * fwd : fwd;  // backward recomputes the scores
+  const double fwd = attn_fwd_flops(s, count_visible_pairs(qpos, kpos, s.mask()));
+  model_flops_ += backward ? kAttnBwdModelFactor * fwd : fwd;
+  hardware_flops_ += backward ? kAttnBwdHardwareFactor * fwd : fwd;
 }
 
 }  // namespace cpbench

@@ -6,7 +6,8 @@ Two layers, both must pass:
      which blocks a result carries for its status and the report's command;
   2. semantic checks the schema cannot express: maxima over ranks, percentile order, sample
      counts, per-rank list lengths, the measured-vs-model bytes flag, and DESIGN's formulas
-     (bandwidths, overlap ratio, TFLOP/s, MFU, HFU, imbalance), listed in docs/REPORT.md.
+     (bandwidths, overlap ratio, TFLOP/s, MFU, HFU, imbalance, the integrity flags), listed in
+     docs/REPORT.md. A report is checked against its own version's schema (schema_path).
 
 Every problem is printed as `FILE: $.json.path: message`. Exit status: 0 when every report is
 valid, 1 when any report is invalid or unreadable, 2 on a usage error or a broken schema file.
@@ -19,8 +20,18 @@ import json
 import sys
 from pathlib import Path
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "results_schema" / "report.schema.json"
-SUPPORTED_SCHEMA_VERSIONS = (3,)  # docs/REPORT.md: migration from 1 and from 2
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "results_schema"
+SCHEMA_PATH = SCHEMA_DIR / "report.schema.json"  # the newest version's
+# Every version this reader knows, oldest first, the last being SCHEMA_PATH's; an older one is
+# validated against the schema kept for it (schema_path). tests/python/check_schema_versions.py
+# asserts each has its file. docs/REPORT.md: the migrations between versions.
+SUPPORTED_SCHEMA_VERSIONS = (3, 4)
+
+
+def schema_path(version):
+    """The schema file of a version this reader knows: the current one, or the kept
+    report.schema.v<N>.json (results_schema/README.md, Versioning)."""
+    return SCHEMA_PATH if version == SUPPORTED_SCHEMA_VERSIONS[-1] else SCHEMA_DIR / f"report.schema.v{version}.json"
 
 # Relative tolerance for values the writer derives from other reported values (bandwidths,
 # TFLOP/s, MFU, HFU, imbalance, overlap ratio): loose enough for float32 intermediates, tight
@@ -65,7 +76,15 @@ def load_json(path):
 
 
 def load_schema(path=None):
-    """The schema as a validator; raises ReportError when the schema itself is broken."""
+    """{version: validator} for every supported version, each from its own schema file; with a
+    path, that one schema for every version. Raises ReportError when a schema itself is broken."""
+    if path:
+        one = _load_validator(Path(path))
+        return {ver: one for ver in SUPPORTED_SCHEMA_VERSIONS}
+    return {ver: _load_validator(schema_path(ver)) for ver in SUPPORTED_SCHEMA_VERSIONS}
+
+
+def _load_validator(path):
     try:
         import jsonschema
     except ImportError:
@@ -73,7 +92,6 @@ def load_schema(path=None):
     if not hasattr(jsonschema, "Draft202012Validator"):
         raise ReportError("jsonschema >= 4.0 is needed for JSON Schema draft 2020-12 "
                           f"(found {getattr(jsonschema, '__version__', 'an older version')})")
-    path = Path(path) if path else SCHEMA_PATH
     schema = load_json(path)
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -245,6 +263,8 @@ def semantic_errors(report):
             _check_balance(r["balance"], base + ["balance"], P, err)
         if all(k in r for k in ("timing", "flops", "tflops", "mfu", "hfu", "peak")):
             _check_rates(r, base, err)
+        if "integrity" in r:  # schema 4
+            _check_integrity(r, base + ["integrity"], err)
         if "inference" in r:
             _check_inference(r, base + ["inference"], err)
     return errs
@@ -459,6 +479,40 @@ def _check_rates(r, path, err):
             err(path + [k], f"{r[k]:g}, expected {formula[k]} = {v:g}")
 
 
+# integrity.flags: the kinds the writer raises (bench/metrics.h integrity_flags) and the relative
+# difference between counted and expected FLOPs above which they disagree (kFlopsMismatchRtol).
+INTEGRITY_KINDS = ("tflops_over_peak", "flops_mismatch")
+FLOPS_MISMATCH_RTOL = 1e-6
+
+
+def _check_integrity(r, path, err):
+    """integrity: ok exactly when no flag; each kind of flag raised exactly when the report's own
+    figures call for it: tflops > peak.tflops, and the sum of balance.model_flops_per_rank off
+    expected_flops by more than FLOPS_MISMATCH_RTOL of it."""
+    g = r["integrity"]
+    if g["ok"] != (not g["flags"]):
+        err(path + ["ok"], f"{g['ok']}, but {len(g['flags'])} flag(s): ok is true exactly when there are none")
+    kinds = [f.split(":", 1)[0] for f in g["flags"]]
+    peak = r["peak"]["tflops"] if "peak" in r else None
+    want = {"tflops_over_peak": peak is not None and "tflops" in r and r["tflops"] > peak}
+    expected = g["expected_flops"]
+    if expected is not None and "balance" in r:
+        counted = sum(r["balance"]["model_flops_per_rank"])
+        want["flops_mismatch"] = abs(counted - expected) > FLOPS_MISMATCH_RTOL * expected
+        why = f"counted {counted:.10g} (sum of balance.model_flops_per_rank) vs expected_flops {expected:.10g}"
+    else:
+        want["flops_mismatch"] = False
+        why = "expected_flops is null" if expected is None else "no balance.model_flops_per_rank"
+    reasons = {"tflops_over_peak": f"tflops {r.get('tflops')!r} vs peak.tflops {peak!r}", "flops_mismatch": why}
+    for kind in INTEGRITY_KINDS:
+        n = kinds.count(kind)
+        if n > 1:
+            err(path + ["flags"], f"{kind} flagged {n} times")
+        elif bool(n) != want[kind]:
+            err(path + ["flags"], f"{kind} {'flagged' if n else 'not flagged'}, but {reasons[kind]} says "
+                                  f"{'it should be' if want[kind] else 'there is nothing to flag'}")
+
+
 def _check_verify(v, path, err):
     want = max(v["tensors"].values())
     if not _close(v["max_rel_l2"], want, EXACT_RTOL):
@@ -469,24 +523,26 @@ def _check_verify(v, path, err):
             f"{v['tolerance']:g} says {want_pass}")
 
 
-def check_report(report, validator):
-    """All problems of a parsed report as [(path, message)]; empty when valid."""
+def check_report(report, validators):
+    """All problems of a parsed report as [(path, message)]; empty when valid. validators: what
+    load_schema returns; the report is checked against its own version's schema."""
+    ver = SUPPORTED_SCHEMA_VERSIONS[-1]  # a report without a version fails the newest schema's "required"
     if isinstance(report, dict) and "schema_version" in report:
         ver = report["schema_version"]
-        if ver not in SUPPORTED_SCHEMA_VERSIONS:
+        if not isinstance(ver, int) or isinstance(ver, bool) or ver not in SUPPORTED_SCHEMA_VERSIONS:
             known = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
             return [("$.schema_version", f"{ver!r} is not supported by this reader (it knows {known})")]
-    errs = schema_errors(report, validator)
+    errs = schema_errors(report, validators[ver])
     if errs:
         return errs  # the semantic checks assume the structure is right
     return semantic_errors(report)
 
 
-def load_report(path, validator=None):
+def load_report(path, validators=None):
     """Parse and fully validate one report; raise ReportError listing every problem."""
-    validator = validator or load_schema()
+    validators = validators or load_schema()
     report = load_json(path)
-    errs = check_report(report, validator)
+    errs = check_report(report, validators)
     if errs:
         raise ReportError("\n".join(f"{path}: {p}: {m}" for p, m in errs))
     return report
@@ -498,12 +554,13 @@ def main(argv=None):
                     "the semantic checks of docs/REPORT.md.",
         epilog="Exit status: 0 all valid; 1 any report invalid or unreadable; 2 usage error or broken schema.")
     ap.add_argument("reports", nargs="+", metavar="REPORT", help="report files (JSON)")
-    ap.add_argument("--schema", metavar="FILE", help=f"schema file (default: {SCHEMA_PATH})")
+    ap.add_argument("--schema", metavar="FILE",
+                    help=f"one schema file for every report (default: each report's version's, {SCHEMA_PATH} for the newest)")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     args = ap.parse_args(argv)
 
     try:
-        validator = load_schema(args.schema)
+        validators = load_schema(args.schema)
     except ReportError as e:
         print(f"validate_report: {e}", file=sys.stderr)
         return 2
@@ -511,13 +568,13 @@ def main(argv=None):
     bad = 0
     for path in args.reports:
         try:
-            load_report(path, validator)
+            report = load_report(path, validators)
         except ReportError as e:
             bad += 1
             print(e, file=sys.stderr)
             continue
         if not args.quiet:
-            print(f"{path}: valid (schema_version {SUPPORTED_SCHEMA_VERSIONS[-1]})")
+            print(f"{path}: valid (schema_version {report['schema_version']})")
     if bad:
         print(f"validate_report: {bad} of {len(args.reports)} report(s) invalid", file=sys.stderr)
         return 1

@@ -19,11 +19,6 @@ namespace cpbench {
 
 namespace {
 
-double attn_fwd_flops(const AttnShape& s, int64_t pairs) {
-  // DESIGN's count (as count_attn): QK^T and PV, 2*d FLOPs each per visible pair and query head.
-  return 4.0 * double(s.d) * double(s.hq) * double(s.B) * double(pairs);
-}
-
 // Tensors are carved out of shared regions of at least kMinRegion bytes, at kAlign (see alloc).
 constexpr size_t kMinRegion = size_t(256) << 20;
 constexpr size_t kAlign = 256;
@@ -257,7 +252,7 @@ void SimBackend::do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor&,
                              Tensor&, Tensor&) {
   // The hardware count (2.5x forward: the backward recomputes the scores), as count_attn's.
   const int64_t pairs = count_visible_pairs(qpos, kpos, s.mask());
-  execute(platform_.attention_seconds(s.nq, s.nk, pairs, 2.5 * attn_fwd_flops(s, pairs), /*backward=*/true, q.dtype, s.d));
+  execute(platform_.attention_seconds(s.nq, s.nk, pairs, kAttnBwdHardwareFactor * attn_fwd_flops(s, pairs), /*backward=*/true, q.dtype, s.d));
 }
 
 std::unique_ptr<Backend> make_sim_backend(const BackendOptions&) {

@@ -153,6 +153,17 @@ add_test(NAME report_console_overlap
          COMMAND sh -c "rm -f ${_con}.json ${_con}.txt ${_con1}.json ${_con1}.txt && ${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 128 --strategies single,ring,ulysses ${_fast_s} --out ${_con}.json > ${_con}.txt 2>&1; rc=$?; cat ${_con}.txt; test $rc -eq 0 && ${_py} ${_chk} console ${_con}.json ${_con}.txt --min-dash 1 --min-pct 2 && grep -q '^overlap: 1 - exposed/standalone' ${_con}.txt && grep -q '^hta: ' ${_con}.txt && ${_run} 1 ${CPBENCH_BIN} run --model tiny --seq 128 --strategies megatron-sp,ulysses,allgather-kv,ring ${_fast_s} --out ${_con1}.json > ${_con1}.txt 2>&1 && ${_py} ${_chk} console ${_con1}.json ${_con1}.txt --min-dash 4 --min-pct 0")
 set_tests_properties(report_console_overlap PROPERTIES LABELS "mpi;report" TIMEOUT 300)
 
+# Report integrity (docs/REPORT.md "integrity"), in the report and on the console ('ok!', each flag
+# listed under the table). With a peak of 1e-9 TFLOP/s every result's rate exceeds the peak it is
+# divided by: each is flagged tflops_over_peak, and nothing else (every strategy's counted FLOPs
+# equal the layer's model; single's P times it). megatron-sp at P = 4 with G = 2 KV heads
+# replicates each KV head's projection on 2 ranks: its counted FLOPs exceed the model, flagged
+# flops_mismatch (and only that, with the calibrated peak).
+set(_integ ${CPBENCH_TEST_OUT}/integrity)
+add_test(NAME report_integrity_flagged
+         COMMAND sh -c "rm -f ${_integ}_*.json ${_integ}_*.txt && ${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 64 --strategies single,ring-zigzag,ulysses --peak-tflops 1e-9 ${_fast_s} --out ${_integ}_peak.json > ${_integ}_peak.txt 2>&1; rc=$?; cat ${_integ}_peak.txt; test $rc -eq 0 && ${_py} ${_val} ${_integ}_peak.json && ${_py} ${_chk} integrity ${_integ}_peak.json ${_integ}_peak.txt --kinds tflops_over_peak --min-ok 3 && ${_run} 4 ${CPBENCH_BIN} run --model tiny --seq 64 --strategies megatron-sp ${_fast_s} --out ${_integ}_kv.json > ${_integ}_kv.txt 2>&1; rc=$?; cat ${_integ}_kv.txt; test $rc -eq 0 && ${_py} ${_val} ${_integ}_kv.json && ${_py} ${_chk} integrity ${_integ}_kv.json ${_integ}_kv.txt --kinds flops_mismatch --min-ok 1")
+set_tests_properties(report_integrity_flagged PROPERTIES LABELS "mpi;report" TIMEOUT 120)
+
 # `cpbench list` states each strategy's tier behaviour in a line.
 add_test(NAME list_tiers
          COMMAND ${CPBENCH_EXPECT_PASS} "tiers: inner rings inside a node; each rank sends only its R/w-1 outer blocks" --

@@ -34,6 +34,11 @@
                                                      2 V D / t (V from configs/models/), 2/2/12 bytes per parameter,
                                                      activations by config.recompute, total = the sum, megatron-sp's
                                                      projections 1/P of the others'; null under --block attn
+  check_report.py integrity REPORT CONSOLE --kinds K[,K...] [--min-ok N]
+                                                     results[].integrity: every ok result carries exactly the flag
+                                                     kinds K (none: '' ), each once, ok false exactly then; the
+                                                     console printed with REPORT marks each flagged row 'ok!' and
+                                                     lists every flag under the table as '! LABEL seq=N: FLAG'
 Prints 'N passed, M failed' and exits 1 on any failure.
 """
 import argparse
@@ -375,7 +380,7 @@ def cmd_console(a):
     rep = json.load(open(a.report))
     table = open(a.console, encoding="utf-8").read().splitlines()
     # strategy seq ok ... model overlap hta ...: the model column ('=' or 'DIFF') precedes the two.
-    row = re.compile(r"^(\S+)\s+(\d+)\s+ok\s.*\s(?:=|DIFF)\s+(–|\d+%)\s+(–|\d+%)\s")
+    row = re.compile(r"^(\S+)\s+(\d+)\s+ok!?\s.*\s(?:=|DIFF)\s+(–|\d+%)\s+(–|\d+%)\s")
     shown = {}
     for line in table:
         m = row.match(line)
@@ -399,6 +404,27 @@ def cmd_console(a):
         print(f"{key[0]} seq={key[1]}: sends {sends} B: overlap {shown[key][0]}, hta {shown[key][1]}")
     check(dashes >= a.min_dash, f"{dashes} jobs without communication, expected at least {a.min_dash}")
     check(pcts >= a.min_pct, f"{pcts} jobs with communication, expected at least {a.min_pct}")
+
+
+def cmd_integrity(a):
+    """The integrity flags of every ok result are exactly the expected kinds, in the report and on
+    the console (its row's status 'ok!', each flag listed under the table)."""
+    rep = json.load(open(a.report))
+    console = open(a.console, encoding="utf-8").read().splitlines()
+    kinds = sorted(k for k in a.kinds.split(",") if k)
+    oks = ok_results(rep)
+    check(len(oks) >= a.min_ok, f"{len(oks)} ok results, expected at least {a.min_ok}")
+    for r in oks:
+        key = f"{r['label']} seq={r['seq']}"
+        g = r["integrity"]
+        got = sorted(f.split(":", 1)[0] for f in g["flags"])
+        check(got == kinds and g["ok"] == (not kinds), f"{key}: integrity {g}, expected the kinds {kinds}")
+        status = re.compile(r"^%s\s+%d\s+(ok!?)\s" % (re.escape(r["label"]), r["seq"]))
+        shown = [m.group(1) for m in map(status.match, console) if m]
+        check(shown == ["ok!" if kinds else "ok"], f"{key}: console status {shown}, expected {'ok!' if kinds else 'ok'}")
+        for f in g["flags"]:
+            check(f"  ! {key}: {f}" in console, f"{key}: flag not listed under the console table: {f}")
+        print(f"{key}: {g['flags'] or 'no flags'}")
 
 
 def cmd_plan(a):
@@ -853,6 +879,8 @@ def main():
     lay = sub.add_parser("layout"); lay.add_argument("report"); lay.add_argument("--min-ok", type=int, default=1)
     dy = sub.add_parser("dynamic"); dy.add_argument("report"); dy.add_argument("--min-ok", type=int, default=1)
     dy.add_argument("--min-spread", type=int, default=1)
+    ig = sub.add_parser("integrity"); ig.add_argument("report"); ig.add_argument("console")
+    ig.add_argument("--kinds", required=True); ig.add_argument("--min-ok", type=int, default=1)
     a = ap.parse_args()
     if a.cmd == "dynamic":
         cmd_dynamic(a)
@@ -874,6 +902,8 @@ def main():
         cmd_tp(a)
     elif a.cmd == "console":
         cmd_console(a)
+    elif a.cmd == "integrity":
+        cmd_integrity(a)
     elif a.cmd == "plan":
         cmd_plan(a)
     elif a.cmd == "estimate":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate valid synthetic cpbench reports (schema v2) for testing the report tools.
+"""Generate valid synthetic cpbench reports (schema 4, or 3 with schema_version=3) for testing the report tools.
 
 The numbers are made up but consistent: communication bytes follow DESIGN's analytic model and
 the ops add up to them, percentiles come from the samples, TFLOP/s/MFU/HFU, overlap ratios and
@@ -191,8 +191,11 @@ def _ok_result(name, label, seq, U, R, P, cfg, step, spread, comm_scale):
     comm_buf = max(comm["fwd"]["bytes_sent"], comm["bwd"]["bytes_sent"]) // max(1, P - 1)
     per_mem = [weights + act + comm_buf + 4096 * r for r in range(P)]
     mean = sum(compute) / P
+    # Schema 4: nothing to flag unless the rate exceeds the peak; the layer's FLOPs are the ranks'.
+    flags = [f"tflops_over_peak: {tflops:g} TFLOP/s > peak {peak:g} TFLOP/s (calibrated-gemm)"] if tflops > peak else []
     return {
         "strategy": name, "label": label, "seq": seq,
+        "integrity": {"ok": not flags, "flags": flags, "expected_flops": model * P},
         "mesh": mesh_block(U, R),
         "status": "ok",
         "timing": timing, "comm": comm, "overlap": overlap,
@@ -215,7 +218,7 @@ def _verify_block(passed, tol):
 
 def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, spread=0.02,
                 verify=None, command="run", skipped=None, failed=None, iters=10, comm_scale=1.0,
-                dtype="fp32", causal=True):
+                dtype="fp32", causal=True, schema_version=4):
     """A schema-valid report.
 
     strategies  labels ('ring', 'usp[u2xr2]', ...); default: DEFAULT_STRATEGIES
@@ -227,6 +230,7 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
     skipped     {label: reason} reported as skipped at every seq (or {(label, seq): reason})
     failed      {label: reason} reported as failed
     comm_scale  measured bytes = predicted x comm_scale (1.0: matches the model)
+    schema_version  4, or 3: the same report without what schema 4 added (results[].integrity)
     """
     strategies = list(strategies or DEFAULT_STRATEGIES)
     seqs = list(seqs)
@@ -276,8 +280,11 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
                     r["status"] = "failed"
                     r["reason"] = f"verification failed: dx rel_l2 {r['verify']['max_rel_l2']:g} > {tol:g}"
             results.append(r)
+    if schema_version == 3:
+        for r in results:
+            r.pop("integrity", None)
     rep = {
-        "schema_version": 3,
+        "schema_version": schema_version,
         "tool": {"name": "cpbench", "version": "0.1.0"},
         "complete": True,
         "context": {

@@ -69,7 +69,7 @@ class SchemaTest(unittest.TestCase):
         jsonschema.Draft202012Validator.check_schema(schema)
         self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertIn("$id", schema)
-        self.assertEqual(schema["properties"]["schema_version"]["const"], 3)
+        self.assertEqual(schema["properties"]["schema_version"]["const"], 4)
 
     def test_every_field_has_a_description(self):
         schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
@@ -164,10 +164,63 @@ class SchemaTest(unittest.TestCase):
         self.assertInvalid(rep, "$.config.causal", "boolean")
 
     def test_rejects_bad_schema_version(self):
-        for bad in (1, 2, 4, 0, "3"):
+        for bad in (1, 2, 5, 0, "3", 3.5):
             rep = synth.make_report()
             rep["schema_version"] = bad
             self.assertInvalid(rep, "$.schema_version")
+
+    def test_schema_3_reports_validate_against_the_v3_schema(self):
+        # A v3 report (no integrity) is valid; the same with schema 4's field is not (v3's objects
+        # are closed), and a v4 report must carry it.
+        v3 = synth.make_report(schema_version=3)
+        self.assertValid(v3)
+        self.assertNotIn("integrity", v3["results"][0])
+        with_integrity = copy.deepcopy(v3)
+        with_integrity["results"][0]["integrity"] = {"ok": True, "flags": [], "expected_flops": 1.0}
+        self.assertInvalid(with_integrity, "$.results[0]", "integrity")
+        v4 = copy.deepcopy(v3)
+        v4["schema_version"] = 4
+        self.assertInvalid(v4, "$.results[0]", "'integrity' is a required property")
+
+    def test_integrity_flags_follow_the_reports_own_figures(self):
+        rep = synth.make_report()
+        r = rep["results"][0]
+        self.assertEqual(r["integrity"], {"ok": True, "flags": [], "expected_flops": r["integrity"]["expected_flops"]})
+        self.assertValid(rep)
+        bad = copy.deepcopy(rep)
+        bad["results"][0]["integrity"]["ok"] = False  # ok without flags
+        self.assertInvalid(bad, "$.results[0].integrity.ok", "exactly when")
+        # The rate over the peak it is divided by must be flagged, and then is valid.
+        over = copy.deepcopy(rep)
+        o = over["results"][0]
+        o["peak"]["tflops"] = o["tflops"] / 2
+        o["mfu"], o["hfu"] = o["mfu"] * 0.05 / o["peak"]["tflops"], o["hfu"] * 0.05 / o["peak"]["tflops"]
+        self.assertInvalid(over, "$.results[0].integrity.flags", "tflops_over_peak not flagged")
+        o["integrity"] = {"ok": False, "flags": [f"tflops_over_peak: {o['tflops']} > peak {o['peak']['tflops']}"],
+                          "expected_flops": o["integrity"]["expected_flops"]}
+        self.assertValid(over)
+        # A flag with no cause, a flag twice, an unknown kind.
+        extra = copy.deepcopy(rep)
+        extra["results"][0]["integrity"] = {"ok": False, "flags": ["tflops_over_peak: 1 > peak 2"],
+                                            "expected_flops": r["integrity"]["expected_flops"]}
+        self.assertInvalid(extra, "$.results[0].integrity.flags", "there is nothing to flag")
+        twice = copy.deepcopy(over)
+        twice["results"][0]["integrity"]["flags"] *= 2
+        self.assertInvalid(twice, "$.results[0].integrity.flags", "flagged 2 times")
+        unknown = copy.deepcopy(rep)
+        unknown["results"][0]["integrity"] = {"ok": False, "flags": ["slow: yes"], "expected_flops": None}
+        self.assertInvalid(unknown, "$.results[0].integrity.flags[0]", "does not match")
+        # Counted FLOPs (sum over ranks) off the model: flagged exactly when beyond 1e-6.
+        off = copy.deepcopy(rep)
+        off["results"][0]["integrity"]["expected_flops"] *= 1.01
+        self.assertInvalid(off, "$.results[0].integrity.flags", "flops_mismatch not flagged")
+        close = copy.deepcopy(rep)
+        close["results"][0]["integrity"]["expected_flops"] *= 1 + 1e-8
+        self.assertValid(close)
+        none = copy.deepcopy(rep)
+        none["results"][0]["integrity"] = {"ok": False, "flags": ["flops_mismatch: counted 1 != model 2"],
+                                           "expected_flops": None}
+        self.assertInvalid(none, "$.results[0].integrity.flags", "expected_flops is null")
 
     def test_peak_unavailable_means_null_mfu(self):
         rep = synth.make_report()
@@ -544,7 +597,7 @@ class PlotTest(TempDirCase):
 
     def test_invalid_input_exit_2(self):
         rep = synth.make_report()
-        rep["schema_version"] = 4
+        rep["schema_version"] = 5
         res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
         self.assertEqual(res.returncode, 2)
         self.assertIn("not supported", res.stderr)
@@ -552,7 +605,8 @@ class PlotTest(TempDirCase):
 
 def with_scheme(rep, scheme, flops_per_rank=None):
     """rep under --balance scheme: config.balance and every ok result's balance.scheme; with
-    flops_per_rank, model_flops_per_rank and flops_imbalance (max / mean) follow it."""
+    flops_per_rank, model_flops_per_rank, flops_imbalance (max / mean) and integrity.expected_flops
+    (their sum) follow it."""
     rep["config"]["balance"] = scheme
     for r in rep["results"]:
         if "balance" in r:
@@ -560,6 +614,8 @@ def with_scheme(rep, scheme, flops_per_rank=None):
             if flops_per_rank:
                 r["balance"]["model_flops_per_rank"] = list(flops_per_rank)
                 r["balance"]["flops_imbalance"] = max(flops_per_rank) / (sum(flops_per_rank) / len(flops_per_rank))
+                # The layer's FLOPs are what the ranks counted (schema 4: else flops_mismatch).
+                r["integrity"]["expected_flops"] = float(sum(flops_per_rank))
     return rep
 
 

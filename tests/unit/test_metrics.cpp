@@ -13,6 +13,7 @@
 
 #include "bench/dump.h"
 #include "bench/metrics.h"
+#include "bench/report.h"
 #include "bench/result.h"
 #include "bench/tiers.h"
 #include "comm/world.h"
@@ -379,4 +380,85 @@ TEST_CASE("names written into reports are exactly the report schema's", "[report
     INFO(mem_kind_name(k));
     CHECK(memory.contains(mem_kind_name(k)));
   }
+}
+
+// The writer's schema_version is the one the schema it is validated against declares: a schema
+// bumped without the writer (or the reverse) fails here, not in every report test.
+TEST_CASE("the writer's schema_version is the schema's", "[report]") {
+  std::ifstream f(CPBENCH_REPORT_SCHEMA);
+  REQUIRE(f.good());
+  const nlohmann::json schema = nlohmann::json::parse(f);
+  const nlohmann::json report = make_report(nlohmann::json::object(), RunConfig{}, 1, {}, true);
+  CHECK(report.at("schema_version") == schema["properties"]["schema_version"]["const"]);
+}
+
+// Report integrity (issue 39 item 6): a rate above the peak it is divided by, and counted FLOPs
+// that disagree with the layer's model, are flagged with both numbers; nothing else is.
+TEST_CASE("integrity: over-peak and FLOPs-mismatch flags, with both numbers", "[report]") {
+  // Megatron-Bridge #2665's figure against H200's dense bf16 peak.
+  std::vector<std::string> f = integrity_flags(1937.0, 989.0, "device-table", 1e9, 1e9);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].rfind("tflops_over_peak: ", 0) == 0);
+  CHECK(f[0].find("1937") != std::string::npos);
+  CHECK(f[0].find("989") != std::string::npos);
+  CHECK(f[0].find("device-table") != std::string::npos);
+  // At or below the peak: nothing; an unknown peak (0) cannot be exceeded.
+  CHECK(integrity_flags(989.0, 989.0, "device-table", 1e9, 1e9).empty());
+  CHECK(integrity_flags(988.9, 989.0, "device-table", 1e9, 1e9).empty());
+  CHECK(integrity_flags(1937.0, 0.0, "unavailable", 1e9, 1e9).empty());
+
+  // Counted 4x the model (CP that did not split the sequence over 4 ranks): flagged, both numbers.
+  f = integrity_flags(1.0, 989.0, "flag", 4e9, 1e9);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].rfind("flops_mismatch: ", 0) == 0);
+  CHECK(f[0].find("4000000000") != std::string::npos);
+  CHECK(f[0].find("1000000000") != std::string::npos);
+  CHECK(integrity_flags(1.0, 989.0, "flag", 0.999e9, 1e9).size() == 1);    // less work than the model too
+  CHECK(integrity_flags(1.0, 989.0, "flag", 1e9 * (1 + 1e-7), 1e9).empty());  // rounding, not a mismatch
+  CHECK(integrity_flags(1.0, 989.0, "flag", 4e9, std::nullopt).empty());      // no model (decode)
+  CHECK(integrity_flags(2000.0, 989.0, "flag", 4e9, 1e9).size() == 2);
+
+  // The result carries them into the report: ok false exactly when there are flags.
+  RankSummary a;
+  a.step_ms = 1, a.model_flops = 3e9, a.hardware_flops = 3e9;
+  const Stats st = summarize({1.0});
+  TimedResult t = make_timed_result({a, a}, st, st, st, {}, {CommPrediction{0, 0, {}}}, Peak{5.0, "flag", ""}, 0);
+  t.expected_flops = 6e9;  // = the two ranks' 3e9; tflops = 3e9 / 1e-3 / 1e12 = 3 < 5
+  JobResult r;
+  r.strategy = r.label = "ring";
+  r.seq = 8;
+  r.timed = t;
+  nlohmann::json j = r.to_json();
+  CHECK(j["integrity"] == nlohmann::json{{"ok", true}, {"flags", nlohmann::json::array()}, {"expected_flops", 6e9}});
+  r.timed->peak.tflops = 2.0;   // 3 TFLOP/s over a peak of 2
+  r.timed->expected_flops = 3e9;  // the two ranks did twice the model's work
+  j = r.to_json();
+  CHECK(j["integrity"]["ok"] == false);
+  REQUIRE(j["integrity"]["flags"].size() == 2);
+  CHECK(j["integrity"]["flags"][0].get<std::string>().rfind("tflops_over_peak: 3 TFLOP/s > peak 2 TFLOP/s", 0) == 0);
+  CHECK(j["integrity"]["flags"][1].get<std::string>().find("counted 6000000000 != model 3000000000") != std::string::npos);
+  r.timed->expected_flops.reset();
+  CHECK(r.to_json()["integrity"]["expected_flops"].is_null());
+}
+
+// The model the counted FLOPs are checked against, by hand: B = 1, N = 4, H = 2, G = 1, d = 2,
+// D = 4, causal. GEMMs per token: QKV 2*4*8 + output 2*4*4 = 96, 384 for 4 tokens; the causal
+// pairs of 4 tokens are 10, attention 4*d*H = 16 per pair, 160.
+TEST_CASE("integrity: the layer's expected FLOPs (hand-computed)", "[report]") {
+  LayerShape s;
+  s.B = 1, s.N = 4, s.H = 2, s.G = 1, s.d = 2, s.D = 4;
+  CHECK(*expected_job_flops(s) == 3 * 384 + 3 * 160);  // train: backward 2x both
+  CHECK(*expected_job_flops(s, 4) == 4 * (3 * 384 + 3 * 160));  // four ranks each running it (single)
+  s.prefill = true;
+  CHECK(*expected_job_flops(s) == 384 + 160);
+  s.cached = 2;  // the 2 new tokens' GEMMs; their queries (positions 2, 3) see 3 + 4 keys
+  CHECK(*expected_job_flops(s) == 192 + 16 * 7);
+  s.cached = 0, s.prefill = false, s.causal = false;  // 16 pairs
+  CHECK(*expected_job_flops(s) == 3 * 384 + 3 * 16 * 16);
+  s.causal = true, s.window = 2;  // pairs 1 + 2 + 2 + 2
+  CHECK(*expected_job_flops(s) == 3 * 384 + 3 * 16 * 7);
+  s.window = 0, s.full_block = true, s.F = 3;  // + gate, up 2*4*3*4 each, down 2*4*4*3
+  CHECK(*expected_job_flops(s) == 3 * (384 + 288) + 3 * 160);
+  s.full_block = false, s.prefill = true, s.cached = 4, s.decode_steps = 2;  // decode: no model
+  CHECK_FALSE(expected_job_flops(s));
 }
