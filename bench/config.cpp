@@ -63,7 +63,8 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   }
   s.prefill = pass == "prefill";
   s.decode_steps = pass == "decode" ? decode_steps : 0;
-  s.ring_pass_q = ring_pass == "q";
+  s.ring_pass_q = ring_pass == "q" || ring_pass == "q-a2a";
+  s.ring_pass_a2a = ring_pass == "q-a2a";
   s.cached = cached;
   s.balance = parse_balance(balance);
   s.cp_cap = cp_cap > 0 ? cp_cap : 0;
@@ -127,6 +128,8 @@ void apply_settings(RunConfig& c, const nlohmann::json& j, const std::string& or
     o->set(c, check_option_value(*o, it.value(), origin + ": '" + it.key() + "'"));
   }
 }
+
+std::string strategy_entry_name(const std::string& entry) { return entry.substr(0, entry.find('[')); }
 
 int planned_world_size(const RunConfig& c, int P) { return c.dry_run && c.world_size > 0 ? c.world_size : P; }
 
@@ -211,37 +214,57 @@ void finalize_config(RunConfig& c, int P) {
     throw std::invalid_argument("comm must be mpi or nccl, got '" + c.comm + "'");
   if (c.backend == "cpu" && c.comm == "nccl")
     throw std::invalid_argument("comm nccl needs backend cuda (got backend=cpu)");
-  if (c.ring_pass == "q" && c.pass != "prefill")
-    throw std::invalid_argument("--ring-pass q circulates query blocks in the forward only: it needs --pass prefill (got pass=" +
+  if (c.ring_pass != "kv" && c.pass != "prefill")
+    throw std::invalid_argument("--ring-pass " + c.ring_pass + " circulates query blocks in the forward only: it needs --pass prefill (got pass=" +
                                 c.pass + ")");
-  for (const auto& s : c.strategies)
-    if (!find_strategy(s)) {
+  // An entry is a strategy's name, or a name with one of its meshes' labels ("usp[t2xu2xr2]",
+  // "double-ring[w2]"), which plan_jobs matches against the meshes the strategy declares.
+  for (const auto& s : c.strategies) {
+    const std::string name = strategy_entry_name(s);
+    if (!find_strategy(name)) {
       std::string names;
       for (const auto& i : strategy_registry()) names += (names.empty() ? "" : ", ") + i.name;
       throw std::invalid_argument("unknown strategy '" + s + "' (strategies: " + names + ")");
     }
+    if (name == s) continue;
+    if (s.back() != ']')
+      throw std::invalid_argument("strategy '" + s + "': a named mesh is written name[mesh], e.g. usp[u2xr2]");
+    const auto strat = find_strategy(name)->make();
+    if (!strat->uses_mesh() && strat->mesh_candidates(MeshSpec{}, planned_world_size(c, P)).size() <= 1)
+      throw std::invalid_argument("strategy '" + s + "': " + name + " has one mesh only; name it without [...]");
+    if (c.mesh_all)
+      throw std::invalid_argument("--mesh all enumerates every mesh; do not also name one (strategy '" + s + "')");
+  }
   if (c.strategies.empty())
     for (const auto& i : strategy_registry()) c.strategies.push_back(i.name);
   if (c.mesh_all && (c.ulysses || c.ring || c.tp))
     throw std::invalid_argument("--mesh all enumerates every t x U x R; do not also give --tp/--ulysses/--ring (tp=" +
                                 std::to_string(c.tp) + " ulysses=" + std::to_string(c.ulysses) +
                                 " ring=" + std::to_string(c.ring) + ")");
-  // --tp is usp's level (megatron-sp is the mesh {tp = P} by itself; every other strategy t = 1).
-  if (c.tp > 1)
-    for (const auto& s : c.strategies)
-      if (s != "usp") {
-        std::string names;
-        for (const auto& n : c.strategies) names += (names.empty() ? "" : ",") + n;
-        throw std::invalid_argument("--tp " + std::to_string(c.tp) + " applies to usp only, but strategy '" + s +
-                                    "' is requested (strategies: " + names + "; use --strategies usp)");
-      }
+  // A level flag (--tp, --ulysses, --ring) applies to the requested strategies whose mesh has that
+  // level to choose (usp; a named mesh fixes its own); the others run as without it (megatron-sp
+  // is the mesh {tp = P} by itself, the ring family {ring = P}). When no requested strategy takes
+  // it, it would be silently ignored: that is an error instead.
+  auto takes_levels = [&](const std::string& s) {
+    return strategy_entry_name(s) == s && find_strategy(s)->make()->uses_mesh();
+  };
+  if (c.tp > 1) {
+    bool used = false;
+    for (const auto& s : c.strategies) used = used || takes_levels(s);
+    if (!used) {
+      std::string names;
+      for (const auto& n : c.strategies) names += (names.empty() ? "" : ",") + n;
+      throw std::invalid_argument("--tp " + std::to_string(c.tp) + " sets a tp level, but none of the strategies has one to choose (strategies: " +
+                                  names + "; the tp level is usp's: --strategies usp or usp[t" + std::to_string(c.tp) + "x...])");
+    }
+  }
   // A mesh that no requested strategy uses would be silently ignored: say so instead.
   if (c.mesh_all || c.ulysses || c.ring) {
     bool used = false;
     for (const auto& s : c.strategies) {
-      const auto strat = find_strategy(s)->make();
+      const auto strat = find_strategy(strategy_entry_name(s))->make();
       // --mesh all also enumerates the meshes a strategy declares (double-ring: every inner ring).
-      used = used || strat->uses_mesh() ||
+      used = used || takes_levels(s) ||
              (c.mesh_all && !c.ulysses && !c.ring && strat->mesh_candidates(MeshSpec{}, planned_world_size(c, P)).size() > 1);
     }
     if (!used) {

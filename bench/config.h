@@ -62,7 +62,7 @@ struct RunConfig {
   std::string balance = "none";  // --balance none | doc-zigzag | greedy (the ring's token layout)
   int64_t cp_cap = -1;  // --cp-cap (--balance dynamic): tokens per rank; -1 = not given (N/P)
   int64_t cached = 0;            // --cached C: tokens already in the sharded KV cache (prefill)
-  std::string ring_pass = "kv";  // --ring-pass kv | q (q: query blocks circulate; needs prefill)
+  std::string ring_pass = "kv";  // --ring-pass kv | q | q-a2a (query blocks circulate; needs prefill)
   int ranks_per_node = 0;       // 0: ranks sharing a host form a node
   int inner_ring = 0;           // double ring's inner ring size w; 0 = ranks per node
   std::string usp_ring = "single";  // usp's ring level: single | double
@@ -87,6 +87,9 @@ nlohmann::json read_run_preset(const std::string& path);
 // depend on a strategy (positive sizes, kv_heads divides heads, head_dim limits, dtype/backend).
 // Throws std::invalid_argument with the constraint and the values.
 void finalize_config(RunConfig& cfg, int world_size);
+// The strategy an entry of --strategies names: "usp" of "usp[t2xu2xr2]" (a named mesh), or the
+// entry itself.
+std::string strategy_entry_name(const std::string& entry);
 // The number of ranks the jobs are planned for: --world-size in a dry run, else the world's.
 int planned_world_size(const RunConfig& cfg, int world_size);
 

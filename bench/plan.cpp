@@ -22,23 +22,56 @@ void check_shape(const Strategy& strat, const LayerShape& shape, int P, const Me
                           std::to_string(fresh.N) + " new tokens" + under);
   }
 }
+
+// The request among the meshes `strat` declares on P ranks (a single and a double ring level for
+// usp) whose resolved label is `entry` ("usp[t2xu2xr2]"): the label is formatted in one place
+// (Strategy::label), so a named mesh is read back through it rather than parsed a second way.
+MeshSpec named_mesh(const Strategy& strat, const std::string& entry, const MeshSpec& base, const LayerShape& shape,
+                    int P) {
+  std::vector<MeshSpec> candidates = strat.mesh_candidates(base, P);
+  if (strat.uses_mesh()) {
+    MeshSpec dbl = base;
+    dbl.usp_ring = base.usp_ring == UspRing::double_ ? UspRing::single : UspRing::double_;
+    for (const MeshSpec& m : strat.mesh_candidates(dbl, P)) candidates.push_back(m);
+  }
+  std::string labels;
+  for (const MeshSpec& req : candidates) {
+    std::string label;
+    try {
+      label = strat.label(strat.resolve_mesh(req, shape, P));
+    } catch (const ConstraintError&) {
+      continue;
+    }
+    if (label == entry) return req;
+    labels += (labels.empty() ? "" : ", ") + label;
+  }
+  throw ConstraintError(strat.name() + ": no mesh on P=" + std::to_string(P) + " ranks is labelled '" + entry +
+                        "' (its meshes: " + labels + ")");
+}
 }  // namespace
 
 std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node) {
   std::vector<Job> jobs;
   for (int64_t seq : cfg.seqs) {
     const LayerShape shape = cfg.shape(seq);
-    for (const auto& name : cfg.strategies) {
-      const StrategyInfo* info = find_strategy(name);
+    for (const auto& entry : cfg.strategies) {
+      const StrategyInfo* info = find_strategy(strategy_entry_name(entry));
       auto strat = info->make();
       // --mesh all: the meshes the strategy declares (usp: every U x R; double-ring: every w).
       MeshSpec base{cfg.ulysses, cfg.ring, cfg.tp > 0 ? cfg.tp : 1, cfg.placement, cfg.ring_layout};
       base.inner_ring = cfg.inner_ring;
       base.usp_ring = cfg.usp_ring == "double" ? UspRing::double_ : UspRing::single;
       base.ranks_per_node = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : host_ranks_per_node;
-      const std::vector<MeshSpec> candidates = strat->mesh_candidates(base, P);
-      const bool enumerate = cfg.mesh_all && (strat->uses_mesh() || candidates.size() > 1);
-      const std::vector<MeshSpec> requests = enumerate ? candidates : std::vector<MeshSpec>{base};
+      if (!strat->uses_mesh()) base.tp = 1;  // --tp is usp's level (config.cpp): the others run without it
+      std::vector<MeshSpec> requests{base};
+      bool enumerate = false;
+      if (entry != strategy_entry_name(entry)) {  // a named mesh: the declared one with that label
+        requests = {named_mesh(*strat, entry, base, shape, P)};
+      } else {
+        const std::vector<MeshSpec> candidates = strat->mesh_candidates(base, P);
+        enumerate = cfg.mesh_all && (strat->uses_mesh() || candidates.size() > 1);
+        if (enumerate) requests = candidates;
+      }
       // Named explicitly: the strategy itself, or the mesh (--ulysses/--ring) of a mesh strategy.
       const bool named = !enumerate && (cfg.strategies_explicit || (strat->uses_mesh() && (cfg.ulysses || cfg.ring || cfg.tp)));
       for (const MeshSpec& req : requests) {

@@ -64,7 +64,7 @@ struct ResampledPack {
 // --pass prefill (DESIGN "Inference passes"): what a serving engineer reads off a prefill job.
 struct InferenceResult {
   std::string pass = "prefill";  // prefill | decode
-  std::string ring_pass = "kv";  // kv | q (prefill)
+  std::string ring_pass = "kv";  // kv | q | q-a2a (prefill)
   int64_t cached = 0, new_tokens = 0;  // --cached C and the tokens computed (prefill N - C; decode S)
   double miss_rate = 1;                // (N - C) / N (prefill)
   int64_t decode_steps = 0;            // S (decode)

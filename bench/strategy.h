@@ -41,7 +41,8 @@ struct LayerShape {
   std::vector<int64_t> doc_lens;     // packed documents, summing to N; empty = one document
   DocStarts docs;                    // their start positions (null = one document), for the kernels
   bool prefill = false;              // --pass prefill: forward only
-  bool ring_pass_q = false;          // --ring-pass q: query blocks circulate (ring family, prefill)
+  bool ring_pass_q = false;          // --ring-pass q or q-a2a: query blocks circulate (ring family, prefill)
+  bool ring_pass_a2a = false;        // --ring-pass q-a2a: ... and their partials return in one exchange
   // --cached C (DESIGN "Inference passes"): persistent-KV prefill. Positions [0, C) are already
   // in a KV cache sharded over the CP ranks (their roped k, v seeded, not computed); the N - C
   // new tokens at [C, N) are this layer's tokens: their queries attend the cache and, causally,
@@ -49,7 +50,7 @@ struct LayerShape {
   int64_t cached = 0;
   int64_t new_tokens() const { return N - cached; }
   // The shape the layouts place under --cached: the N - C new tokens as a sequence of their own
-  // (no cache); Block::after_cache moves its positions back to C..N-1.
+  // (no cache); after_cache (bench/parts/ring_layout.h) moves its positions back to C..N-1.
   LayerShape without_cache() const {
     LayerShape fresh = *this;
     fresh.N = new_tokens();

@@ -10,6 +10,7 @@
 // Bytes per rank: fwd = s*T*2hk*(P-1); bwd = s*T*2hk*(P-1) + s_acc*T*2hk*(P-1).
 #include <sstream>
 
+#include "bench/parts/ring_layout.h"
 #include "bench/strategies/layout.h"
 #include "bench/strategies/qkv.h"
 #include "bench/strategies/block.h"
@@ -47,8 +48,7 @@ class AllgatherKV final : public Block {
 
  protected:
   Positions token_positions(const LayerShape& s, const Mesh& m) const override {
-    const int64_t P = m.P, r = m.cp->rank(), c = s.N / (2 * P);
-    return Positions::two(r * c, c, (2 * P - 1 - r) * c, c);
+    return ring_order_positions(RingOrder::zigzag, s.N, m.P, m.cp->rank());
   }
 
   AttnShape attn_shape() const {

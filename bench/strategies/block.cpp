@@ -505,17 +505,6 @@ Positions Block::cache_positions(const LayerShape& s, const Mesh& m) const {
   return Positions::segments({cache_shard(s, m.P, m.cp->rank())});
 }
 
-Positions Block::after_cache(const Positions& p, int64_t C) {
-  std::vector<PosSeg> segs;
-  for (int i = 0; i < p.nseg(); ++i) segs.push_back({p.seg(i).start + C, p.seg(i).stride, p.seg(i).count});
-  return Positions::segments(segs);
-}
-
-Positions Block::cache_then(Positions cache, const Positions& tokens) {
-  for (int i = 0; i < tokens.nseg(); ++i) cache.append(tokens.seg(i));
-  return cache;
-}
-
 void Block::setup(StrategyEnv& env) {
   env_ = env;
   reg_ = TensorRegistry(env_.be);

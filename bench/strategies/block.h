@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/parts/ring_layout.h"
 #include "bench/strategies/qkv.h"
 #include "bench/strategy.h"
 
@@ -212,18 +213,12 @@ class Block : public Strategy {
     int64_t bytes = 0, tokens = 0;
   };
   virtual CacheHeld cache_held();
-  // That split's shard of rank j of P: positions [j*C/P, (j+1)*C/P).
-  static PosSeg cache_shard(const LayerShape& s, int P, int j) { return {j * (s.cached / P), 1, s.cached / P}; }
   // The first original KV head of member r of a TP group of t: its max(G,t)/t KV heads (one
   // head's copy when t > G) start there.
   static int64_t first_kv_head(const LayerShape& s, int t, int r) {
     const int64_t held = replicated_kv_heads(t, s);
     return int64_t(r) * (held / t) / (held / s.G);
   }
-  // The keys of a rank under --cached, in storage order: its cache shard, then its new tokens.
-  static Positions cache_then(Positions cache, const Positions& tokens);
-  // Positions of a layout of LayerShape::without_cache() moved after a cache of C tokens.
-  static Positions after_cache(const Positions& p, int64_t C);
   // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
   // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
   // The activations per rank under --pass decode: R ranks share the cache's tokens, t x U its

@@ -58,10 +58,14 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
     const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
-    if (s.pass_q) {
-      const int64_t qn = s.B * s.n * s.hq * s.d, part = qn + s.B * s.hq * s.n;
+    const int64_t qn = s.B * s.n * s.hq * s.d, part = qn + s.B * s.hq * s.n;
+    if (s.pass_q || s.pass_q_a2a)
       for (Tensor& t : qbuf_) t = be.alloc({qn}, s.dtype, MemKind::comm);
+    if (s.pass_q)
       for (Tensor& t : part_) t = be.alloc({part}, DType::f32, MemKind::comm);
+    if (s.pass_q_a2a) {
+      a2a_send_ = be.alloc({ring.size() * part}, DType::f32, MemKind::comm);
+      a2a_recv_ = be.alloc({ring.size() * part}, DType::f32, MemKind::comm);
     }
   }
 }
@@ -308,6 +312,57 @@ void RingCore::forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v,
   c.wait(part_hop.send);
 }
 
+void RingCore::forward_pass_q_a2a(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops) {
+  Backend& b = *be_;
+  Communicator& c = *ring_;
+  const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
+  const int next = (me + 1) % R, prev = (me + R - 1) % R;
+  const AttnShape a = attn_shape();
+  if (h == 0) {  // this rank's own block only: nothing travels
+    b.attn_fwd(a, q, k, v, block_pos_(me), key_pos_(me), o, lse_);
+    return;
+  }
+  if (a2a_send_.empty()) throw std::logic_error("ring core: forward_pass_q_a2a needs setup() with pass_q_a2a");
+  const int64_t qn = s_.B * s_.n * s_.hq * s_.d, part_n = partial_elems();
+  auto chunk = [&](const Tensor& buf, int j) { return buf.view(int64_t(j) * part_n, {part_n}); };
+  // The ring: at step i this rank holds the Q block of position me+i and writes its K,V's
+  // contribution into the send chunk for that owner (chunk (me+i) mod R, where an all-to-all
+  // takes it), while the next Q block arrives.
+  b.copy_2d(qbuf_[0], qn, q, qn, 1, qn);
+  for (int i = 0; i <= h; ++i) {
+    const Tensor& cur = i == 0 ? q : qbuf_[i % 2];
+    Hop hop;
+    if (i < h) hop = post_hop(c, qbuf_[i % 2], prev, qbuf_[(i + 1) % 2], next, kTagQ);
+    const int j = (me + i) % R;
+    Tensor part = chunk(a2a_send_, j);
+    q_block(cur, j, k, v, part);
+    if (i < h) wait_hop(c, hop);
+  }
+  // The return: every partial to its owner in one exchange. Chunk j of the receive buffer is the
+  // partial position j computed for this rank's Q block (j = me: its own, already here).
+  if (h == R - 1) {
+    c.all_to_all(a2a_send_, a2a_recv_);
+  } else {
+    std::vector<Hop> back(size_t(h) + 1);
+    for (int i = 1; i <= h; ++i) {
+      Tensor recv = chunk(a2a_recv_, (me - i + R) % R);
+      back[size_t(i)] = post_hop(c, chunk(a2a_send_, (me + i) % R), (me + i) % R, recv, (me - i + R) % R, kTagPartial);
+    }
+    for (int i = 1; i <= h; ++i) wait_hop(c, back[size_t(i)]);
+  }
+  // Merge: the own partial first, then those of the positions the Q block visited (me-1 .. me-h).
+  Tensor acc = chunk(a2a_send_, me);
+  Tensor ao = part_o(acc), al = part_lse(acc);
+  for (int i = 1; i <= h; ++i) {
+    const Tensor in = chunk(a2a_recv_, (me - i + R) % R);
+    b.attn_merge(a, ao, al, part_o(in), part_lse(in));
+  }
+  const int64_t rows = s_.B * s_.hq * s_.n;
+  b.copy_2d(lse_, rows, al, rows, 1, rows);
+  if (s_.dtype == DType::f32) b.copy_2d(o, qn, ao, qn, 1, qn);
+  else b.convert(o, ao);
+}
+
 void RingCore::q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part) {
   Backend& b = *be_;
   const AttnShape a = attn_shape();
@@ -348,6 +403,7 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
     if (s.dtype != DType::f32) bytes += 2 * o * 4;   // float32 running and block output
     bytes += 2 * kv * es + 3 * kv * 4;               // k|v double buffer, dk|dv accumulators
     if (s.pass_q) bytes += 2 * o * es + 3 * (o + rows) * 4;  // q double buffer, o|lse partials
+    if (s.pass_q_a2a) bytes += 2 * o * es + 2 * int64_t(R) * (o + rows) * 4;  // q double buffer, R partials sent and received
   }
   return bytes;
 }
@@ -376,32 +432,17 @@ CommPrediction RingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, in
   return p.add(level, Phase::fwd, h, partial);
 }
 
-// ---- RingLayer -----------------------------------------------------------------------------------
-
-CommPrediction RingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
-                                          int64_t acc) const {
-  if (s.decode()) return decode_prediction(s, {{"cp", P}}, 1, elem, acc);  // no ring under decode: one all-gather per step
-  // A balanced layout's hops come from the layout's own model (balance.h), not from the scan the
-  // running strategy uses: bytes = model then checks one against the other.
-  if (s.balance != BalanceScheme::none) {
-    const int hops = TokenLayout::build(s.balance, s, P).ring_hops();
-    if (s.ring_pass_q)
-      return RingCore::predicted_bytes_pass_q(s.B * s.N / P, int64_t(s.H) * s.d, s.H, P, elem, acc, hops, "cp");
-    return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, hops, "cp");
-  }
-  // Under --cached C pass-Q moves only the (N - C)/P new queries of a rank; pass-KV moves its
-  // whole key block, cache shard included: C/P + (N - C)/P = N/P tokens, as without a cache.
-  if (s.ring_pass_q)
-    return RingCore::predicted_bytes_pass_q(s.B * s.new_tokens() / P, int64_t(s.H) * s.d, s.H, P, elem, acc,
-                                            ring_hops(s, P), "cp");
-  return RingCore::predicted_bytes(s.B * s.N / P, int64_t(s.G) * s.d, P, elem, acc, ring_hops(s, P), "cp");
-}
-
-int RingLayer::ring_hops(const LayerShape& s, int P) const {
-  const BlockPositions qpos = [&](int j) { return layout_positions(s, P, j); };
-  const BlockPositions kpos = [&](int j) { return key_positions(s, P, j); };
-  // pass-Q's K_eff (effective_hops_pass_q) is this same scan, re-indexed: one call serves both.
-  return RingCore::effective_hops(P, qpos, kpos, s);
+CommPrediction RingCore::predicted_bytes_pass_q_a2a(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
+                                                    int64_t acc, int hops, const std::string& level) {
+  const int h = hops < 0 ? R - 1 : hops;
+  CommPrediction p;
+  if (R <= 1 || h == 0) return p;
+  // Q moves against the ring's K,V direction (to the previous rank); each partial goes once to its
+  // owner, i places ahead for the Q block of position me+i.
+  const int64_t q = elem * tokens_q * hq, partial = acc * tokens_q * hq + 4 * tokens_q * heads;
+  p.add(level, Phase::fwd, -1, q * h);
+  for (int i = 1; i <= h; ++i) p.add(level, Phase::fwd, i, partial);
+  return p;
 }
 
 // The farthest hop k (1..R-1) at which some rank's queries, those of ring rank r, meet the keys of
@@ -436,57 +477,6 @@ int RingCore::effective_hops(int R, const BlockPositions& q_pos, const BlockPosi
 int RingCore::effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
                                     const LayerShape& s) {
   return farthest_visible_hop(R, q_pos, k_pos, s);
-}
-
-void RingLayer::core_setup() {
-  const LayerShape& s = shape();
-  RingCoreShape cs;
-  cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
-  cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
-  cs.nk = key_pos_.count();
-  const int P = mesh().P;
-  // Every rank's query and key positions, once: the loops ask for them at every hop.
-  std::vector<Positions> qtab, ktab;
-  for (int j = 0; j < P; ++j) {
-    qtab.push_back(layout_positions(s, P, j));
-    ktab.push_back(key_positions(s, P, j));
-  }
-  core_.setup(be(), *mesh().cp, cs, [qtab](int j) { return qtab[size_t(j)]; },
-              [ktab](int j) { return ktab[size_t(j)]; });
-  hops_ = ring_hops(s, P);
-}
-
-Positions RingLayer::layout_positions(const LayerShape& s, int P, int j) const {
-  if (s.cached > 0)  // the strategy's layout of the new tokens, after the cache
-    return after_cache(rank_positions(s.without_cache(), P, j), s.cached);
-  if (s.balance == BalanceScheme::none) return rank_positions(s, P, j);
-  return balanced_positions(s, P)[size_t(j)];
-}
-
-Positions RingLayer::key_positions(const LayerShape& s, int P, int j) const {
-  if (s.cached == 0) return layout_positions(s, P, j);
-  return cache_then(Positions::segments({cache_shard(s, P, j)}), layout_positions(s, P, j));
-}
-
-void RingLayer::export_lse(std::vector<float>& global) {
-  const LayerShape& s = shape();
-  add_lse_rows(global, be().download(core_.lse()), s.B, s.H, s.N, 0, s.H, pos_);
-}
-
-int64_t RingLayer::core_activation_bytes(const LayerShape& s, int P, const MeshSpec&) const {
-  RingCoreShape cs;
-  cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
-  cs.pass_q = s.ring_pass_q;
-  cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
-  return RingCore::activation_bytes(cs, P);
-}
-
-void RingLayer::require_seq_multiple(const LayerShape& s, int64_t multiple, const std::string& what) const {
-  if (s.N % multiple != 0) {
-    std::ostringstream e;
-    e << name() << ": seq=" << s.N << " is not divisible by " << what << "=" << multiple;
-    throw ConstraintError(e.str());
-  }
 }
 
 }  // namespace cpbench

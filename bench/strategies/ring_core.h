@@ -1,5 +1,5 @@
 // The ring-attention core (Liu et al. 2023; the ring-flash-attention algorithm) shared by ring,
-// ring-zigzag, ring-striped and usp, and the Block base of the three ring strategies.
+// ring-zigzag, ring-striped and usp (through the schedule part, bench/parts/ring_schedule.h).
 //
 // R ranks of a ring each hold the q, k, v of n tokens per batch row. Forward: the K,V blocks
 // (k|v packed in one run-dtype buffer) travel `hops` hops (R-1 for the full ring) to the next
@@ -39,6 +39,9 @@ struct RingCoreShape {
   DocStarts docs;      // packed documents (null = one)
   DType dtype = DType::f32;
   bool pass_q = false;  // --ring-pass q: setup also allocates forward_pass_q's buffers
+  // --ring-pass q-a2a: setup also allocates forward_pass_q_a2a's (the Q double buffer and one
+  // partial per ring position, sent and received).
+  bool pass_q_a2a = false;
   // Keys (and values) per batch row on each ring rank: under --cached a rank's cache shard and
   // its n new tokens (the K,V blocks that circulate, and the keys a visiting Q meets); 0 = n.
   // Forward only: backward needs nk = n.
@@ -70,6 +73,14 @@ class RingCore {
   // visits merges in its own K,V's contribution and passes the partial on; after the last hop
   // one send returns it to the owner (`hops` places ahead). Needs setup() with s.pass_q.
   void forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
+  // Meta's pass-Q (--ring-pass q-a2a; arXiv:2411.01783, DESIGN "Inference passes"): the Q blocks
+  // travel `hops` hops to the previous rank as in forward_pass_q, but no partial travels with them:
+  // each rank keeps the float32 partial (o, lse) it computes for every visiting Q block, and after
+  // the ring one exchange returns each partial to its owner, who merges its h + 1 partials (its
+  // own first). The exchange is an all-to-all over the ring when every position visits every
+  // other (h = R-1), else h sends and receives to the owners h places ahead. A hop's send waits
+  // for no merge, and each partial moves once. Needs setup() with s.pass_q_a2a.
+  void forward_pass_q_a2a(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
   // With the forward's final o (and lse, kept here) and dout [B,n,hq,d]:
   // dq [B,n,hq,d], dk, dv [B,n,hk,d] float32, overwritten. Same `hops` as the forward.
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
@@ -147,6 +158,10 @@ class RingCore {
   // nothing when K = 0; bwd = 0 (RingCore::forward_pass_q's schedule; DESIGN "pass-Q").
   static CommPrediction predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
                                                int64_t acc, int hops = -1, const std::string& level = "ring");
+  // Meta's pass-Q (forward_pass_q_a2a): the Q block K hops to the previous rank, then one partial
+  // to each of the K owners ahead: fwd = elem*Tq*hq*K + (acc*Tq*hq + 4*Tq*heads)*K; bwd = 0.
+  static CommPrediction predicted_bytes_pass_q_a2a(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
+                                                   int64_t acc, int hops = -1, const std::string& level = "ring");
 
  private:
   AttnShape attn_shape() const;
@@ -166,54 +181,11 @@ class RingCore {
   // pass-Q: q blocks (run dtype, double buffer) and partials o|lse (float32; [0],[1] computed
   // on / in flight, [2] arriving).
   Tensor qbuf_[2], part_[3];
+  // q-a2a: the partials this rank computed, chunk i for the Q block of position me+i (chunk 0 its
+  // own), and those returned to it, chunk i from position me-i; R chunks of partial_elems() each.
+  Tensor a2a_send_, a2a_recv_;
   Tensor part_o(const Tensor& buf) const;    // the o half, [B,n,hq,d] float32
   Tensor part_lse(const Tensor& buf) const;  // the lse half, [B,hq,n] float32
-};
-
-// ring, ring-zigzag, ring-striped: a Block whose core is a RingCore over the whole CP
-// group. A subclass fixes the token layout (rank_positions) and its constraint.
-class RingLayer : public Block {
- public:
-  bool supports_pass_q() const override { return true; }
-  bool supports_cached() const override { return true; }
-  bool supports_decode() const override { return true; }
-  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                 int64_t acc) const override;
-
- protected:
-  // Positions of the N/P tokens rank j of P holds (storage order).
-  virtual Positions rank_positions(const LayerShape& s, int P, int j) const = 0;
-
-  // The layout the ring runs on: rank_positions, or under --balance the balanced layout's
-  // position j (balanced_positions, balance.h). Under --cached C: rank_positions of
-  // the N - C new tokens, placed after the cache (positions C..N-1).
-  Positions layout_positions(const LayerShape& s, int P, int j) const;
-  // Rank j's keys: its layout positions, or under --cached its cache shard then its new tokens.
-  Positions key_positions(const LayerShape& s, int P, int j) const;
-  Positions token_positions(const LayerShape& s, const Mesh& m) const override {
-    return layout_positions(s, m.P, m.cp->rank());
-  }
-  void core_setup() override;
-  // kc_, vc_ are k_, v_ themselves without a cache (block.h).
-  void core_forward() override {
-    if (shape().ring_pass_q) core_.forward_pass_q(q_, kc_, vc_, o_, hops_);
-    else core_.forward(q_, kc_, vc_, o_, hops_);
-  }
-  void core_backward() override { core_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_, hops_); }
-  // DESIGN's ring hop truncation: K_eff, the farthest hop k at which some rank receives a block
-  // it has a visible pair with (R-1 without a window or documents; 1 for a window W <= N/P on the
-  // contiguous ring: a halo exchange). A pure function of the layout and the mask: every rank
-  // computes the same value, and predicted_bytes uses it. Under --ring-pass q, pass-Q's K_eff.
-  int ring_hops(const LayerShape& s, int P) const;
-  void export_lse(std::vector<float>& global) override;
-  int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
-
-  // Throws ConstraintError("<name>: seq=N is not divisible by <what>=<multiple>") unless
-  // `multiple` divides N.
-  void require_seq_multiple(const LayerShape& s, int64_t multiple, const std::string& what) const;
-
-  RingCore core_;
-  int hops_ = -1;
 };
 
 }  // namespace cpbench

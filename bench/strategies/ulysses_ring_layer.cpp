@@ -31,15 +31,16 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   const int64_t sTD = elem * Tn * s.D, sublayers = s.full_block ? 2 : 1;  // the new tokens only
   p.add("tp", Phase::fwd, 0, sublayers * 2 * sTD * (m.tp - 1)).add("tp", Phase::bwd, 0, sublayers * 3 * sTD * (m.tp - 1));
   p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
-  // pass-Q (single ring level): a rank's Q block is its ring index's U*T tokens x H/U heads, the
-  // same T*H*d elements as its own q; its partial's lse T*H.
-  if (s.ring_pass_q)
-    return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.inner_ring, m.R / m.inner_ring,
-                                                                          elem, acc, model_double_ring_hops(s, m))
-                                  : RingCore::predicted_bytes_pass_q(Tn, hq, s.H, m.R, elem, acc, model_ring_hops(s, m), "ring"));
-  return p.add(m.inner_ring > 0 ? DoubleRingCore::predicted_bytes(T, hk, m.inner_ring, m.R / m.inner_ring, elem, acc,
-                                                                model_double_ring_hops(s, m))
-                                : RingCore::predicted_bytes(T, hk, m.R, elem, acc, model_ring_hops(s, m)));
+  // The ring level's term. pass-Q: a rank's Q block is its ring index's U*T tokens x H/U heads,
+  // the same T*H*d elements as its own q; its partial's lse T*H.
+  RingBlockSizes b;
+  b.tokens_kv = T;
+  b.hk = hk;
+  b.tokens_q = Tn;
+  b.hq = hq;
+  b.heads = s.H;
+  const RingSchedule sch = ring_schedule(m);
+  return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), ring_travel(s), b, elem, acc));
 }
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
@@ -61,6 +62,9 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
   else if (balanced && m.ring_layout != RingLayout::auto_)
     e << name() << ": --usp-layout " << (m.ring_layout == RingLayout::zigzag ? "zigzag" : "contiguous") << " and --balance "
       << balance_name(s.balance) << " both choose the token layout; drop one";
+  else if (s.ring_pass_a2a && m.inner_ring > 0)
+    e << name() << ": --ring-pass q-a2a returns the partials in one exchange over a single ring; it is not defined on "
+      << "a double ring (inner ring w=" << m.inner_ring << ") (use --ring-pass q)";
   else if (zz && s.N % (2 * int64_t(P)) != 0)
     e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
       << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
@@ -92,13 +96,6 @@ void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& 
   if (!e.str().empty()) throw ConstraintError(e.str());
 }
 
-Positions UlyssesRingLayer::ring_block(int j) const { return ring_block_of(shape(), env_.spec, j); }
-
-Positions UlyssesRingLayer::ring_keys_of(const LayerShape& s, const MeshSpec& m, int j) {
-  if (s.cached == 0 || s.decode()) return ring_block_of(s, m, j);
-  return cache_then(Positions::segments({cache_shard(s, m.R, j)}), ring_block_of(s, m, j));
-}
-
 Block::CacheHeld UlyssesRingLayer::cache_held() {
   if (shape().decode()) return Block::cache_held();
   if (kc_r_.empty()) return {};
@@ -106,68 +103,31 @@ Block::CacheHeld UlyssesRingLayer::cache_held() {
   return {2 * shape().B * tokens * kc_r_.shape[2] * shape().d * int64_t(dtype_size(shape().dtype)), tokens};
 }
 
-Positions UlyssesRingLayer::ring_block_of(const LayerShape& s, const MeshSpec& m, int j) {
-  if (s.cached > 0 && !s.decode()) return after_cache(ring_block_of(s.without_cache(), m, j), s.cached);
-  if (s.balance != BalanceScheme::none) return balanced_positions(s, m.R)[size_t(j)];
-  const int64_t Rn = m.R;
-  if (zigzag_layout(m.ring_layout, s.causal)) {
-    const int64_t C = s.N / (2 * Rn);
-    return Positions::two(j * C, C, (2 * Rn - 1 - j) * C, C);
-  }
-  const int64_t L = s.N / Rn;
-  return Positions::contiguous(j * L, L);
-}
-
-int UlyssesRingLayer::ring_hops(const LayerShape& s, const MeshSpec& m) {
-  if (m.inner_ring > 0) throw std::logic_error("usp: ring_hops on a double ring (double_ring_hops)");
-  return RingCore::effective_hops(m.R, [&](int j) { return ring_block_of(s, m, j); },
-                                  [&](int j) { return ring_keys_of(s, m, j); }, s);
-}
-
-int UlyssesRingLayer::model_ring_hops(const LayerShape& s, const MeshSpec& m) {
-  if (s.balance == BalanceScheme::none) return ring_hops(s, m);
-  return TokenLayout::build(s.balance, s, m.R).ring_hops();  // pass-Q's K_eff is the same, re-indexed
-}
-
-DoubleRingHops UlyssesRingLayer::model_double_ring_hops(const LayerShape& s, const MeshSpec& m) {
-  if (s.balance == BalanceScheme::none) return double_ring_hops(s, m);
-  const TokenLayout l = TokenLayout::build(s.balance, s, m.R);
-  const bool q_travel = s.ring_pass_q;  // pass-Q: the visiting queries of `held` meet `me`'s keys
-  return DoubleRingHops::from_needs(m.inner_ring, m.R / m.inner_ring,
-                                    [&](int me, int held) { return q_travel ? l.sees(held, me) : l.sees(me, held); });
-}
-
-DoubleRingHops UlyssesRingLayer::double_ring_hops(const LayerShape& s, const MeshSpec& m) {
-  if (m.inner_ring <= 0) throw std::logic_error("usp: double_ring_hops on a single ring (ring_hops)");
-  return DoubleRingCore::effective_hops(m.inner_ring, m.R / m.inner_ring,
-                                        [&](int j) { return ring_block_of(s, m, j); },
-                                        [&](int j) { return ring_keys_of(s, m, j); }, s, s.ring_pass_q);
-}
-
 int UlyssesRingLayer::ring_position(const Mesh& m) {
   if (m.desc.has("ring")) return m.group("ring").rank();
   return m.group("ring_outer").rank() * m.size_of("ring_inner") + m.group("ring_inner").rank();
 }
 
-Positions UlyssesRingLayer::cp_positions(const LayerShape& s, const Mesh& m, bool zz) {
-  if (s.cached > 0 && !s.decode()) return after_cache(cp_positions(s.without_cache(), m, zz), s.cached);
-  const int64_t Un = m.size_of("ulysses"), Rn = ring_size(m);
-  const int64_t u = m.group("ulysses").rank(), rho = ring_position(m);
+Positions UlyssesRingLayer::cp_positions(const LayerShape& s, const Mesh& m, RingOrder order) {
+  if (s.cached > 0 && !s.decode()) return after_cache(cp_positions(s.without_cache(), m, order), s.cached);
+  const int64_t Un = m.size_of("ulysses"), u = m.group("ulysses").rank();
+  const Positions block = RingLayoutPart(order, s, ring_size(m)).queries(ring_position(m));
   if (s.balance != BalanceScheme::none) {  // the u-th 1/U of ring index rho's tokens, in position order
-    const Positions& block = balanced_positions(s, int(Rn))[size_t(rho)];
     const int64_t T = block.count() / Un;
     return block.rows(u * T, T);
   }
-  if (zz) {
-    const int64_t C = s.N / (2 * Rn), c = C / Un;
-    return Positions::two(rho * C + u * c, c, (2 * Rn - 1 - rho) * C + u * c, c);
+  // The u-th 1/U of each chunk (zigzag: both): after the all-to-all the chunks are whole again.
+  std::vector<PosSeg> share;
+  for (int i = 0; i < block.nseg(); ++i) {
+    const PosSeg g = block.seg(i);
+    const int64_t c = g.count / Un;
+    share.push_back({g.start + u * c * g.stride, g.stride, c});
   }
-  const int64_t L = s.N / Rn, T = L / Un;
-  return Positions::contiguous(rho * L + u * T, T);
+  return Positions::segments(share);
 }
 
 Positions UlyssesRingLayer::token_positions(const LayerShape& s, const Mesh& m) const {
-  const Positions group = cp_positions(s, m, zigzag());
+  const Positions group = cp_positions(s, m, ring_order(s, env_.spec));
   if (!m.desc.has("tp")) return group;
   // TP member j: rows [j*T, (j+1)*T) of its group's tokens (a zigzag slice may span both chunks).
   const int64_t tn = m.size_of("tp"), T = group.count() / tn;
@@ -178,7 +138,7 @@ Communicator* UlyssesRingLayer::tp_group() {
   return mesh().desc.has("tp") ? &mesh().group("tp") : nullptr;
 }
 
-Positions UlyssesRingLayer::wide_positions() const { return cp_positions(shape(), mesh(), zigzag()); }
+Positions UlyssesRingLayer::wide_positions() const { return cp_positions(shape(), mesh(), ring_order(shape(), env_.spec)); }
 
 void UlyssesRingLayer::core_setup() {
   const LayerShape& s = shape();
@@ -204,7 +164,9 @@ void UlyssesRingLayer::core_setup() {
   }
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
-  cs.window = s.window; cs.docs = s.docs; cs.pass_q = s.ring_pass_q;
+  cs.window = s.window; cs.docs = s.docs;
+  cs.pass_q = s.ring_pass_q && !s.ring_pass_a2a;
+  cs.pass_q_a2a = s.ring_pass_a2a;
   if (s.cached > 0) {
     // The ring index's cache shard for this member's gl heads (copies of the TP rank's local
     // head (u*gl + c) / f, as the all-to-all hands them out; the TP rank's first is original
@@ -231,16 +193,12 @@ void UlyssesRingLayer::core_setup() {
     }
     cs.nk = nk;
   }
-  if (double_ring()) {
-    dring_.setup(be(), mesh().group("ring_inner"), mesh().group("ring_outer"), cs,
-                 [this](int j) { return ring_block(j); },
-                 [this](int j) { return ring_keys_of(shape(), env_.spec, j); });
-    dring_hops_ = double_ring_hops(s, env_.spec);
-  } else {
-    ring_.setup(be(), mesh().group("ring"), cs, [this](int j) { return ring_block(j); },
-                [this](int j) { return ring_keys_of(shape(), env_.spec, j); });
-    hops_ = ring_hops(s, env_.spec);
-  }
+  const RingSchedule sch = ring_schedule(env_.spec);
+  if (double_ring())
+    ring_.setup(be(), sch, ring_travel(s), mesh().group("ring_inner"), &mesh().group("ring_outer"), cs,
+                ring_layout(s, env_.spec));
+  else
+    ring_.setup(be(), sch, ring_travel(s), mesh().group("ring"), nullptr, cs, ring_layout(s, env_.spec));
 }
 
 void UlyssesRingLayer::core_forward() {
@@ -279,10 +237,7 @@ void UlyssesRingLayer::core_forward() {
     kr = &kc_r_;
     vr = &vc_r_;
   }
-  if (double_ring() && s.ring_pass_q) dring_.forward_pass_q(q_r_, *kr, *vr, o_r_, dring_hops_);
-  else if (double_ring()) dring_.forward(q_r_, *kr, *vr, o_r_, dring_hops_);
-  else if (s.ring_pass_q) ring_.forward_pass_q(q_r_, *kr, *vr, o_r_, hops_);
-  else ring_.forward(q_r_, *kr, *vr, o_r_, hops_);
+  ring_.forward(q_r_, *kr, *vr, o_r_);
   // o: back to my tokens, all heads
   Tensor send_o = send_.view(0, {s.B * Tw * H * s.d});
   Tensor recv_o = recv_.view(0, {send_o.numel()});
@@ -321,8 +276,7 @@ void UlyssesRingLayer::core_backward() {
   pack_heads_to_peers(b, {{&do_, H}}, s.B, Tw, s.d, Un, send_do);
   c.all_to_all(send_do, recv_do);
   unpack_peers_to_sequence(b, recv_do, s.B, Tw, s.d, Un, nseg(), {{&do_r_, H}});
-  if (double_ring()) dring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_, dring_hops_);
-  else ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_, hops_);
+  ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
   // dq, dk, dv: back to my tokens, sent in the run dtype (converted into q_r_, k_r_, v_r_,
   // which the step no longer needs).
   Tensor dq = in_dtype(b, s.dtype, dq_r_, q_r_), dk = in_dtype(b, s.dtype, dk_r_, k_r_),
@@ -352,9 +306,8 @@ void UlyssesRingLayer::export_lse(std::vector<float>& global) {
   // [tr*H/t + u*H/(tU), +H/(tU)), of the tokens of this rank's ring index.
   const LayerShape& s = shape();
   const int hl = hl_ / U();
-  const Tensor& lse = double_ring() ? dring_.lse() : ring_.lse();
-  add_lse_rows(global, be().download(lse), s.B, s.H, s.N, tp_.rank() * hl_ + mesh().group("ulysses").rank() * hl, hl,
-               ring_block(ring_position(mesh())));
+  add_lse_rows(global, be().download(ring_.lse()), s.B, s.H, s.N, tp_.rank() * hl_ + mesh().group("ulysses").rank() * hl,
+               hl, ring_layout(s, env_.spec).queries(ring_position(mesh())));
 }
 
 int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
@@ -371,8 +324,7 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   if (Ge > Gc) rep = s.B * T * s.d * (2 * Ge * es + Gc * es + (s.dtype == DType::f32 ? 0 : Gc * 4));
   return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) +
          2 * s.B * T * (Hc + 2 * Ge) * s.d * es + rep +
-         (m.inner_ring > 0 ? DoubleRingCore::activation_bytes(cs, m.inner_ring, m.R / m.inner_ring)
-                           : RingCore::activation_bytes(cs, m.R));
+         ring_level_activation_bytes(ring_schedule(m), s, cs);
 }
 
 }  // namespace cpbench

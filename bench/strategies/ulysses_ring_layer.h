@@ -48,8 +48,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/strategies/double_ring_core.h"
-#include "bench/strategies/ring_core.h"
+#include "bench/parts/ring_schedule.h"
+#include "bench/strategies/block.h"
 
 namespace cpbench {
 
@@ -77,6 +77,17 @@ class UlyssesRingLayer : public Block {
   static bool zigzag_layout(RingLayout requested, bool causal) {
     return requested == RingLayout::zigzag || (requested == RingLayout::auto_ && causal);
   }
+  // The ring level's parts on a resolved mesh: its static order (zigzag or contiguous), its layout
+  // over the R ring indices, and its schedule (a single ring, or a double ring of inner rings of w).
+  static RingOrder ring_order(const LayerShape& s, const MeshSpec& m) {
+    return zigzag_layout(m.ring_layout, s.causal) ? RingOrder::zigzag : RingOrder::contiguous;
+  }
+  static RingLayoutPart ring_layout(const LayerShape& s, const MeshSpec& m) {
+    return RingLayoutPart(ring_order(s, m), s, m.R);
+  }
+  static RingSchedule ring_schedule(const MeshSpec& m) {
+    return m.inner_ring > 0 ? RingSchedule::double_ring(m.R, m.inner_ring) : RingSchedule::single(m.R, "ring");
+  }
 
   bool zigzag() const { return zigzag_layout(env_.spec.ring_layout, shape().causal); }
   // Segments of a member's tokens the all-to-all reorders (layout.h): the zigzag's two chunks;
@@ -99,29 +110,14 @@ class UlyssesRingLayer : public Block {
   // Tokens per batch row the core sees: the TP group's (t x this rank's).
   int64_t wide_T() const { return T_ * t(); }
   // The tokens (per batch row) of the CP position (Ulysses member, ring index) this rank's TP
-  // group occupies, in the order the group's gather puts them.
-  static Positions cp_positions(const LayerShape& s, const Mesh& m, bool zigzag);
-  // The U*T tokens (per batch row) of ring index j, in position order.
-  Positions ring_block(int j) const;
-  // Positions of ring index j's block on a resolved mesh (pure: what ring_block returns).
-  static Positions ring_block_of(const LayerShape& s, const MeshSpec& m, int j);
-  // The single ring's K_eff (RingCore::effective_hops), or the double ring's schedule
-  // (DoubleRingCore::effective_hops), on a resolved mesh: pure functions of layout and mask.
-  static int ring_hops(const LayerShape& s, const MeshSpec& m);
-  static DoubleRingHops double_ring_hops(const LayerShape& s, const MeshSpec& m);
-  // What predicted_bytes takes: ring_hops / double_ring_hops, but under --balance the layout's
-  // own model (TokenLayout::ring_hops, TokenLayout::sees), not the mask scan the ring runs.
-  static int model_ring_hops(const LayerShape& s, const MeshSpec& m);
-  static DoubleRingHops model_double_ring_hops(const LayerShape& s, const MeshSpec& m);
-  int hops_ = -1;
-  DoubleRingHops dring_hops_;
+  // group occupies, in the order the group's gather puts them: the u-th 1/U of each of the ring
+  // index's segments (static orders), or of its rows (a balanced layout).
+  static Positions cp_positions(const LayerShape& s, const Mesh& m, RingOrder order);
 
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;
   Communicator* tp_group() override;
   bool core_holds_cache() const override { return !shape().decode(); }
   CacheHeld cache_held() override;
-  // Ring index j's keys: its block, or under --cached its cache shard then its block.
-  static Positions ring_keys_of(const LayerShape& s, const MeshSpec& m, int j);
   DecodeGroups decode_groups() override {
     if (double_ring()) return {&mesh().group("ring_inner"), &mesh().group("ulysses"), &mesh().group("ring_outer")};
     return {&mesh().group("ring"), &mesh().group("ulysses")};
@@ -137,8 +133,7 @@ class UlyssesRingLayer : public Block {
   // dk or dv of the f copies [B,T,G*f,d] (run dtype) summed into `dst` [B,T,G,d] float32.
   void sum_kv_copies(const Tensor& copies, Tensor& dst);
 
-  RingCore ring_;          // the ring level (MeshSpec::inner_ring == 0) ...
-  DoubleRingCore dring_;   // ... or a double ring (usp_ring = double)
+  RingLevel ring_;  // the ring level: one ring, or a double ring (usp_ring = double)
   Tensor q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_;  // this ring index's tokens, local heads
   Tensor send_, recv_;
   Tensor k_rep_, v_rep_;      // f > 1: the replicated k, v [B,T,G*f,d]; in backward dk, dv copies

@@ -193,7 +193,7 @@ cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: 
 cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)
 cpbench_fail_test(ring_pass_q_train 2 "--ring-pass q circulates query blocks in the forward only: it needs --pass prefill \\(got pass=train\\)" run --model tiny --seq 64 --ring-pass q)
 cpbench_fail_test(ring_pass_q_ulysses 2 "ulysses: --ring-pass q is built for the ring family only" run --model tiny --seq 64 --pass prefill --ring-pass q --strategies ring,ulysses)
-cpbench_fail_test(ring_pass_unknown 2 "--ring-pass must be kv or q, got \"x\"" run --model tiny --seq 64 --pass prefill --ring-pass x)
+cpbench_fail_test(ring_pass_unknown 2 "--ring-pass must be kv, q or q-a2a, got \"x\"" run --model tiny --seq 64 --pass prefill --ring-pass x)
 cpbench_fail_test(cached_train 2 "--cached 32 is an inference cache: it needs --pass prefill or decode \\(got pass=train\\)" run --model tiny --seq 64 --cached 32)
 cpbench_fail_test(cached_whole_seq 2 "--cached 64 must be less than seq=64 \\(prefill needs at least one new token\\)" run --model tiny --seq 64 --pass prefill --cached 64)
 cpbench_fail_test(cached_allgather_kv 2 "allgather-kv: --cached 32 is built for the ring family only" run --model tiny --seq 64 --pass prefill --cached 32 --strategies ring,allgather-kv)

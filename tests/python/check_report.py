@@ -187,7 +187,7 @@ def cmd_model(a):
                 S * sub * 2 * e * (B * cfg["dim"] // t) * (t - 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (t={t}, U={U}, R={R})")
-        elif C and cfg.get("ring_pass") != "q" and r["strategy"] != "single" and not cfg["mask"]["window"]:
+        elif C and cfg.get("ring_pass", "kv") == "kv" and r["strategy"] != "single" and not cfg["mask"]["window"]:
             # pass-KV under --cached, computed here: each rank's whole key block (its C/P cache
             # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward. usp (ulysses:
             # R = 1): the all-to-all of the new tokens' q, k, v first, then over the R ring
@@ -202,7 +202,7 @@ def cmd_model(a):
             want = tp + a2a + e * cfg["batch"] * r["seq"] // P * 2 * Ge * d * (R - 1)
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} cached pass-KV: fwd {r['comm']['fwd']['per_rank']} != {want}")
-        if cfg.get("ring_pass") == "q" and r["strategy"] != "single" and not cfg["mask"]["window"] \
+        if cfg.get("ring_pass") in ("q", "q-a2a") and r["strategy"] != "single" and not cfg["mask"]["window"] \
                 and not cfg["mask"]["docs"] and (r["mesh"].get("tp") or 1) == 1:  # (usp's tp terms: matches_model above)
             # DESIGN's pass-Q formula, computed here: Q goes K = P-1 hops (no window, no documents),
             # its float32 partial (o, lse) K hops with it plus one send back to the owner. Under
@@ -216,6 +216,8 @@ def cmd_model(a):
             a2a = e * Tq * (2 * hq + 2 * max(cfg["kv_heads"], U) * cfg["head_dim"]) * (U - 1) // U
             Pb = 4 * Tq * hq + 4 * Tq * cfg["heads"]  # one partial: o float32 and lse
             want = a2a + (e * Tq * hq * K + Pb * (K + 1) if K > 0 else 0)
+            if cfg["ring_pass"] == "q-a2a":  # Meta's pass-Q: Q K hops, then each partial once to its owner
+                want = a2a + e * Tq * hq * K + Pb * K
             if r["strategy"] == "double-ring" or r["mesh"].get("inner_ring"):
                 # W windows of w: the Q block still makes Rp-1 hops over the Rp ring positions (the
                 # double ring's P, usp's R); its partial returns to the round's starter each round

@@ -1,0 +1,183 @@
+#include "bench/parts/ring_schedule.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include "bench/strategies/balance.h"
+
+namespace cpbench {
+
+void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch) {
+  if (travel == RingTravel::q_a2a && sch.kind != RingScheduleKind::single)
+    throw ConstraintError(who + ": --ring-pass q-a2a returns the partials in one exchange over a single ring; it is not "
+                                "defined on a " + std::string(sch.kind == RingScheduleKind::double_ ? "double ring (inner ring w=" +
+                                std::to_string(sch.w) + ")" : "ring per CP group (--balance dynamic)") + " (use --ring-pass q)");
+}
+
+RingHops scan_hops(const RingSchedule& sch, const RingLayoutPart& layout, const LayerShape& s) {
+  const BlockPositions q = [&](int j) { return layout.queries(j); };
+  const BlockPositions k = [&](int j) { return layout.keys(j); };
+  RingHops h;
+  switch (sch.kind) {
+    // pass-Q's K_eff is pass-KV's scan re-indexed (RingCore::effective_hops_pass_q): one call
+    // serves both travel policies.
+    case RingScheduleKind::single: h.single = RingCore::effective_hops(sch.R, q, k, s); break;
+    case RingScheduleKind::double_:
+      h.dbl = DoubleRingCore::effective_hops(sch.w, sch.windows(), q, k, s, s.ring_pass_q);
+      break;
+    case RingScheduleKind::groups: break;  // every hop of each group
+  }
+  return h;
+}
+
+RingHops model_hops(const RingSchedule& sch, const RingLayoutPart& layout, const LayerShape& s) {
+  if (s.balance == BalanceScheme::none || sch.kind == RingScheduleKind::groups) return scan_hops(sch, layout, s);
+  // The balanced layout's own model (interval arithmetic on its runs), which shares nothing
+  // with the mask scan the ring runs.
+  const TokenLayout l = TokenLayout::build(s.balance, s, sch.R);
+  RingHops h;
+  if (sch.kind == RingScheduleKind::single) {
+    h.single = l.ring_hops();  // pass-Q's K_eff is the same, re-indexed
+  } else {
+    const bool q_travel = s.ring_pass_q;  // pass-Q: the visiting queries of `held` meet `me`'s keys
+    h.dbl = DoubleRingHops::from_needs(sch.w, sch.windows(),
+                                       [&](int me, int held) { return q_travel ? l.sees(held, me) : l.sees(me, held); });
+  }
+  return h;
+}
+
+CommPrediction ring_level_bytes(const RingSchedule& sch, const LayerShape& s, const RingHops& hops, RingTravel travel,
+                                const RingBlockSizes& b, int64_t elem, int64_t acc, int rank) {
+  switch (sch.kind) {
+    case RingScheduleKind::single:
+      if (travel == RingTravel::q_a2a)
+        return RingCore::predicted_bytes_pass_q_a2a(b.tokens_q, b.hq, b.heads, sch.R, elem, acc, hops.single, sch.level);
+      if (travel == RingTravel::q)
+        return RingCore::predicted_bytes_pass_q(b.tokens_q, b.hq, b.heads, sch.R, elem, acc, hops.single, sch.level);
+      return RingCore::predicted_bytes(b.tokens_kv, b.hk, sch.R, elem, acc, hops.single, sch.level);
+    case RingScheduleKind::double_:
+      check_travel("ring_level_bytes", travel, sch);
+      if (travel == RingTravel::q)
+        return DoubleRingCore::predicted_bytes_pass_q(b.tokens_q, b.hq, b.heads, sch.w, sch.windows(), elem, acc,
+                                                      hops.dbl);
+      return DoubleRingCore::predicted_bytes(b.tokens_kv, b.hk, sch.w, sch.windows(), elem, acc, hops.dbl);
+    case RingScheduleKind::groups:
+      return TokenLayout::build(s.balance, s, sch.R).dynamic_ring_bytes(rank, s.B, 2 * b.hk, elem, acc);
+  }
+  throw std::logic_error("ring_level_bytes: unknown schedule");
+}
+
+CommPrediction ring_level_bytes_busiest(const RingSchedule& sch, const LayerShape& s, const RingHops& hops,
+                                        RingTravel travel, const RingBlockSizes& b, int64_t elem, int64_t acc) {
+  if (!ring_level_bytes_per_rank(sch)) return ring_level_bytes(sch, s, hops, travel, b, elem, acc);
+  CommPrediction most;
+  for (int r = 0; r < sch.R; ++r) {
+    CommPrediction p = ring_level_bytes(sch, s, hops, travel, b, elem, acc, r);
+    if (r == 0 || p.fwd + p.bwd > most.fwd + most.bwd) most = p;
+  }
+  return most;
+}
+
+int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s, const RingCoreShape& cs) {
+  switch (sch.kind) {
+    case RingScheduleKind::single: return RingCore::activation_bytes(cs, sch.R);
+    case RingScheduleKind::double_: return DoubleRingCore::activation_bytes(cs, sch.w, sch.windows());
+    case RingScheduleKind::groups: {
+      // The busiest rank's tokens and the largest block it may receive.
+      const TokenLayout layout = TokenLayout::build(s.balance, s, sch.R);
+      int64_t most = 0, block = 0;
+      for (int j = 0; j < sch.R; ++j) {
+        most = std::max(most, layout.positions_of(j).count());
+        for (int c : layout.ring_groups()) block = std::max(block, layout.tokens_of(j, c));
+      }
+      RingCoreShape busiest = cs;
+      busiest.n = most;
+      busiest.nk = 0;
+      busiest.pass_q = false;
+      const int64_t o = s.B * most * s.H * s.d, rows = s.B * s.H * most;
+      const int64_t block_result =
+          o * int64_t(dtype_size(s.dtype)) + rows * 4 + (s.dtype != DType::f32 ? 2 * o * 4 : 0);
+      return RingCore::activation_bytes(busiest, 1) + block_result + DynamicRingCore::comm_buffer_bytes(busiest, block);
+    }
+  }
+  throw std::logic_error("ring_level_activation_bytes: unknown schedule");
+}
+
+void RingLevel::setup(Backend& be, const RingSchedule& sch, RingTravel travel, Communicator& ring,
+                      Communicator* outer, const RingCoreShape& cs, const RingLayoutPart& layout) {
+  check_travel("RingLevel", travel, sch);
+  sch_ = sch;
+  travel_ = travel;
+  const LayerShape& s = layout.shape();
+  if (sch.kind == RingScheduleKind::groups) {
+    // One ring per group size c over this rank's group; the rank's rows are stored by group size
+    // (c = 1 first, then ascending).
+    const int me = ring.rank();
+    const TokenLayout tl = TokenLayout::build(s.balance, s, sch.R);
+    std::vector<DynamicRing> rings;
+    int64_t offset = tl.tokens_of(me, 1);
+    for (int c : tl.ring_groups()) {
+      const DynamicGroup g = dynamic_group_of(me, c, sch.R);
+      if (g.c > 0) {
+        DynamicRing r{c, g.first, g.member(me), offset, {}};
+        for (int m = 0; m < c; ++m) r.pos.push_back(tl.positions_of(g.first + m, c));
+        rings.push_back(r);
+      }
+      offset += tl.tokens_of(me, c);
+    }
+    groups_.setup(be, ring, cs, layout.queries(me), std::move(rings));
+    return;
+  }
+  // Every position's queries and keys, once: the loops ask for them at every hop.
+  std::vector<Positions> qtab, ktab;
+  for (int j = 0; j < sch.R; ++j) {
+    qtab.push_back(layout.queries(j));
+    ktab.push_back(layout.keys(j));
+  }
+  const BlockPositions q = [qtab](int j) { return qtab[size_t(j)]; };
+  const BlockPositions k = [ktab](int j) { return ktab[size_t(j)]; };
+  hops_ = scan_hops(sch, layout, s);
+  if (sch.kind == RingScheduleKind::single) {
+    single_.setup(be, ring, cs, q, k);
+  } else {
+    if (!outer) throw std::logic_error("RingLevel: a double ring needs its outer communicator");
+    double_.setup(be, ring, *outer, cs, q, k);
+  }
+}
+
+void RingLevel::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o) {
+  const bool pass_q = travel_ == RingTravel::q;
+  switch (sch_.kind) {
+    case RingScheduleKind::single:
+      if (travel_ == RingTravel::q_a2a) single_.forward_pass_q_a2a(q, k, v, o, hops_.single);
+      else if (pass_q) single_.forward_pass_q(q, k, v, o, hops_.single);
+      else single_.forward(q, k, v, o, hops_.single);
+      return;
+    case RingScheduleKind::double_:
+      if (pass_q) double_.forward_pass_q(q, k, v, o, hops_.dbl);
+      else double_.forward(q, k, v, o, hops_.dbl);
+      return;
+    case RingScheduleKind::groups: groups_.forward(q, k, v, o); return;
+  }
+}
+
+void RingLevel::backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout,
+                         Tensor& dq, Tensor& dk, Tensor& dv) {
+  switch (sch_.kind) {
+    case RingScheduleKind::single: single_.backward(q, k, v, o, dout, dq, dk, dv, hops_.single); return;
+    case RingScheduleKind::double_: double_.backward(q, k, v, o, dout, dq, dk, dv, hops_.dbl); return;
+    case RingScheduleKind::groups: groups_.backward(q, k, v, o, dout, dq, dk, dv); return;
+  }
+}
+
+const Tensor& RingLevel::lse() const {
+  switch (sch_.kind) {
+    case RingScheduleKind::single: return single_.lse();
+    case RingScheduleKind::double_: return double_.lse();
+    case RingScheduleKind::groups: break;
+  }
+  return groups_.lse();
+}
+
+}  // namespace cpbench

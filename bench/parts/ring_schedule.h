@@ -1,0 +1,114 @@
+// The schedule and travel parts of a ring level: how the blocks of a layout (ring_layout.h)
+// move between the R positions, and what moves.
+//
+// Schedules:
+//   single  one ring over the R positions (ring_core.h);
+//   double  LoongTrain's double ring: inner rings of w consecutive positions, blocks hopping
+//           between the R/w windows overlapped with each round (double_ring_core.h);
+//   groups  --balance dynamic: one ring per CP group size, each over its group of c positions
+//           (dynamic_ring_core.h; ring only, K,V travel, the whole CP group).
+// Travel policies (--ring-pass):
+//   kv      K,V blocks travel, the dK,dV accumulators follow them back to their owner;
+//   q       query blocks travel with their float32 partial (o, lse), which returns to its owner
+//           (prefill only);
+//   q_a2a   Meta's pass-Q (--ring-pass q-a2a): query blocks travel alone, each rank keeps the
+//           partial it computes for each, and one exchange returns them to their owners (prefill,
+//           single ring only).
+// A schedule's hops are truncated to the ones some position needs (DESIGN's ring hop
+// truncation): the running ring scans the layout's positions against the mask (scan_hops); the
+// byte model takes the same scan, or under --balance the balanced layout's own interval model
+// (model_hops), so that bytes = model checks one against the other.
+//
+// Bytes (one function for every ring level, ring_level_bytes): the schedule's term for the travel
+// policy: RingCore::predicted_bytes / predicted_bytes_pass_q for a single ring,
+// DoubleRingCore::predicted_bytes / predicted_bytes_pass_q for a double ring, and
+// TokenLayout::dynamic_ring_bytes for groups (different per rank).
+#pragma once
+#include <string>
+
+#include "bench/parts/ring_layout.h"
+#include "bench/strategies/double_ring_core.h"
+#include "bench/strategies/dynamic_ring_core.h"
+#include "bench/strategies/ring_core.h"
+
+namespace cpbench {
+
+enum class RingTravel { kv, q, q_a2a };
+inline RingTravel ring_travel(const LayerShape& s) {
+  return s.ring_pass_a2a ? RingTravel::q_a2a : s.ring_pass_q ? RingTravel::q : RingTravel::kv;
+}
+
+enum class RingScheduleKind { single, double_, groups };
+
+struct RingSchedule {
+  RingScheduleKind kind = RingScheduleKind::single;
+  int R = 1;  // positions
+  int w = 0;  // double: ranks per inner ring (w | R)
+  // The single ring's mesh level in the per-tier model: "cp" when the ring is the whole CP group
+  // (the ring family), "ring" for usp's ring level. A double ring's levels are ring_inner and
+  // ring_outer; groups' are "cp".
+  std::string level = "ring";
+
+  static RingSchedule single(int R, std::string level) { return {RingScheduleKind::single, R, 0, std::move(level)}; }
+  static RingSchedule double_ring(int R, int w) { return {RingScheduleKind::double_, R, w, "ring"}; }
+  static RingSchedule groups(int R) { return {RingScheduleKind::groups, R, 0, "cp"}; }
+  int windows() const { return kind == RingScheduleKind::double_ ? R / w : 1; }
+};
+
+// Throws ConstraintError naming `who` when the travel policy has no schedule on this ring level
+// (q-a2a's return exchange is defined for a single ring only).
+void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch);
+
+// The hops a schedule runs: a single ring's K_eff, or a double ring's rounds and inner hops.
+// (groups run every hop of each group.)
+struct RingHops {
+  int single = -1;
+  DoubleRingHops dbl;
+};
+
+// The running ring's hops: the layout's positions scanned against the mask.
+RingHops scan_hops(const RingSchedule& sch, const RingLayoutPart& layout, const LayerShape& s);
+// The byte model's hops: scan_hops, or under --balance the balanced layout's own model.
+RingHops model_hops(const RingSchedule& sch, const RingLayoutPart& layout, const LayerShape& s);
+
+// What one rank of a ring level holds, for the byte model: `tokens_kv` (B x its keys per batch
+// row, the cache shard included) with `hk` = KV heads x d per token; `tokens_q` (B x its new
+// tokens) with `hq` = query heads x d and `heads` lse rows per token.
+struct RingBlockSizes {
+  int64_t tokens_kv = 0, hk = 0, tokens_q = 0, hq = 0, heads = 0;
+};
+// Bytes one rank of the ring level sends per layer. `rank` matters only to groups, whose ranks
+// hold different token counts (TokenLayout::dynamic_ring_bytes, from the shape).
+CommPrediction ring_level_bytes(const RingSchedule& sch, const LayerShape& s, const RingHops& hops, RingTravel travel,
+                                const RingBlockSizes& b, int64_t elem, int64_t acc, int rank = 0);
+// The busiest rank's bytes (what a plan or dry run shows when ranks differ), and whether they do.
+CommPrediction ring_level_bytes_busiest(const RingSchedule& sch, const LayerShape& s, const RingHops& hops,
+                                        RingTravel travel, const RingBlockSizes& b, int64_t elem, int64_t acc);
+inline bool ring_level_bytes_per_rank(const RingSchedule& sch) { return sch.kind == RingScheduleKind::groups; }
+// Bytes the level's core keeps allocated per rank (`cs.n`: the rank's new tokens per batch row,
+// `cs.nk` its keys; groups: the busiest rank's tokens and its largest block, from the shape).
+int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s, const RingCoreShape& cs);
+
+// The running ring level: the core its schedule names, over the layout's positions. setup
+// allocates everything; forward and backward allocate nothing.
+class RingLevel {
+ public:
+  // single: `ring` is the ring's communicator; double: `ring` the inner ring, `outer` the windows;
+  // groups: `ring` the CP group. `cs` as the cores take it (RingCoreShape).
+  void setup(Backend& be, const RingSchedule& sch, RingTravel travel, Communicator& ring, Communicator* outer,
+             const RingCoreShape& cs, const RingLayoutPart& layout);
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o);
+  void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout, Tensor& dq,
+                Tensor& dk, Tensor& dv);
+  const Tensor& lse() const;
+
+ private:
+  RingSchedule sch_;
+  RingTravel travel_ = RingTravel::kv;
+  RingHops hops_;
+  RingCore single_;
+  DoubleRingCore double_;
+  DynamicRingCore groups_;
+};
+
+}  // namespace cpbench

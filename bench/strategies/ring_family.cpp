@@ -1,0 +1,134 @@
+#include "bench/strategies/ring_family.h"
+
+#include <sstream>
+
+#include "bench/strategies/layout.h"
+
+namespace cpbench {
+
+std::string RingFamily::constraints() const {
+  std::string c = p_.order == RingOrder::zigzag ? "2P divides seq" : "P divides seq";
+  if (p_.double_ring) c += " (P under --balance); inner ring w divides P";
+  return c;
+}
+
+std::string RingFamily::label(const MeshSpec& m) const {
+  return p_.double_ring ? name() + "[w" + std::to_string(m.inner_ring) + "]" : name();
+}
+
+// --mesh all: a double ring runs every window size w dividing P (w = P and w = 1 are single rings
+// over the inner or the outer level); a single ring has one mesh.
+std::vector<MeshSpec> RingFamily::mesh_candidates(const MeshSpec& base, int P) const {
+  if (!p_.double_ring) return {base};
+  std::vector<MeshSpec> all;
+  for (int w = 1; w <= P; ++w) {
+    if (P % w) continue;
+    MeshSpec m = base;
+    m.inner_ring = w;
+    all.push_back(m);
+  }
+  return all;
+}
+
+MeshSpec RingFamily::resolve_mesh(const MeshSpec& req, const LayerShape& s, int P) const {
+  if (!p_.double_ring) return Block::resolve_mesh(req, s, P);
+  MeshSpec m = req;
+  m.U = 1;
+  m.R = P;
+  m.usp_ring = UspRing::double_;
+  m.inner_ring = resolve_inner_ring(m, name());
+  return m;
+}
+
+void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
+  // A balanced layout holds N/P tokens per rank; the static order cuts N into its pieces.
+  const bool balanced = s.balance != BalanceScheme::none;
+  const int64_t pieces = balanced ? P : ring_order_pieces(p_.order, P);
+  if (s.N % pieces != 0) {
+    std::ostringstream e;
+    e << name() << ": seq=" << s.N << " is not divisible by " << (pieces == P ? "P" : "2*P") << "=" << pieces;
+    if (balanced && p_.double_ring)
+      e << " (--balance " << balance_name(s.balance) << ": every rank holds seq/P tokens)";
+    throw ConstraintError(e.str());
+  }
+  if (s.balance == BalanceScheme::dynamic && s.ring_pass_q)
+    throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass q "
+                                   "is built for the static and doc-zigzag/greedy layouts only");
+  check_travel(name(), ring_travel(s), schedule(s, P, m));
+}
+
+RingSchedule RingFamily::schedule(const LayerShape& s, int P, const MeshSpec& m) const {
+  if (p_.double_ring) return RingSchedule::double_ring(P, m.inner_ring > 0 ? m.inner_ring : P);
+  if (s.balance == BalanceScheme::dynamic) return RingSchedule::groups(P);
+  return RingSchedule::single(P, "cp");
+}
+
+RingBlockSizes RingFamily::block_sizes(const LayerShape& s, int P) {
+  RingBlockSizes b;
+  // Under --cached C pass-Q moves only the (N - C)/P new queries of a rank; pass-KV moves its
+  // whole key block, cache shard included: C/P + (N - C)/P = N/P tokens, as without a cache.
+  b.tokens_kv = s.B * s.N / P;
+  b.hk = int64_t(s.G) * s.d;
+  b.tokens_q = s.B * s.new_tokens() / P;
+  b.hq = int64_t(s.H) * s.d;
+  b.heads = s.H;
+  return b;
+}
+
+CommPrediction RingFamily::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                           int64_t acc) const {
+  if (s.decode()) return decode_prediction(s, {{"cp", P}}, 1, elem, acc);  // no ring under decode: one all-gather per step
+  const RingSchedule sch = schedule(s, P, m);
+  return ring_level_bytes_busiest(sch, s, model_hops(sch, layout(s, P), s), ring_travel(s), block_sizes(s, P), elem,
+                                  acc);
+}
+
+CommPrediction RingFamily::predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                                   int64_t acc, int rank) const {
+  const RingSchedule sch = schedule(s, P, m);
+  if (s.decode() || !ring_level_bytes_per_rank(sch)) return predicted_bytes(s, P, m, elem, acc);
+  return ring_level_bytes(sch, s, model_hops(sch, layout(s, P), s), ring_travel(s), block_sizes(s, P), elem, acc,
+                          rank);
+}
+
+bool RingFamily::predicts_per_rank(const LayerShape& s) const {
+  return !s.decode() && !p_.double_ring && s.balance == BalanceScheme::dynamic;
+}
+
+Positions RingFamily::token_positions(const LayerShape& s, const Mesh& m) const {
+  return layout(s, m.P).queries(m.cp->rank());
+}
+
+void RingFamily::core_setup() {
+  const LayerShape& s = shape();
+  const int P = mesh().P;
+  const RingSchedule sch = schedule(s, P, env_.spec);
+  RingCoreShape cs;
+  cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
+  cs.window = s.window; cs.docs = s.docs;
+  cs.pass_q = s.ring_pass_q && !s.ring_pass_a2a;
+  cs.pass_q_a2a = s.ring_pass_a2a;
+  cs.nk = key_pos_.count();
+  if (sch.kind == RingScheduleKind::double_)
+    level_.setup(be(), sch, ring_travel(s), mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P));
+  else
+    level_.setup(be(), sch, ring_travel(s), *mesh().cp, nullptr, cs, layout(s, P));
+}
+
+void RingFamily::export_lse(std::vector<float>& global) {
+  const LayerShape& s = shape();
+  add_lse_rows(global, be().download(level_.lse()), s.B, s.H, s.N, 0, s.H, pos_);
+}
+
+int64_t RingFamily::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
+  RingCoreShape cs;
+  cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
+  // The double ring's estimate leaves pass-Q's buffers out, as it always has (a known gap of the
+  // estimate, kept so that this refactor changes no reported number).
+  cs.pass_q = s.ring_pass_q && !s.ring_pass_a2a && !p_.double_ring;
+  cs.pass_q_a2a = s.ring_pass_a2a;
+  cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
+  return ring_level_activation_bytes(schedule(s, P, m), s, cs);
+}
+
+}  // namespace cpbench

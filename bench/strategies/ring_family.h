@@ -1,0 +1,77 @@
+// The ring family: ring attention over the whole CP group, as a composition of parts (a layout,
+// ring_layout.h; a schedule and a travel policy, ring_schedule.h) on DESIGN's block (block.h).
+// ring, ring-zigzag, ring-striped and double-ring are presets of it (one small file each:
+// ring.cpp, ring_zigzag.cpp, ring_striped.cpp, double_ring.cpp), differing only in the data
+// below. Everything a preset does not name (--ring-pass, --cached, --pass decode, masks) the
+// parts provide for all of them alike.
+//
+// Bytes per rank: the ring level's term (ring_level_bytes) on level "cp" (a single ring; groups)
+// or ring_inner / ring_outer (a double ring); under --pass decode the block's decode merge over
+// the CP group (Block::decode_prediction).
+#pragma once
+#include <string>
+
+#include "bench/parts/ring_schedule.h"
+#include "bench/strategies/block.h"
+
+namespace cpbench {
+
+struct RingPreset {
+  std::string name;
+  std::string summary;      // two lines for README / `cpbench list`
+  std::string tiers;        // one line
+  RingOrder order = RingOrder::contiguous;  // the static layout
+  // The schedule: one ring over the P ranks, or LoongTrain's double ring over windows of w ranks
+  // (--inner-ring; --mesh all runs every w dividing P).
+  bool double_ring = false;
+  // --balance schemes it takes: doc-zigzag and greedy replace the static order; dynamic (single
+  // ring only) also replaces the schedule by one ring per CP group.
+  bool balance = false;
+  bool balance_dynamic = false;
+};
+
+class RingFamily final : public Block {
+ public:
+  explicit RingFamily(RingPreset preset) : p_(std::move(preset)) {}
+  std::string name() const override { return p_.name; }
+  std::string summary() const override { return p_.summary; }
+  std::string tiers() const override { return p_.tiers; }
+  std::string constraints() const override;
+  std::string label(const MeshSpec& m) const override;
+  std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const override;
+  MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const override;
+  bool supports_pass_q() const override { return true; }
+  bool supports_cached() const override { return true; }
+  bool supports_decode() const override { return true; }
+  bool supports_balance(BalanceScheme b) const override {
+    return b == BalanceScheme::dynamic ? p_.balance_dynamic : p_.balance;
+  }
+  void check(const LayerShape& s, int P, const MeshSpec& m) const override;
+  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                 int64_t acc) const override;
+  CommPrediction predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                         int rank) const override;
+  bool predicts_per_rank(const LayerShape& s) const override;
+
+ protected:
+  Positions token_positions(const LayerShape& s, const Mesh& m) const override;
+  void core_setup() override;
+  // kc_, vc_ are k_, v_ themselves without a cache (block.h).
+  void core_forward() override { level_.forward(q_, kc_, vc_, o_); }
+  void core_backward() override { level_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_); }
+  void export_lse(std::vector<float>& global) override;
+  int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
+
+ private:
+  // The parts this preset composes for a shape on a resolved mesh of P ranks.
+  RingLayoutPart layout(const LayerShape& s, int P) const { return RingLayoutPart(p_.order, s, P); }
+  RingSchedule schedule(const LayerShape& s, int P, const MeshSpec& m) const;
+  // The model's sizes of a rank's blocks: its N/P keys (the cache shard included) and its
+  // (N - C)/P new queries.
+  static RingBlockSizes block_sizes(const LayerShape& s, int P);
+
+  RingPreset p_;
+  RingLevel level_;
+};
+
+}  // namespace cpbench
