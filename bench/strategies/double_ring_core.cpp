@@ -267,7 +267,7 @@ CommPrediction DoubleRingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t 
     throw std::logic_error("double ring: predicted_bytes_pass_q with hops that do not fit w=" + std::to_string(w) +
                            " x W=" + std::to_string(W));
   CommPrediction p;
-  const int64_t qb = elem * tokens_q * hq, pb = acc * tokens_q * hq + 4 * tokens_q * heads;
+  const int64_t qb = elem * tokens_q * hq, pb = RingCore::partial_bytes(tokens_q, hq, heads, acc);
   const int T = hops.rounds, S = hops.inner_total();
   p.add("ring_inner", Phase::fwd, 1, (qb + pb) * S);
   for (int J : hops.inner)

@@ -427,7 +427,7 @@ CommPrediction RingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, in
   if (R <= 1 || h == 0) return p;
   // Q moves against the ring's K,V direction (to the previous rank); the partial rides along
   // with it on every hop and one last send returns it to its owner, h places ahead.
-  const int64_t q = elem * tokens_q * hq, partial = acc * tokens_q * hq + 4 * tokens_q * heads;
+  const int64_t q = elem * tokens_q * hq, partial = partial_bytes(tokens_q, hq, heads, acc);
   p.add(level, Phase::fwd, -1, (q + partial) * h);
   return p.add(level, Phase::fwd, h, partial);
 }
@@ -439,7 +439,7 @@ CommPrediction RingCore::predicted_bytes_pass_q_a2a(int64_t tokens_q, int64_t hq
   if (R <= 1 || h == 0) return p;
   // Q moves against the ring's K,V direction (to the previous rank); each partial goes once to its
   // owner, i places ahead for the Q block of position me+i.
-  const int64_t q = elem * tokens_q * hq, partial = acc * tokens_q * hq + 4 * tokens_q * heads;
+  const int64_t q = elem * tokens_q * hq, partial = partial_bytes(tokens_q, hq, heads, acc);
   p.add(level, Phase::fwd, -1, q * h);
   for (int i = 1; i <= h; ++i) p.add(level, Phase::fwd, i, partial);
   return p;

@@ -158,6 +158,10 @@ class RingCore {
   // nothing when K = 0; bwd = 0 (RingCore::forward_pass_q's schedule; DESIGN "pass-Q").
   static CommPrediction predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
                                                int64_t acc, int hops = -1, const std::string& level = "ring");
+  // One Q block's partial: o (`acc` bytes per element) and lse (float32) over `heads` rows per token.
+  static int64_t partial_bytes(int64_t tokens_q, int64_t hq, int64_t heads, int64_t acc) {
+    return acc * tokens_q * hq + 4 * tokens_q * heads;
+  }
   // Meta's pass-Q (forward_pass_q_a2a): the Q block K hops to the previous rank, then one partial
   // to each of the K owners ahead: fwd = elem*Tq*hq*K + (acc*Tq*hq + 4*Tq*heads)*K; bwd = 0.
   static CommPrediction predicted_bytes_pass_q_a2a(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
