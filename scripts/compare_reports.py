@@ -376,13 +376,45 @@ def compare_exact(base, new, max_diffs, base_name="BASE", new_name="NEW"):
     return "\n".join(lines) + "\n", problems
 
 
+def compare_exact_dirs(base_dir, new_dir, validator, max_diffs):
+    """--exact on two directories: every *.json of either against its namesake in the other, in one
+    process (the schema is loaded once: a matrix of a hundred reports). Returns (text, status):
+    2 when a report is unreadable or invalid, else 1 when any pair differs or a report is in one
+    directory only, else 0."""
+    bnames = {f.name for f in Path(base_dir).glob("*.json")}
+    nnames = {f.name for f in Path(new_dir).glob("*.json")}
+    lines, identical, differ, invalid = [], 0, 0, 0
+    for name in sorted(bnames | nnames):
+        if name not in nnames or name not in bnames:
+            differ += 1
+            lines.append(f"{name}: in {'BASE' if name in bnames else 'NEW'} only")
+            continue
+        try:
+            base = validate_report.load_report(str(Path(base_dir) / name), validator)
+            new = validate_report.load_report(str(Path(new_dir) / name), validator)
+        except validate_report.ReportError as e:
+            invalid += 1
+            lines.append(f"{name}: INVALID\n{e}")
+            continue
+        text, problems = compare_exact(base, new, max_diffs, str(Path(base_dir) / name), str(Path(new_dir) / name))
+        if problems:
+            differ += 1
+            lines.append(text.rstrip("\n"))
+        else:
+            identical += 1
+            lines.append(f"{name}: identical ({len(base['results'])} job(s))")
+    total = len(bnames | nnames)
+    lines.append(f"{identical} of {total} report pair(s) identical, {differ} different, {invalid} invalid")
+    return "\n".join(lines) + "\n", 2 if invalid else 1 if differ else 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Compare two cpbench reports (BASE, NEW): a Markdown table of the changes per "
                     "(label, seq) and metric, and an exit status for CI.",
         epilog=RULE + "\n\n" + exact_rule(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("base", metavar="BASE", help="the reference report (JSON)")
-    ap.add_argument("new", metavar="NEW", help="the report under test (JSON)")
+    ap.add_argument("base", metavar="BASE", help="the reference report (JSON); with --exact also a directory")
+    ap.add_argument("new", metavar="NEW", help="the report under test (JSON); with --exact also a directory")
     ap.add_argument("--threshold", type=float, default=0.10,
                     help="allowed slowdown of the step median beyond the noise band, a fraction (default 0.10)")
     ap.add_argument("--markdown-out", metavar="FILE", help="also write the Markdown to FILE")
@@ -402,15 +434,21 @@ def main(argv=None):
     if args.exact and args.allow_missing_verified:
         ap.error("--exact fails on every missing job; --allow-missing-verified does not apply")
 
+    dirs = [Path(a).is_dir() for a in (args.base, args.new)]
+    if any(dirs) and (not all(dirs) or not args.exact):
+        ap.error("BASE and NEW may be directories only both, and only with --exact")
     try:
         validator = validate_report.load_schema(args.schema)
-        base = validate_report.load_report(args.base, validator)
-        new = validate_report.load_report(args.new, validator)
+        if not any(dirs):
+            base = validate_report.load_report(args.base, validator)
+            new = validate_report.load_report(args.new, validator)
     except validate_report.ReportError as e:
         print(f"compare_reports: invalid input:\n{e}", file=sys.stderr)
         return 2
 
-    if args.exact:
+    if any(dirs):
+        text, status = compare_exact_dirs(args.base, args.new, validator, args.max_diffs)
+    elif args.exact:
         # The whole config is one of the compared fields: a different workload is a difference.
         text, problems = compare_exact(base, new, args.max_diffs, args.base, args.new)
         status = 1 if problems else 0

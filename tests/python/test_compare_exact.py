@@ -176,5 +176,38 @@ class ExactCompareTest(unittest.TestCase):
         self.assertEqual(rc, 2, text)
 
 
+    def test_directories(self):
+        # Two directories of reports (scripts/parts_compare.sh): pairs by file name.
+        dirs = {}
+        for side in ("base", "new"):
+            dirs[side] = self.tmp / side
+            dirs[side].mkdir()
+            for name in ("a.json", "b.json"):
+                (dirs[side] / name).write_text(json.dumps(self.base), encoding="utf-8")
+
+        def run():
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                rc = compare_reports.main(["--exact", str(dirs["base"]), str(dirs["new"])])
+            return rc, out.getvalue()
+
+        rc, text = run()
+        self.assertEqual(rc, 0, text)
+        self.assertIn("2 of 2 report pair(s) identical", text)
+        changed = copy.deepcopy(self.base)
+        self.result(changed, "ring", 1024)["flops"]["hardware"] += 1
+        (dirs["new"] / "b.json").write_text(json.dumps(changed), encoding="utf-8")
+        rc, text = run()
+        self.assertEqual(rc, 1, text)
+        self.assertIn("$.flops.hardware", text)
+        self.assertIn("1 of 2 report pair(s) identical, 1 different", text)
+        (dirs["new"] / "b.json").unlink()
+        rc, text = run()
+        self.assertEqual(rc, 1, text)
+        self.assertIn("b.json: in BASE only", text)
+        (dirs["new"] / "a.json").write_text("{", encoding="utf-8")
+        self.assertEqual(run()[0], 2)
+
+
 if __name__ == "__main__":
     unittest.main()
