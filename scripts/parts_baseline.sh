@@ -18,8 +18,8 @@
 #     compared as skipped), --mesh all; passes train, prefill, prefill --cached, prefill --ring-pass
 #     q (with and without --cached) and decode; balances plain (causal, one sequence), docs (packed
 #     documents, no scheme), doc-zigzag, greedy, dynamic; each both as `run` (--iters 1 --warmup 0)
-#     and as `verify`. Left out because cpbench rejects them (exit 2): --cached or decode with
-#     --docs/--balance (one sequence whose prefix is cached).
+#     and as `verify`. Left out: --cached or decode with --docs/--balance (cpbench rejects them,
+#     exit 2: one sequence whose prefix is cached) and pass-Q with dynamic (every job skipped).
 #   - simulated: cpbench-sim via scripts/simulate.sh on dgx-h100 (SIM_CASES below).
 # Shapes are tiny (H = 8, G = 4, d = 16, N = 32 tokens per rank) and --threads 1, so a case takes
 # seconds on 2 cores and the verify errors are reproducible bit for bit.
@@ -95,6 +95,8 @@ for P in 4 8; do
         esac
         # A cached prefix belongs to one sequence: --docs/--balance are rejected with --cached.
         if [[ "$pass" == *cached* || "$pass" == decode ]] && [[ "$bal" != plain ]]; then continue; fi
+        # Only ring runs --balance dynamic, and not with pass-Q: every job would be skipped.
+        if [[ "$pass" == prefill-q && "$bal" == dynamic ]]; then continue; fi
         case "$bal" in
           plain) bflags=() ;;
           docs) bflags=(--docs "${DOCS[$P]}") ;;
