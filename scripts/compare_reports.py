@@ -3,10 +3,15 @@
 
 Results are matched by (label, seq). For each pair the tool prints a Markdown table of the
 metrics (BASE -> NEW and the change) and decides whether NEW regressed. See --help for the rule.
+
+With --exact it instead checks that the two reports describe the same work to the byte: every
+deterministic field of EXACT_FIELDS equal, timings ignored (a refactor's safety net,
+docs/CONTRIBUTING.md "Refactoring without changing a byte").
 """
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -233,41 +238,231 @@ def compare(base, new, threshold, allow_missing_verified, base_name="BASE", new_
     return "\n".join(lines) + "\n", failures
 
 
+# --exact: the fields of a result that the same code on the same inputs reproduces bit for bit.
+# Paths into a result; a path absent from both results is equal, absent from one is a difference.
+# `ops` lists are compared through OP_FIELDS (their times and bandwidths are measurements). Not
+# compared: timing, overlap, tflops/mfu/hfu, peak (a calibrated GEMM), balance.compute_ms_per_rank
+# and imbalance, comm time_ms, inference ttft_ms/tpot_ms (all measured times) and memory (the
+# allocator's peaks: a refactor may move a buffer without changing what is sent or computed).
+EXACT_FIELDS = [
+    ("strategy",), ("status",), ("reason",), ("mesh",), ("warning",),
+    *[("comm", ph, f) for ph in ("fwd", "bwd")
+      for f in ("bytes_sent", "per_rank", "predicted_bytes", "predicted_per_rank", "matches_model",
+                "tiers", "ops")],
+    ("flops", "model"), ("flops", "hardware"),
+    ("balance", "scheme"), ("balance", "model_flops_per_rank"), ("balance", "flops_imbalance"),
+    ("balance", "visible_pairs_per_rank"), ("balance", "dynamic"),
+    ("balance", "resample", "packs"), ("balance", "resample", "flops_imbalance"),
+    ("balance", "resample", "bytes_match_model"),
+    *[("inference", f) for f in ("pass", "ring_pass", "cached", "new_tokens", "miss_rate",
+                                 "decode_steps", "kv_cache_bytes")],
+    ("verify",),
+]
+OP_FIELDS = ("op", "group", "group_size", "count", "bytes_sent")
+PACK_FIELDS = ("lens", "flops_imbalance", "bytes_match_model")  # balance.resample.packs[]: not step_ms
+# Report-level fields that must agree besides the results: what ran, and the node map that splits
+# bytes into tiers.
+EXACT_REPORT_FIELDS = [("complete",), ("config",), ("context", "world_size"), ("context", "ranks_per_node"),
+                       ("context", "nodes")]
+
+_ABSENT = object()
+
+
+def exact_rule():
+    """--help's description of --exact, from the field lists themselves."""
+    fields = ", ".join(".".join(p) for p in EXACT_FIELDS)
+    report = ", ".join(".".join(p) for p in EXACT_REPORT_FIELDS)
+    return textwrap.fill(
+        "--exact (a refactor's check that nothing changed). Results are matched by (label, seq), "
+        "unique in a report; config is compared whole, so two reports of different workloads "
+        "differ. Every path below must be equal exactly (floats bit for bit; a key absent from one "
+        f"result only is a difference): per result {fields} (ops by {', '.join(OP_FIELDS)}; "
+        f"resample packs by {', '.join(PACK_FIELDS)}); per report {report}. Not compared: times "
+        "and what derives from them (timing, overlap, tflops, mfu, hfu, peak, compute_ms_per_rank, "
+        "imbalance, time_ms, bandwidths, ttft_ms, tpot_ms), memory, context other than the above. "
+        "A job in one report only is a difference. Every difference is printed (the first "
+        "--max-diffs per job). Exit 0 when identical, 1 on any difference, 2 when a report cannot "
+        "be read or is not valid.", width=96)
+
+
+def _field(r, path):
+    for k in path:
+        if not isinstance(r, dict) or k not in r:
+            return _ABSENT
+        r = r[k]
+    return r
+
+
+def _project(path, value):
+    """The deterministic part of a field's value (ops and resample packs without their times)."""
+    if path[-1] == "ops" and isinstance(value, list):
+        return [{k: op.get(k) for k in OP_FIELDS} for op in value]
+    if path[-1] == "packs" and isinstance(value, list):
+        return [{k: pk.get(k) for k in PACK_FIELDS} for pk in value]
+    return value
+
+
+def _show(v):
+    return "(absent)" if v is _ABSENT else json.dumps(v, sort_keys=True)
+
+
+def value_diffs(path, a, b, out):
+    """Appends (json path, a, b) for every leaf where a and b differ, exactly: floats too (the same
+    code on the same inputs writes the same doubles), a value against an absent key, true against 1."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            value_diffs(path + [k], a.get(k, _ABSENT), b.get(k, _ABSENT), out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            value_diffs(path + [i], x, y, out)
+    elif isinstance(a, list) and isinstance(b, list):
+        out.append((validate_report.json_path(path) + " (length)", len(a), len(b)))
+    elif a is _ABSENT or b is _ABSENT:
+        if a is not b:
+            out.append((validate_report.json_path(path), a, b))
+    elif isinstance(a, bool) != isinstance(b, bool) or a != b:  # in Python True == 1
+        out.append((validate_report.json_path(path), a, b))
+
+
+def exact_result_diffs(b, n):
+    """Every difference between two results in EXACT_FIELDS, as (path, base value, new value)."""
+    out = []
+    for path in EXACT_FIELDS:
+        value_diffs(list(path), _project(path, _field(b, path)), _project(path, _field(n, path)), out)
+    return out
+
+
+def compare_exact(base, new, max_diffs, base_name="BASE", new_name="NEW"):
+    """Returns (text, number of problems): each job that differs or is in one report only counts one,
+    and so does a report-level field that differs."""
+    bidx = {(r["label"], r["seq"]): r for r in base["results"]}
+    nidx = {(r["label"], r["seq"]): r for r in new["results"]}
+    lines = [f"compare_reports --exact: BASE {base_name}, NEW {new_name}"]
+    problems = 0
+
+    def listed(diffs, indent):
+        shown = [f"{indent}{p}: {_show(a)} -> {_show(b)}" for p, a, b in diffs[:max_diffs]]
+        if len(diffs) > max_diffs:
+            shown.append(f"{indent}... and {len(diffs) - max_diffs} more")
+        return shown
+
+    report_diffs = []
+    for path in EXACT_REPORT_FIELDS:
+        value_diffs(list(path), _field(base, path), _field(new, path), report_diffs)
+    if report_diffs:
+        problems += 1
+        lines.append(f"report: {len(report_diffs)} difference(s)")
+        lines += listed(report_diffs, "  ")
+    same = 0
+    for key in bidx:
+        label, seq = key
+        if key not in nidx:
+            problems += 1
+            lines.append(f"{label} seq {seq}: in BASE only ({bidx[key]['status']})")
+            continue
+        diffs = exact_result_diffs(bidx[key], nidx[key])
+        if diffs:
+            problems += 1
+            lines.append(f"{label} seq {seq}: {len(diffs)} difference(s)")
+            lines += listed(diffs, "  ")
+        else:
+            same += 1
+    for key in nidx:
+        if key not in bidx:
+            problems += 1
+            lines.append(f"{key[0]} seq {key[1]}: in NEW only ({nidx[key]['status']})")
+    verdict = "IDENTICAL" if problems == 0 else f"DIFFERENT ({problems} problem(s))"
+    lines.append(f"{verdict}: {same} of {len(bidx)} BASE job(s) identical, {len(nidx)} NEW job(s)")
+    return "\n".join(lines) + "\n", problems
+
+
+def compare_exact_dirs(base_dir, new_dir, validator, max_diffs):
+    """--exact on two directories: every *.json of either against its namesake in the other, in one
+    process (the schema is loaded once: a matrix of a hundred reports). Returns (text, status):
+    2 when a report is unreadable or invalid, else 1 when any pair differs or a report is in one
+    directory only, else 0."""
+    bnames = {f.name for f in Path(base_dir).glob("*.json")}
+    nnames = {f.name for f in Path(new_dir).glob("*.json")}
+    lines, identical, differ, invalid = [], 0, 0, 0
+    for name in sorted(bnames | nnames):
+        if name not in nnames or name not in bnames:
+            differ += 1
+            lines.append(f"{name}: in {'BASE' if name in bnames else 'NEW'} only")
+            continue
+        try:
+            base = validate_report.load_report(str(Path(base_dir) / name), validator)
+            new = validate_report.load_report(str(Path(new_dir) / name), validator)
+        except validate_report.ReportError as e:
+            invalid += 1
+            lines.append(f"{name}: INVALID\n{e}")
+            continue
+        text, problems = compare_exact(base, new, max_diffs, str(Path(base_dir) / name), str(Path(new_dir) / name))
+        if problems:
+            differ += 1
+            lines.append(text.rstrip("\n"))
+        else:
+            identical += 1
+            lines.append(f"{name}: identical ({len(base['results'])} job(s))")
+    total = len(bnames | nnames)
+    lines.append(f"{identical} of {total} report pair(s) identical, {differ} different, {invalid} invalid")
+    return "\n".join(lines) + "\n", 2 if invalid else 1 if differ else 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Compare two cpbench reports (BASE, NEW): a Markdown table of the changes per "
                     "(label, seq) and metric, and an exit status for CI.",
-        epilog=RULE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("base", metavar="BASE", help="the reference report (JSON)")
-    ap.add_argument("new", metavar="NEW", help="the report under test (JSON)")
+        epilog=RULE + "\n\n" + exact_rule(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("base", metavar="BASE", help="the reference report (JSON); with --exact also a directory")
+    ap.add_argument("new", metavar="NEW", help="the report under test (JSON); with --exact also a directory")
     ap.add_argument("--threshold", type=float, default=0.10,
                     help="allowed slowdown of the step median beyond the noise band, a fraction (default 0.10)")
     ap.add_argument("--markdown-out", metavar="FILE", help="also write the Markdown to FILE")
     ap.add_argument("--allow-missing-verified", action="store_true",
                     help="do not fail when a result verified in BASE is missing or skipped in NEW")
     ap.add_argument("--schema", metavar="FILE", help="schema file (default: results_schema/report.schema.json)")
+    ap.add_argument("--exact", action="store_true",
+                    help="instead of the regression gate: exit 1 unless every job agrees exactly in "
+                         "its deterministic fields (below), timings ignored")
+    ap.add_argument("--max-diffs", type=int, default=10, metavar="N",
+                    help="--exact: print at most N differences per job (default 10); all are counted")
     args = ap.parse_args(argv)
     if args.threshold < 0:
         ap.error("--threshold must be >= 0")
+    if args.max_diffs < 1:
+        ap.error("--max-diffs must be >= 1")
+    if args.exact and args.allow_missing_verified:
+        ap.error("--exact fails on every missing job; --allow-missing-verified does not apply")
 
+    dirs = [Path(a).is_dir() for a in (args.base, args.new)]
+    if any(dirs) and (not all(dirs) or not args.exact):
+        ap.error("BASE and NEW may be directories only both, and only with --exact")
     try:
         validator = validate_report.load_schema(args.schema)
-        base = validate_report.load_report(args.base, validator)
-        new = validate_report.load_report(args.new, validator)
+        if not any(dirs):
+            base = validate_report.load_report(args.base, validator)
+            new = validate_report.load_report(args.new, validator)
     except validate_report.ReportError as e:
         print(f"compare_reports: invalid input:\n{e}", file=sys.stderr)
         return 2
 
-    # Different masks, passes or blocks measure different work: a comparison would report a
-    # "regression" that is only the workload changing.
-    for key in ("mask", "pass", "block", "ffn_dim"):
-        if base["config"][key] != new["config"][key]:
-            print(f"compare_reports: the reports measure different workloads: config.{key} is "
-                  f"{json.dumps(base['config'][key], sort_keys=True)} in {args.base} and "
-                  f"{json.dumps(new['config'][key], sort_keys=True)} in {args.new}", file=sys.stderr)
-            return 2
-
-    text, failures = compare(base, new, args.threshold, args.allow_missing_verified, args.base, args.new)
+    if any(dirs):
+        text, status = compare_exact_dirs(args.base, args.new, validator, args.max_diffs)
+    elif args.exact:
+        # The whole config is one of the compared fields: a different workload is a difference.
+        text, problems = compare_exact(base, new, args.max_diffs, args.base, args.new)
+        status = 1 if problems else 0
+    else:
+        # Different masks, passes or blocks measure different work: a comparison would report a
+        # "regression" that is only the workload changing.
+        for key in ("mask", "pass", "block", "ffn_dim"):
+            if base["config"][key] != new["config"][key]:
+                print(f"compare_reports: the reports measure different workloads: config.{key} is "
+                      f"{json.dumps(base['config'][key], sort_keys=True)} in {args.base} and "
+                      f"{json.dumps(new['config'][key], sort_keys=True)} in {args.new}", file=sys.stderr)
+                return 2
+        text, failures = compare(base, new, args.threshold, args.allow_missing_verified, args.base, args.new)
+        status = 1 if failures else 0
     print(text, end="")
     if args.markdown_out:
         try:
@@ -275,7 +470,7 @@ def main(argv=None):
         except OSError as e:
             print(f"compare_reports: cannot write {args.markdown_out}: {e.strerror or e}", file=sys.stderr)
             return 2
-    return 1 if failures else 0
+    return status
 
 
 if __name__ == "__main__":
