@@ -253,9 +253,14 @@ void finalize_config(RunConfig& c, int P) {
     for (const auto& s : c.strategies) used = used || takes_levels(s);
     if (!used) {
       std::string names;
-      for (const auto& n : c.strategies) names += (names.empty() ? "" : ",") + n;
+      bool named = false;  // a named usp mesh: its label fixes its tp
+      for (const auto& n : c.strategies) {
+        names += (names.empty() ? "" : ",") + n;
+        named = named || (strategy_entry_name(n) != n && find_strategy(strategy_entry_name(n))->make()->uses_mesh());
+      }
       throw std::invalid_argument("--tp " + std::to_string(c.tp) + " sets a tp level, but none of the strategies has one to choose (strategies: " +
-                                  names + "; the tp level is usp's: --strategies usp or usp[t" + std::to_string(c.tp) + "x...])");
+                                  names + (named ? "; a named mesh fixes its own tp: drop --tp)"
+                                                 : "; the tp level is usp's: --strategies usp or usp[t" + std::to_string(c.tp) + "x...])"));
     }
   }
   // A mesh that no requested strategy uses would be silently ignored: say so instead.

@@ -63,7 +63,16 @@ json list_json() {
     json passes = {"train", "prefill"};  // every strategy runs these (bench/plan.cpp refuses none)
     if (s->supports_decode()) passes.push_back("decode");
     json ring_pass = {"kv"};
-    if (s->supports_pass_q()) ring_pass.push_back("q");
+    if (s->supports_pass_q()) {
+      ring_pass.push_back("q");
+      // q-a2a is a travel policy of a single ring level (bench/parts/ring_schedule.h): every
+      // strategy that takes pass-Q has it except where its mesh is a double ring (double-ring).
+      LayerShape probe;
+      probe.H = probe.G = 8;
+      probe.d = 8;
+      probe.N = 64;
+      if (s->resolve_mesh(MeshSpec{}, probe, 4).usp_ring != UspRing::double_) ring_pass.push_back("q-a2a");
+    }
     json balance = {"none"};
     for (BalanceScheme b : {BalanceScheme::doc_zigzag, BalanceScheme::greedy, BalanceScheme::dynamic})
       if (s->supports_balance(b)) balance.push_back(balance_name(b));

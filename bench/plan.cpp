@@ -87,8 +87,8 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           check_shape(*strat, shape, P, job.mesh);
           if (shape.ring_pass_q && !strat->supports_pass_q())
-            throw ConstraintError(strat->name() +
-                                  ": --ring-pass q is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp)");
+            throw ConstraintError(strat->name() + ": --ring-pass " + (shape.ring_pass_a2a ? "q-a2a" : "q") +
+                                  " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp)");
           if (shape.balance != BalanceScheme::none && !strat->supports_balance(shape.balance)) {
             const std::string b = balance_name(shape.balance);
             const bool dynamic = shape.balance == BalanceScheme::dynamic;

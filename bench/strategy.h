@@ -164,7 +164,7 @@ class Strategy {
   virtual MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const;
   // True when --ulysses/--ring/--placement/--mesh apply to this strategy (usp).
   virtual bool uses_mesh() const { return false; }
-  // --ring-pass q (query blocks circulate): the ring family (RingLayer) implements it; single
+  // --ring-pass q (query blocks circulate): the ring family (bench/strategies/ring_family.h, its travel parts) implements it; single
   // (nothing circulates) runs unchanged as the reference.
   virtual bool supports_pass_q() const { return false; }
   // --balance `b` (other than none): the strategy places tokens by the balanced layout (ring, the

@@ -221,8 +221,11 @@ def semantic_errors(report):
             err(base, f"duplicate (label, seq) {key}: also results[{seen[key]}]")
         else:
             seen[key] = i
-        if r["strategy"] not in cfg["strategies"]:
+        # An entry names a strategy, or one of its meshes ("usp[t2xu2xr2]", whose result is that label).
+        if r["strategy"] not in [s.split("[")[0] for s in cfg["strategies"]]:
             err(base + ["strategy"], f"'{r['strategy']}' is not in config.strategies")
+        elif "[" in r["label"] and r["strategy"] not in cfg["strategies"] and r["label"] not in cfg["strategies"]:
+            err(base + ["label"], f"'{r['label']}' is neither a named mesh nor a mesh of a strategy in config.strategies")
         if r["seq"] not in cfg["seqs"]:
             err(base + ["seq"], f"{r['seq']} is not in config.seqs")
         if "verify" in r:

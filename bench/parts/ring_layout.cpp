@@ -7,15 +7,6 @@
 
 namespace cpbench {
 
-const char* ring_order_name(RingOrder o) {
-  switch (o) {
-    case RingOrder::contiguous: return "contiguous";
-    case RingOrder::zigzag: return "zigzag";
-    case RingOrder::striped: return "striped";
-  }
-  return "?";
-}
-
 int64_t ring_order_pieces(RingOrder o, int R) { return o == RingOrder::zigzag ? 2 * int64_t(R) : R; }
 
 Positions ring_order_positions(RingOrder o, int64_t N, int R, int j) {

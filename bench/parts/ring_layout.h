@@ -31,7 +31,6 @@ Positions after_cache(const Positions& p, int64_t C);
 //               2R-1-j (an early and a late one: equal causal work; ring-flash-attention, Llama 3)
 //   striped:    token t lives on position t mod R (Striped Attention)
 enum class RingOrder { contiguous, zigzag, striped };
-const char* ring_order_name(RingOrder o);
 
 // The number of equal pieces the order cuts a sequence into (R, or 2R for zigzag): N must be a
 // multiple of it.
@@ -45,8 +44,6 @@ Positions ring_order_positions(RingOrder o, int64_t N, int R, int j);
 class RingLayoutPart {
  public:
   RingLayoutPart(RingOrder order, const LayerShape& s, int R) : order_(order), s_(s), R_(R) {}
-  RingOrder order() const { return order_; }
-  int positions() const { return R_; }
   const LayerShape& shape() const { return s_; }
   // Position j's query tokens (the new tokens under --cached), in storage order.
   Positions queries(int j) const;

@@ -9,10 +9,12 @@
 namespace cpbench {
 
 void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch) {
-  if (travel == RingTravel::q_a2a && sch.kind != RingScheduleKind::single)
-    throw ConstraintError(who + ": --ring-pass q-a2a returns the partials in one exchange over a single ring; it is not "
-                                "defined on a " + std::string(sch.kind == RingScheduleKind::double_ ? "double ring (inner ring w=" +
-                                std::to_string(sch.w) + ")" : "ring per CP group (--balance dynamic)") + " (use --ring-pass q)");
+  if (travel != RingTravel::q_a2a || sch.kind == RingScheduleKind::single) return;
+  // (groups never meet a pass-Q: the ring preset refuses --balance dynamic with it first.)
+  const std::string on = sch.kind == RingScheduleKind::double_ ? "a double ring (inner ring w=" + std::to_string(sch.w) + ")"
+                                                               : "a ring per CP group (--balance dynamic)";
+  throw ConstraintError(who + ": --ring-pass q-a2a returns the partials in one exchange over a single ring; it is not "
+                              "defined on " + on + " (use --ring-pass q)");
 }
 
 RingHops scan_hops(const RingSchedule& sch, const RingLayoutPart& layout, const LayerShape& s) {
@@ -95,6 +97,7 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
       busiest.n = most;
       busiest.nk = 0;
       busiest.pass_q = false;
+      busiest.pass_q_a2a = false;
       const int64_t o = s.B * most * s.H * s.d, rows = s.B * s.H * most;
       const int64_t block_result =
           o * int64_t(dtype_size(s.dtype)) + rows * 4 + (s.dtype != DType::f32 ? 2 * o * 4 : 0);

@@ -66,6 +66,7 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
     if (s.pass_q_a2a) {
       a2a_send_ = be.alloc({ring.size() * part}, DType::f32, MemKind::comm);
       a2a_recv_ = be.alloc({ring.size() * part}, DType::f32, MemKind::comm);
+      back_.resize(size_t(ring.size()));
     }
   }
 }
@@ -343,12 +344,11 @@ void RingCore::forward_pass_q_a2a(const Tensor& q, const Tensor& k, const Tensor
   if (h == R - 1) {
     c.all_to_all(a2a_send_, a2a_recv_);
   } else {
-    std::vector<Hop> back(size_t(h) + 1);
     for (int i = 1; i <= h; ++i) {
       Tensor recv = chunk(a2a_recv_, (me - i + R) % R);
-      back[size_t(i)] = post_hop(c, chunk(a2a_send_, (me + i) % R), (me + i) % R, recv, (me - i + R) % R, kTagPartial);
+      back_[size_t(i)] = post_hop(c, chunk(a2a_send_, (me + i) % R), (me + i) % R, recv, (me - i + R) % R, kTagPartial);
     }
-    for (int i = 1; i <= h; ++i) wait_hop(c, back[size_t(i)]);
+    for (int i = 1; i <= h; ++i) wait_hop(c, back_[size_t(i)]);
   }
   // Merge: the own partial first, then those of the positions the Q block visited (me-1 .. me-h).
   Tensor acc = chunk(a2a_send_, me);
@@ -357,10 +357,7 @@ void RingCore::forward_pass_q_a2a(const Tensor& q, const Tensor& k, const Tensor
     const Tensor in = chunk(a2a_recv_, (me - i + R) % R);
     b.attn_merge(a, ao, al, part_o(in), part_lse(in));
   }
-  const int64_t rows = s_.B * s_.hq * s_.n;
-  b.copy_2d(lse_, rows, al, rows, 1, rows);
-  if (s_.dtype == DType::f32) b.copy_2d(o, qn, ao, qn, 1, qn);
-  else b.convert(o, ao);
+  pass_q_end(acc, o);
 }
 
 void RingCore::q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part) {

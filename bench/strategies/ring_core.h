@@ -78,7 +78,7 @@ class RingCore {
   // each rank keeps the float32 partial (o, lse) it computes for every visiting Q block, and after
   // the ring one exchange returns each partial to its owner, who merges its h + 1 partials (its
   // own first). The exchange is an all-to-all over the ring when every position visits every
-  // other (h = R-1), else h sends and receives to the owners h places ahead. A hop's send waits
+  // other (h = R-1), else h sends and receives, to the owners 1..h places ahead. A hop's send waits
   // for no merge, and each partial moves once. Needs setup() with s.pass_q_a2a.
   void forward_pass_q_a2a(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
   // With the forward's final o (and lse, kept here) and dout [B,n,hq,d]:
@@ -185,9 +185,11 @@ class RingCore {
   // pass-Q: q blocks (run dtype, double buffer) and partials o|lse (float32; [0],[1] computed
   // on / in flight, [2] arriving).
   Tensor qbuf_[2], part_[3];
-  // q-a2a: the partials this rank computed, chunk i for the Q block of position me+i (chunk 0 its
-  // own), and those returned to it, chunk i from position me-i; R chunks of partial_elems() each.
+  // q-a2a: the partials this rank computed, chunk j for the Q block of position j (chunk me its
+  // own), and those returned to it, chunk j computed by position j; R chunks of partial_elems()
+  // each. back_: the point-to-point return's hops (a truncated ring), sized at setup.
   Tensor a2a_send_, a2a_recv_;
+  std::vector<Hop> back_;
   Tensor part_o(const Tensor& buf) const;    // the o half, [B,n,hq,d] float32
   Tensor part_lse(const Tensor& buf) const;  // the lse half, [B,hq,n] float32
 };

@@ -41,8 +41,9 @@ MeshSpec RingFamily::resolve_mesh(const MeshSpec& req, const LayerShape& s, int 
 }
 
 void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
-  // A balanced layout holds N/P tokens per rank; the static order cuts N into its pieces.
-  const bool balanced = s.balance != BalanceScheme::none;
+  // A balanced layout holds N/P tokens per rank; the static order cuts N into its pieces. (A
+  // preset without --balance keeps its order's constraint: plan_jobs then refuses the scheme.)
+  const bool balanced = s.balance != BalanceScheme::none && p_.balance;
   const int64_t pieces = balanced ? P : ring_order_pieces(p_.order, P);
   if (s.N % pieces != 0) {
     std::ostringstream e;
@@ -51,15 +52,15 @@ void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
       e << " (--balance " << balance_name(s.balance) << ": every rank holds seq/P tokens)";
     throw ConstraintError(e.str());
   }
-  if (s.balance == BalanceScheme::dynamic && s.ring_pass_q)
-    throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass q "
-                                   "is built for the static and doc-zigzag/greedy layouts only");
+  if (p_.balance_dynamic && s.balance == BalanceScheme::dynamic && s.ring_pass_q)
+    throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass " +
+                          (s.ring_pass_a2a ? "q-a2a" : "q") + " is built for the static and doc-zigzag/greedy layouts only");
   check_travel(name(), ring_travel(s), schedule(s, P, m));
 }
 
 RingSchedule RingFamily::schedule(const LayerShape& s, int P, const MeshSpec& m) const {
   if (p_.double_ring) return RingSchedule::double_ring(P, m.inner_ring > 0 ? m.inner_ring : P);
-  if (s.balance == BalanceScheme::dynamic) return RingSchedule::groups(P);
+  if (p_.balance_dynamic && s.balance == BalanceScheme::dynamic) return RingSchedule::groups(P);
   return RingSchedule::single(P, "cp");
 }
 

@@ -320,6 +320,8 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   const int64_t Ge = Gc >= m.U ? Gc : m.U, hl = Hc / m.U, gl = Ge / m.U;
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
+  // q-a2a's 2R partials (pass-Q's buffers stay out of usp's estimate, as they always have).
+  cs.pass_q_a2a = s.ring_pass_a2a;
   int64_t rep = 0;
   if (Ge > Gc) rep = s.B * T * s.d * (2 * Ge * es + Gc * es + (s.dtype == DType::f32 ? 0 : Gc * 4));
   return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) +

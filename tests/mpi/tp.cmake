@@ -10,6 +10,9 @@ cpbench_verify_test(tp_p4_mesh_full_b2 4 --min-verified 6 ${_tp_shape} --block f
 # --tp beside strategies without a tp level (they run as without it), and meshes named directly
 # (usp's tp mesh and a double ring's window) beside them: 5 verified.
 cpbench_verify_test(tp_p4_level_flag_and_named 4 --min-verified 5 ${_tp_shape} --block full --strategies usp,megatron-sp,ring-zigzag,usp[t2xu1xr2],double-ring[w2] --tp 2)
+# The same sweep's report: valid (config.strategies holds the named entries), bytes = model.
+cpbench_report_test(tp_p4_level_flag_and_named 4 "${_tp_shape};--block;full;--strategies;usp,megatron-sp,ring-zigzag,usp[t2xu1xr2],double-ring[w2];--tp;2;--ranks-per-node;2;${_fast}"
+  "${_py} ${_chk} model REPORT --min-ok 5")
 cpbench_verify_test(tp_p8_t2u2r2_attn 8 --min-verified 1 ${_tp_shape} --strategies usp --tp 2 --ulysses 2 --ring 2)
 cpbench_verify_test(tp_p8_t2u2r2_full 8 --min-verified 1 ${_tp_shape} --block full --strategies usp --tp 2 --ulysses 2 --ring 2)
 cpbench_verify_test(tp_p8_t2_double_ring 8 --min-verified 1 ${_tp_shape} --block full --strategies usp --tp 2 --ulysses 1 --usp-ring double --inner-ring 2)
