@@ -9,7 +9,7 @@
 
 `run` calls cpbench (`mpirun -np P cpbench run`, or with --platform `scripts/simulate.sh
 --platform NAME -np P`) once per miss rate and ring pass: `--pass prefill --cached C --ring-pass
-kv|q` on one ring strategy (default ring-zigzag), C chosen so that the N - C new tokens are the
+kv|q|q-a2a` (--passes; q-a2a is Meta's pass-Q, whose partials return in one all-to-all) on one ring strategy (default ring-zigzag), C chosen so that the N - C new tokens are the
 miss rate's share of N rounded to a multiple of 2P (ring-zigzag's rule). Then it prints the table.
 
 `table` reads such reports (results[].inference and comm) and prints, per (platform, P, N), one
@@ -83,10 +83,25 @@ def table(paths):
         rows.sort(key=lambda t: -t[0])
         if not rows:
             continue
+        # Meta's pass-Q (q-a2a) gets its own columns when every row has it.
+        a2a = {C: groups[key][C]["q-a2a"] for _, _, _, C in rows if "q-a2a" in groups[key][C]}
+        both = len(a2a) == len(rows)
         out.append(f"\n### {', '.join(sorted(strategies[key]))} — {where}, P = {P}, N = {N}\n")
-        out.append("| miss rate | cached C | pass-KV MiB/rank | pass-Q MiB/rank | pass-KV TTFT ms | pass-Q TTFT ms | faster |")
-        out.append("|---:|---:|---:|---:|---:|---:|---|")
+        if both:
+            out.append("| miss rate | cached C | pass-KV MiB/rank | pass-Q MiB/rank | pass-Q a2a MiB/rank | pass-KV TTFT ms "
+                       "| pass-Q TTFT ms | pass-Q a2a TTFT ms | fastest |")
+            out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        else:
+            out.append("| miss rate | cached C | pass-KV MiB/rank | pass-Q MiB/rank | pass-KV TTFT ms | pass-Q TTFT ms | faster |")
+            out.append("|---:|---:|---:|---:|---:|---:|---|")
         for m, kv, q, C in rows:
+            if both:
+                qa = a2a[C]
+                flag = "" if kv[3] and q[3] and qa[3] else " (bytes off the model!)"
+                fastest = min((kv[2], "pass-KV"), (q[2], "pass-Q"), (qa[2], "pass-Q a2a"))[1]
+                out.append(f"| {m:.4g} | {C} | {kv[1] / MiB:.2f} | {q[1] / MiB:.2f} | {qa[1] / MiB:.2f} | {kv[2]:.3f} | "
+                           f"{q[2]:.3f} | {qa[2]:.3f} | {fastest}{flag} |")
+                continue
             flag = "" if kv[3] and q[3] else " (bytes off the model!)"
             out.append(f"| {m:.4g} | {C} | {kv[1] / MiB:.2f} | {q[1] / MiB:.2f} | {kv[2]:.3f} | {q[2]:.3f} | "
                        f"{'pass-Q' if q[2] < kv[2] else 'pass-KV'}{flag} |")
@@ -201,7 +216,7 @@ def run(a):
     paths = []
     for miss in a.miss:
         C = cached_for(a.seq, a.np, miss)
-        for ring_pass in ("kv", "q"):
+        for ring_pass in a.passes:
             path = out / f"{a.platform or 'cpu'}_p{a.np}_n{a.seq}_c{C}_{ring_pass}.json"
             args = ["run", "--model", a.model, "--seq", str(a.seq), "--pass", "prefill", "--ring-pass", ring_pass,
                     "--strategies", a.strategy, "--warmup", str(a.warmup), "--iters", str(a.iters),
@@ -222,6 +237,8 @@ def main(argv=None):
     r.add_argument("--seq", type=int, default=4096)
     r.add_argument("--model", default="tiny")
     r.add_argument("--strategy", default="ring-zigzag")
+    r.add_argument("--passes", nargs="+", default=["kv", "q", "q-a2a"], choices=["kv", "q", "q-a2a"],
+                   help="the ring passes to run (the table needs kv and q; q-a2a adds its columns)")
     r.add_argument("--miss", type=float, nargs="+", default=[1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125])
     r.add_argument("--platform", help="simulate on configs/platforms/NAME (scripts/simulate.sh) instead of the CPU")
     r.add_argument("--warmup", type=int, default=1)

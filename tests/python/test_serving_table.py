@@ -53,6 +53,15 @@ class ServingTable(unittest.TestCase):
         self.assertIn("pass-KV (bytes off the model!) |", out)
         self.assertIn("pass-Q is faster at no miss rate measured; it sends fewer bytes at none.", out)
 
+    def test_meta_pass_q_columns(self):
+        M = 1 << 20
+        out = self.table([report(0, "kv", 4 * M, 10.0), report(0, "q", 40 * M, 30.0), report(0, "q-a2a", 39 * M, 29.0),
+                          report(3840, "kv", 4 * M, 5.5), report(3840, "q", 2 * M, 3.0),
+                          report(3840, "q-a2a", 1 * M, 2.5, matches=False)])
+        self.assertIn("| pass-Q a2a MiB/rank |", out)
+        self.assertIn("| 1 | 0 | 4.00 | 40.00 | 39.00 | 10.000 | 30.000 | 29.000 | pass-KV |", out)
+        self.assertIn("| 0.0625 | 3840 | 4.00 | 2.00 | 1.00 | 5.500 | 3.000 | 2.500 | pass-Q a2a (bytes off the model!) |", out)
+
     def test_a_pass_alone_makes_no_row(self):
         self.assertEqual(self.table([report(0, "kv", 10, 1.0)]), "")
 
