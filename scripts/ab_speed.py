@@ -6,7 +6,11 @@ the order swapped on every other alternation so neither always runs second), eac
 report; a run's figure is its jobs' summed timing.step_ms.median. Per alternation the ratio
 NEW/BASE is taken, and the case's result is the median of those ratios with their min..max
 spread: a machine that gets busier or quieter during the benchmark moves both runs of an
-alternation alike, which is why ratios are paired rather than medians compared.
+alternation alike, which is why ratios are paired rather than medians compared. Beside the
+step time (wall clock, what a user sees) each run's CPU time (user + system of every process it
+started, from getrusage) is paired the same way: on a shared machine whose load changes from
+second to second the wall-clock ratios spread widely, while CPU time counts only the work the
+binary did (it still includes setup and the MPI ranks' polling, alike for both binaries).
 
 Cases (issue 39's "no speed lost"): the attention sub-layer and the full block on one rank at
 N = 4096, and a P = 4 sweep of every strategy. Usage:
@@ -17,6 +21,7 @@ business, never a test's.
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,9 +43,12 @@ def run(binary, np_, args, out):
     if np_ > 1:
         cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(np_), *cmd]
     env = dict(os.environ, OMPI_MCA_mpi_yield_when_idle="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     rep = json.load(open(out))
-    return sum(r["timing"]["step_ms"]["median"] for r in rep["results"] if r["status"] == "ok")
+    return sum(r["timing"]["step_ms"]["median"] for r in rep["results"] if r["status"] == "ok"), cpu_s
 
 
 def main():
@@ -52,22 +60,25 @@ def main():
     a = ap.parse_args()
     out_dir = a.out_dir or tempfile.mkdtemp(prefix="ab_speed_")
     os.makedirs(out_dir, exist_ok=True)
-    print(f"| case | median NEW/BASE | spread (min..max) | BASE ms (median) | NEW ms (median) | alternations |")
-    print("|---|---|---|---|---|---|")
+    print("| case | step NEW/BASE median | spread (min..max) | BASE / NEW step ms (medians) "
+          "| CPU time NEW/BASE median | spread (min..max) | BASE / NEW CPU s (medians) | alternations |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, np_, args in CASES:
-        ratios, base_ms, new_ms = [], [], []
+        step, cpu = {"base": [], "new": []}, {"base": [], "new": []}
         for i in range(a.alternations):
             order = [("base", a.base), ("new", a.new)]
             if i % 2:
                 order.reverse()
-            t = {}
             for tag, binary in order:
-                t[tag] = run(binary, np_, args, os.path.join(out_dir, f"{tag}_{len(ratios)}.json"))
-            base_ms.append(t["base"])
-            new_ms.append(t["new"])
-            ratios.append(t["new"] / t["base"])
-        print(f"| {name} | {statistics.median(ratios):.3f} | {min(ratios):.3f}..{max(ratios):.3f} | "
-              f"{statistics.median(base_ms):.2f} | {statistics.median(new_ms):.2f} | {a.alternations} |", flush=True)
+                ms, s = run(binary, np_, args, os.path.join(out_dir, f"{tag}_{i}.json"))
+                step[tag].append(ms)
+                cpu[tag].append(s)
+        sr = [n / b for n, b in zip(step["new"], step["base"])]
+        cr = [n / b for n, b in zip(cpu["new"], cpu["base"])]
+        med = statistics.median
+        print(f"| {name} | {med(sr):.3f} | {min(sr):.3f}..{max(sr):.3f} | {med(step['base']):.1f} / {med(step['new']):.1f} "
+              f"| {med(cr):.3f} | {min(cr):.3f}..{max(cr):.3f} | {med(cpu['base']):.2f} / {med(cpu['new']):.2f} "
+              f"| {a.alternations} |", flush=True)
     return 0
 
 
