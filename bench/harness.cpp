@@ -7,8 +7,8 @@
 
 #include "bench/dump.h"
 #include "bench/measure.h"
-#include "bench/strategies/balance.h"
-#include "bench/strategies/block.h"
+#include "bench/parts/balance.h"
+#include "bench/block/block.h"
 #include "bench/verify_bound.h"
 
 namespace cpbench {

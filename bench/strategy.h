@@ -1,6 +1,6 @@
 // The strategy plug-in interface. A strategy is one file in bench/strategies/ that plans its
 // shards, runs forward and backward of DESIGN's block (every strategy does it through the one
-// Block of bench/strategies/block.h, supplying its sharding and communication), states its analytic
+// Block of bench/block/block.h, supplying its sharding and communication), states its analytic
 // communication model, its summary, constraints and meshes, and exports its share of the global
 // tensors for verification. Adding one touches no other file but its registration line in
 // bench/registry.cpp (CMake picks up every bench/strategies/*.cpp).
@@ -24,7 +24,7 @@ struct ConstraintError : std::runtime_error {
 };
 
 // --balance (DESIGN "Balancing packed documents"): none keeps a strategy's static layout; the
-// others map document tokens to ring positions (bench/strategies/balance.h).
+// others map document tokens to ring positions (bench/parts/balance.h).
 enum class BalanceScheme { none, doc_zigzag, greedy, dynamic };
 const char* balance_name(BalanceScheme b);
 BalanceScheme parse_balance(const std::string& s);  // throws std::invalid_argument

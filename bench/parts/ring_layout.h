@@ -1,7 +1,7 @@
 // The layout part of a ring level: which tokens each of its R ring positions holds.
 //
 // A layout is a static order (contiguous, zigzag, striped) or, under --balance, the balanced
-// layout of packed documents (bench/strategies/balance.h); --cached is a transform of either:
+// layout of packed documents (bench/parts/balance.h); --cached is a transform of either:
 // the N - C new tokens take the layout, moved after the cache (positions C..N-1), and a
 // position's keys are its cache shard [j*C/R, (j+1)*C/R) then its new tokens. Nothing here
 // sends a byte: the layout decides the ring's work balance and, with the mask, how many hops a

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "bench/strategies/balance.h"
+#include "bench/parts/balance.h"
 
 namespace cpbench {
 

@@ -27,9 +27,9 @@
 #include <string>
 
 #include "bench/parts/ring_layout.h"
-#include "bench/strategies/double_ring_core.h"
-#include "bench/strategies/dynamic_ring_core.h"
-#include "bench/strategies/ring_core.h"
+#include "bench/parts/double_ring_core.h"
+#include "bench/parts/dynamic_ring_core.h"
+#include "bench/parts/ring_core.h"
 
 namespace cpbench {
 

@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "bench/parts/ring_layout.h"
-#include "bench/strategies/layout.h"
-#include "bench/strategies/qkv.h"
-#include "bench/strategies/block.h"
+#include "bench/parts/layout.h"
+#include "bench/block/qkv.h"
+#include "bench/block/block.h"
 #include "comm/communicator.h"
 
 namespace cpbench {

@@ -27,8 +27,8 @@
 // of dhn, re-gather of hn) add as much again.
 #include <sstream>
 
-#include "bench/strategies/block.h"
-#include "bench/strategies/layout.h"
+#include "bench/block/block.h"
+#include "bench/parts/layout.h"
 #include "comm/communicator.h"
 
 namespace cpbench {

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "bench/strategies/layout.h"
+#include "bench/parts/layout.h"
 
 namespace cpbench {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "bench/parts/ring_schedule.h"
-#include "bench/strategies/block.h"
+#include "bench/block/block.h"
 
 namespace cpbench {
 

@@ -1,8 +1,8 @@
 // single — the reference. Every rank computes the whole layer on the whole sequence; nothing
 // is communicated. Its results are what every other strategy is verified against, and its step
 // time is the baseline for strong scaling.
-#include "bench/strategies/block.h"
-#include "bench/strategies/layout.h"
+#include "bench/block/block.h"
+#include "bench/parts/layout.h"
 
 namespace cpbench {
 

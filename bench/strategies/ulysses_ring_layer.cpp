@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "bench/inputs.h"
-#include "bench/strategies/layout.h"
+#include "bench/parts/layout.h"
 #include "comm/communicator.h"
 
 namespace cpbench {

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "bench/parts/ring_schedule.h"
-#include "bench/strategies/block.h"
+#include "bench/block/block.h"
 
 namespace cpbench {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/strategies/double_ring_core.h"
-#include "bench/strategies/ring_core.h"
+#include "bench/parts/double_ring_core.h"
+#include "bench/parts/ring_core.h"
 #include "comm/communicator.h"
 #include "comm/world.h"
 

@@ -1,4 +1,4 @@
-// Balanced layouts (bench/strategies/balance.h): tokens per position, chunk sizes, coverage,
+// Balanced layouts (bench/parts/balance.h): tokens per position, chunk sizes, coverage,
 // visible pairs against a brute-force count, and the layout's own K_eff against the strategy's
 // (RingCore::effective_hops, DoubleRingCore::effective_hops over the same positions) on random
 // packs and masks.
@@ -9,9 +9,9 @@
 #include <random>
 #include <set>
 
-#include "bench/strategies/balance.h"
-#include "bench/strategies/double_ring_core.h"
-#include "bench/strategies/ring_core.h"
+#include "bench/parts/balance.h"
+#include "bench/parts/double_ring_core.h"
+#include "bench/parts/ring_core.h"
 #include "bench/workloads.h"
 
 using namespace cpbench;

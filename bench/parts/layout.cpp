@@ -1,4 +1,4 @@
-#include "bench/strategies/layout.h"
+#include "bench/parts/layout.h"
 
 #include <stdexcept>
 

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "bench/parts/ring_layout.h"
-#include "bench/strategies/qkv.h"
+#include "bench/block/qkv.h"
 #include "bench/strategy.h"
 
 namespace cpbench {

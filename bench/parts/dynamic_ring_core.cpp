@@ -1,4 +1,4 @@
-#include "bench/strategies/dynamic_ring_core.h"
+#include "bench/parts/dynamic_ring_core.h"
 
 #include <algorithm>
 #include <stdexcept>

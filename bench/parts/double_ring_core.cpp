@@ -1,4 +1,4 @@
-#include "bench/strategies/double_ring_core.h"
+#include "bench/parts/double_ring_core.h"
 
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "bench/strategies/balance.h"
+#include "bench/parts/balance.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,10 +1,10 @@
-#include "bench/strategies/block.h"
+#include "bench/block/block.h"
 
 #include <algorithm>
 #include <stdexcept>
 
 #include "bench/inputs.h"
-#include "bench/strategies/layout.h"
+#include "bench/parts/layout.h"
 #include "comm/communicator.h"
 
 namespace cpbench {

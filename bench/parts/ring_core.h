@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/strategies/balance.h"
-#include "bench/strategies/block.h"
+#include "bench/parts/balance.h"
+#include "bench/block/block.h"
 #include "comm/communicator.h"
 
 namespace cpbench {

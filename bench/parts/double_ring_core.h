@@ -30,7 +30,7 @@
 #include <functional>
 #include <vector>
 
-#include "bench/strategies/ring_core.h"
+#include "bench/parts/ring_core.h"
 
 namespace cpbench {
 

@@ -1,11 +1,11 @@
-#include "bench/strategies/ring_core.h"
+#include "bench/parts/ring_core.h"
 
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
-#include "bench/strategies/layout.h"
+#include "bench/parts/layout.h"
 
 namespace cpbench {
 

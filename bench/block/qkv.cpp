@@ -1,4 +1,4 @@
-#include "bench/strategies/qkv.h"
+#include "bench/block/qkv.h"
 
 #include <stdexcept>
 #include <string>

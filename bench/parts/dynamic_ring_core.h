@@ -20,7 +20,7 @@
 #pragma once
 #include <vector>
 
-#include "bench/strategies/ring_core.h"
+#include "bench/parts/ring_core.h"
 
 namespace cpbench {
 
