@@ -321,6 +321,22 @@ void finalize_config(RunConfig& c, int P) {
         throw std::invalid_argument("--cp-cap must be in 1 .. seq=" + std::to_string(n) + " (tokens per rank), got " +
                                     std::to_string(c.cp_cap));
   }
+  if (c.mlp_tp > 0) {
+    // Per-sub-layer meshes (DESIGN): the MLP's own TP level of N contiguous ranks; the strategy-
+    // dependent checks (Helix's heads, a double ring) are check_mlp_mesh's, per job.
+    if (c.block != "full")
+      throw std::invalid_argument("--mlp-tp " + std::to_string(c.mlp_tp) +
+                                  " shards the MLP sub-layer: it needs --block full (got block=" + c.block + ")");
+    if (planned % c.mlp_tp != 0)
+      throw std::invalid_argument("--mlp-tp " + std::to_string(c.mlp_tp) + " does not divide the world size P=" +
+                                  std::to_string(planned) + " (the MLP's groups are N contiguous ranks)");
+    if (c.ffn_dim % c.mlp_tp != 0)
+      throw std::invalid_argument("--mlp-tp " + std::to_string(c.mlp_tp) + " does not divide ffn_dim=" +
+                                  std::to_string(c.ffn_dim) + " (w_gate, w_up split by columns)");
+    if (c.pass == "decode" && c.dim % c.mlp_tp != 0)
+      throw std::invalid_argument("--mlp-tp " + std::to_string(c.mlp_tp) + " does not divide dim=" +
+                                  std::to_string(c.dim) + " (--pass decode all-reduces the MLP's output as D/N columns per rank)");
+  }
   at_least_zero("cached", c.cached, "no cache");
   if (c.cached > 0) {
     // Persistent-KV prefill (DESIGN "Inference passes"): forward only, new tokens after the cache.
@@ -356,6 +372,7 @@ nlohmann::json RunConfig::to_json(int world_size) const {
     if (!o.report_key.empty()) j[o.report_key] = o.report(*this);
   // Blocks made of several options.
   j["mesh"] = {{"tp", tp ? nlohmann::json(tp) : nlohmann::json(nullptr)},
+               {"mlp_tp", mlp_tp ? nlohmann::json(mlp_tp) : nlohmann::json(nullptr)},
                {"ulysses", ulysses ? nlohmann::json(ulysses) : nlohmann::json(nullptr)},
                {"ring", ring ? nlohmann::json(ring) : nlohmann::json(nullptr)},
                {"placement", placement_name(placement)},

@@ -41,6 +41,7 @@ struct RunConfig {
   bool strategies_explicit = false;     // named by the user (errors instead of skips)
   int ulysses = 0, ring = 0;            // 0: unset
   int tp = 0;                           // usp's tensor-parallel degree t; 0: unset (t = 1, never inferred)
+  int mlp_tp = 0;                       // --mlp-tp N: the MLP sub-layer's own TP degree; 0: the attention's
   Placement placement = Placement::ulysses_inner;
   RingLayout ring_layout = RingLayout::auto_;
   bool mesh_all = false;

@@ -8,6 +8,7 @@
 #include "bench/dump.h"
 #include "bench/measure.h"
 #include "bench/parts/balance.h"
+#include "bench/parts/sublayer_mesh.h"
 #include "bench/block/block.h"
 #include "bench/verify_bound.h"
 
@@ -128,7 +129,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     // before anyone enters the timed loop's first barrier.
     std::string error;
     try {
-      Mesh& mesh = meshes_.get(strat->mesh_desc(job.mesh));
+      Mesh& mesh = meshes_.get(job_mesh_desc(*strat, job.mesh));
       StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, job.mesh};
       // A job that failed mid-step may have left transfers unwaited: none is in flight now.
       count_p2p_in_flight(-p2p_in_flight());
@@ -213,7 +214,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   // (ring --balance dynamic), with each rank's tiers from its own prediction.
   std::vector<CommPrediction> predicted;
   std::vector<RankTiers> tiers;
-  const MeshDesc desc = model->mesh_desc(job.mesh);
+  const MeshDesc desc = job_mesh_desc(*model, job.mesh);
   if (model->predicts_per_rank(shape)) {
     for (int r = 0; r < P; ++r) {
       predicted.push_back(predicted_for(*model, shape, P, job.mesh, r));
@@ -333,7 +334,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
     std::unique_ptr<Strategy> strat = info.make();
     std::string error;
     try {
-      Mesh& mesh = meshes_.get(strat->mesh_desc(ms));
+      Mesh& mesh = meshes_.get(job_mesh_desc(*strat, ms));
       StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, ms};
       strat->setup(env);
     } catch (const std::exception& e) {

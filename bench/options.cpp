@@ -174,6 +174,10 @@ std::vector<OptionSpec> make_table() {
        [](RunConfig& c, const json& v) { c.ring = as_int(v); }},
       {"tp", "--tp", OptKind::count, "usp's tensor-parallel degree t, innermost (default 1)", {}, false,
        [](RunConfig& c, const json& v) { c.tp = as_int(v); }},
+      {"mlp_tp", "--mlp-tp", OptKind::count,
+       "the MLP sub-layer's own tensor-parallel degree N over contiguous ranks (--block full; default: the "
+       "attention's tp); N = P with --pass decode is Helix",
+       {}, false, [](RunConfig& c, const json& v) { c.mlp_tp = as_int(v); }},
       {"mesh", "--mesh", OptKind::choice, "'all': every factorization t x U x R of P (usp)", {"all"}, false,
        [](RunConfig& c, const json&) { c.mesh_all = true; }},
       {"placement", "--placement", OptKind::choice, "ulysses-inner (default) | ring-inner",
@@ -235,7 +239,7 @@ std::vector<OptionSpec> make_table() {
   // value, the strategy's default mesh) and silently stand for something else.
   const std::pair<const char*, int64_t> minimums[] = {
       {"seq", 1},        {"batch", 1},      {"heads", 1},      {"kv_heads", 1},   {"head_dim", 1},
-      {"dim", 1},        {"ffn_dim", 1},    {"layers", 1},    {"ulysses", 1},    {"ring", 1},       {"tp", 1},
+      {"dim", 1},        {"ffn_dim", 1},    {"layers", 1},    {"ulysses", 1},    {"ring", 1},       {"tp", 1},       {"mlp_tp", 1},
       {"iters", 1},      {"warmup", 0},
       {"threads", 0},    {"window", 0},     {"inner_ring", 0}, {"ranks_per_node", 0},
       {"timeout", 0},    {"min_verified", 0}, {"world_size", 0}};

@@ -1,5 +1,7 @@
 #include "bench/plan.h"
 
+#include "bench/parts/sublayer_mesh.h"
+
 namespace cpbench {
 
 namespace {
@@ -38,7 +40,7 @@ MeshSpec named_mesh(const Strategy& strat, const std::string& entry, const MeshS
   for (const MeshSpec& req : candidates) {
     std::string label;
     try {
-      label = strat.label(strat.resolve_mesh(req, shape, P));
+      label = strat.mesh_label(strat.resolve_mesh(req, shape, P));
     } catch (const ConstraintError&) {
       continue;
     }
@@ -78,6 +80,9 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
         Job job{info, seq, req, strat->name(), ""};
         try {
           job.mesh = strat->resolve_mesh(req, shape, P);
+          // The MLP's own mesh (--mlp-tp): every strategy that shards the block (single, the
+          // replicated reference, runs unchanged).
+          job.mesh.mlp_tp = resolve_mlp_tp(cfg.mlp_tp, job.mesh, strat->name() != "single");
           job.label = strat->label(job.mesh);
           if (shape.decode() && !strat->supports_decode())
             throw ConstraintError(strat->name() + ": --pass decode is built for the ring family, usp, ulysses and megatron-sp only "
@@ -86,6 +91,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
             throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.cached) +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           check_shape(*strat, shape, P, job.mesh);
+          check_mlp_mesh(strat->name(), shape, P, job.mesh);
           if (shape.ring_pass_q && !strat->supports_pass_q())
             throw ConstraintError(strat->name() + ": --ring-pass " + (shape.ring_pass_a2a ? "q-a2a" : "q") +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp)");

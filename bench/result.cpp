@@ -60,6 +60,7 @@ double TimedResult::hta_overlap_ratio() const {
 json mesh_json(const MeshSpec& m) {
   json j = {{"tp", m.tp}, {"ulysses", m.U}, {"ring", m.R}, {"placement", placement_name(m.placement)}};
   if (m.inner_ring > 0) j["inner_ring"] = m.inner_ring;
+  if (m.mlp_tp > 0) j["mlp_tp"] = m.mlp_tp;  // the MLP's own TP level (--mlp-tp)
   json levels = json::array();
   for (const MeshLevel& l : m.levels_innermost_first()) levels.push_back({{"name", l.name}, {"size", l.size}});
   j["levels"] = levels;

@@ -100,6 +100,11 @@ struct MeshSpec {
   // Ranks per node, for the default inner ring (the harness sets it: --ranks-per-node, or the
   // ranks sharing this host); 0 = unknown.
   int ranks_per_node = 0;
+  // The MLP sub-layer's own mesh (--mlp-tp N, DESIGN "Per-sub-layer meshes"): its GEMMs tensor-
+  // parallel over N contiguous ranks (the levels {mlp_dp = P/N, mlp_tp = N}) instead of the
+  // attention's tp level. Resolved: 0 when the MLP runs on the attention's tp level (no flag, or
+  // N equal to it), else N. N = P under --pass decode is Helix (bench/parts/sublayer_mesh.h).
+  int mlp_tp = 0;
 
   // The mesh these degrees and placement describe (Mesh::build builds it), outermost first:
   // {ring, ulysses}, or with a double ring {ring_outer R/w, ring_inner w, ulysses}, the
@@ -155,9 +160,13 @@ class Strategy {
   virtual std::string constraints() const = 0;  // human-readable constraints, one line
   // Where its bytes go on a cluster of nodes (intra- vs inter-node), one line for `cpbench list`.
   virtual std::string tiers() const = 0;
-  // Label of one result: name plus mesh when the strategy takes one ("usp[u2xr2]"). The one
-  // place a result's label is formatted (reports, tables, dump directories use it).
-  virtual std::string label(const MeshSpec& m) const { (void)m; return name(); }
+  // Label of one result: name plus mesh when the strategy takes one ("usp[u2xr2]"), then the
+  // MLP's own mesh when it has one ("ring+mlp4"). The one place a result's label is formatted
+  // (reports, tables, dump directories use it); --strategies names a mesh by its mesh_label.
+  std::string label(const MeshSpec& m) const {
+    return mesh_label(m) + (m.mlp_tp > 0 ? "+mlp" + std::to_string(m.mlp_tp) : std::string());
+  }
+  virtual std::string mesh_label(const MeshSpec& m) const { (void)m; return name(); }
   // The mesh this strategy runs on, from the request and world size P. Throws ConstraintError
   // when the request is impossible (U*R != P ...). Default (sequence-sharded over all ranks):
   // U=1, R=P.
@@ -201,7 +210,9 @@ class Strategy {
     return {base};
   }
   // The levels the strategy's communicators come from, for a resolved mesh: what the harness
-  // passes to Mesh::build (equal descriptions may share one built mesh).
+  // passes to Mesh::build (equal descriptions may share one built mesh). The MLP's own levels
+  // (MeshSpec::mlp_tp) are added by job_mesh_desc (bench/parts/sublayer_mesh.h), for every
+  // strategy alike.
   virtual MeshDesc mesh_desc(const MeshSpec& m) const { return m.desc(); }
   // Throws ConstraintError naming the constraint and values when it cannot run this shape on
   // this mesh of P ranks.

@@ -2,6 +2,7 @@
 // (Mesh::group_of: mixed radix, the last level contiguous). Group order is ascending world rank,
 // so group rank = index in the list. The meaning of the levels (tp, ulysses, ring, the placement)
 // belongs to bench/strategy.h's MeshSpec.
+#include <cstdint>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -16,18 +17,47 @@ namespace {
 std::string levels_str(const MeshDesc& d) {
   std::string s;
   for (const MeshLevel& l : d.levels) s += (s.empty() ? "" : ", ") + l.name + "=" + std::to_string(l.size);
+  if (!d.mlp.empty()) {
+    s += "; mlp:";
+    for (const MeshLevel& l : d.mlp) s += " " + l.name + "=" + std::to_string(l.size);
+  }
   return "{" + s + "}";
 }
 
+int64_t product(const std::vector<MeshLevel>& levels) {
+  int64_t p = 1;
+  for (const MeshLevel& l : levels) p *= l.size;
+  return p;
+}
+
+// Every level of both factorizations, `levels` first (the order of Mesh::groups).
+std::vector<MeshLevel> all_levels(const MeshDesc& d) {
+  std::vector<MeshLevel> all = d.levels;
+  all.insert(all.end(), d.mlp.begin(), d.mlp.end());
+  return all;
+}
+
 void check_desc(const MeshDesc& d) {
-  for (size_t i = 0; i < d.levels.size(); ++i) {
-    const MeshLevel& l = d.levels[i];
+  const std::vector<MeshLevel> all = all_levels(d);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const MeshLevel& l = all[i];
     if (l.size < 1 || l.name.empty())
       throw std::invalid_argument("mesh: level sizes must be >= 1 and names non-empty: " + levels_str(d));
     for (size_t j = 0; j < i; ++j)
-      if (d.levels[j].name == l.name)
+      if (all[j].name == l.name)
         throw std::invalid_argument("mesh: level '" + l.name + "' appears twice: " + levels_str(d));
   }
+  if (!d.mlp.empty() && product(d.mlp) != product(d.levels))
+    throw std::invalid_argument("mesh: the MLP's levels span " + std::to_string(product(d.mlp)) + " ranks, the mesh " +
+                                std::to_string(product(d.levels)) + ": " + levels_str(d));
+}
+
+// The factorization that holds `level` (null: neither).
+const std::vector<MeshLevel>* factorization_of(const MeshDesc& d, const std::string& level) {
+  for (const std::vector<MeshLevel>* f : {&d.levels, &d.mlp})
+    for (const MeshLevel& l : *f)
+      if (l.name == level) return f;
+  return nullptr;
 }
 
 void check_rank(int rank, int P) {
@@ -38,20 +68,12 @@ void check_rank(int rank, int P) {
 
 }  // namespace
 
-int MeshDesc::ranks() const {
-  int64_t p = 1;
-  for (const MeshLevel& l : levels) p *= l.size;
-  return int(p);
-}
+int MeshDesc::ranks() const { return int(product(levels)); }
 
-bool MeshDesc::has(const std::string& level) const {
-  for (const MeshLevel& l : levels)
-    if (l.name == level) return true;
-  return false;
-}
+bool MeshDesc::has(const std::string& level) const { return factorization_of(*this, level) != nullptr; }
 
 int MeshDesc::size_of(const std::string& level) const {
-  for (const MeshLevel& l : levels)
+  for (const MeshLevel& l : all_levels(*this))
     if (l.name == level) return l.size;
   return 1;
 }
@@ -59,6 +81,7 @@ int MeshDesc::size_of(const std::string& level) const {
 std::string MeshDesc::key() const {
   std::string k;
   for (const MeshLevel& l : levels) k += (k.empty() ? "" : "/") + l.name + "=" + std::to_string(l.size);
+  for (size_t i = 0; i < mlp.size(); ++i) k += (i == 0 ? "|" : "/") + mlp[i].name + "=" + std::to_string(mlp[i].size);
   return k;
 }
 
@@ -66,10 +89,13 @@ std::vector<int> Mesh::group_of(int rank, const MeshDesc& d, const std::string& 
   check_desc(d);
   const int P = d.ranks();
   check_rank(rank, P);
-  // Mixed radix: the last level varies fastest. The group keeps every other coordinate.
+  // Mixed radix within the level's factorization: its last level varies fastest. The group keeps
+  // every other coordinate.
+  const std::vector<MeshLevel>* f = factorization_of(d, level);
+  if (!f) throw std::invalid_argument("mesh: no level '" + level + "' in " + levels_str(d));
   int stride = 1;
-  for (size_t i = d.levels.size(); i-- > 0;) {
-    const MeshLevel& l = d.levels[i];
+  for (size_t i = f->size(); i-- > 0;) {
+    const MeshLevel& l = (*f)[i];
     if (l.name == level) {
       const int coord = rank / stride % l.size;
       const int first = rank - coord * stride;
@@ -83,8 +109,9 @@ std::vector<int> Mesh::group_of(int rank, const MeshDesc& d, const std::string& 
 }
 
 Communicator& Mesh::group(const std::string& level) const {
-  for (size_t i = 0; i < desc.levels.size(); ++i)
-    if (desc.levels[i].name == level && groups[i]) return *groups[i];
+  const std::vector<MeshLevel> all = all_levels(desc);
+  for (size_t i = 0; i < all.size() && i < groups.size(); ++i)
+    if (all[i].name == level && groups[i]) return *groups[i];
   throw std::invalid_argument("mesh: no level '" + level + "' in " + levels_str(desc));
 }
 
@@ -100,7 +127,7 @@ Mesh Mesh::build(World& w, const MeshDesc& d, CommLog& log, Backend& be, const s
   std::vector<int> all(static_cast<size_t>(P));
   std::iota(all.begin(), all.end(), 0);
   m.cp = w.make_group(all, "cp", log, be, comm_kind);
-  for (const MeshLevel& l : d.levels)
+  for (const MeshLevel& l : all_levels(d))
     m.groups.push_back(w.make_group(group_of(w.rank(), d, l.name), l.name, log, be, comm_kind));
   return m;
 }

@@ -76,12 +76,16 @@ struct MeshLevel {
 // descriptions give equal meshes (a harness may build one per description and reuse it).
 struct MeshDesc {
   std::vector<MeshLevel> levels;
+  // A second factorization of the same ranks for the MLP sub-layer (per-sub-layer meshes:
+  // `--mlp-tp N` is {mlp_dp = P/N, mlp_tp = N}), outermost first, its names distinct from
+  // `levels`'; empty: the MLP runs on `levels`. Its groups are looked up by name like the others.
+  std::vector<MeshLevel> mlp;
 
   int ranks() const;                            // product of the sizes (1 when empty)
-  bool has(const std::string& level) const;
+  bool has(const std::string& level) const;    // in `levels` or `mlp`
   int size_of(const std::string& level) const;  // 1 for a level the mesh does not have
-  std::string key() const;                      // "ring=4/ulysses=2": one key per description
-  bool operator==(const MeshDesc& o) const { return levels == o.levels; }
+  std::string key() const;                      // "ring=4/ulysses=2[|mlp_dp=1/mlp_tp=4]": one key per description
+  bool operator==(const MeshDesc& o) const { return levels == o.levels && mlp == o.mlp; }
 };
 
 // The process groups of one strategy run: the whole CP group and one group per mesh level.
@@ -92,7 +96,7 @@ struct Mesh {
   int P = 1;
   MeshDesc desc;
   std::unique_ptr<Communicator> cp;                  // all P ranks, "cp"
-  std::vector<std::unique_ptr<Communicator>> groups;  // groups[i]: this rank's group of desc.levels[i]
+  std::vector<std::unique_ptr<Communicator>> groups;  // this rank's group of desc.levels[i], then of desc.mlp[i]
 
   // This rank's group of `level` (named as the level). Throws std::invalid_argument naming the
   // levels when the mesh has no such level.

@@ -25,7 +25,7 @@ SCHEMA_PATH = SCHEMA_DIR / "report.schema.json"  # the newest version's
 # Every version this reader knows, oldest first, the last being SCHEMA_PATH's; an older one is
 # validated against the schema kept for it (schema_path). tests/python/check_schema_versions.py
 # asserts each has its file. docs/REPORT.md: the migrations between versions.
-SUPPORTED_SCHEMA_VERSIONS = (3, 4)
+SUPPORTED_SCHEMA_VERSIONS = (3, 4, 5)
 
 
 def schema_path(version):
@@ -221,10 +221,18 @@ def semantic_errors(report):
             err(base, f"duplicate (label, seq) {key}: also results[{seen[key]}]")
         else:
             seen[key] = i
-        # An entry names a strategy, or one of its meshes ("usp[t2xu2xr2]", whose result is that label).
+        # An entry names a strategy, or one of its meshes ("usp[t2xu2xr2]", whose result is that label
+        # without the MLP's own mesh: "+mlpN" under --mlp-tp, exactly when mesh.mlp_tp says so).
+        mlp = r.get("mesh", {}).get("mlp_tp")
+        suffix = f"+mlp{mlp}" if mlp else ""
+        if (suffix and not r["label"].endswith(suffix)) or (not suffix and "+mlp" in r["label"]):
+            err(base + ["label"], f"'{r['label']}' and mesh.mlp_tp {mlp}: the label ends in '+mlpN' exactly when mesh.mlp_tp is N")
+        mesh_label = r["label"][:len(r["label"]) - len(suffix)] if suffix else r["label"]
+        if mlp and cfg["mesh"].get("mlp_tp") != mlp:
+            err(base + ["mesh", "mlp_tp"], f"{mlp}, but config.mesh.mlp_tp is {cfg['mesh'].get('mlp_tp')}")
         if r["strategy"] not in [s.split("[")[0] for s in cfg["strategies"]]:
             err(base + ["strategy"], f"'{r['strategy']}' is not in config.strategies")
-        elif "[" in r["label"] and r["strategy"] not in cfg["strategies"] and r["label"] not in cfg["strategies"]:
+        elif "[" in mesh_label and r["strategy"] not in cfg["strategies"] and mesh_label not in cfg["strategies"]:
             err(base + ["label"], f"'{r['label']}' is neither a named mesh nor a mesh of a strategy in config.strategies")
         if r["seq"] not in cfg["seqs"]:
             err(base + ["seq"], f"{r['seq']} is not in config.seqs")

@@ -5,6 +5,7 @@
 
 #include "bench/inputs.h"
 #include "bench/parts/layout.h"
+#include "bench/parts/sublayer_mesh.h"
 #include "comm/communicator.h"
 
 namespace cpbench {
@@ -123,7 +124,7 @@ bool TensorRegistry::export_share(const std::string& dump, std::vector<float>& g
 
 // ---- the tensor-parallel group -----------------------------------------------------------------
 
-void TpGroup::setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, int64_t T) {
+void TpGroup::setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, int64_t T, const std::string& name) {
   c_ = c;
   t_ = c ? c->size() : 1;
   r_ = c ? c->rank() : 0;
@@ -136,8 +137,8 @@ void TpGroup::setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, i
   // never overlap in time. Two, three when B > 1 (the reordered copy): the peak of the
   // transient buffers they replace. Replicated rows: one slot for the partial, its D/t chunk.
   for (int i = 0; i < (replicated_ ? 1 : s.B > 1 ? 3 : 2); ++i)
-    slot_[i] = reg.add("tp_slot" + std::to_string(i), {s.B * span() * T, s.D}, s.dtype, Held::comm);
-  if (replicated_) chunk_ = reg.add("tp_chunk", {s.B * T * s.D / t_}, s.dtype, Held::comm);
+    slot_[i] = reg.add(name + "_slot" + std::to_string(i), {s.B * span() * T, s.D}, s.dtype, Held::comm);
+  if (replicated_) chunk_ = reg.add(name + "_chunk", {s.B * T * s.D / t_}, s.dtype, Held::comm);
 }
 
 const Tensor& TpGroup::gather(Backend& be, const Tensor& local, int dst, int scratch) {
@@ -238,9 +239,11 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       }
       be.upload(wq, w_qkv);
     }
-    // w_o's rows of this rank's heads.
-    Tensor& w_o = reg.add("w_o", {Hl, s.D}, s.dtype, Held::weight, "w_o", ExportRule::slice(tr * Hl * s.D, weights_exporter));
-    be.upload(input_matrix_block(k.env_.seed, InputId::w_o, s.D, tr * Hl, Hl, 0, s.D, law(InputId::w_o)), w_o);
+    // w_o's rows of this rank's heads (Helix: of the H/P heads it owns; no rank holds another's).
+    const int64_t o0 = k.helix_ ? int64_t(k.hx0_) * s.d : tr * Hl, Ol = k.helix_ ? int64_t(k.hx_) * s.d : Hl;
+    Tensor& w_o = reg.add("w_o", {Ol, s.D}, s.dtype, Held::weight, "w_o",
+                          ExportRule::slice(o0 * s.D, k.helix_ || weights_exporter));
+    be.upload(input_matrix_block(k.env_.seed, InputId::w_o, s.D, o0, Ol, 0, s.D, law(InputId::w_o)), w_o);
 
     // Forward activations kept for backward: xn, rstd on this rank's tokens; qkv, q, k, v, o
     // on the wide rows for this rank's heads.
@@ -252,7 +255,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     k.q_ = reg.add("q", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "q", heads_q(true));
     k.k_ = reg.add("k", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation, "k", heads_kv(kv_exporter));
     k.v_ = reg.add("v", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation, "v", heads_kv(kv_exporter));
-    k.o_ = reg.add("o", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "o", heads_q(true));
+    k.o_ = reg.add("o", {s.B, n, k.helix_ ? k.hx_ : k.hl_, s.d}, s.dtype, Held::activation, "o", heads_q(true));
     k.do_ = reg.add("do", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "do", heads_q(true));
     k.dq_ = reg.add("dq", {s.B, n, k.hl_, s.d}, DType::f32, Held::activation, "dq", heads_q(true));
     k.dk_ = reg.add("dk", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dk", heads_kv(true));
@@ -302,7 +305,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     TensorRegistry& reg = k.reg_;
     Backend& b = k.be();
     const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span();
-    const int64_t Hl = int64_t(k.hl_) * s.d, Cl = reg["qkv"].shape[1];
+    const int64_t Cl = reg["qkv"].shape[1];
     Tensor &in = reg[in_], &out = reg[out_], &xn = reg["xn"], &qkv = reg["qkv"];
     b.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm_w"], s.eps, xn, reg["rstd"]);
     // column-parallel QKV on the group's tokens (xn gathered into slot 0; dead after the GEMM:
@@ -329,11 +332,14 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     }
     if (s.decode()) k.decode_attention();
     else k.core_forward();
-    // row-parallel w_o: this rank's heads' share, summed over the group into out
+    // row-parallel w_o: this rank's heads' share, summed over the group into out (Helix: its H/P
+    // heads' share, summed over all P ranks: the MLP's group)
+    TpGroup& og = k.helix_ ? k.mlp_group() : k.tp_;
+    const int64_t Ol = reg["w_o"].shape[0];
     Tensor out2 = out.reshape({BT, s.D});
-    Tensor partial = k.tp_.partial(0, out2);
-    b.gemm(false, false, BW, s.D, Hl, 1.0f, k.o_, Hl, reg["w_o"], s.D, 0.0f, partial, s.D);
-    k.tp_.reduce(b, partial, 1, out2);
+    Tensor partial = og.partial(0, out2);
+    b.gemm(false, false, BW, s.D, Ol, 1.0f, k.o_, Ol, reg["w_o"], s.D, 0.0f, partial, s.D);
+    og.reduce(b, partial, 1, out2);
     b.add(out, out, in);
   }
 
@@ -395,9 +401,10 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     Block& k = b_;
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
-    const int t = k.tp_.size(), tr = k.tp_.rank();
+    TpGroup& tp = k.mlp_group();  // its own mesh's group under --mlp-tp, else the attention's
+    const int t = tp.size(), tr = tp.rank();
     const bool root = k.env_.world->rank() == 0, weights_exporter = k.env_.world->rank() < t;
-    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span(), Fl = s.F / t, Hd = int64_t(s.H) * s.d;
+    const int64_t BT = s.B * k.T_, BW = BT * tp.span(), Fl = s.F / t, Hd = int64_t(s.H) * s.d;
     auto law = [&](InputId id) { return input_law(id, s.D, Hd, s.F); };
     Backend& be = k.be();
     const uint64_t seed = k.env_.seed;
@@ -443,17 +450,18 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
     Backend& be = k.be();
-    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span(), Fl = s.F / k.tp_.size();
+    TpGroup& tp = k.mlp_group();
+    const int64_t BT = s.B * k.T_, BW = BT * tp.span(), Fl = s.F / tp.size();
     Tensor &in = reg[in_], &out = reg[out_], &hn = reg["hn"], &a = reg["a"], &b = reg["b"], &g = reg["g"];
     be.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm2_w"], s.eps, hn, reg["rstd2"]);
-    const Tensor& hw = k.tp_.gather(be, hn, 0, 1);  // dead after the two GEMMs: backward gathers again
+    const Tensor& hw = tp.gather(be, hn, 0, 1);  // dead after the two GEMMs: backward gathers again
     be.gemm(false, false, BW, Fl, s.D, 1.0f, hw, s.D, reg["w_gate"], Fl, 0.0f, a, Fl);
     be.gemm(false, false, BW, Fl, s.D, 1.0f, hw, s.D, reg["w_up"], Fl, 0.0f, b, Fl);
     be.swiglu_fwd(a, b, g);
     Tensor out2 = out.reshape({BT, s.D});
-    Tensor partial = k.tp_.partial(0, out2);
+    Tensor partial = tp.partial(0, out2);
     be.gemm(false, false, BW, s.D, Fl, 1.0f, g, Fl, reg["w_down"], s.D, 0.0f, partial, s.D);
-    k.tp_.reduce(be, partial, 1, out2);
+    tp.reduce(be, partial, 1, out2);
     be.add(out, out, in);
   }
 
@@ -462,22 +470,23 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
     Backend& be = k.be();
-    const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span(), Fl = s.F / k.tp_.size();
+    TpGroup& tp = k.mlp_group();
+    const int64_t BT = s.B * k.T_, BW = BT * tp.span(), Fl = s.F / tp.size();
     Tensor &in = reg[in_], &dout = reg["d" + out_], &din = reg["d" + in_];
     Tensor &a = reg["a"], &b = reg["b"], &g = reg["g"], &dg = reg["dg"], &da = reg["da"], &db = reg["db"];
     Tensor &dhn = reg["dhn"], &w_gate = reg["w_gate"], &w_up = reg["w_up"];
     {  // through w_down (dout gathered over the group)
-      const Tensor& dw = k.tp_.gather(be, dout, 0, 1);
+      const Tensor& dw = tp.gather(be, dout, 0, 1);
       be.gemm(true, false, Fl, s.D, BW, 1.0f, g, Fl, dw, s.D, 0.0f, reg["dw_down"], s.D);
       be.gemm(false, true, BW, Fl, s.D, 1.0f, dw, s.D, reg["w_down"], s.D, 0.0f, dg, Fl);
     }
     be.swiglu_bwd(a, b, dg, da, db);
     {  // through w_gate and w_up: dgrad partial sum reduce-scattered, hn gathered again for wgrad
-      const Tensor& hw = k.tp_.gather(be, reg["hn"], 0, 1);
-      Tensor partial = k.tp_.partial(1, dhn);
+      const Tensor& hw = tp.gather(be, reg["hn"], 0, 1);
+      Tensor partial = tp.partial(1, dhn);
       be.gemm(false, true, BW, s.D, Fl, 1.0f, da, Fl, w_gate, Fl, 0.0f, partial, s.D);
       be.gemm(false, true, BW, s.D, Fl, 1.0f, db, Fl, w_up, Fl, 1.0f, partial, s.D);
-      k.tp_.reduce(be, partial, 2, dhn);
+      tp.reduce(be, partial, 2, dhn);
       be.gemm(true, false, s.D, Fl, BW, 1.0f, hw, s.D, da, Fl, 0.0f, reg["dw_gate"], Fl);
       be.gemm(true, false, s.D, Fl, BW, 1.0f, hw, s.D, db, Fl, 0.0f, reg["dw_up"], Fl);
     }
@@ -533,6 +542,11 @@ void Block::setup(StrategyEnv& env) {
     // k_'s first head: the TP rank's first KV head (its max(G,t)/t, replicated when t > G).
     dkv_local_ = dkv0_ - int(first_kv_head(s, t, tr));
     dkv_exporter_ = (member * dgk_) % (Ge / s.G) == 0;
+    helix_ = helix(s, env_.spec, env_.world->size());
+    if (helix_) {  // slice decode_r_ of the member's dhq_ heads (check_mlp_mesh: P divides H)
+      hx_ = dhq_ / decode_p_;
+      hx0_ = tr * (s.H / t) + dq0_ + decode_r_ * hx_;
+    }
     cache_pos_ = Positions::segments({cache_shard(s, decode_p_, decode_r_)});  // the merge group's split
     step_ = 0;
     pos_ = Positions::contiguous(s.cached, 1);
@@ -547,6 +561,8 @@ void Block::setup(StrategyEnv& env) {
   T_ = pos_.count();
   const int64_t Hd = int64_t(s.H) * s.d;
   tp_.setup(reg_, tp_group(), s, T_);
+  mlp_own_mesh_ = env_.spec.mlp_tp > 0;
+  if (mlp_own_mesh_) mlp_own_.setup(reg_, env_.spec.mlp_tp > 1 ? &mesh().group("mlp_tp") : nullptr, s, T_, "mlp_tp");
   hl_ = s.H / tp_.size();
   gl_ = replicated_kv_heads(tp_.size(), s) / tp_.size();
 
@@ -616,19 +632,30 @@ void Block::forward() {
 
 Block::DecodeGroups Block::decode_groups() { return {mesh().cp.get(), nullptr}; }
 
-CommPrediction Block::decode_prediction(const LayerShape& s, const std::vector<MergeLevel>& merges, int U,
-                                        int64_t elem, int64_t acc, int t) {
+CommPrediction Block::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                      int64_t acc) const {
+  return attention_bytes(s, P, m, elem, acc).add(mlp_bytes(s, P, m, elem));
+}
+
+CommPrediction Block::predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                              int64_t acc, int rank) const {
+  return attention_bytes_of_rank(s, P, m, elem, acc, rank).add(mlp_bytes(s, P, m, elem));
+}
+
+CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSpec& m,
+                                        const std::vector<MergeLevel>& merges, int U, int64_t elem, int64_t acc) {
+  if (helix(s, m, P))  // one merge level (check_mlp_mesh refuses a double ring)
+    return merges.empty() ? helix_attention_bytes(s, P, "cp", 1, elem, acc)
+                          : helix_attention_bytes(s, P, merges[0].level, merges[0].size, elem, acc);
   CommPrediction p;
+  const int t = m.tp;
   const int64_t hq = s.H / (int64_t(t) * U);  // query heads of one member of the head group
   const int64_t partial = acc * s.B * hq * s.d + 4 * s.B * hq;  // o (float32) and lse of one step
-  for (const MergeLevel& m : merges)
-    if (m.size > 1) p.add(m.level, Phase::fwd, 0, s.decode_steps * partial * (m.size - 1));
+  for (const MergeLevel& l : merges)
+    if (l.size > 1) p.add(l.level, Phase::fwd, 0, s.decode_steps * partial * (l.size - 1));
   if (U > 1) p.add("ulysses", Phase::fwd, 0, s.decode_steps * elem * s.B * hq * s.d * (U - 1));
-  // The tp level: an all-reduce of the B x D rows after each sub-layer's row-parallel GEMM, as
-  // a reduce-scatter then an all-gather of B*D/t elements per member.
-  const int64_t sublayers = s.full_block ? 2 : 1;
-  if (t > 1) p.add("tp", Phase::fwd, 0, s.decode_steps * sublayers * 2 * elem * (s.B * s.D / t) * (t - 1));
-  return p;
+  // The tp level: an all-reduce of w_o's B x D output rows (the MLP's: mlp_bytes).
+  return p.add(tp_sublayer_bytes(s, P, t, "tp", elem));
 }
 
 void Block::decode_setup() {
@@ -639,14 +666,23 @@ void Block::decode_setup() {
   part_ = reg_.add("decode_partial", {part_n}, DType::f32, Held::comm);
   const DecodeGroups& g = decode_groups_;
   const int levels = std::max(g.merge ? g.merge->size() : 1, g.merge_outer ? g.merge_outer->size() : 1);
-  gathered_ = reg_.add("decode_gathered", {levels * part_n}, DType::f32, Held::comm);
-  o_acc32_ = reg_.add("decode_o_acc", {s.B, 1, dhq_, s.d}, DType::f32, Held::activation);
-  lse_acc_ = reg_.add("decode_lse", {s.B, dhq_, 1}, DType::f32, Held::activation);
-  o_steps_ = reg_.add("decode_o_steps", {s.B, S, hl_, s.d}, s.dtype, Held::activation);
-  lse_steps_ = reg_.add("decode_lse_steps", {s.B, dhq_, S}, DType::f32, Held::activation);
-  if (decode_u_ > 1) {  // this member's query heads, and the head group's merged o
+  // The heads a rank ends with: its member's dhq_, or under Helix the hx_ it owns.
+  const int merged = helix_ ? hx_ : dhq_;
+  if (helix_) {  // the partial's chunks by destination, and those that arrive (as many)
+    helix_send_ = reg_.add("helix_send", {part_n}, DType::f32, Held::comm);
+    helix_recv_ = reg_.add("helix_recv", {part_n}, DType::f32, Held::comm);
+  } else {
+    gathered_ = reg_.add("decode_gathered", {levels * part_n}, DType::f32, Held::comm);
+  }
+  o_acc32_ = reg_.add("decode_o_acc", {s.B, 1, merged, s.d}, DType::f32, Held::activation);
+  lse_acc_ = reg_.add("decode_lse", {s.B, merged, 1}, DType::f32, Held::activation);
+  o_steps_ = reg_.add("decode_o_steps", {s.B, S, helix_ ? hx_ : hl_, s.d}, s.dtype, Held::activation);
+  lse_steps_ = reg_.add("decode_lse_steps", {s.B, merged, S}, DType::f32, Held::activation);
+  if (decode_u_ > 1 && !helix_) {  // this member's query heads, and the head group's merged o
     q_heads_ = reg_.add("decode_q_heads", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
     o_heads_ = reg_.add("decode_o_heads", {decode_u_ * s.B * hd}, s.dtype, Held::comm);
+  } else if (decode_u_ > 1) {
+    q_heads_ = reg_.add("decode_q_heads", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
   }
   if (decode_u_ > 1 || s.dtype != DType::f32)
     o_part_run_ = reg_.add("decode_o_run", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
@@ -674,6 +710,10 @@ void Block::decode_attention() {
   } else {  // the kernel writes the run dtype; the partial travels in float32
     b.attn_fwd(a, *q, kc_, vc_, pos_, key_pos_, o_part_run_, pl);
     b.convert(po, o_part_run_);
+  }
+  if (helix_) {
+    helix_merge(a);
+    return;
   }
   // Every merge-group member's partial, then the online-softmax merge in member order (the same
   // order on every rank, so every member holds the same o); with an outer merge level the merged
@@ -716,6 +756,41 @@ void Block::decode_attention() {
   b.copy_2d(ld, S, lse_acc_, 1, ln, 1);
 }
 
+void Block::helix_merge(const AttnShape& a) {
+  const LayerShape& s = env_.shape;
+  Backend& b = be();
+  const int R = decode_p_;
+  const int64_t hd = int64_t(dhq_) * s.d, on = s.B * hd, xd = int64_t(hx_) * s.d;
+  const int64_t xo = s.B * xd, xl = s.B * hx_, chunk = xo + xl;  // one destination's o, lse
+  // Chunk j of the send buffer: heads [j*hx_, (j+1)*hx_) of this rank's partial, o then lse, for
+  // merge-group member j (who owns them).
+  for (int j = 0; j < R; ++j) {
+    Tensor od = helix_send_.view(j * chunk, {xo}), ld = helix_send_.view(j * chunk + xo, {xl});
+    b.copy_2d(od, xd, part_.view(j * xd, {on - j * xd}), hd, s.B, xd);
+    b.copy_2d(ld, hx_, part_.view(on + j * hx_, {s.B * dhq_ - j * hx_}), dhq_, s.B, hx_);
+  }
+  // One all-to-all: chunk r of helix_recv_ is member r's partial of the heads this rank owns;
+  // merged in member order as the all-gather path merges.
+  if (R > 1) decode_groups_.merge->all_to_all(helix_send_, helix_recv_);
+  else b.copy_2d(helix_recv_, chunk, helix_send_, chunk, 1, chunk);  // one member: its own heads
+  AttnShape m = a;
+  m.hq = hx_;
+  m.hk = 1;  // the merge reads no keys: only the query heads count
+  b.copy_2d(o_acc32_, xo, helix_recv_, xo, 1, xo);
+  b.copy_2d(lse_acc_, xl, helix_recv_.view(xo, {xl}), xl, 1, xl);
+  for (int r = 1; r < R; ++r)
+    b.attn_merge(m, o_acc32_, lse_acc_, helix_recv_.view(r * chunk, {s.B, 1, hx_, s.d}),
+                 helix_recv_.view(r * chunk + xo, {s.B, hx_, 1}));
+  if (s.dtype == DType::f32) b.copy_2d(o_, xo, o_acc32_, xo, 1, xo);
+  else b.convert(o_, o_acc32_);
+  // Kept for verification: this step's o and lse as column step_ of o_steps_, lse_steps_.
+  const int64_t S = s.decode_steps;
+  Tensor od = o_steps_.view(step_ * xd, {(s.B - 1) * S * xd + xd});
+  b.copy_2d(od, S * xd, o_, xd, s.B, xd);
+  Tensor ld = lse_steps_.view(step_, {(xl - 1) * S + 1});
+  b.copy_2d(ld, S, lse_acc_, 1, xl, 1);
+}
+
 void Block::export_decode(const std::string& name, std::vector<float>& global) {
   const LayerShape& s = env_.shape;
   const int64_t S = s.decode_steps;
@@ -730,6 +805,20 @@ void Block::export_decode(const std::string& name, std::vector<float>& global) {
       for (int64_t i = decode_r_, j = 0; i < S; i += decode_p_, ++j)
         for (int64_t e = 0; e < w; ++e)
           global[size_t((b * S + i) * gw + c0 + e)] += c[size_t((b * nk + Cr + j) * w + e)];
+    return;
+  }
+  if (helix_) {  // every rank its own hx_ heads from hx0_, o and lse
+    const std::vector<float> h = be().download(name == "o" ? o_steps_ : lse_steps_);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t hh = 0; hh < hx_; ++hh)
+        for (int64_t i = 0; i < S; ++i) {
+          if (name == "lse") {
+            global[size_t((b * s.H + hx0_ + hh) * S + i)] += h[size_t((b * hx_ + hh) * S + i)];
+          } else {
+            for (int64_t e = 0; e < s.d; ++e)
+              global[size_t(((b * S + i) * s.H + hx0_ + hh) * s.d + e)] += h[size_t(((b * S + i) * hx_ + hh) * s.d + e)];
+          }
+        }
     return;
   }
   // Query heads: this member's from global head tp rank * hl_ + dq0_ (lse), its TP rank's hl_
@@ -802,7 +891,7 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   const int64_t cache = s.cached > 0 ? 2 * s.B * (s.cached / P + T) * Gd * es : 0;
   const int64_t run = BT * (6 * s.D + 2 * Cq + 3 * Hd + 2 * Gd) * es + cache;
   const int64_t f32 = BT * (1 + Hd + 2 * Gd) * 4;
-  return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BT, 1);
+  return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);
 }
 
 int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U, int t) {
@@ -816,8 +905,10 @@ int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U, int t)
          2 * s.B * (s.cached / R + slots) * heads * s.d * es + (R > 1 ? R + 1 : 1) * part;
 }
 
-int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t) {
+int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, const MeshSpec& m) {
   if (!s.full_block) return 0;
+  const int t = mlp_degree(m);
+  const int64_t wide_rows = local_rows * t;
   // h, dh, hn, dhn on this rank's tokens, a, b, g (da, db, dg in their memory) on the wide rows
   // for F/t columns (run dtype); rstd2 (float32).
   const int64_t es = int64_t(dtype_size(s.dtype));

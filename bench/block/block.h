@@ -108,7 +108,8 @@ class TensorRegistry {
 // The whole-sequence buffers are slots allocated once; their uses never overlap in time.
 class TpGroup {
  public:
-  void setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, int64_t T);
+  // `name` prefixes its slots' registry names (the attention's "tp", the MLP's own "mlp_tp").
+  void setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, int64_t T, const std::string& name = "tp");
   int size() const { return t_; }
   int rank() const { return r_; }
   bool active() const { return c_ != nullptr; }
@@ -140,6 +141,13 @@ class Block : public Strategy {
   void backward() final;
   void export_tensor(const std::string& name, std::vector<float>& global) final;
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
+  // The layer's bytes: the attention sub-layer's (the strategy's attention_bytes below) plus the
+  // MLP sub-layer's on its own mesh (bench/parts/sublayer_mesh.h mlp_bytes). The sub-layer count
+  // is written nowhere else.
+  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                 int64_t acc) const final;
+  CommPrediction predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                         int rank) const final;
   // After setup, for the whole-model memory estimate (metrics.h model_estimate): the parameters
   // this rank holds of the block (its registry's weight elements: 1/t of the projections under
   // a TP group of t), the bytes of its input x [B, T, D] and the TP degree t; and, under
@@ -152,22 +160,33 @@ class Block : public Strategy {
     int64_t cache_tokens = 0;  // the cached tokens (per sequence) whose k, v it holds
   };
   HeldShare held_share();
-  // DESIGN's decode bytes (--pass decode), per step x S: each merge level of R ranks all-gathers
-  // every member's partial for its H/U query heads (o float32, lse float32) on its level,
-  // then (U > 1) the head group all-gathers the merged o (run dtype) on "ulysses"; under a TP
-  // level of t (H/(tU) query heads per member) each sub-layer all-reduces its B x D output on "tp".
-  // `merges`: the merge levels in order, (level, size) (a double ring: inner, then outer).
+  // DESIGN's decode bytes of the attention sub-layer (--pass decode), per step x S: each merge
+  // level of R ranks all-gathers every member's partial for its H/U query heads (o float32, lse
+  // float32) on its level, then (U > 1) the head group all-gathers the merged o (run dtype) on
+  // "ulysses"; under a TP level of t = m.tp (H/(tU) query heads per member) w_o's output is
+  // all-reduced on "tp". Helix (sublayer_mesh.h): one all-to-all over the merge level instead,
+  // and w_o's all-reduce over all P. `merges`: the merge levels in order, (level, size) (a double
+  // ring: inner, then outer).
   struct MergeLevel {
     std::string level;
     int size = 1;
   };
-  static CommPrediction decode_prediction(const LayerShape& s, const std::vector<MergeLevel>& merges, int U,
-                                          int64_t elem, int64_t acc, int t = 1);
+  static CommPrediction decode_prediction(const LayerShape& s, int P, const MeshSpec& m,
+                                          const std::vector<MergeLevel>& merges, int U, int64_t elem, int64_t acc);
 
   class SubLayer;  // one sub-layer of the block (block.cpp: attention, the MLP)
 
  protected:
   // ---- what a strategy supplies -----------------------------------------------------------------
+  // DESIGN's analytic model of the attention sub-layer, from the shape alone (Strategy::
+  // predicted_bytes adds the MLP's); per rank where ranks differ (predicts_per_rank).
+  virtual CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                         int64_t acc) const = 0;
+  virtual CommPrediction attention_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                                 int64_t acc, int rank) const {
+    (void)rank;
+    return attention_bytes(s, P, m, elem, acc);
+  }
   // Global positions of this rank's T tokens, in the order they are stored.
   virtual Positions token_positions(const LayerShape& s, const Mesh& mesh) const = 0;
   // The tensor-parallel group (null: none). Its members' tokens, gathered in member order, are
@@ -219,12 +238,12 @@ class Block : public Strategy {
     const int64_t held = replicated_kv_heads(t, s);
     return int64_t(r) * (held / t) / (held / s.G);
   }
-  // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
-  // B*T tokens, `wide_rows` those its GEMMs see (t x local under a TP group of t).
   // The activations per rank under --pass decode: R ranks share the cache's tokens, t x U its
   // heads (single: R = U = t = 1).
   static int64_t decode_activation_bytes(const LayerShape& s, int R, int U = 1, int t = 1);
-  static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, int64_t wide_rows, int t);
+  // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
+  // B*T tokens, N x as many rows seen by its GEMMs on its TP level of N (sublayer_mesh.h).
+  static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, const MeshSpec& m);
 
   // ---- for the cores --------------------------------------------------------------------------
   Backend& be() { return *env_.be; }
@@ -237,6 +256,11 @@ class Block : public Strategy {
   StrategyEnv env_;
   TensorRegistry reg_;
   TpGroup tp_;
+  // The MLP sub-layer's TP group on its own mesh (--mlp-tp, MeshSpec::mlp_tp > 0; mlp_group()
+  // is tp_ otherwise). helix_: Helix decode (sublayer_mesh.h), w_o on this group too.
+  TpGroup mlp_own_;
+  bool mlp_own_mesh_ = false, helix_ = false;
+  TpGroup& mlp_group() { return mlp_own_mesh_ ? mlp_own_ : tp_; }
   Positions pos_;  // this rank's tokens
   int64_t T_ = 0;  // tokens per batch row on this rank
   int hl_ = 0, gl_ = 0;  // query and KV heads on this rank (H/t, max(G,t)/t)
@@ -261,6 +285,11 @@ class Block : public Strategy {
   int dhq_ = 0, dq0_ = 0, dgk_ = 0, dkv0_ = 0, dkv_local_ = 0;  // dkv_local_: dkv0_ in k_'s heads
   bool dkv_exporter_ = true;
   Tensor part_, gathered_, o_acc32_, lse_acc_, o_steps_, lse_steps_;
+  // Helix: this rank owns hx_ = H/P query heads from global head hx0_ (slice decode_r_ of its
+  // member's dhq_); the partials travel by destination (helix_send_, one chunk per merge-group
+  // member) and arrive in helix_recv_.
+  int hx_ = 0, hx0_ = 0;
+  Tensor helix_send_, helix_recv_;
   Tensor q_heads_, o_part_run_, o_heads_;  // U > 1 (or a non-f32 partial): this member's heads
   // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv's memory (dead once q, k, v are split
   // out of it; nothing exports them), so the conversion allocates nothing and adds no memory.
@@ -275,6 +304,9 @@ class Block : public Strategy {
   void decode_setup();
   void decode_attention();
   void export_decode(const std::string& name, std::vector<float>& global);  // k, v, o, lse
+  // Helix: this rank's partial (part_) to the heads' owners in one all-to-all over the merge
+  // group, and the merge of the R partials of the hx_ heads it owns into o_ (and the kept steps).
+  void helix_merge(const AttnShape& a);
   std::vector<std::unique_ptr<SubLayer>> sublayers_;
 };
 

@@ -38,7 +38,7 @@ class AllgatherKV final : public Block {
     }
   }
 
-  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
+  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
                                  int64_t acc) const override {
     const int64_t T = s.B * s.N / P, hk = int64_t(s.G) * s.d;
     const int64_t gather = elem * T * 2 * hk * (P - 1);

@@ -29,6 +29,7 @@
 
 #include "bench/block/block.h"
 #include "bench/parts/layout.h"
+#include "bench/parts/sublayer_mesh.h"
 #include "comm/communicator.h"
 
 namespace cpbench {
@@ -93,14 +94,11 @@ class MegatronSP final : public Block {
     if (!e.str().empty()) throw ConstraintError(e.str());
   }
 
-  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
+  // All collectives over the tp level, the whole CP group (the MLP's: the block's term).
+  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override {
-    if (s.decode()) return decode_prediction(s, {}, 1, elem, acc, P);
-    const int64_t sTD = elem * (s.B * s.N / P) * s.D;
-    const int sublayers = s.full_block ? 2 : 1;  // the MLP moves the same as attention
-    CommPrediction p;  // all collectives over the tp level: the whole CP group
-    return p.add("tp", Phase::fwd, 0, sublayers * 2 * sTD * (P - 1))
-        .add("tp", Phase::bwd, 0, sublayers * 3 * sTD * (P - 1));
+    if (s.decode()) return decode_prediction(s, P, m, {}, 1, elem, acc);
+    return tp_sublayer_bytes(s, P, P, "tp", elem);
   }
 
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override {
@@ -116,7 +114,7 @@ class MegatronSP final : public Block {
     const int64_t heads = BN * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es +
                           BN * (hl + 2 * gl) * s.d * 4 + 2 * s.B * hl * s.N * 4;
     const int64_t transient = (s.B > 1 ? 3 : 2) * BN * s.D * es;
-    return local + heads + transient + mlp_activation_bytes(s, BT, BN, P);
+    return local + heads + transient + mlp_activation_bytes(s, BT, m);
   }
 
  protected:

@@ -12,7 +12,7 @@ std::string RingFamily::constraints() const {
   return c;
 }
 
-std::string RingFamily::label(const MeshSpec& m) const {
+std::string RingFamily::mesh_label(const MeshSpec& m) const {
   return p_.double_ring ? name() + "[w" + std::to_string(m.inner_ring) + "]" : name();
 }
 
@@ -76,18 +76,18 @@ RingBlockSizes RingFamily::block_sizes(const LayerShape& s, int P) {
   return b;
 }
 
-CommPrediction RingFamily::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+CommPrediction RingFamily::attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                            int64_t acc) const {
-  if (s.decode()) return decode_prediction(s, {{"cp", P}}, 1, elem, acc);  // no ring under decode: one all-gather per step
+  if (s.decode()) return decode_prediction(s, P, m, {{"cp", P}}, 1, elem, acc);  // no ring under decode: one all-gather per step
   const RingSchedule sch = schedule(s, P, m);
   return ring_level_bytes_busiest(sch, s, model_hops(sch, layout(s, P), s), ring_travel(s), block_sizes(s, P), elem,
                                   acc);
 }
 
-CommPrediction RingFamily::predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+CommPrediction RingFamily::attention_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                                    int64_t acc, int rank) const {
   const RingSchedule sch = schedule(s, P, m);
-  if (s.decode() || !ring_level_bytes_per_rank(sch)) return predicted_bytes(s, P, m, elem, acc);
+  if (s.decode() || !ring_level_bytes_per_rank(sch)) return attention_bytes(s, P, m, elem, acc);
   return ring_level_bytes(sch, s, model_hops(sch, layout(s, P), s), ring_travel(s), block_sizes(s, P), elem, acc,
                           rank);
 }

@@ -37,7 +37,7 @@ class RingFamily final : public Block {
   std::string summary() const override { return p_.summary; }
   std::string tiers() const override { return p_.tiers; }
   std::string constraints() const override;
-  std::string label(const MeshSpec& m) const override;
+  std::string mesh_label(const MeshSpec& m) const override;
   std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const override;
   MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const override;
   bool supports_pass_q() const override { return true; }
@@ -47,9 +47,9 @@ class RingFamily final : public Block {
     return b == BalanceScheme::dynamic ? p_.balance_dynamic : p_.balance;
   }
   void check(const LayerShape& s, int P, const MeshSpec& m) const override;
-  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
-  CommPrediction predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+  CommPrediction attention_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
                                          int rank) const override;
   bool predicts_per_rank(const LayerShape& s) const override;
 

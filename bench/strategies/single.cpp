@@ -23,7 +23,7 @@ class Single final : public Block {
   std::string tiers() const override { return "nothing crosses any link"; }
   std::string constraints() const override { return "none"; }
   void check(const LayerShape&, int, const MeshSpec&) const override {}
-  CommPrediction predicted_bytes(const LayerShape&, int, const MeshSpec&, int64_t, int64_t) const override {
+  CommPrediction attention_bytes(const LayerShape&, int, const MeshSpec&, int64_t, int64_t) const override {
     return {};
   }
 

@@ -6,17 +6,18 @@
 
 #include "bench/inputs.h"
 #include "bench/parts/layout.h"
+#include "bench/parts/sublayer_mesh.h"
 #include "comm/communicator.h"
 
 namespace cpbench {
 
-CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m,
+CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, const MeshSpec& m,
                                                  int64_t elem, int64_t acc) const {
-  if (m.U < 1 || m.R < 1 || m.tp < 1) throw std::logic_error(name() + ": predicted_bytes needs a resolved mesh");
+  if (m.U < 1 || m.R < 1 || m.tp < 1) throw std::logic_error(name() + ": attention_bytes needs a resolved mesh");
   if (s.decode())  // the merge over the ring level: one ring, or the inner rings then across them
-    return decode_prediction(s, m.inner_ring > 0 ? std::vector<MergeLevel>{{"ring_inner", m.inner_ring}, {"ring_outer", m.R / m.inner_ring}}
+    return decode_prediction(s, P, m, m.inner_ring > 0 ? std::vector<MergeLevel>{{"ring_inner", m.inner_ring}, {"ring_outer", m.R / m.inner_ring}}
                                                  : std::vector<MergeLevel>{{"ring", m.R}},
-                             m.U, elem, acc, m.tp);
+                             m.U, elem, acc);
   // hk = hk': the KV heads the ranks hold after any replication, d*max(G, t*U), over the whole
   // model (a TP rank's max(G,t)/t heads, replicated again for U: max(G, t*U)/t, times t ranks).
   // Under --cached the all-to-all and the Q blocks carry the new tokens (Tn = B*(N-C)/P per rank)
@@ -24,12 +25,9 @@ CommPrediction UlyssesRingLayer::predicted_bytes(const LayerShape& s, int P, con
   const int64_t T = s.B * s.N / P, Tn = s.B * s.new_tokens() / P, hq = int64_t(s.H) * s.d;
   const int64_t hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;
   const int64_t a2a = elem * Tn * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
-  CommPrediction p;
-  // The tp level: all-gather before and reduce-scatter after each sub-layer's GEMMs (forward:
-  // gather xn, reduce-scatter the w_o output; backward: gather dy, reduce-scatter dxn, gather
-  // xn again), as megatron-sp.
-  const int64_t sTD = elem * Tn * s.D, sublayers = s.full_block ? 2 : 1;  // the new tokens only
-  p.add("tp", Phase::fwd, 0, sublayers * 2 * sTD * (m.tp - 1)).add("tp", Phase::bwd, 0, sublayers * 3 * sTD * (m.tp - 1));
+  // The tp level around the attention's GEMMs, as megatron-sp (the new tokens only; the MLP's:
+  // the block's term).
+  CommPrediction p = tp_sublayer_bytes(s, P, m.tp, "tp", elem);
   p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
   // The ring level's term. pass-Q: a rank's Q block is its ring index's U*T tokens x H/U heads,
   // the same T*H*d elements as its own q; its partial's lse T*H.
@@ -93,6 +91,9 @@ void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& 
   else if (s.cached % m.R != 0)
     e << name() << ": cached=" << s.cached << " is not divisible by ring=" << m.R
       << ": each ring position holds an equal cache shard (--pass decode)";
+  else if (helix(s, m, P) && m.inner_ring > 0)
+    e << name() << ": Helix decode (--mlp-tp " << m.mlp_tp << " = P) returns the partials in one all-to-all over a "
+      << "single merge level; it is not defined on a double ring level (inner ring w=" << m.inner_ring << ")";
   if (!e.str().empty()) throw ConstraintError(e.str());
 }
 
@@ -346,7 +347,7 @@ int64_t UlyssesRingLayer::activation_bytes_estimate(const LayerShape& s, int P, 
   const int64_t local = BT * 6 * s.D * es + BT * 4 + cache;
   const int64_t heads = BW * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es + BW * (hl + 2 * gl) * s.d * 4;
   const int64_t slots = (s.B > 1 ? 3 : 2) * BW * s.D * es;
-  return local + heads + slots + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, BW, m.tp);
+  return local + heads + slots + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);
 }
 
 }  // namespace cpbench

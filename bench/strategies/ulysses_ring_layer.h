@@ -55,7 +55,7 @@ namespace cpbench {
 
 class UlyssesRingLayer : public Block {
  public:
-  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                  int64_t acc) const override;
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
   // --pass decode (block.h): the cache's tokens split C/R over the ring level, the heads over

@@ -54,7 +54,7 @@ class Usp final : public UlyssesRingLayer {
     if (d.has("ring")) return index_in("ring");
     return index_in("ring_outer") * d.size_of("ring_inner") + index_in("ring_inner");
   }
-  std::string label(const MeshSpec& m) const override {
+  std::string mesh_label(const MeshSpec& m) const override {
     return "usp[" + (m.tp > 1 ? "t" + std::to_string(m.tp) + "x" : std::string()) + "u" + std::to_string(m.U) +
            "xr" + std::to_string(m.R) +
            (m.inner_ring > 0 ? "w" + std::to_string(m.inner_ring) : std::string()) + "]";

@@ -69,7 +69,7 @@ class SchemaTest(unittest.TestCase):
         jsonschema.Draft202012Validator.check_schema(schema)
         self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertIn("$id", schema)
-        self.assertEqual(schema["properties"]["schema_version"]["const"], 4)
+        self.assertEqual(schema["properties"]["schema_version"]["const"], 5)
 
     def test_every_field_has_a_description(self):
         schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
@@ -164,7 +164,7 @@ class SchemaTest(unittest.TestCase):
         self.assertInvalid(rep, "$.config.causal", "boolean")
 
     def test_rejects_bad_schema_version(self):
-        for bad in (1, 2, 5, 0, "3", 3.5):
+        for bad in (1, 2, 6, 0, "3", 3.5):
             rep = synth.make_report()
             rep["schema_version"] = bad
             self.assertInvalid(rep, "$.schema_version")
@@ -181,6 +181,23 @@ class SchemaTest(unittest.TestCase):
         v4 = copy.deepcopy(v3)
         v4["schema_version"] = 4
         self.assertInvalid(v4, "$.results[0]", "'integrity' is a required property")
+
+    def test_schema_5_adds_the_mlp_mesh_only(self):
+        # mesh.mlp_tp (--mlp-tp) is valid from schema 5 on; schema 4's closed mesh object refuses it.
+        v5 = synth.make_report()
+        self.assertEqual(v5["schema_version"], 5)
+        v5["config"]["mesh"]["mlp_tp"] = 4
+        lab = v5["results"][0]["label"]
+        v5["results"][0]["label"] = lab + "+mlp4"
+        v5["results"][0]["mesh"]["mlp_tp"] = 4
+        v5["config"]["strategies"] = [s if s != lab else lab for s in v5["config"]["strategies"]]
+        self.assertValid(v5)
+        v4 = copy.deepcopy(v5)
+        v4["schema_version"] = 4
+        self.assertInvalid(v4, "$.config.mesh", "mlp_tp")
+        no_suffix = copy.deepcopy(v5)
+        no_suffix["results"][0]["label"] = lab
+        self.assertInvalid(no_suffix, "$.results[0].label", "+mlpN")
 
     def test_integrity_flags_follow_the_reports_own_figures(self):
         rep = synth.make_report()
@@ -597,7 +614,7 @@ class PlotTest(TempDirCase):
 
     def test_invalid_input_exit_2(self):
         rep = synth.make_report()
-        rep["schema_version"] = 5
+        rep["schema_version"] = 6
         res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
         self.assertEqual(res.returncode, 2)
         self.assertIn("not supported", res.stderr)

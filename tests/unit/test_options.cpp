@@ -288,7 +288,7 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   CHECK(j["layers"].is_null());     // no whole-model estimate under --block attn
   CHECK(j["recompute"].is_null());
   CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));
-  CHECK(j["mesh"] == json::parse(R"({"tp": null, "ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false,
+  CHECK(j["mesh"] == json::parse(R"({"tp": null, "mlp_tp": null, "ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false,
                                       "usp_layout": "auto", "usp_ring": "single", "inner_ring": 0})"));
   RunConfig d;
   apply_settings(d, {{"model", "tiny"}, {"seq", 64}, {"usp_layout", "contiguous"}, {"usp_ring", "double"},
