@@ -181,6 +181,29 @@ def decode_mesh_table(paths):
     return "\n".join(out)
 
 
+def helix_table(paths):
+    """Per (platform, C, P): the fastest Helix decode (--mlp-tp P: labels ending '+mlpP'), the fastest
+    mesh without it (usp --mesh all, the ring family: the MLP on the attention's tp level) and
+    megatron-sp (pure TP), each with TPOT and the cache's tokens per rank (C over its ring level R)."""
+    groups = {}
+    for where, P, r, inf in decode_results(paths):
+        groups.setdefault((where, inf["cached"], P), {})[r["label"]] = (
+            inf["tpot_ms"], inf["cached"] // r["mesh"]["ring"], r["comm"]["fwd"]["bytes_sent"] / inf["decode_steps"],
+            r["comm"]["fwd"]["matches_model"])
+    out = ["| cache C | P | Helix (fastest) | TPOT ms | cache tokens/rank | fastest without Helix | TPOT ms | "
+           "cache tokens/rank | megatron-sp TPOT ms | cache tokens/rank |",
+           "|---:|---:|---|---:|---:|---|---:|---:|---:|---:|"]
+    for (where, C, P) in sorted(groups):
+        rows = groups[(where, C, P)]
+        helix = {k: v for k, v in rows.items() if k.endswith(f"+mlp{P}")}
+        plain = {k: v for k, v in rows.items() if "+mlp" not in k and k != "megatron-sp"}
+        cell = lambda d: (lambda k: (k, d[k]))(min(d, key=lambda k: (d[k][0], k))) if d else ("-", None)
+        fmt = lambda v: ("-", "-") if v is None else (f"{v[0]:.3f}" + ("" if v[3] else " (bytes off the model!)"), str(v[1]))
+        (hk, hv), (pk, pv), tp = cell(helix), cell(plain), rows.get("megatron-sp")
+        out.append(f"| {C} | {P} | {hk} | {' | '.join(fmt(hv))} | {pk} | {' | '.join(fmt(pv))} | {' | '.join(fmt(tp))} |")
+    return "\n".join(out)
+
+
 def call(a, P, args):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if a.platform:
@@ -199,10 +222,12 @@ def decode(a):
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for P in a.np:
-        path = out / f"{a.platform or 'cpu'}_decode_p{P}_c{a.cached}.json"
+        helix = a.helix and P > 1  # Helix: the MLP (and w_o) over all P ranks (--mlp-tp P)
+        path = out / f"{a.platform or 'cpu'}_decode_p{P}_c{a.cached}{'_helix' if helix else ''}.json"
         args = ["run", "--model", a.model, "--pass", "decode", "--cached", str(a.cached), "--decode-steps",
                 str(a.steps), "--strategies", "single" if P == 1 else a.strategy, "--warmup", str(a.warmup),
-                "--iters", str(a.iters), "--no-progress", "--out", str(path)] + a.extra
+                "--iters", str(a.iters), "--no-progress", "--out", str(path)] + \
+            (["--mlp-tp", str(P)] if helix else []) + a.extra
         if not call(a, P, args):
             return 1
         paths.append(str(path))
@@ -258,11 +283,14 @@ def main(argv=None):
     dc.add_argument("--warmup", type=int, default=1)
     dc.add_argument("--iters", type=int, default=5)
     dc.add_argument("--exe", default=str(ROOT / os.environ.get("BUILD_DIR", "build") / "bench/cpbench"))
+    dc.add_argument("--helix", action="store_true", help="Helix decode: --mlp-tp P at each P > 1 (needs --block full)")
     dc.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more cpbench flags (last)")
     dt = sub.add_parser("decode-table", help="print the TPOT table from decode reports")
     dt.add_argument("reports", nargs="+")
     dt.add_argument("--mesh", action="store_true",
                     help="per P the fastest mesh against pure CP (ring-zigzag) and pure TP (megatron-sp)")
+    dt.add_argument("--helix", action="store_true",
+                    help="per P the fastest Helix decode against the fastest mesh without it and megatron-sp")
     a = ap.parse_args(argv)
     if a.cmd == "run":
         for m in a.miss:
@@ -272,7 +300,7 @@ def main(argv=None):
     if a.cmd == "decode":
         return decode(a)
     if a.cmd == "decode-table":
-        print(decode_mesh_table(a.reports) if a.mesh else decode_table(a.reports))
+        print(helix_table(a.reports) if a.helix else decode_mesh_table(a.reports) if a.mesh else decode_table(a.reports))
         return 0
     print(table(a.reports))
     return 0
