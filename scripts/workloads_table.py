@@ -31,6 +31,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cpmodel  # noqa: E402  (DESIGN's byte model, scripts/cpmodel.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 RING = ("ring", "ring-zigzag", "ring-striped", "double-ring")
 SCHEMES = ("none", "doc-zigzag", "greedy", "dynamic")  # --balance (DESIGN "Balancing packed documents")
@@ -48,13 +51,15 @@ def table(paths):
                    f"{len(lens)} documents{' ' + str(lens) if len(lens) <= 12 else ''}\n")
         out.append("| strategy | flops_imbalance | ring hops (K_eff) | MiB per rank per step (fwd + bwd) |")
         out.append("|---|---|---|---|")
-        elem = 4 if c["dtype"] == "fp32" else 2
-        block = elem * c["batch"] * seq // P * 2 * c["kv_heads"] * c["head_dim"]
         for r in rep["results"]:
             if r["status"] != "ok":
                 continue
             b = r["comm"]["fwd"]["bytes_sent"] + r["comm"]["bwd"]["bytes_sent"]
-            hops = str(r["comm"]["fwd"]["bytes_sent"] // block) + f" of {P - 1}" if r["strategy"] in RING else "-"
+            hops = "-"
+            if r["strategy"] in RING:  # forward bytes over one hop's K,V block
+                block = cpmodel.ring_kv_bytes(cpmodel.tokens_per_rank(c["batch"], seq, P), c["kv_heads"] * c["head_dim"],
+                                              1, cpmodel.elem_bytes(c["dtype"]))[0]
+                hops = str(r["comm"]["fwd"]["bytes_sent"] // block) + f" of {P - 1}"
             out.append(f"| {r['label']} | {r['balance']['flops_imbalance']:.3f} | {hops} | {b / 2**20:.2f} |")
     return "\n".join(out) + "\n"
 

@@ -3,7 +3,7 @@
 
 Runs the dry run for llama3-405b at N = 4,194,304 with P = 1,024 (and P = 8, where ulysses and
 megatron-sp can run) and compares every planned job's predicted bytes with DESIGN's analytic
-model computed here with Python's exact integers; checks that exactly the jobs whose constraints
+model in Python's exact integers (scripts/cpmodel.py, whose divisions must be exact); checks that exactly the jobs whose constraints
 fail are skipped, and that the written plan agrees with the printed one.
 
 usage: check_dry_run.py CPBENCH_BIN MODELS_DIR OUT_DIR
@@ -12,11 +12,14 @@ import json
 import os
 import subprocess
 import sys
-from fractions import Fraction
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))
+import cpmodel  # noqa: E402
 
 N = 4_194_304
 B = 2
-S, S_ACC = 2, 4  # bf16 communicated, fp32 ring-gradient accumulators
+S = cpmodel.elem_bytes("bf16")  # bf16 communicated; the ring-gradient accumulators fp32 (cpmodel.ACC_BYTES)
 
 
 def divisors(n):
@@ -26,42 +29,32 @@ def divisors(n):
 def expected_jobs(m, P):
     """{label: (fwd, bwd)} for runnable jobs and {label: None} for skipped ones (DESIGN's table)."""
     H, G, d, D = m["heads"], m["kv_heads"], m["head_dim"], m["dim"]
-    T = Fraction(B * N, P)
-    assert T.denominator == 1
-    hq, hk = H * d, G * d
-    ring_f = S * T * 2 * hk * (P - 1)
-    ring_b = ring_f + S_ACC * T * 2 * hk * P
+    T = cpmodel.tokens_per_rank(B, N, P)  # exact, or ValueError
+    hk = G * d
+    ring = cpmodel.ring_kv_bytes(T, hk, P - 1, S)
     out = {"single": (0, 0)}
 
     def heads_ok(U):  # U | H, and G, U divide one another (U > G: KV heads replicated U/G times)
         return H % U == 0 and (G % U == 0 or U % G == 0)
 
-    def a2a(U):  # DESIGN: s*T*(2hq + 2*d*max(G, U))*(U-1)/U
-        return S * T * (2 * hq + 2 * d * max(G, U)) * Fraction(U - 1, U)
+    def mesh(t, U, R):  # usp's t x U x R (ulysses: U = P): DESIGN's tp, all-to-all and ring terms
+        return cpmodel.levels_total(cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, S, "attn"))
 
-    out["megatron-sp"] = (2 * S * T * D * (P - 1), 3 * S * T * D * (P - 1)) if heads_ok(P) else None
-    out["ulysses"] = (a2a(P), a2a(P)) if heads_ok(P) and N % P == 0 else None
+    out["megatron-sp"] = cpmodel.megatron_sp_bytes(B, N, D, P, S, "attn") if heads_ok(P) else None
+    out["ulysses"] = mesh(1, P, 1) if heads_ok(P) and N % P == 0 else None
     for name, div in (("ring", P), ("ring-zigzag", 2 * P), ("ring-striped", P)):
-        out[name] = (ring_f, ring_b) if N % div == 0 else None
+        out[name] = ring if N % div == 0 else None
     for t in divisors(P):  # usp: every t x U x R = P (DESIGN "Tensor parallelism inside the CP mesh")
         for U in divisors(P // t):
             R = P // t // U
-            hk_u = d * max(G, t * U)  # hk': the KV heads held after any replication
-            uly = S * T * (2 * hq + 2 * hk_u) * Fraction(U - 1, U)
-            rf = S * T * 2 * hk_u * (R - 1) if R > 1 else 0
-            rb = rf + S_ACC * T * 2 * hk_u * R if R > 1 else 0
-            tf, tb = 2 * S * T * D * (t - 1), 3 * S * T * D * (t - 1)
             label = f"usp[{'t%dx' % t if t > 1 else ''}u{U}xr{R}]"
-            out[label] = (tf + uly + rf, tb + uly + rb) if heads_ok(t) and heads_ok(t * U) else None
-    out["allgather-kv"] = (ring_f, ring_f + S_ACC * T * 2 * hk * (P - 1)) if N % (2 * P) == 0 else None
-    for w in divisors(P):  # double ring: inner rings of w, W = P/w windows
-        W = P // w
-        bwd = ring_f + S_ACC * T * 2 * hk * (P + W) if 1 < w < P else ring_b
-        out[f"double-ring[w{w}]"] = (ring_f, bwd) if N % (2 * P) == 0 else None
+            out[label] = mesh(t, U, R) if heads_ok(t) and heads_ok(t * U) else None
+    out["allgather-kv"] = cpmodel.allgather_kv_bytes(T, hk, P, S) if N % (2 * P) == 0 else None
+    for w in divisors(P):  # double ring: inner rings of w, W = P/w windows, the full schedule
+        dbl = cpmodel.levels_total(cpmodel.double_ring_kv_bytes(T, hk, *cpmodel.double_ring_full_hops(w, P // w), S))
+        out[f"double-ring[w{w}]"] = dbl if N % (2 * P) == 0 else None
     for k, v in out.items():
-        if v is not None:
-            assert all(Fraction(x).denominator == 1 for x in v), (k, v)
-            out[k] = (int(v[0]), int(v[1]))
+        assert v is None or all(isinstance(x, int) for x in v), (k, v)
     return out
 
 

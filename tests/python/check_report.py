@@ -46,11 +46,12 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))
+import cpmodel  # noqa: E402  (DESIGN's byte, memory and FLOP model, written once: scripts/cpmodel.py)
 
 passed = failed = 0
-
-
-ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 def check(cond, msg):
@@ -72,16 +73,9 @@ def by_label(rep):
 
 
 def head_ring_split(r, P):
-    """(t, U, R) of a cached prefill or decode result: usp's tp, head and ring groups (ulysses:
-    U = P; megatron-sp: t = P); single (1, 1, 1); every other strategy (1, 1, P). The cache's
-    tokens are split over R ranks and its heads over t*U."""
-    if r["strategy"] == "single":
-        return 1, 1, 1
-    if r["strategy"] == "megatron-sp":
-        return P, 1, 1
-    t = (r["mesh"].get("tp") or 1) if r["strategy"] == "usp" else 1
-    U = (r["mesh"].get("ulysses") or 1) if r["strategy"] in ("usp", "ulysses") else 1
-    return t, U, P // (t * U)
+    """(t, U, R) of a result: the ranks its heads (t*U) and its cache's tokens (R) are split over
+    (cpmodel.head_ring_split)."""
+    return cpmodel.head_ring_split(r["strategy"], r["mesh"], P)
 
 
 def fit_check(r, cfg, P):
@@ -95,15 +89,14 @@ def fit_check(r, cfg, P):
         return
     L, V, D = cfg["layers"], preset_vocab(cfg["model"]), cfg["dim"]
     t, U, R = head_ring_split(r, P)
-    weights = (L * block_parameters(cfg, t) + 2 * V * D) * 2
     mem = r["memory"]
     step = max(0, mem["peak_bytes"] - mem["weights"] - inf["kv_cache_bytes"])
     # The shard a rank holds: with a cache, usp's C/R for max(G,tU)/(tU) heads; without one
     # (prefill, C = 0) the harness assumes every KV head over P ranks.
-    tU, shards = (t * U, R) if cfg.get("cached") else (1, 1 if r["strategy"] == "single" else P)
-    per_token = 2 * cfg["batch"] * (max(cfg["kv_heads"], tU) // tU) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
-    room = cap - weights - step
-    want = shards * (room // (L * per_token)) if room > 0 else 0
+    (tc, Uc), shards = ((t, U), R) if cfg.get("cached") else ((1, 1), 1 if r["strategy"] == "single" else P)
+    per_token = cpmodel.kv_cache_bytes(cfg["batch"], 1, cfg["kv_heads"], cfg["head_dim"],
+                                       cpmodel.elem_bytes(cfg["dtype"]), tc, Uc)
+    want = cpmodel.longest_cache(cap, L, block_parameters(cfg, t), V, D, step, per_token, shards)
     check(inf["memory_capacity_bytes"] == cap and inf["max_cached_tokens"] == want,
           f"{r['label']}: max_cached_tokens {inf['max_cached_tokens']} (capacity {inf['memory_capacity_bytes']}), expected {want}")
 
@@ -135,12 +128,12 @@ def cmd_model(a):
         ratio = r["overlap"]["ratio"]
         check((ratio is None) if silent else (ratio is not None and 0 <= ratio <= 1),
               f"{r['label']}: overlap ratio {ratio} (null exactly when nothing is sent)")
-        if r["strategy"] == "megatron-sp" and rep["config"]["pass"] != "decode":  # DESIGN's formula, computed
-            cfg = rep["config"]                                                   # here (decode's: below)
-            P, sub = cfg["world_size"], 2 if cfg["block"] == "full" else 1
-            sTD = ELEM_BYTES[cfg["dtype"]] * cfg["batch"] * r["seq"] // P * cfg["dim"]
-            for ph, k in (("fwd", 2), ("bwd", 3 if cfg["pass"] == "train" else 0)):
-                want = sub * k * sTD * (P - 1)
+        if r["strategy"] == "megatron-sp" and rep["config"]["pass"] != "decode":  # DESIGN's formula, from
+            cfg = rep["config"]                                                   # cpmodel (decode's: below)
+            P = cfg["world_size"]
+            fb = cpmodel.for_pass(cpmodel.megatron_sp_bytes(cfg["batch"], r["seq"], cfg["dim"], P,
+                                                            cpmodel.elem_bytes(cfg["dtype"]), cfg["block"]), cfg["pass"])
+            for ph, want in zip(("fwd", "bwd"), fb):
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (block {cfg['block']}): {r['comm'][ph]['per_rank']} != {want}")
         # timing.step_ms.band: the simulated platform's, on a simulated report only.
@@ -154,18 +147,20 @@ def cmd_model(a):
             # The cache shard: C/R tokens (single C; the ring family R = P) for max(G, tU)/(tU) KV heads.
             P, inf = cfg["world_size"], r["inference"]
             t, U, R = head_ring_split(r, P)
-            want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], t * U) // (t * U)) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+            want_cache = cpmodel.kv_cache_bytes(cfg["batch"], C, cfg["kv_heads"], cfg["head_dim"],
+                                                cpmodel.elem_bytes(cfg["dtype"]), t, U, R)
             check(inf["cached"] == C and inf["new_tokens"] == r["seq"] - C and inf["kv_cache_bytes"] == want_cache
                   and inf["ring_pass"] == cfg.get("ring_pass", "kv") and inf["ttft_ms"] == r["timing"]["step_ms"]["median"],
                   f"{r['label']} seq={r['seq']}: inference {inf}, expected cached {C}, kv_cache_bytes {want_cache}")
             fit_check(r, cfg, P)
         if cfg["pass"] == "decode":
-            # DESIGN's decode figures, computed here: seq is C; each of the S steps all-gathers
+            # DESIGN's decode figures (cpmodel): seq is C; each of the S steps all-gathers
             # every rank's float32 (o [B, H, d], lse [B, H]) to the P-1 others; nothing in the
             # backward; the cache shard C/P (single: C); tpot = the step median / S.
             P, inf, S = cfg["world_size"], r["inference"], cfg["decode_steps"]
             t, U, R = head_ring_split(r, P)
-            want_cache = 2 * cfg["batch"] * (C // R) * (max(cfg["kv_heads"], t * U) // (t * U)) * cfg["head_dim"] * ELEM_BYTES[cfg["dtype"]]
+            e = cpmodel.elem_bytes(cfg["dtype"])
+            want_cache = cpmodel.kv_cache_bytes(cfg["batch"], C, cfg["kv_heads"], cfg["head_dim"], e, t, U, R)
             check(r["seq"] == C and inf["pass"] == "decode" and inf["cached"] == C and inf["decode_steps"] == S
                   and inf["new_tokens"] == S and inf["kv_cache_bytes"] == want_cache and inf["ttft_ms"] is None
                   and inf["miss_rate"] is None and inf["ring_pass"] is None
@@ -177,56 +172,47 @@ def cmd_model(a):
             # dtype) all-gathered over the U Ulysses ranks, then under a tp level of t each
             # sub-layer's B x D output all-reduced (reduce-scatter + all-gather of B*D/t per rank);
             # the others R = P, U = t = 1 (megatron-sp: t = P, no merge).
-            B, H, d, e = cfg["batch"], cfg["heads"], cfg["head_dim"], ELEM_BYTES[cfg["dtype"]]
-            hq, sub = H // (t * U), 2 if cfg["block"] == "full" else 1
             # usp's double ring level merges over its inner ring of w, then across the R/w rings.
-            w = r["mesh"].get("inner_ring") if r["strategy"] == "usp" else None
-            merge_sends = (w - 1) + (R // w - 1) if w else R - 1
-            want = 0 if r["strategy"] == "single" else \
-                S * (4 * B * hq * d + 4 * B * hq) * merge_sends + S * e * B * hq * d * (U - 1) + \
-                S * sub * 2 * e * (B * cfg["dim"] // t) * (t - 1)
+            want = sum(cpmodel.decode_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"],
+                                            cpmodel.decode_merge_levels(r["strategy"], r["mesh"], R), U,
+                                            [("tp", t)] * cpmodel.sublayers(cfg["block"]), e).values())
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (t={t}, U={U}, R={R})")
         elif C and cfg.get("ring_pass", "kv") == "kv" and r["strategy"] != "single" and not cfg["mask"]["window"]:
-            # pass-KV under --cached, computed here: each rank's whole key block (its C/P cache
+            # pass-KV under --cached (cpmodel.ulysses_ring_bytes): each rank's whole key block (its C/P cache
             # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward. usp (ulysses:
             # R = 1): the all-to-all of the new tokens' q, k, v first, then over the R ring
             # indices a block of C/R cached and U(N-C)/P new tokens for Ge/U heads, the same
             # B*N/P*Ge*d elements per rank (Ge = max(G, tU)). A tp level of t first all-gathers
             # each sub-layer's input and reduce-scatters its output over the new tokens only.
-            P, e, d = cfg["world_size"], ELEM_BYTES[cfg["dtype"]], cfg["head_dim"]
+            P = cfg["world_size"]
             t, U, R = head_ring_split(r, P)
-            Ge, Tn = max(cfg["kv_heads"], t * U), cfg["batch"] * (r["seq"] - C) // P
-            a2a = e * Tn * (2 * cfg["heads"] * d + 2 * Ge * d) * (U - 1) // U
-            tp = (2 if cfg["block"] == "full" else 1) * 2 * e * Tn * cfg["dim"] * (t - 1)
-            want = tp + a2a + e * cfg["batch"] * r["seq"] // P * 2 * Ge * d * (R - 1)
+            want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
+                cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), cpmodel.tokens_per_rank(cfg["batch"], r["seq"] - C, P),
+                cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["dim"], t, U, R, cpmodel.elem_bytes(cfg["dtype"]),
+                cfg["block"]))[0]
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} cached pass-KV: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if cfg.get("ring_pass") in ("q", "q-a2a") and r["strategy"] != "single" and not cfg["mask"]["window"] \
                 and not cfg["mask"]["docs"] and (r["mesh"].get("tp") or 1) == 1:  # (usp's tp terms: matches_model above)
-            # DESIGN's pass-Q formula, computed here: Q goes K = P-1 hops (no window, no documents),
+            # DESIGN's pass-Q formula (cpmodel.ring_level_bytes): Q goes K = P-1 hops (no window, no documents),
             # its float32 partial (o, lse) K hops with it plus one send back to the owner. Under
             # --cached only the (N-C)/P new queries of a rank travel.
             # usp (t = 1): the ring is its R ring indices (K = R - 1), and the Ulysses all-to-all of
             # q, k, v (KV heads replicated to max(G, U)) comes first: s*T*(2*H*d + 2*Ge*d)*(U-1)/U.
+            # Meta's pass-Q (q-a2a): Q K hops, then each partial once to its owner.
+            # A double ring (double-ring, usp's double ring level): W windows of w; the Q block
+            # still makes R-1 hops over the R ring positions (the double ring's P, usp's R); its
+            # partial returns to the round's starter each round (w sends per round when w > 1)
+            # and, after the rounds, to its owner over the outer ring (W sends when W > 1).
             P = cfg["world_size"]
             _, U, R = head_ring_split(r, P)
-            Tq, hq, K = cfg["batch"] * (r["seq"] - C) // P, cfg["heads"] * cfg["head_dim"], R - 1
-            e = ELEM_BYTES[cfg["dtype"]]
-            a2a = e * Tq * (2 * hq + 2 * max(cfg["kv_heads"], U) * cfg["head_dim"]) * (U - 1) // U
-            Pb = 4 * Tq * hq + 4 * Tq * cfg["heads"]  # one partial: o float32 and lse
-            want = a2a + (e * Tq * hq * K + Pb * (K + 1) if K > 0 else 0)
-            if cfg["ring_pass"] == "q-a2a":  # Meta's pass-Q: Q K hops, then each partial once to its owner
-                want = a2a + e * Tq * hq * K + Pb * K
-            if r["strategy"] == "double-ring" or r["mesh"].get("inner_ring"):
-                # W windows of w: the Q block still makes Rp-1 hops over the Rp ring positions (the
-                # double ring's P, usp's R); its partial returns to the round's starter each round
-                # (w sends per round when w > 1) and, after the rounds, to its owner over the outer
-                # ring (W sends when W > 1). usp: after its all-to-all.
-                w, Rp = r["mesh"]["inner_ring"], P if r["strategy"] == "double-ring" else R
-                W = Rp // w
-                want = (a2a if r["strategy"] == "usp" else 0) + \
-                    e * Tq * hq * (Rp - 1) + Pb * ((Rp if w > 1 else 0) + (W if W > 1 else 0))
+            w = r["mesh"].get("inner_ring")
+            T = cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P)
+            want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
+                T, cpmodel.tokens_per_rank(cfg["batch"], r["seq"] - C, P), cfg["heads"], cfg["kv_heads"],
+                cfg["head_dim"], cfg["dim"], 1, U, R, cpmodel.elem_bytes(cfg["dtype"]), cfg["block"],
+                travel=cfg["ring_pass"], w=w))[0]
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
@@ -329,7 +315,7 @@ def cmd_hops(a):
     rep = json.load(open(a.report))
     cfg = rep["config"]
     P, mask = cfg["world_size"], cfg["mask"]
-    elem = {"fp32": 4, "bf16": 2, "fp16": 2}[cfg["dtype"]]
+    elem = cpmodel.elem_bytes(cfg["dtype"])
     seen = cut = 0
     for r in ok_results(rep):
         w = r["mesh"].get("inner_ring")
@@ -345,25 +331,24 @@ def cmd_hops(a):
         W = R // w
         T, J = double_ring_schedule(ring_blocks(r, cfg, P, cfg["mesh"]["usp_layout"], lens), w, W, mask["causal"],
                                     mask["window"], doc_of)
-        S = sum(J)
         # One send of a K,V block (or its float32 accumulator): the B*N/P tokens of a rank times
-        # the ring's kv heads, max(G, U) of them over the whole ring group.
-        per_tok = 2 * cfg["head_dim"] * max(cfg["kv_heads"], t * U) * cfg["batch"] * N // P
-        kv, acc = elem * per_tok, 4 * per_tok
-        a_in, a_out = sum(j + 1 for j in J if j > 0), (T + 1 if T > 0 else 0)
-        want = {("fwd", "ring_inner"): (S, S * kv), ("fwd", "ring_outer"): (T, T * kv),
-                ("bwd", "ring_inner"): (S + a_in, S * kv + a_in * acc),
-                ("bwd", "ring_outer"): (T + a_out, T * kv + a_out * acc)}
+        # the ring's kv heads, max(G, t*U) of them over the whole ring group. The sends (K,V blocks
+        # and accumulators) and bytes per level of that schedule: cpmodel's double ring.
+        tokens = cpmodel.tokens_per_rank(cfg["batch"], N, P)
+        hk = cpmodel.replicated_kv_heads(cfg["kv_heads"], t * U) * cfg["head_dim"]
+        sched, level_bytes = cpmodel.double_ring_sends(T, J), cpmodel.double_ring_kv_bytes(tokens, hk, T, J, elem)
+        want = {(ph, group): (sum(sched[(ph, group)]), level_bytes[group][0 if ph == "fwd" else 1])
+                for ph, group in sched}
         for (ph, group), (count, nbytes) in want.items():
             ops = [op for op in r["comm"][ph]["ops"] if op["group"] == group and op["op"] == "send"]
             got = (sum(op["count"] for op in ops), sum(op["bytes_sent"] for op in ops))
             check(got == (count, nbytes),
                   f"{r['label']} seq={N} {ph} {group}: rank 0 sent {got} (sends, bytes), schedule T={T} J={J} "
                   f"gives {(count, nbytes)}")
-        # The full double ring, independently: W(w-1) inner + (W-1) outer K,V hops = R-1; the
-        # accumulators R inner sends when w > 1 and W outer sends when W > 1.
-        full_fwd = (R - 1) * kv
-        full_bwd = full_fwd + ((R if w > 1 else 0) + (W if W > 1 else 0)) * acc
+        # The full double ring: W(w-1) inner + (W-1) outer K,V hops = R-1; the accumulators R
+        # inner sends when w > 1 and W outer sends when W > 1.
+        full_fwd, full_bwd = cpmodel.levels_total(
+            cpmodel.double_ring_kv_bytes(tokens, hk, *cpmodel.double_ring_full_hops(w, W), elem))
         ring = {ph: [op for op in r["comm"][ph]["ops"] if op["group"] in ("ring_inner", "ring_outer") and op["op"] == "send"]
                 for ph in ("fwd", "bwd")}
         sends = sum(op["count"] for op in ring["fwd"])
@@ -474,11 +459,8 @@ def tp_degree(r, P):
 
 
 def block_parameters(cfg, t):
-    """Parameters one rank holds of one block (DESIGN): the two norms whole; w_qkv, w_o by heads
-    (H/t query heads, max(G, t)/t KV heads); the MLP's three [D, F] matrices by F/t columns."""
-    D, H, G, d, F = cfg["dim"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn_dim"]
-    hl, gl = H // t, max(G, t) // t
-    return 2 * D + D * (hl + 2 * gl) * d + hl * d * D + 3 * D * (F // t)
+    """Parameters one rank holds of one whole block of the report's shape (cpmodel.block_parameters)."""
+    return cpmodel.block_parameters(cfg["dim"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn_dim"], t)
 
 
 def cmd_estimate(a):
@@ -497,15 +479,17 @@ def cmd_estimate(a):
             if not check(e is not None, f"{name}: no model_estimate under --block full"):
                 continue
             t = tp_degree(r, P)
-            want = L * block_parameters(cfg, t) + -(-2 * V * D // t)
+            want = cpmodel.model_parameters(L, block_parameters(cfg, t), V, D, t)
             params[(r["label"], r["seq"])] = (e["parameters"], t)
             check(e["layers"] == L, f"{name}: layers {e['layers']} != config {L}")
             check(e["parameters"] == want, f"{name}: parameters {e['parameters']} != {want} (t={t})")
-            check((e["weights"], e["grads"], e["optimizer"]) == (2 * want, 2 * want, 12 * want),
+            check((e["weights"], e["grads"], e["optimizer"]) == (cpmodel.WEIGHT_BYTES_PER_PARAM * want,
+                                                                 cpmodel.GRAD_BYTES_PER_PARAM * want,
+                                                                 cpmodel.OPTIMIZER_BYTES_PER_PARAM * want),
                   f"{name}: weights/grads/optimizer {e['weights']}/{e['grads']}/{e['optimizer']} != 2/2/12 x {want}")
             T = r["seq"] if r["strategy"] == "single" else r["seq"] // P  # tokens on a rank
-            block_input = cfg["batch"] * T * D * ELEM_BYTES[cfg["dtype"]]
-            acts = (L * block_input + m["activations"]) if cfg["recompute"] == "full" else L * m["activations"]
+            block_input = cpmodel.block_input_bytes(cfg["batch"], T, D, cpmodel.elem_bytes(cfg["dtype"]))
+            acts = cpmodel.model_activations(L, block_input, m["activations"], cfg["recompute"])
             check(e["activations"] == acts, f"{name}: activations {e['activations']} != {acts} ({cfg['recompute']})")
             check(e["total"] == e["weights"] + e["grads"] + e["optimizer"] + e["activations"],
                   f"{name}: total {e['total']} is not the sum of its terms")
@@ -533,8 +517,8 @@ def cmd_estimate(a):
 
 
 def cmd_tp(a):
-    """Meshes with a tp level (usp --tp, megatron-sp = {tp = P}): DESIGN's per-level bytes
-    recomputed here (T = B*N/P, hk' = d*max(G, t*U); tp 2/3*s*T*D*(t-1) per sub-layer, Ulysses
+    """Meshes with a tp level (usp --tp, megatron-sp = {tp = P}): DESIGN's per-level bytes from
+    cpmodel.ulysses_ring_bytes (T = B*N/P, hk' = d*max(G, t*U); tp 2/3*s*T*D*(t-1) per sub-layer, Ulysses
     s*T*(2hq + 2hk')*(U-1)/U, ring s*T*2hk'*(R-1) (+ s_acc*T*2hk'*R backward)), rank 0's ops per
     level, every rank's total, mesh.levels (innermost first, product P), the label, and, on
     nodes of config.ranks_per_node ranks, each rank's tier split from the groups the levels define
@@ -542,9 +526,8 @@ def cmd_tp(a):
     rep = json.load(open(a.report))
     cfg = rep["config"]
     P, K = cfg["world_size"], cfg["ranks_per_node"] or P
-    s, s_acc = ELEM_BYTES[cfg["dtype"]], 4
+    s = cpmodel.elem_bytes(cfg["dtype"])
     B, H, G, d, D = cfg["batch"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["dim"]
-    sub = 2 if cfg["block"] == "full" else 1
     check(not cfg["mask"]["window"] and not cfg["mask"]["docs"], "tp check: no window or documents (full rings)")
     n = 0
     for r in ok_results(rep):
@@ -564,12 +547,9 @@ def cmd_tp(a):
             check(r["label"] == f"usp[t{t}xu{U}xr{R}]", f"label {r['label']} for t={t} U={U} R={R}")
         else:
             check(r["strategy"] == "megatron-sp" and (t, U, R) == (P, 1, 1), f"{r['label']}: mesh {m}")
-        T = B * r["seq"] // P
-        hq, hk = H * d, d * max(G, t * U)
-        want = {"fwd": {"tp": sub * 2 * s * T * D * (t - 1), "ulysses": s * T * (2 * hq + 2 * hk) * (U - 1) // U,
-                        "ring": s * T * 2 * hk * (R - 1)},
-                "bwd": {"tp": sub * 3 * s * T * D * (t - 1), "ulysses": s * T * (2 * hq + 2 * hk) * (U - 1) // U,
-                        "ring": s * T * 2 * hk * (R - 1) + (s_acc * T * 2 * hk * R if R > 1 else 0)}}
+        T = cpmodel.tokens_per_rank(B, r["seq"], P)
+        levels = cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, s, cfg["block"])
+        want = {ph: {name: fb[i] for name, fb in levels.items()} for i, ph in enumerate(("fwd", "bwd"))}
         # groups from the levels: level i's members are strided by the product of the sizes inside it
         stride, groups = 1, {}
         for x in lv:
@@ -595,8 +575,8 @@ def cmd_tp(a):
                     first = q - (q // st % g) * st
                     peers = [first + j * st for j in range(g) if first + j * st != q]
                     same = sum(1 for p_ in peers if p_ // K == q // K)
-                    intra += bytes_ // (g - 1) * same
-                    inter += bytes_ // (g - 1) * (g - 1 - same)
+                    i_, o_ = cpmodel.spread_tiers(bytes_, g, same)
+                    intra, inter = intra + i_, inter + o_
                 tr = c["tiers"]["per_rank"][q]
                 check((tr["intra_node_bytes"], tr["inter_node_bytes"]) == (intra, inter),
                       f"{r['label']} {ph} rank {q}: tiers {tr} != recomputed intra {intra} inter {inter} (K={K})")
@@ -761,13 +741,12 @@ def cmd_layout(a):
                 break
         # One rank's K,V block: its B*N/P tokens for the ring's KV heads after replication,
         # max(G, t*U) over the whole ring group (ring: G).
-        T, hk, elem = cfg["batch"] * N // P, max(cfg["kv_heads"], t * U) * cfg["head_dim"], ELEM_BYTES[cfg["dtype"]]
+        T, elem = cpmodel.tokens_per_rank(cfg["batch"], N, P), cpmodel.elem_bytes(cfg["dtype"])
+        hk = cpmodel.replicated_kv_heads(cfg["kv_heads"], t * U) * cfg["head_dim"]
         if cfg.get("ring_pass") == "q":  # pass-Q: the Q block (H heads) and its partial, K hops and one back
-            hq, part = cfg["heads"] * cfg["head_dim"], 4 * T * cfg["heads"] * cfg["head_dim"] + 4 * T * cfg["heads"]
-            fwd, bwd = (elem * T * hq + part) * K + (part if K > 0 else 0), 0
+            fwd, bwd = cpmodel.pass_q_bytes(T, cfg["heads"] * cfg["head_dim"], cfg["heads"], K, elem)
         else:
-            fwd = elem * T * 2 * hk * K
-            bwd = 0 if cfg["pass"] == "prefill" else fwd + 4 * T * 2 * hk * (K + 1 if K > 0 else 0)
+            fwd, bwd = cpmodel.for_pass(cpmodel.ring_kv_bytes(T, hk, K, elem), cfg["pass"])
         level = "ring" if usp else "cp"
         for ph, want in (("fwd", fwd), ("bwd", bwd)):
             c = r["comm"][ph]
@@ -784,9 +763,9 @@ def cmd_layout(a):
 def cmd_dynamic(a):
     """ring --balance dynamic: each document's CP group size recomputed here from its length and the
     cap; then, from the tokens each rank holds of each group size (the report's
-    balance.dynamic.tokens_by_degree), every rank's bytes by this file's own reading of the schedule
-    (per group size c, a ring over the aligned group of c ranks: K,V blocks c-1 hops in both passes,
-    float32 dK,dV accumulators c-1 sends) against the MEASURED bytes of every rank; and the model
+    balance.dynamic.tokens_by_degree), every rank's bytes by cpmodel.dynamic_ring_bytes's reading of
+    the schedule (per group size c, a ring over the aligned group of c ranks: K,V blocks c-1 hops in
+    both passes, float32 dK,dV accumulators c-1 sends) against the MEASURED bytes of every rank; and the model
     FLOPs of every rank = a * its tokens + b * its visible pairs (one a, b for all ranks)."""
     rep = json.load(open(a.report))
     cfg = rep["config"]
@@ -818,20 +797,7 @@ def cmd_dynamic(a):
         check(dyn["tokens_per_rank"] == [sum(row) for row in by] and sum(dyn["tokens_per_rank"]) == N,
               f"{r['label']}: tokens_per_rank {dyn['tokens_per_rank']}")
         row = 2 * cfg["batch"] * cfg["kv_heads"] * cfg["head_dim"]  # k and v of one token, all batch rows
-        elem = ELEM_BYTES[cfg["dtype"]]
-        fwd, bwd = [0] * P, [0] * P
-        for i, c in enumerate(degrees):
-            if c == 1:
-                continue
-            for q in range(P):
-                first = 0 if c == P else q // c * c
-                if first + c > P:
-                    continue  # past the last whole group: none of this size's documents
-                m = q - first
-                n = [by[first + x][i] for x in range(c)]
-                kv = sum(elem * row * n[(m - h + 1) % c] for h in range(1, c))
-                fwd[q] += kv
-                bwd[q] += kv + sum(4 * row * n[x] for x in range(c) if x != m)
+        fwd, bwd = cpmodel.dynamic_ring_bytes(degrees, by, P, row, cpmodel.elem_bytes(cfg["dtype"]))
         if cfg["pass"] == "prefill":
             bwd = [0] * P
         for ph, w in (("fwd", fwd), ("bwd", bwd)):

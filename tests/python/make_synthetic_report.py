@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Generate valid synthetic cpbench reports (schema 5, or 4 / 3 with schema_version=4 / 3) for testing the report tools.
 
-The numbers are made up but consistent: communication bytes follow DESIGN's analytic model and
-the ops add up to them, percentiles come from the samples, TFLOP/s/MFU/HFU, overlap ratios and
-imbalance follow DESIGN's formulas, so scripts/validate_report.py accepts the result. Tests
+The numbers are made up but consistent: communication bytes follow DESIGN's analytic model
+(scripts/cpmodel.py) and the ops add up to them, percentiles come from the samples, the FLOPs
+(cpmodel), TFLOP/s/MFU/HFU, overlap ratios and imbalance follow DESIGN's formulas, so scripts/validate_report.py accepts the result. Tests
 break one thing at a time on top of it.
 
 Library use:  make_report(strategies=["ring", "usp[u2xr2]"], seqs=[1024, 2048], step_ms=10.0)
@@ -13,10 +13,13 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))
+import cpmodel  # noqa: E402
 
 # Default shape: a small Llama-like layer on the CPU backend.
 SHAPE = dict(batch=1, heads=8, kv_heads=4, head_dim=16, dim=128)
-ELEM = {"fp32": 4, "bf16": 2, "fp16": 2}
 DEFAULT_STRATEGIES = ["single", "megatron-sp", "ulysses", "ring", "ring-zigzag", "usp[u2xr2]", "allgather-kv"]
 
 
@@ -40,42 +43,42 @@ def parse_label(label, P):
 
 
 def comm_terms(name, shape, N, P, U, R, s, s_acc):
-    """DESIGN's model as a list of ops per phase: {phase: [(op, group, g, count, bytes)]}."""
+    """DESIGN's model (scripts/cpmodel.py) as a list of ops per phase: {phase: [(op, group, g,
+    count, bytes)]}. The KV width is G*d (the synthetic shapes never replicate KV heads)."""
     B, H, G, d, D = shape["batch"], shape["heads"], shape["kv_heads"], shape["head_dim"], shape["dim"]
-    T = B * N // P
+    T = cpmodel.tokens_per_rank(B, N, P)
     hq, hk = H * d, G * d
     fwd, bwd = [], []
 
-    def a2a(g, cols, count):  # all_to_all of [T, cols] per tensor over g ranks
-        return ("all_to_all", "ulysses", g, count, count * s * T * cols * (g - 1) // g)
+    def a2a(g, q_cols, kv_cols, count):  # all_to_all of q and o, or of k and v, over g ranks
+        return ("all_to_all", "ulysses", g, count, cpmodel.ulysses_a2a_bytes(T, q_cols, kv_cols, g, s))
+
+    def ring(g):  # k|v blocks g-1 hops (two sends a hop), the accumulators g sends more backward
+        kv_f, kv_b = cpmodel.ring_kv_bytes(T, hk, g - 1, s, s_acc)
+        fwd.extend([("send", "ring", g, 2 * (g - 1), kv_f), ("recv", "ring", g, 2 * (g - 1), 0)])
+        bwd.extend([("send", "ring", g, 2 * (g - 1) + 2 * g, kv_b), ("recv", "ring", g, 2 * (g - 1) + 2 * g, 0)])
 
     if name == "single":
         pass
-    elif name == "megatron-sp":
-        ag = s * T * D * (P - 1)
+    elif name == "megatron-sp":  # per collective: all-gather xn, reduce-scatter; bwd gathers twice
+        ag = cpmodel.tp_collective_bytes(T, D, P, s)
         fwd += [("all_gather", "tp", P, 1, ag), ("reduce_scatter", "tp", P, 1, ag)]
         bwd += [("all_gather", "tp", P, 2, 2 * ag), ("reduce_scatter", "tp", P, 1, ag)]
     elif name == "ulysses":
-        fwd += [a2a(P, hq, 2), a2a(P, hk, 2)]
-        bwd += [a2a(P, hq, 2), a2a(P, hk, 2)]
+        fwd += [a2a(P, hq, 0, 2), a2a(P, 0, hk, 2)]
+        bwd += [a2a(P, hq, 0, 2), a2a(P, 0, hk, 2)]
     elif name in ("ring", "ring-zigzag", "ring-striped"):
-        kv = s * T * 2 * hk * (P - 1)
-        fwd += [("send", "ring", P, 2 * (P - 1), kv), ("recv", "ring", P, 2 * (P - 1), 0)]
-        bwd += [("send", "ring", P, 2 * (P - 1) + 2 * P, kv + s_acc * T * 2 * hk * P),
-                ("recv", "ring", P, 2 * (P - 1) + 2 * P, 0)]
+        ring(P)
     elif name == "usp":
         for ph in (fwd, bwd):
             if U > 1:
-                ph += [a2a(U, hq, 2), a2a(U, hk, 2)]
+                ph += [a2a(U, hq, 0, 2), a2a(U, 0, hk, 2)]
         if R > 1:
-            kv = s * T * 2 * hk * (R - 1)
-            fwd += [("send", "ring", R, 2 * (R - 1), kv), ("recv", "ring", R, 2 * (R - 1), 0)]
-            bwd += [("send", "ring", R, 2 * (R - 1) + 2 * R, kv + s_acc * T * 2 * hk * R),
-                    ("recv", "ring", R, 2 * (R - 1) + 2 * R, 0)]
+            ring(R)
     elif name == "allgather-kv":
-        kv = s * T * 2 * hk * (P - 1)
+        kv, both = cpmodel.allgather_kv_bytes(T, hk, P, s, s_acc)
         fwd += [("all_gather", "world", P, 2, kv)]
-        bwd += [("all_gather", "world", P, 2, kv), ("reduce_scatter", "world", P, 2, s_acc * T * 2 * hk * (P - 1))]
+        bwd += [("all_gather", "world", P, 2, kv), ("reduce_scatter", "world", P, 2, both - kv)]
     else:
         raise ValueError(f"no communication model for {name!r}")
     if P == 1:  # a group of one rank sends nothing
@@ -119,8 +122,8 @@ def _lookup(value, label, seq, seq0, default):
 
 
 def _ok_result(name, label, seq, U, R, P, cfg, step, spread, comm_scale):
-    s = ELEM[cfg["dtype"]]
-    terms = comm_terms(name, SHAPE, seq, P, U, R, s, 4)
+    s = cpmodel.elem_bytes(cfg["dtype"])
+    terms = comm_terms(name, SHAPE, seq, P, U, R, s, cpmodel.ACC_BYTES)
     timing = {"fwd_ms": stats(step * 0.35, spread, cfg["iters"]),
               "bwd_ms": stats(step * 0.65, spread, cfg["iters"]),
               "step_ms": stats(step, spread, cfg["iters"])}
@@ -177,11 +180,10 @@ def _ok_result(name, label, seq, U, R, P, cfg, step, spread, comm_scale):
 
     B, H, G, d, D = SHAPE["batch"], SHAPE["heads"], SHAPE["kv_heads"], SHAPE["head_dim"], SHAPE["dim"]
     T = B * seq // P
-    gemm = 2 * T * (H + 2 * G) * d * D + 2 * T * H * d * D
-    pairs = (seq * (seq + 1) // 2 if cfg["causal"] else seq * seq) / P
-    attn = 4 * d * H * B * pairs
-    model = 3 * gemm + 3 * attn
-    hardware = 3 * gemm + 3.5 * attn
+    gemm = cpmodel.gemm_flops(T, (H + 2 * G) * d, D) + cpmodel.gemm_flops(T, H * d, D)  # w_qkv, w_o
+    pairs = cpmodel.full_mask_pairs(seq, cfg["causal"]) / P
+    attn = cpmodel.attn_fwd_flops(B, H, d, pairs)
+    model, hardware = cpmodel.layer_flops(gemm, attn)
     peak = 0.05
     step_s = timing["step_ms"]["median"] * 1e-3
     tflops = model / step_s / 1e12

@@ -46,6 +46,10 @@ Prints what failed and exits 1 on any failure."""
 import json
 import math
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))
+import cpmodel  # noqa: E402
 
 failed = 0
 
@@ -153,9 +157,9 @@ def cmd_decode_memory_bound(args):
     plat = json.load(open(args[2]))
     check(c1["pass"] == c2["pass"] == "decode" and c2["cached"] == 2 * c1["cached"],
           "expected two decode runs with caches C and 2C, got %s/%s %s/%s" % (c1["pass"], c2["pass"], c1["cached"], c2["cached"]))
-    elem = {"fp32": 4, "bf16": 2, "fp16": 2}[c1["dtype"]]
     S, B = c1["decode_steps"], c1["batch"]
-    added = S * 2 * B * c1["cached"] * c1["kv_heads"] * c1["head_dim"] * elem
+    # single holds the whole cache: the C more tokens' k and v, read once per step
+    added = S * cpmodel.kv_cache_bytes(B, c1["cached"], c1["kv_heads"], c1["head_dim"], cpmodel.elem_bytes(c1["dtype"]))
     want_ms = added / (plat["memory_bw_gbs"] * 1e9) * 1e3
     got_ms = r2["timing"]["step_ms"]["median"] - r1["timing"]["step_ms"]["median"]
     check(abs(got_ms - want_ms) <= 1e-6 * want_ms,

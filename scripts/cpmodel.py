@@ -1,0 +1,444 @@
+#!/usr/bin/env python3
+"""cpbench's analytic model in Python, written once: the bytes each part sends, the KV cache, the
+whole-model memory estimate and the FLOPs, as docs/DESIGN.md states them.
+
+The C++ computes the same figures in its parts (bench/parts/, bench/strategies/, bench/block/,
+bench/metrics.cpp); this module is the second, independent implementation the Python checkers
+(tests/python/check_report.py, check_dry_run.py, make_synthetic_report.py, tests/sim/) and
+scripts compare the C++ against. One function per part, named after the C++ function it mirrors;
+a strategy's figure is a composition of them (as its `predicted_bytes` composes the C++ parts).
+A new part adds one function here (docs/CONTRIBUTING.md).
+
+Conventions (DESIGN "Analytic communication model"): bytes sent per rank per layer; `elem` is the
+run dtype's size (s), `acc` the float32 accumulators' and partials' (s_acc = 4); `tokens` is the
+tokens one rank holds times the batch (T = B*N/P); `hq` = H*d and `hk` the KV width (hk' =
+d*max(G, t*U) after replication); phase pairs are (fwd, bwd) with the backward of training
+(`for_pass` drops it for the forward-only passes). Every division of the model is exact (the
+constraints make it so): `div` raises ValueError on a remainder instead of rounding.
+
+Importing: scripts/ is this file's folder; tests insert it in sys.path (see test_cpmodel.py).
+"""
+
+ACC_BYTES = 4  # s_acc: float32 dK,dV accumulators, pass-Q and decode partials (o, lse)
+LSE_BYTES = 4  # the lse of a partial, float32 in every dtype
+# The whole-model estimate's bytes per parameter held (bench/metrics.h kWeightBytesPerParam ...):
+# bf16 weights, bf16 grads, fp32 master weights and two fp32 Adam moments.
+WEIGHT_BYTES_PER_PARAM, GRAD_BYTES_PER_PARAM, OPTIMIZER_BYTES_PER_PARAM = 2, 2, 12
+# DESIGN "FLOPs, MFU and HFU": the attention backward is 2x the forward (model), 2.5x (hardware:
+# it recomputes the scores) (kernels/backend.h kAttnBwdModelFactor, kAttnBwdHardwareFactor).
+ATTN_BWD_MODEL_FACTOR, ATTN_BWD_HARDWARE_FACTOR = 2, 2.5
+
+_ELEM = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+# --- shared rules ------------------------------------------------------------------------------
+
+def div(a, b):
+    """a / b, exact: DESIGN "Analytic communication model": divisions are exact (the constraints
+    make them so); a remainder is a model or shape error, raised, never rounded away."""
+    q, r = divmod(a, b)
+    if r:
+        raise ValueError(f"cpmodel: {a} / {b} is not exact (DESIGN: the model's divisions are exact)")
+    return q
+
+
+def elem_bytes(dtype):
+    """Bytes of one element of the run dtype (s): fp32 4, bf16 and fp16 2. Mirrors dtype_size
+    (kernels/tensor.h); DESIGN "Communication"."""
+    return _ELEM[dtype]
+
+
+def sublayers(block):
+    """Sub-layers of the block: 1 under --block attn, 2 under full (attention, then the SwiGLU MLP).
+    Mirrors `s.full_block ? 2 : 1` (bench/strategies/megatron_sp.cpp, ulysses_ring_layer.cpp,
+    Block::decode_prediction in bench/block/block.cpp); DESIGN "The transformer block"."""
+    return 2 if block == "full" else 1
+
+
+def replicated_kv_heads(G, u):
+    """KV heads across a head group of u ranks after replication: max(G, u) (u > G: each KV head
+    replicated u/G times). Mirrors replicated_kv_heads (bench/strategy.h); DESIGN "Ulysses KV
+    replication"."""
+    return max(G, u)
+
+
+def tokens_per_rank(B, N, P):
+    """T = B*N/P: the token rows one rank holds (all batch rows). DESIGN "Notation"."""
+    return div(B * N, P)
+
+
+def for_pass(fwd_bwd, pass_):
+    """(fwd, bwd) as a pass sends them: the forward-only passes (prefill, decode) send no backward
+    bytes. Mirrors predicted_for (bench/harness.cpp) and the dry run's `forward_only()`
+    (bench/dry_run.cpp); DESIGN "Passes"."""
+    fwd, bwd = fwd_bwd
+    return (fwd, 0 if pass_ in ("prefill", "decode") else bwd)
+
+
+def levels_total(levels):
+    """(fwd, bwd) summed over a {level: (fwd, bwd)} map (a prediction's total per phase)."""
+    return (sum(f for f, _ in levels.values()), sum(b for _, b in levels.values()))
+
+
+# --- tensor-parallel level (megatron-sp, usp's tp level) ------------------------------------------
+
+def tp_collective_bytes(tokens, D, t, elem):
+    """One all-gather (or reduce-scatter) of a sub-layer's [tokens, D] rows over a TP group of t:
+    s*T*D*(t-1) per rank. Mirrors TpGroup::gather and the row-parallel GEMM's reduce-scatter (TpGroup,
+    bench/block/block.cpp);
+    DESIGN "Analytic communication model" (megatron-sp)."""
+    return elem * tokens * D * (t - 1)
+
+
+def tp_level_bytes(tokens, D, t, elem):
+    """(fwd, bwd) of ONE sub-layer on a tp level of t: forward all-gather xn before the
+    column-parallel GEMM and reduce-scatter after the row-parallel one (2*s*T*D*(t-1)); backward
+    all-gather dy, reduce-scatter dxn, all-gather xn again (3*s*T*D*(t-1)). Call it once per
+    sub-layer with that sub-layer's degree. Mirrors the "tp" shares of MegatronSp::predicted_bytes
+    (bench/strategies/megatron_sp.cpp) and UlyssesRingLayer::predicted_bytes
+    (bench/strategies/ulysses_ring_layer.cpp); DESIGN "Analytic communication model", "Tensor
+    parallelism inside the CP mesh"."""
+    c = tp_collective_bytes(tokens, D, t, elem)
+    return (2 * c, 3 * c)
+
+
+def megatron_sp_bytes(B, N, D, P, elem, block):
+    """(fwd, bwd) of megatron-sp (the mesh {tp = P}) in training and prefill: tp_level_bytes over P
+    for each sub-layer. Mirrors MegatronSp::predicted_bytes (bench/strategies/megatron_sp.cpp);
+    DESIGN "Analytic communication model"."""
+    f, b = tp_level_bytes(tokens_per_rank(B, N, P), D, P, elem)
+    n = sublayers(block)
+    return (n * f, n * b)
+
+
+# --- Ulysses level --------------------------------------------------------------------------------
+
+def ulysses_a2a_bytes(tokens, hq, hk, U, elem):
+    """One phase's all-to-all bytes over a Ulysses group of U (the same forward and backward):
+    q, k, v out and o back, s*T*(2hq + 2hk')*(U-1)/U (hk' after replication). Mirrors the
+    "ulysses" share of UlyssesRingLayer::predicted_bytes (bench/strategies/ulysses_ring_layer.cpp);
+    DESIGN "Analytic communication model", "Ulysses KV replication"."""
+    return div(elem * tokens * (2 * hq + 2 * hk) * (U - 1), U)
+
+
+# --- ring level: single ring, the three travel policies --------------------------------------------
+
+def ring_kv_bytes(tokens, hk, K, elem, acc=ACC_BYTES):
+    """(fwd, bwd) of pass-KV on a single ring run for K hops (K = R-1 for the full ring, K_eff
+    under a window or documents; --cached: `tokens` is the whole key block, cache shard included):
+    the k|v block K hops each pass, s*T*2hk*K; backward adds the float32 dK,dV accumulators, K hops
+    with it and one send to the owner, s_acc*T*2hk*(K+1) (0 when K = 0). Mirrors
+    RingCore::predicted_bytes (bench/parts/ring_core.cpp); DESIGN "Analytic communication model",
+    "Ring hop truncation", "Persistent-KV prefill"."""
+    if K <= 0:
+        return (0, 0)
+    kv = elem * tokens * 2 * hk * K
+    return (kv, kv + acc * tokens * 2 * hk * (K + 1))
+
+
+def pass_q_partial_bytes(tokens_q, hq, heads, acc=ACC_BYTES):
+    """One pass-Q partial: o in float32 [Tq, hq] and lse [Tq, H]: s_acc*Tq*hq + 4*Tq*H. Mirrors
+    RingCore::partial_bytes (bench/parts/ring_core.h); DESIGN "pass-Q"."""
+    return acc * tokens_q * hq + LSE_BYTES * tokens_q * heads
+
+
+def pass_q_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES):
+    """(fwd, bwd) of --ring-pass q on a single ring of K hops: the Q block (run dtype) and its
+    partial travel K hops, one more send returns the partial: s*Tq*hq*K + partial*(K+1) (0 when
+    K = 0); bwd 0. Mirrors RingCore::predicted_bytes_pass_q (bench/parts/ring_core.cpp); DESIGN
+    "pass-Q"."""
+    if K <= 0:
+        return (0, 0)
+    part = pass_q_partial_bytes(tokens_q, hq, heads, acc)
+    return ((elem * tokens_q * hq + part) * K + part, 0)
+
+
+def pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES):
+    """(fwd, bwd) of --ring-pass q-a2a (Meta's pass-Q) on a single ring of K hops: the Q block K
+    hops, then each of the K partials once to its owner: s*Tq*hq*K + partial*K; bwd 0. Mirrors
+    RingCore::predicted_bytes_pass_q_a2a (bench/parts/ring_core.cpp); DESIGN "pass-Q" (Meta's
+    pass-Q)."""
+    if K <= 0:
+        return (0, 0)
+    return (elem * tokens_q * hq * K + pass_q_partial_bytes(tokens_q, hq, heads, acc) * K, 0)
+
+
+# --- ring level: the double ring (inner rings of w, W = R/w windows) ----------------------------------
+
+def double_ring_full_hops(w, W):
+    """(T_o, [J(t)]) of the untruncated double ring: W-1 rounds after the first, w-1 inner hops in
+    each of the W rounds. Mirrors DoubleRingHops for the full schedule (bench/parts/double_ring_core.h);
+    DESIGN "Double ring hops"."""
+    return W - 1, [w - 1] * W
+
+
+def double_ring_sends(rounds, inner):
+    """{(phase, level): (block sends, accumulator sends)} of the double ring's K,V schedule run for
+    T_o = `rounds` outer hops and J(t) = `inner`[t] inner hops: forward S = sum J(t) inner and T_o
+    outer block sends; backward the same blocks plus A_in = sum over J(t) > 0 of J(t)+1 inner and
+    A_out = T_o+1 (T_o > 0) outer accumulator sends. Mirrors DoubleRingCore::predicted_bytes
+    (bench/parts/double_ring_core.cpp); DESIGN "Double ring hops"."""
+    S = sum(inner)
+    a_in = sum(j + 1 for j in inner if j > 0)
+    a_out = rounds + 1 if rounds > 0 else 0
+    return {("fwd", "ring_inner"): (S, 0), ("fwd", "ring_outer"): (rounds, 0),
+            ("bwd", "ring_inner"): (S, a_in), ("bwd", "ring_outer"): (rounds, a_out)}
+
+
+def double_ring_kv_bytes(tokens, hk, rounds, inner, elem, acc=ACC_BYTES):
+    """{level: (fwd, bwd)} of pass-KV on a double ring (levels ring_inner, ring_outer): each block
+    send s*T*2hk, each accumulator send s_acc*T*2hk, counted by double_ring_sends. Mirrors
+    DoubleRingCore::predicted_bytes (bench/parts/double_ring_core.cpp); DESIGN "Double ring hops"."""
+    block = tokens * 2 * hk
+    sends = double_ring_sends(rounds, inner)
+    out = {}
+    for level in ("ring_inner", "ring_outer"):
+        (fb, _), (bb, ba) = sends[("fwd", level)], sends[("bwd", level)]
+        out[level] = (elem * block * fb, elem * block * bb + acc * block * ba)
+    return out
+
+
+def double_ring_pass_q_bytes(tokens_q, hq, heads, rounds, inner, elem, acc=ACC_BYTES):
+    """{level: (fwd, 0)} of --ring-pass q on a double ring: the Q blocks on the backward's K,V path
+    and their partials on its accumulator path (double_ring_sends' backward counts with a Q block,
+    s*Tq*hq, per block send and a partial per accumulator send). Mirrors
+    DoubleRingCore::predicted_bytes_pass_q (bench/parts/double_ring_core.cpp); DESIGN "pass-Q"."""
+    qb, pb = elem * tokens_q * hq, pass_q_partial_bytes(tokens_q, hq, heads, acc)
+    sends = double_ring_sends(rounds, inner)
+    return {level: (qb * sends[("bwd", level)][0] + pb * sends[("bwd", level)][1], 0)
+            for level in ("ring_inner", "ring_outer")}
+
+
+def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc=ACC_BYTES, hops=None):
+    """(fwd, bwd) of a ring level of R positions for the travel policy `travel` (kv, q, q-a2a): a
+    single ring when w is 0/None (K = `hops`, default R-1), else a double ring of inner rings of w
+    (`hops` = (T_o, [J(t)]), default the full schedule). Mirrors ring_level_bytes
+    (bench/parts/ring_schedule.cpp, the single and double schedules); DESIGN "Strategies" (strategies
+    as compositions of parts)."""
+    if w:
+        T, J = hops if hops is not None else double_ring_full_hops(w, div(R, w))
+        if travel == "q":
+            return levels_total(double_ring_pass_q_bytes(tokens_q, hq, heads, T, J, elem, acc))
+        if travel == "q-a2a":
+            raise ValueError("cpmodel: q-a2a is not defined on a double ring (DESIGN: pass-Q)")
+        return levels_total(double_ring_kv_bytes(tokens_kv, hk, T, J, elem, acc))
+    K = R - 1 if hops is None else hops
+    if travel == "q":
+        return pass_q_bytes(tokens_q, hq, heads, K, elem, acc)
+    if travel == "q-a2a":
+        return pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc)
+    return ring_kv_bytes(tokens_kv, hk, K, elem, acc)
+
+
+def dynamic_ring_bytes(degrees, tokens_by_degree, P, kv_row, elem, acc=ACC_BYTES):
+    """([fwd], [bwd]) per rank of ring --balance dynamic: per group size c > 1 (`degrees`), a ring
+    over each aligned group of c ranks (none past the last whole group); member m sends the blocks
+    of members m, m-1, ..., m-c+2 (c-1 hops; member x holds `tokens_by_degree`[x][i] tokens of
+    group size degrees[i]; kv_row = 2*B*G*d elements of k and v per token) in each pass, and in the
+    backward the float32 accumulators of every other member's block. Mirrors TokenLayout::dynamic_ring_bytes
+    (bench/parts/balance.cpp); DESIGN "Balancing packed documents"."""
+    fwd, bwd = [0] * P, [0] * P
+    for i, c in enumerate(degrees):
+        if c == 1:
+            continue
+        for q in range(P):
+            first = 0 if c == P else q // c * c
+            if first + c > P:
+                continue  # past the last whole group: none of this size's documents
+            m = q - first
+            n = [tokens_by_degree[first + x][i] for x in range(c)]
+            kv = sum(elem * kv_row * n[(m - h + 1) % c] for h in range(1, c))
+            fwd[q] += kv
+            bwd[q] += kv + sum(acc * kv_row * n[x] for x in range(c) if x != m)
+    return fwd, bwd
+
+
+def spread_tiers(nbytes, g, same_node_peers):
+    """(intra-node, inter-node) bytes of a share spread over a level of g members (a collective,
+    `to = 0`): g-1 equal chunks, one per other member, `same_node_peers` of them on this rank's
+    node. Mirrors predict_tiers (bench/tiers.cpp) and split_by_tier (comm/comm_log.cpp); DESIGN
+    "Nodes and tiers"."""
+    chunk = div(nbytes, g - 1)
+    return (chunk * same_node_peers, chunk * (g - 1 - same_node_peers))
+
+
+# --- strategies composed of the parts --------------------------------------------------------------
+
+def allgather_kv_bytes(tokens, hk, P, elem, acc=ACC_BYTES):
+    """(fwd, bwd) of allgather-kv: K,V all-gathered in each pass, s*T*2hk*(P-1), and the float32
+    dK,dV reduce-scattered once, s_acc*T*2hk*(P-1). Mirrors AllgatherKv::predicted_bytes
+    (bench/strategies/allgather_kv.cpp); DESIGN "Analytic communication model"."""
+    gather = elem * tokens * 2 * hk * (P - 1)
+    return (gather, gather + acc * tokens * 2 * hk * (P - 1))
+
+
+def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc=ACC_BYTES, travel="kv", w=0,
+                       hops=None):
+    """{level: (fwd, bwd)} of usp's mesh t x U x R (ulysses: U = P; the ring family: t = U = 1,
+    R = P): the tp level per sub-layer on the new tokens (tp_level_bytes), the all-to-all of the
+    new tokens (ulysses_a2a_bytes, hk' = d*max(G, tU)) and the ring level (ring_level_bytes: K,V
+    blocks of `tokens` rows, cache shard included; Q blocks of the new tokens, all H heads).
+    tokens = B*N/P; tokens_new = B*(N-C)/P (= tokens without --cached). Mirrors
+    UlyssesRingLayer::predicted_bytes (bench/strategies/ulysses_ring_layer.cpp); DESIGN "Analytic
+    communication model", "Tensor parallelism inside the CP mesh", "Persistent-KV prefill"."""
+    hq, hk = H * d, d * replicated_kv_heads(G, t * U)
+    f, b = tp_level_bytes(tokens_new, D, t, elem)
+    n = sublayers(block)
+    a2a = ulysses_a2a_bytes(tokens_new, hq, hk, U, elem)
+    return {"tp": (n * f, n * b), "ulysses": (a2a, a2a),
+            "ring": ring_level_bytes(travel, R, w, tokens, hk, tokens_new, hq, H, elem, acc, hops)}
+
+
+def head_ring_split(strategy, mesh, P):
+    """(t, U, R) of a cached prefill or decode result: the ranks the heads are split over (t*U) and
+    the ranks the cache's tokens are split over (R). usp: its tp, Ulysses and ring levels; ulysses
+    U = P; megatron-sp t = P; single (1, 1, 1); every other strategy (1, 1, P). `mesh` is a
+    result's mesh block. Mirrors Block::decode_groups and the strategies' overrides
+    (bench/block/block.h, bench/strategies/); DESIGN "Decode", "Persistent-KV prefill"."""
+    if strategy == "single":
+        return 1, 1, 1
+    if strategy == "megatron-sp":
+        return P, 1, 1
+    t = (mesh.get("tp") or 1) if strategy == "usp" else 1
+    U = (mesh.get("ulysses") or 1) if strategy in ("usp", "ulysses") else 1
+    return t, U, P // (t * U)
+
+
+def decode_merge_levels(strategy, mesh, R):
+    """[(level, size)]: the levels decode merges its partials over. usp's double ring level: its
+    inner ring of w, then across the R/w inner rings; usp and ulysses: the ring level of R; the
+    ring family and double-ring: the CP group ("cp", R = P); megatron-sp and single: none. Mirrors
+    the merges UlyssesRingLayer::predicted_bytes passes to Block::decode_prediction
+    (bench/strategies/ulysses_ring_layer.cpp) and Block::decode_groups (bench/block/block.cpp);
+    DESIGN "Decode"."""
+    if strategy in ("single", "megatron-sp"):
+        return []
+    w = mesh.get("inner_ring") if strategy == "usp" else None
+    if w:
+        return [("ring_inner", w), ("ring_outer", div(R, w))]
+    return [("ring" if strategy in ("usp", "ulysses") else "cp", R)]
+
+
+def decode_partial_bytes(B, hq, d, acc=ACC_BYTES):
+    """One decode step's partial of a rank: o in float32 [B, hq, d] and lse [B, hq] (hq: the head
+    group member's query heads). Mirrors `partial` in Block::decode_prediction (bench/block/block.cpp);
+    DESIGN "Decode"."""
+    return acc * B * hq * d + LSE_BYTES * B * hq
+
+
+def decode_merge_bytes(steps, B, hq, d, merges, acc=ACC_BYTES):
+    """{level: bytes} of decode's merges: per step one all-gather of every member's partial over
+    each merge level [(level, size)], S*partial*(size-1). Mirrors the merge loop of
+    Block::decode_prediction (bench/block/block.cpp); DESIGN "Decode"."""
+    return {level: steps * decode_partial_bytes(B, hq, d, acc) * (size - 1) for level, size in merges if size > 1}
+
+
+def decode_head_gather_bytes(steps, B, hq, d, U, elem):
+    """Decode's all-gather of the merged o (run dtype, [B, hq, d] per member) over a head group of
+    U (usp's Ulysses level): S*s*B*hq*d*(U-1). Mirrors the "ulysses" share of
+    Block::decode_prediction (bench/block/block.cpp); DESIGN "Decode"."""
+    return steps * elem * B * hq * d * (U - 1)
+
+
+def decode_tp_bytes(steps, B, D, t, elem):
+    """Decode's tp level for ONE sub-layer: x is replicated, so the row-parallel GEMM's [B, D]
+    output is all-reduced, a reduce-scatter then an all-gather of B*D/t elements per member:
+    S*2*s*(B*D/t)*(t-1). Call it once per sub-layer with its degree. Mirrors the "tp" share of
+    Block::decode_prediction and TpGroup::reduce (bench/block/block.cpp); DESIGN "Decode"."""
+    return steps * 2 * elem * div(B * D, t) * (t - 1)
+
+
+def decode_bytes(steps, B, H, d, D, merges, U, tp_levels, elem, acc=ACC_BYTES):
+    """{level: bytes} of one decode iteration's forward (bwd 0): the merges on H/(tU) query heads,
+    the head group's o all-gather, and each sub-layer's tp all-reduce. tp_levels: one
+    (level, degree) per sub-layer, attention first (today [("tp", t)] * sublayers(block)); the
+    attention's degree t splits the heads. Mirrors Block::decode_prediction (bench/block/block.cpp);
+    DESIGN "Decode"."""
+    t = tp_levels[0][1] if tp_levels else 1
+    hq = div(H, t * U)
+    out = decode_merge_bytes(steps, B, hq, d, merges, acc)
+    if U > 1:
+        out["ulysses"] = decode_head_gather_bytes(steps, B, hq, d, U, elem)
+    for level, deg in tp_levels:
+        if deg > 1:
+            out[level] = out.get(level, 0) + decode_tp_bytes(steps, B, D, deg, elem)
+    return out
+
+
+# --- KV cache and memory -----------------------------------------------------------------------
+
+def kv_cache_bytes(B, C, G, d, elem, t=1, U=1, R=1):
+    """The k and v of the cache shard one rank holds: C/R tokens (R: the ranks the tokens are split
+    over, head_ring_split) for max(G, tU)/(tU) KV heads: 2*B*(C/R)*(max(G,tU)/(tU))*d*s (C = 1:
+    the bytes per cached token held). Mirrors Block::cache_held (bench/block/block.cpp); DESIGN
+    "Persistent-KV prefill" (Report), "Decode"."""
+    return 2 * B * div(C, R) * div(replicated_kv_heads(G, t * U), t * U) * d * elem
+
+
+def block_parameters(D, H, G, d, F, t):
+    """Parameters one rank holds of one whole block (--block full) on a tp level of t: the two norms
+    whole; w_qkv, w_o by heads (H/t query heads, max(G, t)/t KV heads); the MLP's three [D, F]
+    matrices by F/t columns. Mirrors the weights AttentionSubLayer::setup and MlpSubLayer::setup
+    register (bench/block/block.cpp; Block::held_share); DESIGN "The transformer block", README
+    "Whole-model memory estimate"."""
+    hl, gl = div(H, t), div(replicated_kv_heads(G, t), t)
+    return 2 * D + D * (hl + 2 * gl) * d + hl * d * D + 3 * D * div(F, t)
+
+
+def model_parameters(layers, block_params, vocab, D, t):
+    """Parameters per rank of the whole model: L blocks plus the embedding and output head, 2*V*D
+    split over the TP group (at most ceil(2VD/t) on a rank). Mirrors model_estimate
+    (bench/metrics.cpp); README "Whole-model memory estimate"."""
+    return layers * block_params + -(-2 * vocab * D // t)
+
+
+def block_input_bytes(B, tokens, D, elem):
+    """The block's input x [B, T, D] (what --recompute full keeps per layer). Mirrors
+    Block::held_share's input_bytes (bench/block/block.cpp)."""
+    return B * tokens * D * elem
+
+
+def model_activations(layers, block_input, block_activations, recompute):
+    """Whole-model activations: L x one block's (recompute none), or L block inputs plus one
+    block's (recompute full). Mirrors model_estimate (bench/metrics.cpp); README "Whole-model
+    memory estimate"."""
+    if recompute == "full":
+        return layers * block_input + block_activations
+    return layers * block_activations
+
+
+def longest_cache(capacity, layers, block_params, vocab, D, step_bytes, per_token, shards):
+    """inference.max_cached_tokens: shards x floor((capacity - weights - step) / (L x per_token)),
+    weights = (L x block parameters + 2 V D) x 2 B (bf16), 0 when nothing fits. Mirrors
+    longest_cache (bench/metrics.cpp); DESIGN "Decode" (the longest C that fits)."""
+    weights = (layers * block_params + 2 * vocab * D) * WEIGHT_BYTES_PER_PARAM
+    room = capacity - weights - step_bytes
+    return shards * (room // (layers * per_token)) if room > 0 else 0
+
+
+# --- FLOPs --------------------------------------------------------------------------------------
+
+def gemm_flops(m, n, k):
+    """2*m*n*k. Mirrors gemm_flops (kernels/backend_flops.cpp); DESIGN "FLOPs, MFU and HFU"."""
+    return 2 * m * n * k
+
+
+def attn_fwd_flops(B, hq, d, pairs):
+    """Attention forward: 4*d*hq*B per visible pair (QK^T and PV), hq query heads. Mirrors
+    attn_fwd_flops (kernels/backend_flops.cpp); DESIGN "FLOPs, MFU and HFU"."""
+    return 4 * d * hq * B * pairs
+
+
+def full_mask_pairs(N, causal):
+    """Visible (query, key) pairs of an N-token sequence without window or documents: N(N+1)/2
+    causal, N*N otherwise. DESIGN "Visibility rule"."""
+    return N * (N + 1) // 2 if causal else N * N
+
+
+def layer_flops(gemm, attn, forward_only=False):
+    """(model, hardware) FLOPs of a layer from its forward GEMM and attention FLOPs: the backward
+    runs two GEMMs per forward GEMM and the attention backward 2x (model) or 2.5x (hardware) the
+    forward. Mirrors expected_job_flops (bench/metrics.cpp); DESIGN "FLOPs, MFU and HFU"."""
+    if forward_only:
+        return (gemm + attn, gemm + attn)
+    return (3 * gemm + (1 + ATTN_BWD_MODEL_FACTOR) * attn, 3 * gemm + (1 + ATTN_BWD_HARDWARE_FACTOR) * attn)
