@@ -102,13 +102,46 @@ def tp_level_bytes(tokens, D, t, elem):
     return (2 * c, 3 * c)
 
 
-def megatron_sp_bytes(B, N, D, P, elem, block):
-    """(fwd, bwd) of megatron-sp (the mesh {tp = P}) in training and prefill: tp_level_bytes over P
-    for each sub-layer. Mirrors MegatronSp::predicted_bytes (bench/strategies/megatron_sp.cpp);
-    DESIGN "Analytic communication model"."""
-    f, b = tp_level_bytes(tokens_per_rank(B, N, P), D, P, elem)
-    n = sublayers(block)
-    return (n * f, n * b)
+def mlp_degree(mesh, t):
+    """The MLP sub-layer's tensor-parallel degree: the result's mesh.mlp_tp (--mlp-tp, present only
+    when it differs from the attention's) or the attention's t. Mirrors mlp_degree
+    (bench/parts/sublayer_mesh.cpp); DESIGN "Per-sub-layer meshes"."""
+    return mesh.get("mlp_tp") or t
+
+
+def mlp_level(mesh):
+    """The level the MLP's collectives are on: "mlp_tp" under its own mesh, else the attention's
+    "tp". Mirrors mlp_level (bench/parts/sublayer_mesh.cpp)."""
+    return "mlp_tp" if mesh.get("mlp_tp") else "tp"
+
+
+def mlp_bytes(tokens, D, mesh, t, elem, block):
+    """{level: (fwd, bwd)} of the MLP sub-layer in training and prefill (none under --block attn):
+    tp_level_bytes on its own level with its own degree (mlp_degree). The block adds it to the
+    strategy's attention bytes. Mirrors mlp_bytes (bench/parts/sublayer_mesh.cpp) and
+    Block::predicted_bytes (bench/block/block.cpp); DESIGN "Per-sub-layer meshes"."""
+    if sublayers(block) == 1:
+        return {}
+    return {mlp_level(mesh): tp_level_bytes(tokens, D, mlp_degree(mesh, t), elem)}
+
+
+def add_levels(*parts):
+    """{level: (fwd, bwd)}: the sum of several such maps (a level in several adds up)."""
+    out = {}
+    for p in parts:
+        for level, (f, b) in p.items():
+            of, ob = out.get(level, (0, 0))
+            out[level] = (of + f, ob + b)
+    return out
+
+
+def megatron_sp_bytes(B, N, D, P, elem, block, mesh=None):
+    """{level: (fwd, bwd)} of megatron-sp (the mesh {tp = P}) in training and prefill: the attention's
+    tp_level_bytes over P, and the MLP's (mlp_bytes: over P too unless --mlp-tp gives it its own
+    level). Mirrors MegatronSp::attention_bytes (bench/strategies/megatron_sp.cpp) and the block's MLP
+    term; DESIGN "Analytic communication model"."""
+    T = tokens_per_rank(B, N, P)
+    return add_levels({"tp": tp_level_bytes(T, D, P, elem)}, mlp_bytes(T, D, mesh or {}, P, elem, block))
 
 
 # --- Ulysses level --------------------------------------------------------------------------------
@@ -273,20 +306,20 @@ def allgather_kv_bytes(tokens, hk, P, elem, acc=ACC_BYTES):
 
 
 def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc=ACC_BYTES, travel="kv", w=0,
-                       hops=None):
+                       hops=None, mesh=None):
     """{level: (fwd, bwd)} of usp's mesh t x U x R (ulysses: U = P; the ring family: t = U = 1,
-    R = P): the tp level per sub-layer on the new tokens (tp_level_bytes), the all-to-all of the
+    R = P): the attention's tp level on the new tokens (tp_level_bytes) and the MLP's (mlp_bytes: on
+    its own level when the result's `mesh` has mlp_tp), the all-to-all of the
     new tokens (ulysses_a2a_bytes, hk' = d*max(G, tU)) and the ring level (ring_level_bytes: K,V
     blocks of `tokens` rows, cache shard included; Q blocks of the new tokens, all H heads).
     tokens = B*N/P; tokens_new = B*(N-C)/P (= tokens without --cached). Mirrors
     UlyssesRingLayer::predicted_bytes (bench/strategies/ulysses_ring_layer.cpp); DESIGN "Analytic
     communication model", "Tensor parallelism inside the CP mesh", "Persistent-KV prefill"."""
     hq, hk = H * d, d * replicated_kv_heads(G, t * U)
-    f, b = tp_level_bytes(tokens_new, D, t, elem)
-    n = sublayers(block)
     a2a = ulysses_a2a_bytes(tokens_new, hq, hk, U, elem)
-    return {"tp": (n * f, n * b), "ulysses": (a2a, a2a),
-            "ring": ring_level_bytes(travel, R, w, tokens, hk, tokens_new, hq, H, elem, acc, hops)}
+    return add_levels({"tp": tp_level_bytes(tokens_new, D, t, elem), "ulysses": (a2a, a2a),
+                       "ring": ring_level_bytes(travel, R, w, tokens, hk, tokens_new, hq, H, elem, acc, hops)},
+                      mlp_bytes(tokens_new, D, mesh or {}, t, elem, block))
 
 
 def head_ring_split(strategy, mesh, P):
@@ -366,6 +399,18 @@ def decode_bytes(steps, B, H, d, D, merges, U, tp_levels, elem, acc=ACC_BYTES):
 
 
 # --- KV cache and memory -----------------------------------------------------------------------
+
+def helix_attention_bytes(steps, B, H, d, D, P, merge_level, R, elem, acc=ACC_BYTES):
+    """{level: bytes} of Helix decode's attention output (--pass decode --mlp-tp P, attention tp < P):
+    per step one all-to-all over the merge level of R, each member sending the H/P heads' partial
+    (o float32, lse) that each of the R-1 others owns, S*decode_partial(H/P)*(R-1); then w_o's B x D
+    output all-reduced over all P ranks on "mlp_tp" (decode_tp_bytes). Replaces the merges, the
+    Ulysses o gather and the attention's tp all-reduce of decode_bytes. Mirrors
+    helix_attention_bytes (bench/parts/sublayer_mesh.cpp); DESIGN "Per-sub-layer meshes"."""
+    out = {merge_level: steps * decode_partial_bytes(B, div(H, P), d, acc) * (R - 1)} if R > 1 else {}
+    out["mlp_tp"] = decode_tp_bytes(steps, B, D, P, elem)
+    return out
+
 
 def kv_cache_bytes(B, C, G, d, elem, t=1, U=1, R=1):
     """The k and v of the cache shard one rank holds: C/R tokens (R: the ranks the tokens are split

@@ -40,7 +40,7 @@ def expected_jobs(m, P):
     def mesh(t, U, R):  # usp's t x U x R (ulysses: U = P): DESIGN's tp, all-to-all and ring terms
         return cpmodel.levels_total(cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, S, "attn"))
 
-    out["megatron-sp"] = cpmodel.megatron_sp_bytes(B, N, D, P, S, "attn") if heads_ok(P) else None
+    out["megatron-sp"] = cpmodel.levels_total(cpmodel.megatron_sp_bytes(B, N, D, P, S, "attn")) if heads_ok(P) else None
     out["ulysses"] = mesh(1, P, 1) if heads_ok(P) and N % P == 0 else None
     for name, div in (("ring", P), ("ring-zigzag", 2 * P), ("ring-striped", P)):
         out[name] = ring if N % div == 0 else None

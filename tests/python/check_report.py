@@ -78,6 +78,21 @@ def head_ring_split(r, P):
     return cpmodel.head_ring_split(r["strategy"], r["mesh"], P)
 
 
+def helix(r, P):
+    """Helix decode (bench/parts/sublayer_mesh.h): the MLP's own level spans all P ranks and the
+    attention's tp does not."""
+    return r["mesh"].get("mlp_tp") == P and head_ring_split(r, P)[0] < P and P > 1
+
+
+def mlp_level_check(r, want):
+    """Rank 0's ops on the group "mlp_tp" (the MLP's own level, and Helix's w_o) add up to the
+    model's bytes on that level, per phase; without an own MLP level nothing is on it."""
+    fb = want.get("mlp_tp", (0, 0))
+    for i, ph in enumerate(("fwd", "bwd")):
+        got = sum(op["bytes_sent"] for op in r["comm"][ph]["ops"] if op["group"] == "mlp_tp")
+        check(got == fb[i], f"{r['label']} seq={r['seq']} {ph}: {got} bytes on mlp_tp, model {fb[i]}")
+
+
 def fit_check(r, cfg, P):
     """inference.max_cached_tokens recomputed (DESIGN: weights bf16 of L blocks + 2 V D, one step's
     measured memory = peak - weights - the cache shard, L layers of 2 B G d s per cached token held,
@@ -131,8 +146,8 @@ def cmd_model(a):
         if r["strategy"] == "megatron-sp" and rep["config"]["pass"] != "decode":  # DESIGN's formula, from
             cfg = rep["config"]                                                   # cpmodel (decode's: below)
             P = cfg["world_size"]
-            fb = cpmodel.for_pass(cpmodel.megatron_sp_bytes(cfg["batch"], r["seq"], cfg["dim"], P,
-                                                            cpmodel.elem_bytes(cfg["dtype"]), cfg["block"]), cfg["pass"])
+            fb = cpmodel.for_pass(cpmodel.levels_total(cpmodel.megatron_sp_bytes(
+                cfg["batch"], r["seq"], cfg["dim"], P, cpmodel.elem_bytes(cfg["dtype"]), cfg["block"], r["mesh"])), cfg["pass"])
             for ph, want in zip(("fwd", "bwd"), fb):
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (block {cfg['block']}): {r['comm'][ph]['per_rank']} != {want}")
@@ -173,11 +188,22 @@ def cmd_model(a):
             # sub-layer's B x D output all-reduced (reduce-scatter + all-gather of B*D/t per rank);
             # the others R = P, U = t = 1 (megatron-sp: t = P, no merge).
             # usp's double ring level merges over its inner ring of w, then across the R/w rings.
-            want = sum(cpmodel.decode_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"],
-                                            cpmodel.decode_merge_levels(r["strategy"], r["mesh"], R), U,
-                                            [("tp", t)] * cpmodel.sublayers(cfg["block"]), e).values())
+            # The MLP on its own level under --mlp-tp N; N = P with t < P is Helix: one all-to-all of
+            # the partials over the merge level, w_o's all-reduce over all P (cpmodel.helix_attention_bytes).
+            merges = cpmodel.decode_merge_levels(r["strategy"], r["mesh"], R)
+            mlp = [(cpmodel.mlp_level(r["mesh"]), cpmodel.mlp_degree(r["mesh"], t))] * (cpmodel.sublayers(cfg["block"]) - 1)
+            if helix(r, P):
+                level, size = merges[0] if merges else ("cp", 1)
+                levels = cpmodel.helix_attention_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"], P,
+                                                       level, size, e)
+                levels["mlp_tp"] += cpmodel.decode_tp_bytes(S, cfg["batch"], cfg["dim"], P, e)
+            else:
+                levels = cpmodel.decode_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"], merges, U,
+                                              [("tp", t)] + mlp, e)
+            want = sum(levels.values())
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (t={t}, U={U}, R={R})")
+            mlp_level_check(r, {"mlp_tp": (levels.get("mlp_tp", 0), 0)})
         elif C and cfg.get("ring_pass", "kv") == "kv" and r["strategy"] != "single" and not cfg["mask"]["window"]:
             # pass-KV under --cached (cpmodel.ulysses_ring_bytes): each rank's whole key block (its C/P cache
             # tokens and (N-C)/P new ones) goes P-1 hops; nothing in the backward. usp (ulysses:
@@ -190,7 +216,7 @@ def cmd_model(a):
             want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
                 cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), cpmodel.tokens_per_rank(cfg["batch"], r["seq"] - C, P),
                 cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["dim"], t, U, R, cpmodel.elem_bytes(cfg["dtype"]),
-                cfg["block"]))[0]
+                cfg["block"], mesh=r["mesh"]))[0]
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} cached pass-KV: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if cfg.get("ring_pass") in ("q", "q-a2a") and r["strategy"] != "single" and not cfg["mask"]["window"] \
@@ -212,9 +238,16 @@ def cmd_model(a):
             want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
                 T, cpmodel.tokens_per_rank(cfg["batch"], r["seq"] - C, P), cfg["heads"], cfg["kv_heads"],
                 cfg["head_dim"], cfg["dim"], 1, U, R, cpmodel.elem_bytes(cfg["dtype"]), cfg["block"],
-                travel=cfg["ring_pass"], w=w))[0]
+                travel=cfg["ring_pass"], w=w, mesh=r["mesh"]))[0]
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
+        if r["mesh"].get("mlp_tp") and cfg["pass"] != "decode":
+            # The MLP's own level (--mlp-tp N): rank 0's collectives on "mlp_tp" are the MLP's tp term
+            # alone, on the new tokens (cpmodel.mlp_bytes).
+            P = cfg["world_size"]
+            Tn = cpmodel.tokens_per_rank(cfg["batch"], r["seq"] - C, P)
+            mlp_level_check(r, {k: cpmodel.for_pass(v, cfg["pass"]) for k, v in cpmodel.mlp_bytes(
+                Tn, cfg["dim"], r["mesh"], head_ring_split(r, P)[0], cpmodel.elem_bytes(cfg["dtype"]), cfg["block"]).items()})
         check(r["balance"]["imbalance"] >= 1, f"{r['label']}: imbalance {r['balance']['imbalance']}")
         check(r["memory"]["timed_allocations"] == 0,
               f"{r['label']} seq={r['seq']}: {r['memory']['timed_allocations']} allocator calls in timed iterations")
@@ -548,7 +581,7 @@ def cmd_tp(a):
         else:
             check(r["strategy"] == "megatron-sp" and (t, U, R) == (P, 1, 1), f"{r['label']}: mesh {m}")
         T = cpmodel.tokens_per_rank(B, r["seq"], P)
-        levels = cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, s, cfg["block"])
+        levels = cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, s, cfg["block"], mesh=r["mesh"])
         want = {ph: {name: fb[i] for name, fb in levels.items()} for i, ph in enumerate(("fwd", "bwd"))}
         # groups from the levels: level i's members are strided by the product of the sizes inside it
         stride, groups = 1, {}

@@ -48,9 +48,29 @@ class TpAndUlysses(unittest.TestCase):
 
     def test_megatron_sp(self):
         # DESIGN: fwd = sub*2*s*(B*N/P)*D*(P-1), bwd = sub*3*...: B 2, N 96, D 64, P 4, fp32, full
-        self.assertEqual(m.megatron_sp_bytes(2, 96, 64, 4, 4, "full"), (2 * 2 * 4 * 48 * 64 * 3, 2 * 3 * 4 * 48 * 64 * 3))
-        self.assertEqual(m.megatron_sp_bytes(2, 96, 64, 4, 4, "full"), (147456, 221184))
-        self.assertEqual(m.megatron_sp_bytes(2, 96, 64, 4, 2, "attn"), (36864, 55296))
+        total = lambda *a, **k: m.levels_total(m.megatron_sp_bytes(*a, **k))
+        self.assertEqual(total(2, 96, 64, 4, 4, "full"), (2 * 2 * 4 * 48 * 64 * 3, 2 * 3 * 4 * 48 * 64 * 3))
+        self.assertEqual(total(2, 96, 64, 4, 4, "full"), (147456, 221184))
+        self.assertEqual(total(2, 96, 64, 4, 2, "attn"), (36864, 55296))
+        # --mlp-tp 2 beside its tp = 4: the MLP's 2 and 3 x s*T*D*(2-1) on its own level.
+        self.assertEqual(m.megatron_sp_bytes(2, 96, 64, 4, 4, "full", {"mlp_tp": 2}),
+                         {"tp": (73728, 110592), "mlp_tp": (2 * 4 * 48 * 64 * 1, 3 * 4 * 48 * 64 * 1)})
+        self.assertEqual(m.megatron_sp_bytes(2, 96, 64, 4, 4, "attn", {"mlp_tp": 2}), {"tp": (73728, 110592)})
+
+    def test_mlp_on_its_own_mesh(self):
+        # The ring family's MLP over 4 ranks (t = 1): 2 and 3 x s*T*D*3 on "mlp_tp"; none without.
+        self.assertEqual(m.mlp_bytes(16, 64, {"mlp_tp": 4}, 1, 2, "full"), {"mlp_tp": (2 * 2 * 16 * 64 * 3, 3 * 2 * 16 * 64 * 3)})
+        self.assertEqual(m.mlp_bytes(16, 64, {}, 1, 2, "full"), {"tp": (0, 0)})
+        self.assertEqual(m.mlp_bytes(16, 64, {}, 2, 2, "full"), {"tp": (2 * 2 * 16 * 64, 3 * 2 * 16 * 64)})
+        self.assertEqual((m.mlp_degree({"mlp_tp": 8}, 2), m.mlp_degree({}, 2)), (8, 2))
+
+    def test_helix_attention(self):
+        # P = 8, R = 4 (t = 2), S = 3, B = 2, H = 16, d = 8, D = 64, bf16: each rank owns H/P = 2
+        # heads, a chunk (4*2*2*8 + 4*2*2) = 144 B per step to each of 3 others; w_o's all-reduce
+        # over 8: 3 * 2 * 2 * (2*64/8) * 7.
+        self.assertEqual(m.helix_attention_bytes(3, 2, 16, 8, 64, 8, "ring", 4, 2),
+                         {"ring": 3 * 144 * 3, "mlp_tp": 3 * 2 * 2 * 16 * 7})
+        self.assertEqual(m.helix_attention_bytes(3, 2, 16, 8, 64, 8, "ring", 1, 2), {"mlp_tp": 3 * 2 * 2 * 16 * 7})
 
     def test_ulysses_a2a(self):
         # s*T*(2hq + 2hk')*(U-1)/U = 2*48*(128 + 64)*3/4 = 13824
