@@ -138,5 +138,33 @@ class DecodeMeshTable(unittest.TestCase):
         self.assertNotIn("usp[t3]", out)
 
 
+class HelixTable(unittest.TestCase):
+    def test_fastest_helix_against_the_fastest_mesh_and_megatron(self):
+        # Per P: the fastest '+mlpP' result (Helix), the fastest without '+mlp' (megatron-sp apart),
+        # megatron-sp; cache tokens per rank = C over the result's ring level; '+mlp2' at P = 8 is
+        # not Helix and is left out; a result off the model is flagged.
+        C = 1 << 20
+        def res(label, strategy, tpot, ring, matches=True):
+            inf = {"pass": "decode", "cached": C, "decode_steps": 8, "tpot_ms": tpot, "kv_cache_bytes": 1}
+            return {"status": "ok", "label": label, "strategy": strategy, "inference": inf, "mesh": {"ring": ring},
+                    "comm": {"fwd": {"bytes_sent": 8 * 100, "matches_model": matches}}}
+        reps = [{"config": {"world_size": 8}, "context": {"simulated": {"platform": "dgx-h100"}}, "results": [
+                    res("usp[u1xr8]+mlp8", "usp", 0.75, 8), res("usp[t4xu1xr2]+mlp8", "usp", 0.58, 2, matches=False),
+                    res("usp[t2xu1xr4]+mlp2", "usp", 0.10, 4), res("usp[t8xu1xr1]", "usp", 0.54, 1),
+                    res("ring-zigzag", "ring-zigzag", 1.0, 8), res("megatron-sp", "megatron-sp", 0.54, 1)]},
+                {"config": {"world_size": 16}, "context": {"simulated": {"platform": "dgx-h100"}}, "results": [
+                    res("usp[t8xu1xr2]+mlp16", "usp", 0.45, 2), res("usp[t16xu1xr1]", "usp", 0.50, 1)]}]
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, r in enumerate(reps):
+                paths.append(str(Path(d) / f"h{i}.json"))
+                Path(paths[-1]).write_text(json.dumps(r))
+            out = serving_table.helix_table(paths)
+        self.assertIn("| 1048576 | 8 | usp[t4xu1xr2]+mlp8 | 0.580 (bytes off the model!) | 524288 | usp[t8xu1xr1] | 0.540 | "
+                      "1048576 | 0.540 | 1048576 |", out)
+        self.assertIn("| 1048576 | 16 | usp[t8xu1xr2]+mlp16 | 0.450 | 524288 | usp[t16xu1xr1] | 0.500 | 1048576 | - | - |", out)
+        self.assertNotIn("+mlp2", out)
+
+
 if __name__ == "__main__":
     unittest.main()
