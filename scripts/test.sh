@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test (unit, MPI integration, python tools),
 # then the sanitizer stage: an AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan,
-# CUDA and micro-benchmarks off) running the unit tests, a P=2 and P=4 subset of the MPI tests
+# CUDA, micro-benchmarks and the cpbench-sim sub-build off) running the unit tests, a P=2 and P=4 subset of the MPI tests
 # and the fuzzed bad input (docs/RELIABILITY.md).
 # Usage: scripts/test.sh [ctest arguments, e.g. -L verify]
 #   CPBENCH_SANITIZER_STAGE=0 skips the sanitizer stage (it is skipped too when ctest arguments
@@ -25,8 +25,9 @@ fi
 # ---- sanitizer stage ----------------------------------------------------------------------------
 asan_dir=${ASAN_BUILD_DIR:-build-asan}
 echo "== sanitizer stage: ASan + UBSan build in $asan_dir"
+# No cpbench-sim sub-build: no test of the subset below runs it, and it is a second compile of the tree.
 BUILD_DIR=$asan_dir scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPBENCH_CUDA=OFF -DCPBENCH_MICRO=OFF \
-  -DCPBENCH_SANITIZE=address,undefined
+  -DCPBENCH_SIMGRID=OFF -DCPBENCH_SANITIZE=address,undefined
 source "$root/tests/sanitizers/env.sh"
 # Unit tests; the communicator at P=2 and 4; verify at P=2 and 4 (plain and USP mesh); every
 # bad-input test (mostly P=2, some P=4); the report model at P=2 and 4; the dry run; the fuzz.
