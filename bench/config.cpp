@@ -230,7 +230,7 @@ void finalize_config(RunConfig& c, int P) {
     if (s.back() != ']')
       throw std::invalid_argument("strategy '" + s + "': a named mesh is written name[mesh], e.g. usp[u2xr2]");
     const auto strat = find_strategy(name)->make();
-    if (!strat->uses_mesh() && strat->mesh_candidates(MeshSpec{}, planned_world_size(c, P)).size() <= 1)
+    if (!strat->capabilities().mesh && strat->mesh_candidates(MeshSpec{}, planned_world_size(c, P)).size() <= 1)
       throw std::invalid_argument("strategy '" + s + "': " + name + " has one mesh only; name it without [...]");
     if (c.mesh_all)
       throw std::invalid_argument("--mesh all enumerates every mesh; do not also name one (strategy '" + s + "')");
@@ -246,7 +246,7 @@ void finalize_config(RunConfig& c, int P) {
   // is the mesh {tp = P} by itself, the ring family {ring = P}). When no requested strategy takes
   // it, it would be silently ignored: that is an error instead.
   auto takes_levels = [&](const std::string& s) {
-    return strategy_entry_name(s) == s && find_strategy(s)->make()->uses_mesh();
+    return strategy_entry_name(s) == s && find_strategy(s)->can.mesh;
   };
   if (c.tp > 1) {
     bool used = false;
@@ -256,7 +256,7 @@ void finalize_config(RunConfig& c, int P) {
       bool named = false;  // a named usp mesh: its label fixes its tp
       for (const auto& n : c.strategies) {
         names += (names.empty() ? "" : ",") + n;
-        named = named || (strategy_entry_name(n) != n && find_strategy(strategy_entry_name(n))->make()->uses_mesh());
+        named = named || (strategy_entry_name(n) != n && find_strategy(strategy_entry_name(n))->can.mesh);
       }
       throw std::invalid_argument("--tp " + std::to_string(c.tp) + " sets a tp level, but none of the strategies has one to choose (strategies: " +
                                   names + (named ? "; a named mesh fixes its own tp: drop --tp)"

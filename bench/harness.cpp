@@ -90,7 +90,7 @@ std::vector<JobResult> Harness::run(const std::vector<Job>& jobs, const Peak& pe
 namespace {
 // The model's bytes for `shape` (forward only under prefill: the backward's bytes are not sent).
 CommPrediction predicted_for(const Strategy& model, const LayerShape& shape, int P, const MeshSpec& mesh, int rank) {
-  CommPrediction predicted = model.predicted_bytes_of_rank(shape, P, mesh, int64_t(dtype_size(shape.dtype)), 4, rank);
+  CommPrediction predicted = model.predicted_bytes(shape, P, mesh, int64_t(dtype_size(shape.dtype)), 4, rank);
   if (!shape.forward_only()) return predicted;
   CommPrediction fwd_only;
   for (const CommShare& c : predicted.shares)
@@ -234,9 +234,10 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   if (shape.balance != BalanceScheme::none && job.info->name != "single") {
     // Per rank, the pairs of the ring position it works on (usp: its ring index's, which its t*U
     // ranks share, each for its slice of the heads).
-    const TokenLayout layout = TokenLayout::build(shape.balance, shape, model->balance_positions(job.mesh, P));
+    const BalancePositions positions = model->balance_positions(job.mesh, P);
+    const TokenLayout layout = TokenLayout::build(shape.balance, shape, positions.count);
     for (int r = 0; r < P; ++r)
-      result.timed->visible_pairs_per_rank.push_back(layout.visible_pairs(model->balance_position_of(r, job.mesh)));
+      result.timed->visible_pairs_per_rank.push_back(layout.visible_pairs(positions.of_rank[size_t(r)]));
     if (shape.balance == BalanceScheme::dynamic) {
       result.timed->cp_cap = shape.cp_cap > 0 ? shape.cp_cap : std::max<int64_t>(1, shape.N / P);
       result.timed->cp_degrees = layout.doc_groups();

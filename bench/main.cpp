@@ -59,11 +59,12 @@ void print_list() {
 json list_json() {
   json strategies = json::array();
   for (const auto& info : strategy_registry()) {
-    const auto s = info.make();  // the capabilities are the strategy object's own answers
+    const auto s = info.make();
+    const Capabilities& can = info.can;  // the strategy's own (its describe())
     json passes = {"train", "prefill"};  // every strategy runs these (bench/plan.cpp refuses none)
-    if (s->supports_decode()) passes.push_back("decode");
+    if (can.decode) passes.push_back("decode");
     json ring_pass = {"kv"};
-    if (s->supports_pass_q()) {
+    if (can.pass_q) {
       ring_pass.push_back("q");
       // q-a2a is a travel policy of a single ring level (bench/parts/ring_schedule.h): every
       // strategy that takes pass-Q has it except where its mesh is a double ring (double-ring).
@@ -75,16 +76,16 @@ json list_json() {
     }
     json balance = {"none"};
     for (BalanceScheme b : {BalanceScheme::doc_zigzag, BalanceScheme::greedy, BalanceScheme::dynamic})
-      if (s->supports_balance(b)) balance.push_back(balance_name(b));
+      if (can.supports(b)) balance.push_back(balance_name(b));
     strategies.push_back({{"name", info.name},
                           {"summary", info.summary},
                           {"constraints", info.constraints},
                           {"tiers", info.tiers},
-                          {"uses_mesh", s->uses_mesh()},
+                          {"uses_mesh", can.mesh},
                           {"passes", passes},
                           {"ring_pass", ring_pass},
                           {"balance", balance},
-                          {"cached", s->supports_cached()}});
+                          {"cached", can.cached}});
   }
   json models = json::array();
   for (const auto& m : model_presets())

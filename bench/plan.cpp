@@ -5,33 +5,13 @@
 namespace cpbench {
 
 namespace {
-// The strategy's constraints, and under --cached C those of its layout of the N - C new tokens
-// (the layout places only them) plus an equal cache shard per rank.
-void check_shape(const Strategy& strat, const LayerShape& shape, int P, const MeshSpec& mesh) {
-  if (shape.cached == 0) return strat.check(shape, P, mesh);
-  if (strat.name() == "single") return;
-  if (shape.decode()) return strat.check_decode(shape, P, mesh);  // no layout of new tokens
-  const std::string under = " (--cached " + std::to_string(shape.cached) + " of seq=" + std::to_string(shape.N) + ")";
-  if (shape.cached % P != 0)
-    throw ConstraintError(strat.name() + ": cached=" + std::to_string(shape.cached) +
-                          " is not divisible by P=" + std::to_string(P) + ": each rank holds an equal cache shard" + under);
-  strat.check_cached(shape, P, mesh);
-  const LayerShape fresh = shape.without_cache();
-  try {
-    strat.check(fresh, P, mesh);
-  } catch (const ConstraintError& e) {
-    throw ConstraintError(std::string(e.what()) + ": the layout holds the seq - cached = " +
-                          std::to_string(fresh.N) + " new tokens" + under);
-  }
-}
-
 // The request among the meshes `strat` declares on P ranks (a single and a double ring level for
 // usp) whose resolved label is `entry` ("usp[t2xu2xr2]"): the label is formatted in one place
 // (Strategy::label), so a named mesh is read back through it rather than parsed a second way.
 MeshSpec named_mesh(const Strategy& strat, const std::string& entry, const MeshSpec& base, const LayerShape& shape,
                     int P) {
   std::vector<MeshSpec> candidates = strat.mesh_candidates(base, P);
-  if (strat.uses_mesh()) {
+  if (strat.capabilities().mesh) {
     MeshSpec dbl = base;
     dbl.usp_ring = base.usp_ring == UspRing::double_ ? UspRing::single : UspRing::double_;
     for (const MeshSpec& m : strat.mesh_candidates(dbl, P)) candidates.push_back(m);
@@ -59,23 +39,24 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
     for (const auto& entry : cfg.strategies) {
       const StrategyInfo* info = find_strategy(strategy_entry_name(entry));
       auto strat = info->make();
+      const Capabilities& can = info->can;
       // --mesh all: the meshes the strategy declares (usp: every U x R; double-ring: every w).
       MeshSpec base{cfg.ulysses, cfg.ring, cfg.tp > 0 ? cfg.tp : 1, cfg.placement, cfg.ring_layout};
       base.inner_ring = cfg.inner_ring;
       base.usp_ring = cfg.usp_ring == "double" ? UspRing::double_ : UspRing::single;
       base.ranks_per_node = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : host_ranks_per_node;
-      if (!strat->uses_mesh()) base.tp = 1;  // --tp is usp's level (config.cpp): the others run without it
+      if (!can.mesh) base.tp = 1;  // --tp is usp's level (config.cpp): the others run without it
       std::vector<MeshSpec> requests{base};
       bool enumerate = false;
       if (entry != strategy_entry_name(entry)) {  // a named mesh: the declared one with that label
         requests = {named_mesh(*strat, entry, base, shape, P)};
       } else {
         const std::vector<MeshSpec> candidates = strat->mesh_candidates(base, P);
-        enumerate = cfg.mesh_all && (strat->uses_mesh() || candidates.size() > 1);
+        enumerate = cfg.mesh_all && (can.mesh || candidates.size() > 1);
         if (enumerate) requests = candidates;
       }
       // Named explicitly: the strategy itself, or the mesh (--ulysses/--ring) of a mesh strategy.
-      const bool named = !enumerate && (cfg.strategies_explicit || (strat->uses_mesh() && (cfg.ulysses || cfg.ring || cfg.tp)));
+      const bool named = !enumerate && (cfg.strategies_explicit || (can.mesh && (cfg.ulysses || cfg.ring || cfg.tp)));
       for (const MeshSpec& req : requests) {
         Job job{info, seq, req, strat->name(), ""};
         try {
@@ -84,18 +65,18 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           // replicated reference, runs unchanged).
           job.mesh.mlp_tp = resolve_mlp_tp(cfg.mlp_tp, job.mesh, strat->name() != "single");
           job.label = strat->label(job.mesh);
-          if (shape.decode() && !strat->supports_decode())
+          if (shape.decode() && !can.decode)
             throw ConstraintError(strat->name() + ": --pass decode is built for the ring family, usp, ulysses and megatron-sp only "
                                   "(ring, ring-zigzag, ring-striped, double-ring, usp, ulysses, megatron-sp)");
-          if (!shape.decode() && shape.cached > 0 && !strat->supports_cached())
+          if (!shape.decode() && shape.cached > 0 && !can.cached)
             throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.cached) +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
-          check_shape(*strat, shape, P, job.mesh);
+          strat->check(shape, P, job.mesh);  // for the shape's pass (--cached, decode)
           check_mlp_mesh(strat->name(), shape, P, job.mesh);
-          if (shape.ring_pass_q && !strat->supports_pass_q())
+          if (shape.ring_pass_q && !can.pass_q)
             throw ConstraintError(strat->name() + ": --ring-pass " + (shape.ring_pass_a2a ? "q-a2a" : "q") +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp)");
-          if (shape.balance != BalanceScheme::none && !strat->supports_balance(shape.balance)) {
+          if (shape.balance != BalanceScheme::none && !can.supports(shape.balance)) {
             const std::string b = balance_name(shape.balance);
             const bool dynamic = shape.balance == BalanceScheme::dynamic;
             throw ConstraintError(strat->name() + ": --balance " + b +

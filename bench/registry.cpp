@@ -3,8 +3,9 @@
 // Why a list and not self-registration from each strategy file: cpbench_lib is a static
 // library, and a linker drops an object file nothing refers to, static registrars included
 // (unless every consumer links it whole-archive); the list also fixes the report order. A
-// strategy file defines `std::unique_ptr<Strategy> make_strategy_<id>()`; its name, summary and
-// constraints come from the class itself.
+// strategy file defines `std::unique_ptr<Strategy> make_strategy_<id>()`; its description
+// (name, summary, constraints, tiers, capabilities) comes from the class itself (describe()).
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -29,8 +30,10 @@ CPBENCH_STRATEGIES(CPBENCH_DECLARE)
 
 namespace {
 StrategyInfo info_of(std::unique_ptr<Strategy> (*make)()) {
-  const auto s = make();
-  return {s->name(), s->summary(), s->constraints(), s->tiers(), make};
+  StrategyInfo info;
+  static_cast<StrategyDesc&>(info) = make()->describe();
+  info.make = make;
+  return info;
 }
 }  // namespace
 
@@ -65,6 +68,35 @@ MeshSpec Strategy::resolve_mesh(const MeshSpec& requested, const LayerShape&, in
   m.R = P;
   m.placement = requested.placement;
   return m;
+}
+
+BalancePositions Strategy::balance_positions(const MeshSpec& m, int P) const {
+  // The ring index of a rank: its index in the ring group, or in a double ring outer * w + inner.
+  const MeshDesc d = mesh_desc(m);
+  auto index_in = [&](int rank, const std::string& level) {
+    const std::vector<int> g = Mesh::group_of(rank, d, level);
+    return int(std::find(g.begin(), g.end(), rank) - g.begin());
+  };
+  BalancePositions b;
+  b.count = m.R;
+  for (int r = 0; r < P; ++r)
+    b.of_rank.push_back(d.has("ring") ? index_in(r, "ring")
+                                      : index_in(r, "ring_outer") * d.size_of("ring_inner") + index_in(r, "ring_inner"));
+  return b;
+}
+
+void Strategy::check_new_tokens(const LayerShape& s, int P, const MeshSpec& m) const {
+  const std::string under = " (--cached " + std::to_string(s.cached) + " of seq=" + std::to_string(s.N) + ")";
+  if (s.cached % P != 0)
+    throw ConstraintError(name() + ": cached=" + std::to_string(s.cached) + " is not divisible by P=" +
+                          std::to_string(P) + ": each rank holds an equal cache shard" + under);
+  const LayerShape fresh = s.without_cache();
+  try {
+    check(fresh, P, m);
+  } catch (const ConstraintError& e) {
+    throw ConstraintError(std::string(e.what()) + ": the layout holds the seq - cached = " + std::to_string(fresh.N) +
+                          " new tokens" + under);
+  }
 }
 
 // The largest Ulysses degree dividing P that head_sharding_error accepts (the hint in messages).

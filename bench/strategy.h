@@ -152,57 +152,67 @@ struct StrategyEnv {
   MeshSpec spec;  // the job's resolved mesh (U, R, placement, ring layout, inner ring)
 };
 
+// What a strategy can run beyond the training pass of its own layout (plan_jobs refuses the rest
+// with one message per capability; `cpbench list --json` prints them).
+struct Capabilities {
+  // --ulysses/--ring/--placement/--mesh/--tp configure it (usp): --mesh all enumerates its
+  // mesh_candidates, a mesh named with those options that it cannot run is an error, not a skip.
+  bool mesh = false;
+  // --ring-pass q (query blocks circulate): the ring family (bench/strategies/ring_family.h, its
+  // travel parts) and usp's ring level; single (nothing circulates) runs unchanged as the reference.
+  bool pass_q = false;
+  // --balance doc-zigzag|greedy: the strategy places tokens by the balanced layout (ring, the
+  // double ring, usp's ring level); dynamic: ring only, whose ring becomes one ring per CP group.
+  bool balance = false, balance_dynamic = false;
+  // --cached C: its new tokens' queries attend a sharded KV cache (the ring family, the double
+  // ring, usp, ulysses and single; Block's cache, block.h, or the core's).
+  bool cached = false;
+  // --pass decode: the cache sharded over the CP group, partials merged by one all-gather
+  // (Block's decode step, block.h): the ring family, the double ring, usp, ulysses, megatron-sp
+  // (tensor-parallel decode: heads over its tp level, nothing merged) and single.
+  bool decode = false;
+  // Under --balance dynamic (train, prefill) its ranks send different amounts (ring: each rank's
+  // groups hold different token counts): the harness asks predicted_bytes for each rank.
+  bool bytes_per_rank = false;
+  bool supports(BalanceScheme b) const {
+    return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);
+  }
+};
+
+// What a strategy states about itself: its registered name, its description for README and
+// `cpbench list`, and what it can run. Data, fixed per strategy (a preset's comes from its data).
+struct StrategyDesc {
+  std::string name;         // registered name: "ring-zigzag"
+  std::string summary;      // two lines for README / `cpbench list`
+  std::string constraints;  // human-readable constraints, one line
+  std::string tiers;        // where its bytes go on a cluster of nodes (intra- vs inter-node), one line
+  Capabilities can;
+};
+
+// Under --balance: the ring positions the balanced layout spans and the one each world rank works
+// on (Strategy::balance_positions).
+struct BalancePositions {
+  int count = 0;
+  std::vector<int> of_rank;  // [P]
+};
+
+// The plug-in interface: twelve virtual methods, each a question whose answer differs between
+// strategies. Everything else a caller asks (name, capabilities, label, per-rank bytes, balance
+// positions) is derived from them by the non-virtual helpers below.
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  virtual std::string name() const = 0;  // registered name: "ring-zigzag"
-  virtual std::string summary() const = 0;      // two lines for README / `cpbench list`
-  virtual std::string constraints() const = 0;  // human-readable constraints, one line
-  // Where its bytes go on a cluster of nodes (intra- vs inter-node), one line for `cpbench list`.
-  virtual std::string tiers() const = 0;
-  // Label of one result: name plus mesh when the strategy takes one ("usp[u2xr2]"), then the
-  // MLP's own mesh when it has one ("ring+mlp4"). The one place a result's label is formatted
-  // (reports, tables, dump directories use it); --strategies names a mesh by its mesh_label.
-  std::string label(const MeshSpec& m) const {
-    return mesh_label(m) + (m.mlp_tp > 0 ? "+mlp" + std::to_string(m.mlp_tp) : std::string());
-  }
-  virtual std::string mesh_label(const MeshSpec& m) const { (void)m; return name(); }
+
+  // ---- what it is ---------------------------------------------------------------------------
+  virtual StrategyDesc describe() const = 0;
+  std::string name() const { return describe().name; }
+  Capabilities capabilities() const { return describe().can; }
+
+  // ---- its mesh -----------------------------------------------------------------------------
   // The mesh this strategy runs on, from the request and world size P. Throws ConstraintError
   // when the request is impossible (U*R != P ...). Default (sequence-sharded over all ranks):
   // U=1, R=P.
   virtual MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const;
-  // True when --ulysses/--ring/--placement/--mesh apply to this strategy (usp).
-  virtual bool uses_mesh() const { return false; }
-  // --ring-pass q (query blocks circulate): the ring family (bench/strategies/ring_family.h, its travel parts) implements it; single
-  // (nothing circulates) runs unchanged as the reference.
-  virtual bool supports_pass_q() const { return false; }
-  // --balance `b` (other than none): the strategy places tokens by the balanced layout (ring, the
-  // double ring, usp's ring level; dynamic: ring only, whose ring becomes one ring per CP group).
-  virtual bool supports_balance(BalanceScheme b) const { (void)b; return false; }
-  // Under --balance: the ring positions the layout spans (P; usp: its ring level R) and the one
-  // world rank `rank` works on (the rank itself; usp: its ring index, shared by its t*U ranks).
-  virtual int balance_positions(const MeshSpec& m, int P) const { (void)m; return P; }
-  virtual int balance_position_of(int rank, const MeshSpec& m) const { (void)m; return rank; }
-  // --cached C: the strategy attends its new tokens' queries to a sharded KV cache (the ring
-  // family, the double ring, usp, ulysses and single; Block's cache, block.h, or the core's).
-  virtual bool supports_cached() const { return false; }
-  // --pass decode: the cache sharded over the CP group, partials merged by one all-gather
-  // (Block's decode step, block.h): the ring family, the double ring, usp, ulysses, megatron-sp
-  // (tensor-parallel decode: heads over its tp level, nothing merged) and single.
-  virtual bool supports_decode() const { return false; }
-  // Throws ConstraintError naming the values when it cannot prefill against a cache (--cached)
-  // on this mesh, beyond its layout's constraints on the new tokens (default: none).
-  virtual void check_cached(const LayerShape& s, int P, const MeshSpec& m) const {
-    (void)s, (void)P, (void)m;
-  }
-  // Throws ConstraintError naming the values when it cannot decode this cache on this mesh.
-  // Default: an equal cache shard per rank, P | C.
-  virtual void check_decode(const LayerShape& s, int P, const MeshSpec& m) const {
-    (void)m;
-    if (s.cached % P != 0)
-      throw ConstraintError(name() + ": cached=" + std::to_string(s.cached) + " is not divisible by P=" +
-                            std::to_string(P) + ": each rank holds an equal cache shard (--pass decode)");
-  }
   // The meshes `--mesh all` runs for this strategy on P ranks: requests to resolve_mesh, each
   // with `base`'s placement and layout. Default: `base` alone; usp: every U x R = P.
   virtual std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const {
@@ -214,27 +224,45 @@ class Strategy {
   // (MeshSpec::mlp_tp) are added by job_mesh_desc (bench/parts/sublayer_mesh.h), for every
   // strategy alike.
   virtual MeshDesc mesh_desc(const MeshSpec& m) const { return m.desc(); }
-  // Throws ConstraintError naming the constraint and values when it cannot run this shape on
-  // this mesh of P ranks.
-  virtual void check(const LayerShape& s, int P, const MeshSpec& m) const = 0;
-  // DESIGN's analytic model, computed from the shape alone (never from the comm log).
-  // elem = s (bytes of the communicated dtype), acc = s_acc (ring gradient accumulators).
-  virtual CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m,
-                                         int64_t elem, int64_t acc) const = 0;
-  // The model for world rank `rank` where ranks send different amounts (ring --balance dynamic:
-  // each rank's groups hold different token counts; predicted_bytes is then the busiest rank's).
-  // Default: predicted_bytes, the same for every rank.
-  virtual CommPrediction predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                                 int64_t acc, int rank) const {
-    (void)rank;
-    return predicted_bytes(s, P, m, elem, acc);
+  // Its name plus its mesh when it takes one ("usp[u2xr2]", "double-ring[w4]"); label() adds
+  // the MLP's own mesh. --strategies names a mesh by its mesh_label.
+  virtual std::string mesh_label(const MeshSpec& m) const { (void)m; return name(); }
+  // Label of one result: mesh_label, then the MLP's own mesh when it has one ("ring+mlp4"). The
+  // one place a result's label is formatted (reports, tables, dump directories use it).
+  std::string label(const MeshSpec& m) const {
+    return mesh_label(m) + (m.mlp_tp > 0 ? "+mlp" + std::to_string(m.mlp_tp) : std::string());
   }
-  // True when predicted_bytes_of_rank differs between ranks (the harness then asks for each).
-  virtual bool predicts_per_rank(const LayerShape& s) const { (void)s; return false; }
+  // Under --balance (a strategy with can.balance): the balanced layout spans the ring level's
+  // positions (P; usp: its ring level R) and each world rank works on its ring index (the rank
+  // itself; usp: its ring index, shared by its t*U ranks), read from mesh_desc.
+  BalancePositions balance_positions(const MeshSpec& m, int P) const;
+
+  // ---- what it can run ----------------------------------------------------------------------
+  // Throws ConstraintError naming the constraint and values when it cannot run this shape on
+  // this mesh of P ranks, for the shape's pass: plan_jobs asks only for the passes its
+  // capabilities declare. A strategy dispatches on the pass itself, with the helpers below:
+  // under --pass decode the cache's constraints (check_cache_shards: an equal cache shard per
+  // rank, or its own), under --cached prefill check_new_tokens (its layout's constraints on the
+  // N - C new tokens), else its layout's.
+  virtual void check(const LayerShape& s, int P, const MeshSpec& m) const = 0;
+
+  // ---- its model ----------------------------------------------------------------------------
+  // DESIGN's analytic model, computed from the shape alone (never from the comm log): bytes sent
+  // by world rank `rank`, or with kBusiestRank the busiest rank's (the same for every rank unless
+  // can.bytes_per_rank: ring --balance dynamic). elem = s (bytes of the communicated dtype),
+  // acc = s_acc (ring gradient accumulators).
+  static constexpr int kBusiestRank = -1;
+  virtual CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                         int rank = kBusiestRank) const = 0;
+  // True when predicted_bytes differs between ranks for this shape (the harness then asks for each).
+  bool predicts_per_rank(const LayerShape& s) const {
+    return capabilities().bytes_per_rank && !s.decode() && s.balance == BalanceScheme::dynamic;
+  }
   // Analytic activation memory per rank (bytes of tensors saved or live across the layer);
   // reported beside the measured peak.
   virtual int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const = 0;
 
+  // ---- running it (Block implements these for every strategy) --------------------------------
   // Allocate buffers and fill the seeded inputs and weights of this rank's shard.
   virtual void setup(StrategyEnv& env) = 0;
   virtual void forward() = 0;
@@ -246,15 +274,23 @@ class Strategy {
   // Summing the arrays of all ranks must give the global tensor: replicated data is written by
   // one rank only; weight gradients are partial sums.
   virtual void export_tensor(const std::string& name, std::vector<float>& global) = 0;
+
+ protected:
+  // For check(): --pass decode with an equal cache shard per rank (P | C).
+  void check_cache_shards(const LayerShape& s, int P) const {
+    if (s.cached % P != 0)
+      throw ConstraintError(name() + ": cached=" + std::to_string(s.cached) + " is not divisible by P=" +
+                            std::to_string(P) + ": each rank holds an equal cache shard (--pass decode)");
+  }
+  // For check(): --cached C prefill. An equal cache shard per rank (P | C), then check() of the N - C
+  // new tokens as a shape of their own (without_cache: its layout places only them); a message
+  // then says so.
+  void check_new_tokens(const LayerShape& s, int P, const MeshSpec& m) const;
 };
 
-// Registry (bench/registry.cpp): one entry per strategy, filled from the strategy's own
-// name(), summary() and constraints().
-struct StrategyInfo {
-  std::string name;
-  std::string summary;      // two lines for README / `cpbench list`
-  std::string constraints;  // human-readable constraints
-  std::string tiers;        // where its bytes go on nodes (one line)
+// Registry (bench/registry.cpp): one entry per strategy, its description (the strategy's own
+// describe()) and its factory.
+struct StrategyInfo : StrategyDesc {
   std::function<std::unique_ptr<Strategy>()> make;
 };
 const std::vector<StrategyInfo>& strategy_registry();

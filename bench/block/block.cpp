@@ -632,14 +632,9 @@ void Block::forward() {
 
 Block::DecodeGroups Block::decode_groups() { return {mesh().cp.get(), nullptr}; }
 
-CommPrediction Block::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                      int64_t acc) const {
-  return attention_bytes(s, P, m, elem, acc).add(mlp_bytes(s, P, m, elem));
-}
-
-CommPrediction Block::predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                              int64_t acc, int rank) const {
-  return attention_bytes_of_rank(s, P, m, elem, acc, rank).add(mlp_bytes(s, P, m, elem));
+CommPrediction Block::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                      int rank) const {
+  return attention_bytes(s, P, m, elem, acc, rank).add(mlp_bytes(s, P, m, elem));
 }
 
 CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSpec& m,

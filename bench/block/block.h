@@ -24,6 +24,11 @@
 //    attention core then runs on the group's gathered tokens ("wide" rows) for the local heads.
 // With no TP group (t = 1) the gather and reduce-scatter are nothing at all: the same code runs
 // the sequence-sharded strategies and single.
+//
+// Of Strategy's twelve virtual methods (bench/strategy.h) the block implements, once, the ones
+// that run it (setup, forward, backward, export_tensor) and predicted_bytes (the attention's
+// plus the MLP's), and gives activation_bytes_estimate a default; a strategy on it states the
+// rest (describe, its mesh, check) and supplies the protected virtuals below.
 #pragma once
 #include <deque>
 #include <functional>
@@ -144,10 +149,8 @@ class Block : public Strategy {
   // The layer's bytes: the attention sub-layer's (the strategy's attention_bytes below) plus the
   // MLP sub-layer's on its own mesh (bench/parts/sublayer_mesh.h mlp_bytes). The sub-layer count
   // is written nowhere else.
-  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                 int64_t acc) const final;
-  CommPrediction predicted_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
-                                         int rank) const final;
+  CommPrediction predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                 int rank = kBusiestRank) const final;
   // After setup, for the whole-model memory estimate (metrics.h model_estimate): the parameters
   // this rank holds of the block (its registry's weight elements: 1/t of the projections under
   // a TP group of t), the bytes of its input x [B, T, D] and the TP degree t; and, under
@@ -179,14 +182,10 @@ class Block : public Strategy {
  protected:
   // ---- what a strategy supplies -----------------------------------------------------------------
   // DESIGN's analytic model of the attention sub-layer, from the shape alone (Strategy::
-  // predicted_bytes adds the MLP's); per rank where ranks differ (predicts_per_rank).
-  virtual CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                         int64_t acc) const = 0;
-  virtual CommPrediction attention_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                                 int64_t acc, int rank) const {
-    (void)rank;
-    return attention_bytes(s, P, m, elem, acc);
-  }
+  // predicted_bytes adds the MLP's): world rank `rank`'s bytes, or the busiest rank's
+  // (kBusiestRank); they differ only where Capabilities::bytes_per_rank says so.
+  virtual CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                         int rank) const = 0;
   // Global positions of this rank's T tokens, in the order they are stored.
   virtual Positions token_positions(const LayerShape& s, const Mesh& mesh) const = 0;
   // The tensor-parallel group (null: none). Its members' tokens, gathered in member order, are

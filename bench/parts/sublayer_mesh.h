@@ -29,7 +29,7 @@ int resolve_mlp_tp(int requested, const MeshSpec& m, bool shards);
 // Throws ConstraintError naming the flag and the values when the MLP cannot run on N ranks:
 // N must divide P and ffn_dim, under decode dim (the all-reduce's D/N columns); Helix needs P to
 // divide heads (H/P heads per rank for w_o); a strategy that merges over two levels (usp's
-// double ring) refuses Helix in its check_decode.
+// double ring) refuses Helix in its check (--pass decode).
 void check_mlp_mesh(const std::string& who, const LayerShape& s, int P, const MeshSpec& m);
 
 // The mesh a job builds: the strategy's levels, and under --mlp-tp N the MLP's {mlp_dp, mlp_tp}.

@@ -22,13 +22,12 @@ namespace {
 
 class AllgatherKV final : public Block {
  public:
-  std::string name() const override { return "allgather-kv"; }
-  std::string summary() const override {
-    return "Llama 3 context parallelism: all-gather K,V, attention of the zigzag query\n"
-           "chunks against the whole sequence; bwd re-gathers and reduce-scatters dK,dV.";
+  StrategyDesc describe() const override {
+    return {"allgather-kv",
+            "Llama 3 context parallelism: all-gather K,V, attention of the zigzag query\n"
+            "chunks against the whole sequence; bwd re-gathers and reduce-scatters dK,dV.",
+            "2P divides seq", "all-gather/reduce-scatter over all P ranks: (P-K)/(P-1) of its bytes cross nodes", {}};
   }
-  std::string tiers() const override { return "all-gather/reduce-scatter over all P ranks: (P-K)/(P-1) of its bytes cross nodes"; }
-  std::string constraints() const override { return "2P divides seq"; }
 
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     if (s.N % (2 * int64_t(P)) != 0) {
@@ -38,8 +37,8 @@ class AllgatherKV final : public Block {
     }
   }
 
-  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem,
-                                 int64_t acc) const override {
+  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem, int64_t acc,
+                                 int) const override {
     const int64_t T = s.B * s.N / P, hk = int64_t(s.G) * s.d;
     const int64_t gather = elem * T * 2 * hk * (P - 1);
     CommPrediction p;  // all-gathers and the reduce-scatter over the whole CP group

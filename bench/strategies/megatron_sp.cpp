@@ -38,14 +38,19 @@ namespace {
 
 class MegatronSP final : public Block {
  public:
-  std::string name() const override { return "megatron-sp"; }
-  std::string summary() const override {
-    return "Megatron-LM tensor + sequence parallelism, the mesh {tp = P}: all-gather xn, head-sharded\n"
-           "QKV, attention and w_o, reduce-scatter back to token shards; weights sharded.";
-  }
-  std::string tiers() const override { return "all-gather/reduce-scatter over all P ranks: tensor parallelism, keep its P ranks inside one node"; }
-  std::string constraints() const override {
-    return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq; P divides ffn_dim (--block full)";
+  StrategyDesc describe() const override {
+    StrategyDesc d{"megatron-sp",
+                   "Megatron-LM tensor + sequence parallelism, the mesh {tp = P}: all-gather xn, head-sharded\n"
+                   "QKV, attention and w_o, reduce-scatter back to token shards; weights sharded.",
+                   "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq; P divides "
+                   "ffn_dim (--block full)",
+                   "all-gather/reduce-scatter over all P ranks: tensor parallelism, keep its P ranks inside one node",
+                   {}};
+    // --pass decode: tensor-parallel decode (the serving baseline CP is compared with): every rank
+    // holds the whole cache for its H/P query heads and max(G,P)/P KV heads; nothing is merged,
+    // each sub-layer all-reduces its B x D output (block.h TpGroup).
+    d.can.decode = true;
+    return d;
   }
 
   // The mesh {tp = P} (DESIGN "Tensor parallelism inside the CP mesh": megatron-sp is t = P).
@@ -66,7 +71,15 @@ class MegatronSP final : public Block {
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
     std::ostringstream e;
     const std::string heads = head_sharding_error(P, s, "P");
-    if (!heads.empty())
+    if (s.decode()) {  // the heads over the P tp ranks, the whole cache on each
+      if (!heads.empty())
+        e << "megatron-sp: " << heads << " (--pass decode shards the heads over the P tp ranks)";
+      else if (s.full_block && s.F % P != 0)
+        e << "megatron-sp: P=" << P << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
+      else if (s.D % P != 0)
+        e << "megatron-sp: P=" << P << " does not divide dim=" << s.D
+          << " (--pass decode all-reduces each sub-layer's output as D/P columns per rank)";
+    } else if (!heads.empty())  // train, prefill: the sequence over the P ranks too
       e << "megatron-sp: " << heads << "; "
         << (max_ulysses_degree(P, s) == 1 ? std::string("use a ring strategy (or usp with ulysses=1)")
                                           : "use usp with ulysses<=" + std::to_string(max_ulysses_degree(P, s)));
@@ -77,26 +90,9 @@ class MegatronSP final : public Block {
     if (!e.str().empty()) throw ConstraintError(e.str());
   }
 
-  // --pass decode: tensor-parallel decode (the serving baseline CP is compared with): every rank
-  // holds the whole cache for its H/P query heads and max(G,P)/P KV heads; nothing is merged,
-  // each sub-layer all-reduces its B x D output (block.h TpGroup).
-  bool supports_decode() const override { return true; }
-  void check_decode(const LayerShape& s, int P, const MeshSpec&) const override {
-    std::ostringstream e;
-    const std::string heads = head_sharding_error(P, s, "P");
-    if (!heads.empty())
-      e << "megatron-sp: " << heads << " (--pass decode shards the heads over the P tp ranks)";
-    else if (s.full_block && s.F % P != 0)
-      e << "megatron-sp: P=" << P << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
-    else if (s.D % P != 0)
-      e << "megatron-sp: P=" << P << " does not divide dim=" << s.D
-        << " (--pass decode all-reduces each sub-layer's output as D/P columns per rank)";
-    if (!e.str().empty()) throw ConstraintError(e.str());
-  }
-
   // All collectives over the tp level, the whole CP group (the MLP's: the block's term).
-  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                 int64_t acc) const override {
+  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                 int) const override {
     if (s.decode()) return decode_prediction(s, P, m, {}, 1, elem, acc);
     return tp_sublayer_bytes(s, P, P, "tp", elem);
   }

@@ -6,14 +6,19 @@
 
 namespace cpbench {
 
-std::string RingFamily::constraints() const {
-  std::string c = p_.order == RingOrder::zigzag ? "2P divides seq" : "P divides seq";
-  if (p_.double_ring) c += " (P under --balance); inner ring w divides P";
-  return c;
+StrategyDesc RingFamily::describe() const {
+  StrategyDesc d{p_.name, p_.summary, p_.order == RingOrder::zigzag ? "2P divides seq" : "P divides seq", p_.tiers, {}};
+  if (p_.double_ring) d.constraints += " (P under --balance); inner ring w divides P";
+  d.can.pass_q = d.can.cached = d.can.decode = true;
+  d.can.balance = p_.balance;
+  d.can.balance_dynamic = p_.balance_dynamic;
+  // --balance dynamic: one ring per CP group, whose ranks hold different token counts.
+  d.can.bytes_per_rank = p_.balance_dynamic;
+  return d;
 }
 
 std::string RingFamily::mesh_label(const MeshSpec& m) const {
-  return p_.double_ring ? name() + "[w" + std::to_string(m.inner_ring) + "]" : name();
+  return p_.double_ring ? p_.name + "[w" + std::to_string(m.inner_ring) + "]" : p_.name;
 }
 
 // --mesh all: a double ring runs every window size w dividing P (w = P and w = 1 are single rings
@@ -41,6 +46,8 @@ MeshSpec RingFamily::resolve_mesh(const MeshSpec& req, const LayerShape& s, int 
 }
 
 void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
+  if (s.decode()) return check_cache_shards(s, P);     // no layout of new tokens
+  if (s.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
   // A balanced layout holds N/P tokens per rank; the static order cuts N into its pieces. (A
   // preset without --balance keeps its order's constraint: plan_jobs then refuses the scheme.)
   const bool balanced = s.balance != BalanceScheme::none && p_.balance;
@@ -76,24 +83,14 @@ RingBlockSizes RingFamily::block_sizes(const LayerShape& s, int P) {
   return b;
 }
 
-CommPrediction RingFamily::attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                           int64_t acc) const {
+CommPrediction RingFamily::attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                           int rank) const {
   if (s.decode()) return decode_prediction(s, P, m, {{"cp", P}}, 1, elem, acc);  // no ring under decode: one all-gather per step
   const RingSchedule sch = schedule(s, P, m);
-  return ring_level_bytes_busiest(sch, s, model_hops(sch, layout(s, P), s), ring_travel(s), block_sizes(s, P), elem,
-                                  acc);
-}
-
-CommPrediction RingFamily::attention_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                                   int64_t acc, int rank) const {
-  const RingSchedule sch = schedule(s, P, m);
-  if (s.decode() || !ring_level_bytes_per_rank(sch)) return attention_bytes(s, P, m, elem, acc);
-  return ring_level_bytes(sch, s, model_hops(sch, layout(s, P), s), ring_travel(s), block_sizes(s, P), elem, acc,
-                          rank);
-}
-
-bool RingFamily::predicts_per_rank(const LayerShape& s) const {
-  return !s.decode() && !p_.double_ring && s.balance == BalanceScheme::dynamic;
+  const RingHops hops = model_hops(sch, layout(s, P), s);
+  if (rank == kBusiestRank || !ring_level_bytes_per_rank(sch))
+    return ring_level_bytes_busiest(sch, s, hops, ring_travel(s), block_sizes(s, P), elem, acc);
+  return ring_level_bytes(sch, s, hops, ring_travel(s), block_sizes(s, P), elem, acc, rank);
 }
 
 Positions RingFamily::token_positions(const LayerShape& s, const Mesh& m) const {

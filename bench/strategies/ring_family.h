@@ -33,25 +33,15 @@ struct RingPreset {
 class RingFamily final : public Block {
  public:
   explicit RingFamily(RingPreset preset) : p_(std::move(preset)) {}
-  std::string name() const override { return p_.name; }
-  std::string summary() const override { return p_.summary; }
-  std::string tiers() const override { return p_.tiers; }
-  std::string constraints() const override;
+  // The preset's name, text and --balance schemes; every preset takes --ring-pass q, --cached
+  // and --pass decode (the parts provide them).
+  StrategyDesc describe() const override;
   std::string mesh_label(const MeshSpec& m) const override;
   std::vector<MeshSpec> mesh_candidates(const MeshSpec& base, int P) const override;
   MeshSpec resolve_mesh(const MeshSpec& requested, const LayerShape& s, int P) const override;
-  bool supports_pass_q() const override { return true; }
-  bool supports_cached() const override { return true; }
-  bool supports_decode() const override { return true; }
-  bool supports_balance(BalanceScheme b) const override {
-    return b == BalanceScheme::dynamic ? p_.balance_dynamic : p_.balance;
-  }
   void check(const LayerShape& s, int P, const MeshSpec& m) const override;
-  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                 int64_t acc) const override;
-  CommPrediction attention_bytes_of_rank(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
-                                         int rank) const override;
-  bool predicts_per_rank(const LayerShape& s) const override;
+  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                 int rank) const override;
 
  protected:
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;

@@ -10,20 +10,21 @@ namespace {
 
 class Single final : public Block {
  public:
-  std::string name() const override { return "single"; }
-  // Nothing circulates: under --ring-pass q it stays the reference every ring result is compared with.
-  bool supports_pass_q() const override { return true; }
-  bool supports_balance(BalanceScheme) const override { return true; }  // the reference: one rank holds every token
-  bool supports_cached() const override { return true; }   // the whole cache and every new token
-  bool supports_decode() const override { return true; }   // the whole cache: nothing to merge
-  std::string summary() const override {
-    return "Reference: every rank computes the whole layer on the whole sequence.\n"
-           "Nothing travels; the strong-scaling baseline.";
+  StrategyDesc describe() const override {
+    StrategyDesc d{"single",
+                   "Reference: every rank computes the whole layer on the whole sequence.\n"
+                   "Nothing travels; the strong-scaling baseline.",
+                   "none", "nothing crosses any link", {}};
+    // Nothing circulates: under --ring-pass q it stays the reference every ring result is compared with.
+    d.can.pass_q = true;
+    d.can.balance = d.can.balance_dynamic = true;  // the reference: one rank holds every token
+    d.can.cached = true;                           // the whole cache and every new token
+    d.can.decode = true;                           // the whole cache: nothing to merge
+    return d;
   }
-  std::string tiers() const override { return "nothing crosses any link"; }
-  std::string constraints() const override { return "none"; }
+  // Any shape, any pass (under --cached and decode too: it holds the whole cache).
   void check(const LayerShape&, int, const MeshSpec&) const override {}
-  CommPrediction attention_bytes(const LayerShape&, int, const MeshSpec&, int64_t, int64_t) const override {
+  CommPrediction attention_bytes(const LayerShape&, int, const MeshSpec&, int64_t, int64_t, int) const override {
     return {};
   }
 

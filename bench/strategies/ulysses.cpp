@@ -15,14 +15,13 @@ namespace {
 
 class Ulysses final : public UlyssesRingLayer {
  public:
-  std::string name() const override { return "ulysses"; }
-  std::string summary() const override {
-    return "DeepSpeed Ulysses: all-to-all q,k,v from token shards to head shards,\n"
-           "attention on the full sequence for H/P heads, all-to-all o back.";
-  }
-  std::string tiers() const override { return "all-to-all over all P ranks: (P-K)/(P-1) of its bytes cross nodes when P > K ranks per node"; }
-  std::string constraints() const override {
-    return "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq";
+  StrategyDesc describe() const override {
+    return {"ulysses",
+            "DeepSpeed Ulysses: all-to-all q,k,v from token shards to head shards,\n"
+            "attention on the full sequence for H/P heads, all-to-all o back.",
+            "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq",
+            "all-to-all over all P ranks: (P-K)/(P-1) of its bytes cross nodes when P > K ranks per node",
+            layer_capabilities()};
   }
 
   // Always the whole CP group as one Ulysses group, tokens contiguous.
@@ -35,7 +34,9 @@ class Ulysses final : public UlyssesRingLayer {
     return m;
   }
 
-  void check(const LayerShape& s, int P, const MeshSpec&) const override {
+  void check(const LayerShape& s, int P, const MeshSpec& m) const override {
+    if (s.decode()) return check_decode(s, P, m);
+    if (s.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
     const int u = max_ulysses_degree(P, s);
     const std::string heads = head_sharding_error(P, s, "P");
     std::ostringstream e;

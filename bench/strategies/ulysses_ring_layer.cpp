@@ -11,8 +11,8 @@
 
 namespace cpbench {
 
-CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, const MeshSpec& m,
-                                                 int64_t elem, int64_t acc) const {
+CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                                 int64_t acc, int) const {
   if (m.U < 1 || m.R < 1 || m.tp < 1) throw std::logic_error(name() + ": attention_bytes needs a resolved mesh");
   if (s.decode())  // the merge over the ring level: one ring, or the inner rings then across them
     return decode_prediction(s, P, m, m.inner_ring > 0 ? std::vector<MergeLevel>{{"ring_inner", m.inner_ring}, {"ring_outer", m.R / m.inner_ring}}

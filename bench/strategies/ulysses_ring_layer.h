@@ -55,22 +55,28 @@ namespace cpbench {
 
 class UlyssesRingLayer : public Block {
  public:
-  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                 int64_t acc) const override;
+  CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
+                                 int rank) const override;
   int64_t activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const override;
-  // --pass decode (block.h): the cache's tokens split C/R over the ring level, the heads over
-  // Ulysses (H/U query heads, max(G,U)/U KV heads); partials merged over the ring (a double ring:
-  // over the inner ring, then across), o gathered over Ulysses; under a tp level the TP rank's
-  // H/t heads are what Ulysses splits.
-  bool supports_decode() const override { return true; }
-  void check_decode(const LayerShape& s, int P, const MeshSpec& m) const override;
-  // --cached C (prefill): the N - C new tokens take the layout below (shifted to positions
-  // C..N-1); ring index j also holds the cache shard [j*C/R, (j+1)*C/R) for the heads Ulysses
-  // gives its members (core_holds_cache), and its K,V block is that shard then its new tokens;
-  // on either ring level (single, double) and under a tp level (the TP rank's heads).
-  bool supports_cached() const override { return true; }
 
  protected:
+  // What every mesh of this layer runs (ulysses and usp start their Capabilities from it):
+  //  - --pass decode (block.h): the cache's tokens split C/R over the ring level, the heads over
+  //    Ulysses (H/U query heads, max(G,U)/U KV heads); partials merged over the ring (a double
+  //    ring: over the inner ring, then across), o gathered over Ulysses; under a tp level the TP
+  //    rank's H/t heads are what Ulysses splits.
+  //  - --cached C (prefill): the N - C new tokens take the layout below (shifted to positions
+  //    C..N-1); ring index j also holds the cache shard [j*C/R, (j+1)*C/R) for the heads Ulysses
+  //    gives its members (core_holds_cache), and its K,V block is that shard then its new tokens;
+  //    on either ring level (single, double) and under a tp level (the TP rank's heads).
+  static Capabilities layer_capabilities() {
+    Capabilities c;
+    c.decode = c.cached = true;
+    return c;
+  }
+  // check() under --pass decode: the mesh, the heads over tp x ulysses, an equal cache shard per
+  // ring position, and Helix on a single merge level only.
+  void check_decode(const LayerShape& s, int P, const MeshSpec& m) const;
   // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (head_sharding_error)
   // and the layout's chunks divide N. `hint` follows a head error ("use ulysses<=2").
   void check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m, const std::string& hint) const;

@@ -4,7 +4,6 @@
 // LoongTrain's double ring; with --tp t a tensor-parallel level of t ranks innermost (t x U x R
 // = P; Megatron TP with sequence parallelism inside each CP position). The algorithm, layouts
 // and byte model are ulysses_ring_layer.h's; this file chooses the mesh.
-#include <algorithm>
 #include <sstream>
 
 #include "bench/strategies/ulysses_ring_layer.h"
@@ -28,31 +27,23 @@ std::string ulysses_hint(int P, int t, const LayerShape& s) {
 
 class Usp final : public UlyssesRingLayer {
  public:
-  std::string name() const override { return "usp"; }
-  std::string summary() const override {
-    return "Unified sequence parallelism: optional tensor-parallel level innermost (--tp t), Ulysses\n"
-           "all-to-all inside U groups, ring (zigzag when causal) across R; t x U x R = P (--mesh all).";
-  }
-  std::string tiers() const override { return "tp all-gather/reduce-scatter on contiguous ranks (innermost), all-to-all inside Ulysses groups (keep them in a node: --placement ulysses-inner), ring hops across the R groups"; }
-  std::string constraints() const override {
-    return "t and t*U divide heads; t, t*U divide kv_heads or are multiples (kv heads replicated); t*U*R = P; "
-           "t divides ffn_dim (--block full); 2P divides seq (zigzag) or P divides seq (contiguous, --balance)";
-  }
-  bool uses_mesh() const override { return true; }
-  // --ring-pass q on its ring level (single or double): the Q blocks of a ring index, H/U heads, circulate.
-  bool supports_pass_q() const override { return true; }
-  // --balance on its ring level (single or double): ring index rho takes the balanced layout's
-  // position rho of R, Ulysses member u the u-th 1/U of it (ulysses_ring_layer.h).
-  bool supports_balance(BalanceScheme b) const override { return b != BalanceScheme::dynamic; }
-  int balance_positions(const MeshSpec& m, int) const override { return m.R; }
-  int balance_position_of(int rank, const MeshSpec& m) const override {
-    const MeshDesc d = mesh_desc(m);
-    auto index_in = [&](const std::string& level) {
-      const std::vector<int> g = Mesh::group_of(rank, d, level);
-      return int(std::find(g.begin(), g.end(), rank) - g.begin());
-    };
-    if (d.has("ring")) return index_in("ring");
-    return index_in("ring_outer") * d.size_of("ring_inner") + index_in("ring_inner");
+  StrategyDesc describe() const override {
+    StrategyDesc d{"usp",
+                   "Unified sequence parallelism: optional tensor-parallel level innermost (--tp t), Ulysses\n"
+                   "all-to-all inside U groups, ring (zigzag when causal) across R; t x U x R = P (--mesh all).",
+                   "t and t*U divide heads; t, t*U divide kv_heads or are multiples (kv heads replicated); t*U*R = P; "
+                   "t divides ffn_dim (--block full); 2P divides seq (zigzag) or P divides seq (contiguous, --balance)",
+                   "tp all-gather/reduce-scatter on contiguous ranks (innermost), all-to-all inside Ulysses groups (keep "
+                   "them in a node: --placement ulysses-inner), ring hops across the R groups",
+                   layer_capabilities()};
+    d.can.mesh = true;
+    // --ring-pass q on its ring level (single or double): the Q blocks of a ring index, H/U heads, circulate.
+    d.can.pass_q = true;
+    // --balance doc-zigzag|greedy on its ring level (single or double): ring index rho takes the
+    // balanced layout's position rho of R, Ulysses member u the u-th 1/U of it
+    // (ulysses_ring_layer.h; Strategy::balance_positions).
+    d.can.balance = true;
+    return d;
   }
   std::string mesh_label(const MeshSpec& m) const override {
     return "usp[" + (m.tp > 1 ? "t" + std::to_string(m.tp) + "x" : std::string()) + "u" + std::to_string(m.U) +
@@ -121,6 +112,8 @@ class Usp final : public UlyssesRingLayer {
   }
 
   void check(const LayerShape& s, int P, const MeshSpec& m) const override {
+    if (s.decode()) return check_decode(s, P, m);
+    if (s.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
     check_mesh_and_shape(s, P, m, ulysses_hint(P, m.tp, s));
   }
 };

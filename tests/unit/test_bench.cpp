@@ -358,6 +358,58 @@ TEST_CASE("comm model: the tp level (usp --tp, megatron-sp = {tp = P})", "[model
   CHECK(has_tP);
 }
 
+TEST_CASE("strategy interface: capabilities, balance positions and the pass's checks", "[strategy]") {
+  const int P = 8;
+  LayerShape s;
+  s.B = 1; s.N = 64; s.H = 8; s.G = 8; s.d = 8; s.D = 64;
+  auto positions = [&](const std::string& name, MeshSpec req) {
+    const auto st = find_strategy(name)->make();
+    return st->balance_positions(st->resolve_mesh(req, s, P), P);
+  };
+  // The ring family: the balanced layout spans the P ranks, each on its own position (a double
+  // ring's outer * w + inner is the rank too).
+  for (const char* name : {"ring", "double-ring"}) {
+    MeshSpec req;
+    req.inner_ring = 2;
+    const BalancePositions b = positions(name, req);
+    CHECK(b.count == P);
+    for (int r = 0; r < P; ++r) CHECK(b.of_rank[size_t(r)] == r);
+  }
+  // usp: its ring index, shared by the members of a Ulysses group (ulysses-inner: contiguous).
+  MeshSpec u2;
+  u2.U = 2;
+  u2.R = 4;
+  const BalancePositions b = positions("usp", u2);
+  CHECK(b.count == 4);
+  for (int r = 0; r < P; ++r) CHECK(b.of_rank[size_t(r)] == r / 2);
+  // Capabilities are data, the same in the registry and on the object.
+  for (const StrategyInfo& info : strategy_registry()) {
+    const Capabilities c = info.make()->capabilities();
+    CHECK(c.mesh == info.can.mesh);
+    CHECK(c.decode == info.can.decode);
+    CHECK(info.make()->name() == info.name);
+  }
+  CHECK(find_strategy("usp")->can.mesh);
+  CHECK(find_strategy("ring")->can.supports(BalanceScheme::dynamic));
+  CHECK_FALSE(find_strategy("usp")->can.supports(BalanceScheme::dynamic));
+  CHECK_FALSE(find_strategy("allgather-kv")->can.cached);
+  // One check for every pass: --cached prefill checks the layout on the new tokens, decode the cache.
+  const auto zz = find_strategy("ring-zigzag")->make();
+  const MeshSpec zm = zz->resolve_mesh({}, s, P);
+  LayerShape cached = s;
+  cached.prefill = true;
+  cached.cached = 56;  // 8 new tokens: not divisible by 2P = 16
+  CHECK(error_of([&] { zz->check(cached, P, zm); }) ==
+        "ring-zigzag: seq=8 is not divisible by 2*P=16: the layout holds the seq - cached = 8 new tokens "
+        "(--cached 56 of seq=64)");
+  LayerShape decode = s;
+  decode.cached = 60;
+  decode.decode_steps = 2;
+  CHECK(error_of([&] { zz->check(decode, P, zm); }) ==
+        "ring-zigzag: cached=60 is not divisible by P=8: each rank holds an equal cache shard (--pass decode)");
+  CHECK_NOTHROW(find_strategy("single")->make()->check(decode, P, zm));
+}
+
 TEST_CASE("comm model: a sequence of 2^40 tokens keeps every ring hop", "[model]") {
   // A ring of 256 over 2^40 tokens has blocks of 2^32 tokens and 2^63 visible pairs per block
   // pair: the hop schedule must still see them (64-bit pair counts once wrapped to "none visible"
