@@ -30,6 +30,7 @@ BUILD_DIR=$asan_dir scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPBENCH
   -DCPBENCH_SIMGRID=OFF -DCPBENCH_SANITIZE=address,undefined
 source "$root/tests/sanitizers/env.sh"
 # Unit tests; the communicator at P=2 and 4; verify at P=2 and 4 (plain and USP mesh); every
-# bad-input test (mostly P=2, some P=4); the report model at P=2 and 4; the dry run; the fuzz.
-subset='^test_|^comm_mpi_np[24]$|^verify_p2_|^verify_p4_causal_gqa$|^verify_p4_usp_2x2_b2$|^fail_|^report_model_p2$|^report_model_p4_mesh$|^dry_run_|^fuzz_cli$'
+# bad-input test (mostly P=2, some P=4); the report model at P=2 and 4; Helix decode at P=4 (its
+# all-to-all and merge by destination); the dry run; the fuzz.
+subset='^test_|^comm_mpi_np[24]$|^verify_p2_|^verify_p4_causal_gqa$|^verify_p4_usp_2x2_b2$|^verify_p4_helix_decode$|^fail_|^report_model_p2$|^report_model_p4_mesh$|^dry_run_|^fuzz_cli$'
 (cd "$asan_dir" && ctest --output-on-failure --timeout 900 -j "$jobs" -R "$subset")
