@@ -266,19 +266,12 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       // Its rows: the Cr cached tokens, then the new ones (prefill: this rank's n; decode: the
       // slots of the steps this rank owns).
       // Decode shards the heads over the head group too: dgk_ KV heads from original head dkv0_.
-      const int ch = s.decode() ? k.dgk_ : k.gl_;
-      const int64_t Cr = k.cache_pos_.count(), nk = k.key_pos_.count(), Gw = int64_t(ch) * s.d;
-      const int64_t c0 = s.decode() ? int64_t(k.dkv0_) * s.d : 0;
-      k.kc_ = reg.add("k_cache", {s.B, nk, ch, s.d}, s.dtype, Held::activation);
-      k.vc_ = reg.add("v_cache", {s.B, nk, ch, s.d}, s.dtype, Held::activation);
-      for (auto [id, dst] : {std::pair{InputId::k_cache, &k.kc_}, std::pair{InputId::v_cache, &k.vc_}}) {
-        const std::vector<float> rows =
-            input_token_rows(k.env_.seed, id, s.B, s.cached, Gd, k.cache_pos_, c0, Gw, law(id));
-        std::vector<float> full(static_cast<size_t>(s.B * nk * Gw), 0.0f);
-        for (int64_t b = 0; b < s.B; ++b)
-          std::copy_n(&rows[static_cast<size_t>(b * Cr * Gw)], Cr * Gw, &full[static_cast<size_t>(b * nk * Gw)]);
-        be.upload(full, *dst);
-      }
+      const int ch = s.decode() ? k.dgk_ : k.gl_, h0 = s.decode() ? k.dkv0_ : 0;
+      std::vector<int64_t> heads(static_cast<size_t>(ch));
+      for (int c = 0; c < ch; ++c) heads[size_t(c)] = h0 + c;
+      k.cache_.setup(reg, be, k.env_.seed, s, k.cache_pos_, k.key_pos_.count() - k.cache_pos_.count(), heads);
+      k.kc_ = k.cache_.k();
+      k.vc_ = k.cache_.v();
     } else {
       k.kc_ = k.k_;
       k.vc_ = k.v_;
@@ -317,18 +310,10 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     // The new tokens' k, v into this rank's cache, per batch row: under prefill its n rows after
     // the cache shard; under decode the step's one row, written by the slot's owner only (0 bytes).
     const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.cached > 0 && !k.core_holds_cache();
-    if (writes) {
-      // Per batch row: `row` elements of the cache's heads (decode: this member's dgk_ KV heads
-      // from k_'s dkv_local_, out of its gl_) into rows from `first` on.
-      const int ch = int(k.kc_.shape[2]);
-      const int64_t n = k.q_.shape[1], row = n * ch * s.d, nk = k.kc_.shape[1], src_pitch = n * k.gl_ * s.d;
-      const int64_t first = s.decode() ? k.cache_pos_.count() + k.step_ / k.decode_p_ : nk - n;
-      const int64_t at = first * ch * s.d, pitch = nk * ch * s.d, c0 = s.decode() ? int64_t(k.dkv_local_) * s.d : 0;
-      const int64_t tail = (s.B - 1) * pitch + row;  // the view from the first new row to the last
-      const int64_t src_tail = (s.B - 1) * src_pitch + row;
-      Tensor kd = k.kc_.view(at, {tail}), vd = k.vc_.view(at, {tail});
-      b.copy_2d(kd, pitch, k.k_.view(c0, {src_tail}), src_pitch, s.B, row);
-      b.copy_2d(vd, pitch, k.v_.view(c0, {src_tail}), src_pitch, s.B, row);
+    if (writes) {  // decode: this member's dgk_ KV heads from k_'s dkv_local_, out of its gl_
+      const int64_t n = k.q_.shape[1];
+      const int64_t first = s.decode() ? k.cache_.cached_rows() + k.step_ / k.decode_p_ : k.kc_.shape[1] - n;
+      k.cache_.write(b, k.k_, k.v_, first, s.decode() ? k.dkv_local_ : 0);
     }
     if (s.decode()) k.decode_attention();
     else k.core_forward();
@@ -863,9 +848,7 @@ void Block::export_tensor(const std::string& name, std::vector<float>& global) {
 
 Block::CacheHeld Block::cache_held() {
   if (env_.shape.cached == 0) return {};
-  // The cache's heads on this rank: gl_, or under decode the head group's share (dgk_).
-  const int64_t cache_rows = env_.shape.B * cache_pos_.count() * kc_.shape[2] * env_.shape.d;  // of k, and of v
-  return {2 * cache_rows * int64_t(dtype_size(env_.shape.dtype)), cache_pos_.count()};
+  return {cache_.held_bytes(), cache_.cached_rows()};
 }
 
 Block::HeldShare Block::held_share() {

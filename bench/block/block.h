@@ -36,8 +36,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/parts/ring_layout.h"
+#include "bench/block/kv_cache.h"
 #include "bench/block/qkv.h"
+#include "bench/parts/ring_layout.h"
 #include "bench/strategy.h"
 
 namespace cpbench {
@@ -267,9 +268,11 @@ class Block : public Strategy {
   Tensor q_, k_, v_, o_, do_, dq_, dk_, dv_;
   // --cached C: the keys and values the queries attend, [B, Cr + n, gl, d] per batch row this
   // rank's Cr cached tokens (seeded at setup, never rewritten) then its n new ones (k_, v_
-  // copied in every forward, as an engine appends them to its cache); key_pos_ their positions.
-  // Without a cache they are k_ and v_ themselves and key_pos_ is the rows' positions.
+  // copied in every forward, as an engine appends them to its cache): cache_'s k and v (kv_cache.h;
+  // a strategy whose core holds the cache, usp, owns its own KvCache). key_pos_ their positions.
+  // Without a cache kc_, vc_ are k_ and v_ themselves and key_pos_ is the rows' positions.
   Positions cache_pos_, key_pos_;
+  KvCache cache_;
   Tensor kc_, vc_;
   // --pass decode (decode_step below): step_ is the running step; decode_p_, decode_r_ the size
   // of the decode group and this rank's place in it (the owner of step i's cache slot is rank

@@ -99,9 +99,8 @@ void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& 
 
 Block::CacheHeld UlyssesRingLayer::cache_held() {
   if (shape().decode()) return Block::cache_held();
-  if (kc_r_.empty()) return {};
-  const int64_t tokens = shape().cached / R();
-  return {2 * shape().B * tokens * kc_r_.shape[2] * shape().d * int64_t(dtype_size(shape().dtype)), tokens};
+  if (ring_cache_.empty()) return {};
+  return {ring_cache_.held_bytes(), ring_cache_.cached_rows()};
 }
 
 int UlyssesRingLayer::ring_position(const Mesh& m) {
@@ -173,26 +172,13 @@ void UlyssesRingLayer::core_setup() {
     // head (u*gl + c) / f, as the all-to-all hands them out; the TP rank's first is original
     // head kv0), seeded as the roped k, v a previous prefill would have written; the new
     // tokens' rows are filled after each all-to-all.
-    const int64_t Cr = s.cached / R(), nk = Cr + n, Gd = int64_t(s.G) * s.d, Hd = int64_t(s.H) * s.d;
     const Positions cache = Positions::segments({cache_shard(s, R(), ring_position(mesh()))});
     const int u = mesh().group("ulysses").rank();
     const int64_t kv0 = first_kv_head(s, tp_.size(), tp_.rank());
-    kc_r_ = alloc({s.B, nk, gl, s.d});
-    vc_r_ = alloc({s.B, nk, gl, s.d});
-    for (auto [id, dst] : {std::pair{InputId::k_cache, &kc_r_}, std::pair{InputId::v_cache, &vc_r_}}) {
-      std::vector<float> full(static_cast<size_t>(s.B * nk * gl * s.d), 0.0f);
-      for (int c = 0; c < gl; ++c) {
-        const int64_t g = kv0 + (int64_t(u) * gl + c) / kv_copies();  // the original KV head
-        const std::vector<float> rows =
-            input_token_rows(env_.seed, id, s.B, s.cached, Gd, cache, g * s.d, s.d, input_law(id, s.D, Hd));
-        for (int64_t b = 0; b < s.B; ++b)
-          for (int64_t t = 0; t < Cr; ++t)
-            std::copy_n(&rows[static_cast<size_t>((b * Cr + t) * s.d)], s.d,
-                        &full[static_cast<size_t>(((b * nk + t) * gl + c) * s.d)]);
-      }
-      be().upload(full, *dst);
-    }
-    cs.nk = nk;
+    std::vector<int64_t> heads(static_cast<size_t>(gl));
+    for (int c = 0; c < gl; ++c) heads[size_t(c)] = kv0 + (int64_t(u) * gl + c) / kv_copies();  // original KV heads
+    ring_cache_.setup(reg_, be(), env_.seed, s, cache, n, heads);
+    cs.nk = ring_cache_.k().shape[1];
   }
   const RingSchedule sch = ring_schedule(env_.spec);
   if (double_ring())
@@ -229,14 +215,10 @@ void UlyssesRingLayer::core_forward() {
   unpack_peers_to_sequence(b, recv, s.B, Tw, s.d, Un, nseg(), {{&q_r_, H}, {&k_r_, Ge}, {&v_r_, Ge}});
   const Tensor* kr = &k_r_;
   const Tensor* vr = &v_r_;
-  if (!kc_r_.empty()) {  // --cached: the new k, v after the ring index's cache shard, per batch row
-    const int64_t row = k_r_.numel() / s.B, nk = kc_r_.shape[1], n = k_r_.shape[1], at = (nk - n) * row / n;
-    const int64_t pitch = nk * row / n, tail = (s.B - 1) * pitch + row;
-    Tensor kd = kc_r_.view(at, {tail}), vd = vc_r_.view(at, {tail});
-    b.copy_2d(kd, pitch, k_r_, row, s.B, row);
-    b.copy_2d(vd, pitch, v_r_, row, s.B, row);
-    kr = &kc_r_;
-    vr = &vc_r_;
+  if (!ring_cache_.empty()) {  // --cached: the new k, v after the ring index's cache shard
+    ring_cache_.write(b, k_r_, v_r_, ring_cache_.cached_rows());
+    kr = &ring_cache_.k();
+    vr = &ring_cache_.v();
   }
   ring_.forward(q_r_, *kr, *vr, o_r_);
   // o: back to my tokens, all heads

@@ -143,7 +143,7 @@ class UlyssesRingLayer : public Block {
   Tensor q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_;  // this ring index's tokens, local heads
   Tensor send_, recv_;
   Tensor k_rep_, v_rep_;      // f > 1: the replicated k, v [B,T,G*f,d]; in backward dk, dv copies
-  Tensor kc_r_, vc_r_;        // --cached: the ring index's cache shard then its new k, v [B,C/R+n,gl,d]
+  KvCache ring_cache_;        // --cached: the ring index's cache shard then its new k, v [B,C/R+n,gl,d]
   Tensor copy_run_, copy32_;  // f > 1: one copy [B,T,G,d] (run dtype; float32 when not f32)
 };
 

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "bench/block/block.h"
+#include "bench/block/kv_cache.h"
 #include "bench/config.h"
 #include "bench/dump.h"
 #include "bench/plan.h"
@@ -19,6 +21,7 @@
 #include "bench/inputs.h"
 #include "bench/report.h"
 #include "bench/tiers.h"
+#include "kernels/cpu/cpu_backend.h"
 
 using namespace cpbench;
 
@@ -628,4 +631,48 @@ TEST_CASE("report: context.nccl says what went through NCCL and what was local (
   CHECK(rep["context"]["nccl"]["used"] == false);
   CHECK(rep["context"]["nccl"]["calls_through_nccl"]["all_to_all"] == 0);
   CHECK(rep["context"]["world_size"] == 1);
+}
+
+// The one KV cache owner (bench/block/kv_cache.h): the cached rows hold the seeded cache of the
+// heads asked for (a replicated head twice, out of order), the new rows are written where asked,
+// from the heads asked (a decode step's one row of part of the heads), and the held bytes are the
+// cached rows' k and v only.
+TEST_CASE("kv cache: seeded heads, appended rows, held bytes") {
+  CpuBackend be(1);
+  TensorRegistry reg(&be);
+  LayerShape s;
+  s.B = 2; s.N = 12; s.cached = 12; s.H = 4; s.G = 2; s.d = 3; s.D = 8;
+  const Positions cached = Positions::contiguous(4, 4);  // cache positions [4, 8) of [0, 12)
+  const std::vector<int64_t> heads = {1, 1, 0};          // head 1 replicated, then head 0
+  KvCache c;
+  c.setup(reg, be, 7, s, cached, 2, heads);
+  REQUIRE(c.k().shape == std::vector<int64_t>{2, 6, 3, 3});
+  CHECK(c.cached_rows() == 4);
+  CHECK(c.held_bytes() == 2 * 2 * 4 * 3 * 3 * 4);
+  const int64_t Gd = int64_t(s.G) * s.d, Hd = int64_t(s.H) * s.d;
+  for (auto [id, t] : {std::pair{InputId::k_cache, &c.k()}, std::pair{InputId::v_cache, &c.v()}}) {
+    const std::vector<float> got = be.download(*t);
+    const std::vector<float> all = input_token_rows(7, id, s.B, s.cached, Gd, cached, 0, Gd, input_law(id, s.D, Hd));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t r = 0; r < 6; ++r)
+        for (int64_t h = 0; h < 3; ++h)
+          for (int64_t e = 0; e < 3; ++e) {
+            const float want = r < 4 ? all[size_t(((b * 4 + r) * 2 + heads[size_t(h)]) * 3 + e)] : 0.0f;
+            CHECK(got[size_t(((b * 6 + r) * 3 + h) * 3 + e)] == want);
+          }
+  }
+  // One decode row: heads [1, 4) of a 4-head source row into row 5.
+  std::vector<float> src(2 * 1 * 4 * 3);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = 100.0f + float(i);
+  Tensor k = be.alloc({2, 1, 4, 3}, DType::f32, MemKind::activations), v = be.alloc({2, 1, 4, 3}, DType::f32, MemKind::activations);
+  be.upload(src, k);
+  be.upload(src, v);
+  c.write(be, k, v, 5, 1);
+  const std::vector<float> got = be.download(c.k());
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 3; ++h)
+      for (int64_t e = 0; e < 3; ++e) CHECK(got[size_t(((b * 6 + 5) * 3 + h) * 3 + e)] == src[size_t((b * 4 + 1 + h) * 3 + e)]);
+  // Several rows must bring every head.
+  Tensor k2 = be.alloc({2, 2, 4, 3}, DType::f32, MemKind::activations);
+  CHECK_THROWS_AS(c.write(be, k2, k2, 4, 1), std::logic_error);
 }
