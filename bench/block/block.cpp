@@ -376,8 +376,9 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
 // The SwiGLU MLP sub-layer (--block full):
 //   hn = rmsnorm(h)*norm2_w;  a = hn @ w_gate;  b = hn @ w_up;  y = h + (silu(a)*b) @ w_down
 // Column-parallel w_gate, w_up (this rank's F/t columns), row-parallel w_down (their rows): the
-// same gather / reduce-scatter around them as around w_qkv and w_o. Without a TP group the MLP
-// is token-local and sends nothing.
+// same gather / reduce-scatter around them as around w_qkv and w_o, on the MLP's TP group
+// (mlp_group(): its own mesh's under --mlp-tp, bench/parts/sublayer_mesh.h; else the
+// attention's). Without a TP group the MLP is token-local and sends nothing.
 class Block::MlpSubLayer final : public Block::SubLayer {
  public:
   using SubLayer::SubLayer;
@@ -624,7 +625,7 @@ CommPrediction Block::predicted_bytes(const LayerShape& s, int P, const MeshSpec
 
 CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSpec& m,
                                         const std::vector<MergeLevel>& merges, int U, int64_t elem, int64_t acc) {
-  if (helix(s, m, P))  // one merge level (check_mlp_mesh refuses a double ring)
+  if (helix(s, m, P))  // one merge level (usp's check refuses Helix on a double ring level)
     return merges.empty() ? helix_attention_bytes(s, P, "cp", 1, elem, acc)
                           : helix_attention_bytes(s, P, merges[0].level, merges[0].size, elem, acc);
   CommPrediction p;
@@ -658,12 +659,10 @@ void Block::decode_setup() {
   lse_acc_ = reg_.add("decode_lse", {s.B, merged, 1}, DType::f32, Held::activation);
   o_steps_ = reg_.add("decode_o_steps", {s.B, S, helix_ ? hx_ : hl_, s.d}, s.dtype, Held::activation);
   lse_steps_ = reg_.add("decode_lse_steps", {s.B, merged, S}, DType::f32, Held::activation);
-  if (decode_u_ > 1 && !helix_) {  // this member's query heads, and the head group's merged o
-    q_heads_ = reg_.add("decode_q_heads", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
-    o_heads_ = reg_.add("decode_o_heads", {decode_u_ * s.B * hd}, s.dtype, Held::comm);
-  } else if (decode_u_ > 1) {
-    q_heads_ = reg_.add("decode_q_heads", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
-  }
+  // This member's query heads, and (not under Helix, whose owners merge by heads) the head
+  // group's merged o.
+  if (decode_u_ > 1) q_heads_ = reg_.add("decode_q_heads", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
+  if (decode_u_ > 1 && !helix_) o_heads_ = reg_.add("decode_o_heads", {decode_u_ * s.B * hd}, s.dtype, Held::comm);
   if (decode_u_ > 1 || s.dtype != DType::f32)
     o_part_run_ = reg_.add("decode_o_run", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
 }
