@@ -60,6 +60,16 @@ const std::vector<MeshLevel>* factorization_of(const MeshDesc& d, const std::str
   return nullptr;
 }
 
+// The index of `level` in `levels` then `mlp` (the order of Mesh::groups); -1: neither. No copy:
+// Mesh::group runs in a strategy's timed step.
+int level_index(const MeshDesc& d, const std::string& level) {
+  for (size_t i = 0; i < d.levels.size(); ++i)
+    if (d.levels[i].name == level) return int(i);
+  for (size_t i = 0; i < d.mlp.size(); ++i)
+    if (d.mlp[i].name == level) return int(d.levels.size() + i);
+  return -1;
+}
+
 void check_rank(int rank, int P) {
   if (rank < 0 || rank >= P)
     throw std::invalid_argument("mesh: rank " + std::to_string(rank) + " is outside [0, " +
@@ -70,12 +80,12 @@ void check_rank(int rank, int P) {
 
 int MeshDesc::ranks() const { return int(product(levels)); }
 
-bool MeshDesc::has(const std::string& level) const { return factorization_of(*this, level) != nullptr; }
+bool MeshDesc::has(const std::string& level) const { return level_index(*this, level) >= 0; }
 
 int MeshDesc::size_of(const std::string& level) const {
-  for (const MeshLevel& l : all_levels(*this))
-    if (l.name == level) return l.size;
-  return 1;
+  const int i = level_index(*this, level);
+  if (i < 0) return 1;
+  return size_t(i) < levels.size() ? levels[size_t(i)].size : mlp[size_t(i) - levels.size()].size;
 }
 
 std::string MeshDesc::key() const {
@@ -109,9 +119,8 @@ std::vector<int> Mesh::group_of(int rank, const MeshDesc& d, const std::string& 
 }
 
 Communicator& Mesh::group(const std::string& level) const {
-  const std::vector<MeshLevel> all = all_levels(desc);
-  for (size_t i = 0; i < all.size() && i < groups.size(); ++i)
-    if (all[i].name == level && groups[i]) return *groups[i];
+  const int i = level_index(desc, level);
+  if (i >= 0 && size_t(i) < groups.size() && groups[size_t(i)]) return *groups[size_t(i)];
   throw std::invalid_argument("mesh: no level '" + level + "' in " + levels_str(desc));
 }
 
