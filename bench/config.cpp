@@ -323,7 +323,7 @@ void finalize_config(RunConfig& c, int P) {
   }
   if (c.mlp_tp > 0) {
     // Per-sub-layer meshes (DESIGN): the MLP's own TP level of N contiguous ranks; the strategy-
-    // dependent checks (Helix's heads, a double ring) are check_mlp_mesh's, per job.
+    // dependent ones are per job: Helix's heads (check_mlp_mesh), usp's double ring (its check).
     if (c.block != "full")
       throw std::invalid_argument("--mlp-tp " + std::to_string(c.mlp_tp) +
                                   " shards the MLP sub-layer: it needs --block full (got block=" + c.block + ")");

@@ -14,22 +14,12 @@ int resolve_mlp_tp(int requested, const MeshSpec& m, bool shards) {
 }
 
 void check_mlp_mesh(const std::string& who, const LayerShape& s, int P, const MeshSpec& m) {
-  if (m.mlp_tp == 0) return;
-  const int N = m.mlp_tp;
-  std::ostringstream e;
-  if (!s.full_block)
-    e << who << ": --mlp-tp " << N << " shards the MLP sub-layer, which runs under --block full only";
-  else if (P % N != 0)
-    e << who << ": --mlp-tp " << N << " does not divide P=" << P << " (the MLP's groups are N contiguous ranks)";
-  else if (s.F % N != 0)
-    e << who << ": --mlp-tp " << N << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
-  else if (s.decode() && s.D % N != 0)
-    e << who << ": --mlp-tp " << N << " does not divide dim=" << s.D
-      << " (--pass decode all-reduces the MLP's output as D/N columns per rank)";
-  else if (helix(s, m, P) && s.H % P != 0)
-    e << who << ": Helix decode (--mlp-tp " << N << " = P) gives each rank heads/P of w_o's rows: P=" << P
+  if (helix(s, m, P) && s.H % P != 0) {
+    std::ostringstream e;
+    e << who << ": Helix decode (--mlp-tp " << m.mlp_tp << " = P) gives each rank heads/P of w_o's rows: P=" << P
       << " does not divide heads=" << s.H;
-  if (!e.str().empty()) throw ConstraintError(e.str());
+    throw ConstraintError(e.str());
+  }
 }
 
 MeshDesc job_mesh_desc(const Strategy& strat, const MeshSpec& m) {

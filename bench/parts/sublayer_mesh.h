@@ -26,10 +26,11 @@ bool helix(const LayerShape& s, const MeshSpec& m, int P);
 // MLP runs on the attention's tp level anyway (N = 0 or N = m.tp) or the strategy does not shard
 // the block (`shards` false: single, the replicated reference, runs unchanged), else N.
 int resolve_mlp_tp(int requested, const MeshSpec& m, bool shards);
-// Throws ConstraintError naming the flag and the values when the MLP cannot run on N ranks:
-// N must divide P and ffn_dim, under decode dim (the all-reduce's D/N columns); Helix needs P to
-// divide heads (H/P heads per rank for w_o); a strategy that merges over two levels (usp's
-// double ring) refuses Helix in its check (--pass decode).
+// Throws ConstraintError naming the flag and the values when this job's meshes cannot run Helix:
+// P must divide heads (H/P heads per rank for w_o). What does not depend on the strategy (N | P,
+// N | ffn_dim, N | dim under decode, --block full) is the config's (bench/config.cpp), checked
+// once before any job; a strategy that merges over two levels (usp's double ring) refuses Helix
+// in its check.
 void check_mlp_mesh(const std::string& who, const LayerShape& s, int P, const MeshSpec& m);
 
 // The mesh a job builds: the strategy's levels, and under --mlp-tp N the MLP's {mlp_dp, mlp_tp}.
