@@ -412,6 +412,28 @@ def helix_attention_bytes(steps, B, H, d, D, P, merge_level, R, elem, acc=ACC_BY
     return out
 
 
+def is_helix(mesh, t, P):
+    """Helix decode: the MLP's own level spans all P > 1 ranks and the attention's tp t does not.
+    Mirrors helix (bench/parts/sublayer_mesh.cpp; the caller passes a decode result's mesh)."""
+    return P > 1 and mesh.get("mlp_tp") == P and t < P
+
+
+def decode_block_bytes(steps, B, H, d, D, merges, U, t, mesh, P, block, elem, acc=ACC_BYTES):
+    """{level: bytes} of one decode iteration of the layer (attention, and the MLP under --block
+    full on its own level, mlp_degree): decode_bytes, or under Helix (is_helix)
+    helix_attention_bytes over the single merge level plus the MLP's all-reduce over all P. Mirrors
+    Block::predicted_bytes with Block::decode_prediction (bench/block/block.cpp); DESIGN "Decode",
+    "Per-sub-layer meshes"."""
+    mlp = [(mlp_level(mesh), mlp_degree(mesh, t))] * (sublayers(block) - 1)
+    if not is_helix(mesh, t, P):
+        return decode_bytes(steps, B, H, d, D, merges, U, [("tp", t)] + mlp, elem, acc)
+    level, size = merges[0] if merges else ("cp", 1)
+    out = helix_attention_bytes(steps, B, H, d, D, P, level, size, elem, acc)
+    for lv, deg in mlp:
+        out[lv] = out.get(lv, 0) + decode_tp_bytes(steps, B, D, deg, elem)
+    return out
+
+
 def kv_cache_bytes(B, C, G, d, elem, t=1, U=1, R=1):
     """The k and v of the cache shard one rank holds: C/R tokens (R: the ranks the tokens are split
     over, head_ring_split) for max(G, tU)/(tU) KV heads: 2*B*(C/R)*(max(G,tU)/(tU))*d*s (C = 1:

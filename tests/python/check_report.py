@@ -78,12 +78,6 @@ def head_ring_split(r, P):
     return cpmodel.head_ring_split(r["strategy"], r["mesh"], P)
 
 
-def helix(r, P):
-    """Helix decode (bench/parts/sublayer_mesh.h): the MLP's own level spans all P ranks and the
-    attention's tp does not."""
-    return r["mesh"].get("mlp_tp") == P and head_ring_split(r, P)[0] < P and P > 1
-
-
 def mlp_level_check(r, want):
     """Rank 0's ops on the group "mlp_tp" (the MLP's own level, and Helix's w_o) add up to the
     model's bytes on that level, per phase; without an own MLP level nothing is on it."""
@@ -190,16 +184,9 @@ def cmd_model(a):
             # usp's double ring level merges over its inner ring of w, then across the R/w rings.
             # The MLP on its own level under --mlp-tp N; N = P with t < P is Helix: one all-to-all of
             # the partials over the merge level, w_o's all-reduce over all P (cpmodel.helix_attention_bytes).
-            merges = cpmodel.decode_merge_levels(r["strategy"], r["mesh"], R)
-            mlp = [(cpmodel.mlp_level(r["mesh"]), cpmodel.mlp_degree(r["mesh"], t))] * (cpmodel.sublayers(cfg["block"]) - 1)
-            if helix(r, P):
-                level, size = merges[0] if merges else ("cp", 1)
-                levels = cpmodel.helix_attention_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"], P,
-                                                       level, size, e)
-                levels["mlp_tp"] += cpmodel.decode_tp_bytes(S, cfg["batch"], cfg["dim"], P, e)
-            else:
-                levels = cpmodel.decode_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"], merges, U,
-                                              [("tp", t)] + mlp, e)
+            levels = cpmodel.decode_block_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"],
+                                                cpmodel.decode_merge_levels(r["strategy"], r["mesh"], R), U, t,
+                                                r["mesh"], P, cfg["block"], e)
             want = sum(levels.values())
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (t={t}, U={U}, R={R})")

@@ -72,6 +72,17 @@ class TpAndUlysses(unittest.TestCase):
                          {"ring": 3 * 144 * 3, "mlp_tp": 3 * 2 * 2 * 16 * 7})
         self.assertEqual(m.helix_attention_bytes(3, 2, 16, 8, 64, 8, "ring", 1, 2), {"mlp_tp": 3 * 2 * 2 * 16 * 7})
 
+    def test_decode_block_under_helix_and_not(self):
+        # The measured P = 8 figures of ctest report_model_p8_helix_decode's shapes (fp32, B = 1,
+        # H = 8, d = 16, D = 64, S = 3): ring+mlp8 sends 3*68*7 on "cp" and 2 x 1344 on mlp_tp.
+        ring = m.decode_block_bytes(3, 1, 8, 16, 64, [("cp", 8)], 1, 1, {"mlp_tp": 8}, 8, "full", 4)
+        self.assertEqual(ring, {"cp": 3 * 68 * 7, "mlp_tp": 2 * 1344})
+        self.assertTrue(m.is_helix({"mlp_tp": 8}, 1, 8))
+        self.assertFalse(m.is_helix({"mlp_tp": 8}, 8, 8))  # the attention already over all P
+        self.assertFalse(m.is_helix({"mlp_tp": 4}, 1, 8))  # the MLP on 4 of 8: decode_bytes
+        self.assertEqual(m.decode_block_bytes(3, 1, 8, 16, 64, [("cp", 8)], 1, 1, {"mlp_tp": 4}, 8, "full", 4),
+                         m.decode_bytes(3, 1, 8, 16, 64, [("cp", 8)], 1, [("tp", 1), ("mlp_tp", 4)], 4))
+
     def test_ulysses_a2a(self):
         # s*T*(2hq + 2hk')*(U-1)/U = 2*48*(128 + 64)*3/4 = 13824
         self.assertEqual(m.ulysses_a2a_bytes(48, 64, 32, 4, 2), 13824)
