@@ -63,8 +63,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   }
   s.prefill = pass == "prefill";
   s.decode_steps = pass == "decode" ? decode_steps : 0;
-  s.ring_pass_q = ring_pass == "q" || ring_pass == "q-a2a";
-  s.ring_pass_a2a = ring_pass == "q-a2a";
+  s.travel = parse_ring_travel(ring_pass);
   s.cached = cached;
   s.balance = parse_balance(balance);
   s.cp_cap = cp_cap > 0 ? cp_cap : 0;

@@ -263,7 +263,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
       inf.new_tokens = shape.decode_steps;
       inf.tpot_ms = result.timed->step_ms.median / double(shape.decode_steps);
     } else {
-      inf.ring_pass = shape.ring_pass_a2a ? "q-a2a" : shape.ring_pass_q ? "q" : "kv";
+      inf.ring_pass = ring_travel(shape.travel).flag;
       inf.new_tokens = shape.new_tokens();
       inf.miss_rate = double(shape.new_tokens()) / double(shape.N);
       inf.ttft_ms = result.timed->step_ms.median;

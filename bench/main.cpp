@@ -63,17 +63,18 @@ json list_json() {
     const Capabilities& can = info.can;  // the strategy's own (its describe())
     json passes = {"train", "prefill"};  // every strategy runs these (bench/plan.cpp refuses none)
     if (can.decode) passes.push_back("decode");
-    json ring_pass = {"kv"};
-    if (can.pass_q) {
-      ring_pass.push_back("q");
-      // q-a2a is a travel policy of a single ring level (bench/parts/ring_schedule.h): every
-      // strategy that takes pass-Q has it except where its mesh is a double ring (double-ring).
-      LayerShape probe;
-      probe.H = probe.G = 8;
-      probe.d = 8;
-      probe.N = 64;
-      if (s->resolve_mesh(MeshSpec{}, probe, 4).usp_ring != UspRing::double_) ring_pass.push_back("q-a2a");
-    }
+    // The travel policies (bench/parts/ring_travel.h): K,V travel everywhere; those whose queries
+    // travel where the strategy takes pass-Q, and a single-ring-only one except where the
+    // strategy's mesh is a double ring (double-ring).
+    json ring_pass = json::array();
+    LayerShape probe;
+    probe.H = probe.G = 8;
+    probe.d = 8;
+    probe.N = 64;
+    const bool double_ring = s->resolve_mesh(MeshSpec{}, probe, 4).usp_ring == UspRing::double_;
+    for (const RingTravelPolicy& t : ring_travels())
+      if (!t.queries_travel || (can.pass_q && (t.single_ring_only == nullptr || !double_ring)))
+        ring_pass.push_back(t.flag);
     json balance = {"none"};
     for (BalanceScheme b : {BalanceScheme::doc_zigzag, BalanceScheme::greedy, BalanceScheme::dynamic})
       if (can.supports(b)) balance.push_back(balance_name(b));

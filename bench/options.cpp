@@ -160,10 +160,7 @@ std::vector<OptionSpec> make_table() {
        "--balance dynamic: tokens per rank a document fills before its CP group doubles (c = min(P, next power "
        "of two of ceil(L / cap)); default N/P; 1 .. seq)",
        {}, false, [](RunConfig& c, const json& v) { c.cp_cap = v.get<int64_t>(); }},
-      {"ring_pass", "--ring-pass", OptKind::choice,
-       "kv (K,V blocks circulate, default) | q (query blocks circulate with their partial; --pass prefill, ring "
-       "family) | q-a2a (Meta's pass-Q: query blocks circulate, partials return in one all-to-all; single rings)",
-       {"kv", "q", "q-a2a"}, false, [](RunConfig& c, const json& v) { c.ring_pass = v.get<std::string>(); }},
+      {"ring_pass", "--ring-pass", OptKind::choice, ring_travel_help(), ring_travel_flags(), false, [](RunConfig& c, const json& v) { c.ring_pass = v.get<std::string>(); }},
       {"cached", "--cached", OptKind::integer,
        "C tokens already in a KV cache sharded over the CP ranks (persistent-KV prefill with --pass prefill, "
        "or the cache --pass decode reads; ring family; 0 = none)",

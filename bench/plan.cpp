@@ -73,8 +73,8 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           strat->check(shape, P, job.mesh);  // for the shape's pass (--cached, decode)
           check_mlp_mesh(strat->name(), shape, P, job.mesh);
-          if (shape.ring_pass_q && !can.pass_q)
-            throw ConstraintError(strat->name() + ": --ring-pass " + (shape.ring_pass_a2a ? "q-a2a" : "q") +
+          if (shape.queries_travel() && !can.pass_q)
+            throw ConstraintError(strat->name() + ": --ring-pass " + ring_travel(shape.travel).flag +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp)");
           if (shape.balance != BalanceScheme::none && !can.supports(shape.balance)) {
             const std::string b = balance_name(shape.balance);

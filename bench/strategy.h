@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/parts/ring_travel.h"
 #include "comm/communicator.h"
 #include "comm/world.h"
 #include "kernels/backend.h"
@@ -41,8 +42,8 @@ struct LayerShape {
   std::vector<int64_t> doc_lens;     // packed documents, summing to N; empty = one document
   DocStarts docs;                    // their start positions (null = one document), for the kernels
   bool prefill = false;              // --pass prefill: forward only
-  bool ring_pass_q = false;          // --ring-pass q or q-a2a: query blocks circulate (ring family, prefill)
-  bool ring_pass_a2a = false;        // --ring-pass q-a2a: ... and their partials return in one exchange
+  RingTravel travel = RingTravel::kv;  // --ring-pass: what a ring level moves (ring_travel.h; prefill)
+  bool queries_travel() const { return ring_travel(travel).queries_travel; }
   // --cached C (DESIGN "Inference passes"): persistent-KV prefill. Positions [0, C) are already
   // in a KV cache sharded over the CP ranks (their roped k, v seeded, not computed); the N - C
   // new tokens at [C, N) are this layer's tokens: their queries attend the cache and, causally,

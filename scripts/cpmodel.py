@@ -178,8 +178,7 @@ def pass_q_partial_bytes(tokens_q, hq, heads, acc=ACC_BYTES):
 def pass_q_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES):
     """(fwd, bwd) of --ring-pass q on a single ring of K hops: the Q block (run dtype) and its
     partial travel K hops, one more send returns the partial: s*Tq*hq*K + partial*(K+1) (0 when
-    K = 0); bwd 0. Mirrors RingCore::predicted_bytes_pass_q (bench/parts/ring_core.cpp); DESIGN
-    "pass-Q"."""
+    K = 0); bwd 0. Mirrors travel_q_bytes (bench/parts/ring_travel_q.cpp); DESIGN "pass-Q"."""
     if K <= 0:
         return (0, 0)
     part = pass_q_partial_bytes(tokens_q, hq, heads, acc)
@@ -189,11 +188,20 @@ def pass_q_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES):
 def pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES):
     """(fwd, bwd) of --ring-pass q-a2a (Meta's pass-Q) on a single ring of K hops: the Q block K
     hops, then each of the K partials once to its owner: s*Tq*hq*K + partial*K; bwd 0. Mirrors
-    RingCore::predicted_bytes_pass_q_a2a (bench/parts/ring_core.cpp); DESIGN "pass-Q" (Meta's
-    pass-Q)."""
+    travel_q_a2a_bytes (bench/parts/ring_travel_q_a2a.cpp); DESIGN "pass-Q" (Meta's pass-Q)."""
     if K <= 0:
         return (0, 0)
     return (elem * tokens_q * hq * K + pass_q_partial_bytes(tokens_q, hq, heads, acc) * K, 0)
+
+
+# The travel policies, one entry each as bench/parts/ring_travel.h's table: a single ring's (fwd,
+# bwd) from what a rank moves (tokens_kv, hk, tokens_q, hq, heads) over K hops, and whether the
+# policy runs on a double ring too.
+RING_TRAVELS = {
+    "kv": (lambda tkv, hk, tq, hq, heads, K, elem, acc: ring_kv_bytes(tkv, hk, K, elem, acc), True),
+    "q": (lambda tkv, hk, tq, hq, heads, K, elem, acc: pass_q_bytes(tq, hq, heads, K, elem, acc), True),
+    "q-a2a": (lambda tkv, hk, tq, hq, heads, K, elem, acc: pass_q_a2a_bytes(tq, hq, heads, K, elem, acc), False),
+}
 
 
 # --- ring level: the double ring (inner rings of w, W = R/w windows) ----------------------------------
@@ -243,24 +251,20 @@ def double_ring_pass_q_bytes(tokens_q, hq, heads, rounds, inner, elem, acc=ACC_B
 
 
 def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc=ACC_BYTES, hops=None):
-    """(fwd, bwd) of a ring level of R positions for the travel policy `travel` (kv, q, q-a2a): a
+    """(fwd, bwd) of a ring level of R positions for the travel policy `travel` (RING_TRAVELS): a
     single ring when w is 0/None (K = `hops`, default R-1), else a double ring of inner rings of w
     (`hops` = (T_o, [J(t)]), default the full schedule). Mirrors ring_level_bytes
     (bench/parts/ring_schedule.cpp, the single and double schedules); DESIGN "Strategies" (strategies
     as compositions of parts)."""
+    single, on_double = RING_TRAVELS[travel]
     if w:
+        if not on_double:
+            raise ValueError(f"cpmodel: {travel} is not defined on a double ring (DESIGN: pass-Q)")
         T, J = hops if hops is not None else double_ring_full_hops(w, div(R, w))
         if travel == "q":
             return levels_total(double_ring_pass_q_bytes(tokens_q, hq, heads, T, J, elem, acc))
-        if travel == "q-a2a":
-            raise ValueError("cpmodel: q-a2a is not defined on a double ring (DESIGN: pass-Q)")
         return levels_total(double_ring_kv_bytes(tokens_kv, hk, T, J, elem, acc))
-    K = R - 1 if hops is None else hops
-    if travel == "q":
-        return pass_q_bytes(tokens_q, hq, heads, K, elem, acc)
-    if travel == "q-a2a":
-        return pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc)
-    return ring_kv_bytes(tokens_kv, hk, K, elem, acc)
+    return single(tokens_kv, hk, tokens_q, hq, heads, R - 1 if hops is None else hops, elem, acc)
 
 
 def dynamic_ring_bytes(degrees, tokens_by_degree, P, kv_row, elem, acc=ACC_BYTES):

@@ -27,7 +27,7 @@ void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer
   for (Tensor& t : hop_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
   acc_out_ = be.alloc({kv}, DType::f32, MemKind::comm);
-  if (s.pass_q) {
+  if (ring_travel(s.travel).queries_travel) {
     const int64_t qn = s.B * s.n * s.hq * s.d, part = steps_.partial_elems();
     for (Tensor& t : qround_) t = be.alloc({qn}, s.dtype, MemKind::comm);
     for (Tensor& t : qhop_) t = be.alloc({qn}, s.dtype, MemKind::comm);
@@ -39,7 +39,7 @@ void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer
 void DoubleRingCore::forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
                                     const DoubleRingHops& hops) {
   check_hops(hops);
-  if (qround_[0].empty()) throw std::logic_error("double ring core: forward_pass_q needs setup() with pass_q");
+  if (qround_[0].empty()) throw std::logic_error("double ring core: forward_pass_q needs setup() with travel q");
   Communicator& in = *inner_;
   Communicator& out = *outer_;
   const int w = in.size(), W = out.size(), T = hops.rounds;
@@ -229,12 +229,19 @@ void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v,
 }
 
 int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
-  // RingCore's buffers (with R > 1: 2 k|v, 3 accumulators) + 2 more k|v and the outer
-  // accumulator; for R = 1 the 4 + 4 comm buffers are still allocated.
+  // RingCore's buffers (with R > 1: 2 k|v, 3 accumulators; not a single ring's travel buffers)
+  // + 2 more k|v and the outer accumulator; for R = 1 the 4 + 4 comm buffers are still
+  // allocated. pass-Q: the Q blocks and partials on the same paths (4 Q blocks, 4 partials).
   const int R = w * W;
   const int64_t kv = 2 * s.B * s.n * s.hk * s.d, es = int64_t(dtype_size(s.dtype));
-  int64_t bytes = RingCore::activation_bytes(s, R);
+  RingCoreShape steps = s;
+  steps.travel = RingTravel::kv;
+  int64_t bytes = RingCore::activation_bytes(steps, R);
   bytes += R > 1 ? 2 * kv * es + kv * 4 : 4 * kv * es + 4 * kv * 4;
+  if (ring_travel(s.travel).queries_travel) {
+    const int64_t qn = s.B * s.n * s.hq * s.d, part = qn + s.B * s.hq * s.n;
+    bytes += 4 * qn * es + 4 * part * 4;
+  }
   return bytes;
 }
 

@@ -63,7 +63,7 @@ class DoubleRingCore {
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, const DoubleRingHops& hops);
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout,
                 Tensor& dq, Tensor& dk, Tensor& dv, const DoubleRingHops& hops);
-  // pass-Q (--ring-pass q; setup with s.pass_q): the same result as forward(), with the Q blocks
+  // pass-Q (--ring-pass q; setup with s.travel q): the same result as forward(), with the Q blocks
   // on backward()'s K,V path and their float32 partial (o, lse) on its dK,dV accumulator path:
   // each round a Q block goes J(t) inner hops to the next rank, every rank merging in its own
   // K,V's contribution, and its partial then goes back J(t) places to the round's starter; the

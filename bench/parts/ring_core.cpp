@@ -9,12 +9,12 @@
 
 namespace cpbench {
 
-namespace {
-// One tag per message stream. K,V of the backward and the dK,dV accumulators arrive from the
-// same neighbour at the same time (and have the same size in fp32 runs), so they must not share
-// a tag; within a stream, MPI's non-overtaking order matches step i's message to step i's recv.
-constexpr int kTagFwdKV = 101, kTagBwdKV = 102, kTagBwdAcc = 103, kTagQ = 104, kTagPartial = 105;
+// One tag per message stream (RingCore::kTag*). K,V of the backward and the dK,dV accumulators
+// arrive from the same neighbour at the same time (and have the same size in fp32 runs), so they
+// must not share a tag; within a stream, MPI's non-overtaking order matches step i's message to
+// step i's recv.
 
+namespace {
 // A block none of whose pairs is visible (causal, window, documents) contributes nothing:
 // skipping it (instead of calling the kernel, which would skip its tiles anyway) also skips the
 // merge. any_visible_pair is closed-form, not a scan.
@@ -58,17 +58,12 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
     const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
-    const int64_t qn = s.B * s.n * s.hq * s.d, part = qn + s.B * s.hq * s.n;
-    if (s.pass_q || s.pass_q_a2a)
-      for (Tensor& t : qbuf_) t = be.alloc({qn}, s.dtype, MemKind::comm);
-    if (s.pass_q)
-      for (Tensor& t : part_) t = be.alloc({part}, DType::f32, MemKind::comm);
-    if (s.pass_q_a2a) {
-      a2a_send_ = be.alloc({ring.size() * part}, DType::f32, MemKind::comm);
-      a2a_recv_ = be.alloc({ring.size() * part}, DType::f32, MemKind::comm);
-      back_.resize(size_t(ring.size()));
-    }
+    ring_travel(s.travel).setup(*this, travel_, ring.size());
   }
+}
+
+bool RingCore::any_visible(const Positions& qpos, const Positions& kpos) const {
+  return !invisible(attn_shape(), qpos, kpos);
 }
 
 Tensor RingCore::part_o(const Tensor& buf) const { return buf.view(0, {s_.B, s_.n, s_.hq, s_.d}); }
@@ -185,6 +180,10 @@ void RingCore::bwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, con
 // ---- the ring -----------------------------------------------------------------------------------------
 
 void RingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops) {
+  ring_travel(s_.travel).forward(*this, travel_, q, k, v, o, hops);
+}
+
+void RingCore::forward_kv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops) {
   Backend& b = *be_;
   Communicator& c = *ring_;
   const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
@@ -252,114 +251,6 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   c.wait(acc_hop.send);
 }
 
-void RingCore::forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops) {
-  Backend& b = *be_;
-  Communicator& c = *ring_;
-  const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
-  const int next = (me + 1) % R, prev = (me + R - 1) % R;
-  const AttnShape a = attn_shape();
-  const Positions kpos = key_pos_(me);
-  if (h == 0) {  // this rank's own block only: nothing travels
-    b.attn_fwd(a, q, k, v, block_pos_(me), kpos, o, lse_);
-    return;
-  }
-  if (qbuf_[0].empty()) throw std::logic_error("ring core: forward_pass_q needs setup() with pass_q");
-  const bool f32 = s_.dtype == DType::f32;
-  const int64_t qn = s_.B * s_.n * s_.hq * s_.d, part_n = qn + s_.B * s_.hq * s_.n;
-  // Step i: this rank holds the Q block of rank j = me+i (for i > 0 in qbuf_, arrived from the
-  // next rank) and in part_[2] the partial the ranks before it on the Q's path built. It
-  // computes its own K,V's contribution into a scratch partial while that partial is still
-  // arriving (the same overlap as backward()'s dK,dV accumulators), merges the arrived one in,
-  // and sends the sum on with the Q: to the previous rank, and after the last step (i = h) back
-  // to the owner j. Step 0 is the owner's diagonal block. What arrives last, from rank me-h, is
-  // this rank's own Q block's partial with every rank's contribution.
-  b.copy_2d(qbuf_[0], qn, q, qn, 1, qn);
-  Tensor& incoming = part_[2];
-  Hop part_hop;
-  for (int i = 0; i <= h; ++i) {
-    const Tensor& cur = i == 0 ? q : qbuf_[i % 2];
-    Hop hop;
-    // Step 0 sends qbuf_[0] (a copy of q: q itself is the caller's and const) so that the buffer
-    // the next step receives into, qbuf_[1], is never the one in flight.
-    if (i < h) hop = post_hop(c, qbuf_[i % 2], prev, qbuf_[(i + 1) % 2], next, kTagQ);
-    const int j = (me + i) % R;
-    const Positions qpos = block_pos_(j);
-    Tensor& scratch = part_[i % 2];  // its send (step i-2) was waited for at step i-1
-    Tensor so = part_o(scratch), sl = part_lse(scratch);
-    const bool visible = i == 0 || !invisible(a, qpos, kpos);
-    if (visible) {
-      if (f32) {
-        b.attn_fwd(a, cur, k, v, qpos, kpos, so, sl);
-      } else {  // the kernel writes the run dtype; the partial is float32
-        b.attn_fwd(a, cur, k, v, qpos, kpos, o_blk_, sl);
-        b.convert(so, o_blk_);
-      }
-    }
-    if (i > 0) {
-      c.wait(part_hop.recv);
-      if (visible) b.attn_merge(a, so, sl, part_o(incoming), part_lse(incoming));
-      else b.copy_2d(scratch, part_n, incoming, part_n, 1, part_n);  // nothing to add: pass it on
-      c.wait(part_hop.send);  // frees part_[(i-1)%2] for step i+1
-    }
-    const int to = i < h ? prev : (me + h) % R, from = i < h ? next : (me - h + R) % R;
-    part_hop = post_hop(c, scratch, to, incoming, from, kTagPartial);
-    if (i < h) wait_hop(c, hop);
-  }
-  c.wait(part_hop.recv);  // this rank's own Q block, with every rank's contribution
-  const int64_t rows = s_.B * s_.hq * s_.n;
-  b.copy_2d(lse_, rows, part_lse(incoming), rows, 1, rows);
-  if (f32) b.copy_2d(o, qn, part_o(incoming), qn, 1, qn);
-  else b.convert(o, part_o(incoming));
-  c.wait(part_hop.send);
-}
-
-void RingCore::forward_pass_q_a2a(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops) {
-  Backend& b = *be_;
-  Communicator& c = *ring_;
-  const int R = c.size(), me = c.rank(), h = resolve_hops(hops);
-  const int next = (me + 1) % R, prev = (me + R - 1) % R;
-  const AttnShape a = attn_shape();
-  if (h == 0) {  // this rank's own block only: nothing travels
-    b.attn_fwd(a, q, k, v, block_pos_(me), key_pos_(me), o, lse_);
-    return;
-  }
-  if (a2a_send_.empty()) throw std::logic_error("ring core: forward_pass_q_a2a needs setup() with pass_q_a2a");
-  const int64_t qn = s_.B * s_.n * s_.hq * s_.d, part_n = partial_elems();
-  auto chunk = [&](const Tensor& buf, int j) { return buf.view(int64_t(j) * part_n, {part_n}); };
-  // The ring: at step i this rank holds the Q block of position me+i and writes its K,V's
-  // contribution into the send chunk for that owner (chunk (me+i) mod R, where an all-to-all
-  // takes it), while the next Q block arrives.
-  b.copy_2d(qbuf_[0], qn, q, qn, 1, qn);
-  for (int i = 0; i <= h; ++i) {
-    const Tensor& cur = i == 0 ? q : qbuf_[i % 2];
-    Hop hop;
-    if (i < h) hop = post_hop(c, qbuf_[i % 2], prev, qbuf_[(i + 1) % 2], next, kTagQ);
-    const int j = (me + i) % R;
-    Tensor part = chunk(a2a_send_, j);
-    q_block(cur, j, k, v, part);
-    if (i < h) wait_hop(c, hop);
-  }
-  // The return: every partial to its owner in one exchange. Chunk j of the receive buffer is the
-  // partial position j computed for this rank's Q block (j = me: its own, already here).
-  if (h == R - 1) {
-    c.all_to_all(a2a_send_, a2a_recv_);
-  } else {
-    for (int i = 1; i <= h; ++i) {
-      Tensor recv = chunk(a2a_recv_, (me - i + R) % R);
-      back_[size_t(i)] = post_hop(c, chunk(a2a_send_, (me + i) % R), (me + i) % R, recv, (me - i + R) % R, kTagPartial);
-    }
-    for (int i = 1; i <= h; ++i) wait_hop(c, back_[size_t(i)]);
-  }
-  // Merge: the own partial first, then those of the positions the Q block visited (me-1 .. me-h).
-  Tensor acc = chunk(a2a_send_, me);
-  Tensor ao = part_o(acc), al = part_lse(acc);
-  for (int i = 1; i <= h; ++i) {
-    const Tensor in = chunk(a2a_recv_, (me - i + R) % R);
-    b.attn_merge(a, ao, al, part_o(in), part_lse(in));
-  }
-  pass_q_end(acc, o);
-}
-
 void RingCore::q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part) {
   Backend& b = *be_;
   const AttnShape a = attn_shape();
@@ -399,8 +290,7 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
     bytes += o * es + rows * 4;                      // block o, lse
     if (s.dtype != DType::f32) bytes += 2 * o * 4;   // float32 running and block output
     bytes += 2 * kv * es + 3 * kv * 4;               // k|v double buffer, dk|dv accumulators
-    if (s.pass_q) bytes += 2 * o * es + 3 * (o + rows) * 4;  // q double buffer, o|lse partials
-    if (s.pass_q_a2a) bytes += 2 * o * es + 2 * int64_t(R) * (o + rows) * 4;  // q double buffer, R partials sent and received
+    bytes += ring_travel(s.travel).buffer_bytes(s, R);
   }
   return bytes;
 }
@@ -417,30 +307,21 @@ CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t hk, int R, int6
   return p.add(level, Phase::bwd, -h, acc_block);
 }
 
-CommPrediction RingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
-                                                int64_t acc, int hops, const std::string& level) {
-  const int h = hops < 0 ? R - 1 : hops;
-  CommPrediction p;
-  if (R <= 1 || h == 0) return p;
-  // Q moves against the ring's K,V direction (to the previous rank); the partial rides along
-  // with it on every hop and one last send returns it to its owner, h places ahead.
-  const int64_t q = elem * tokens_q * hq, partial = partial_bytes(tokens_q, hq, heads, acc);
-  p.add(level, Phase::fwd, -1, (q + partial) * h);
-  return p.add(level, Phase::fwd, h, partial);
+// ---- the kv travel policy (ring_travel.h): the core's own loops -------------------------------------
+
+void travel_kv_setup(RingCore&, RingTravelBuffers&, int) {}  // the core's k|v and accumulator buffers
+
+void travel_kv_forward(RingCore& core, RingTravelBuffers&, const Tensor& q, const Tensor& k, const Tensor& v,
+                       Tensor& o, int hops) {
+  core.forward_kv(q, k, v, o, hops);
 }
 
-CommPrediction RingCore::predicted_bytes_pass_q_a2a(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
-                                                    int64_t acc, int hops, const std::string& level) {
-  const int h = hops < 0 ? R - 1 : hops;
-  CommPrediction p;
-  if (R <= 1 || h == 0) return p;
-  // Q moves against the ring's K,V direction (to the previous rank); each partial goes once to its
-  // owner, i places ahead for the Q block of position me+i.
-  const int64_t q = elem * tokens_q * hq, partial = partial_bytes(tokens_q, hq, heads, acc);
-  p.add(level, Phase::fwd, -1, q * h);
-  for (int i = 1; i <= h; ++i) p.add(level, Phase::fwd, i, partial);
-  return p;
+CommPrediction travel_kv_bytes(const RingBlockSizes& b, int R, int64_t elem, int64_t acc, int hops,
+                               const std::string& level) {
+  return RingCore::predicted_bytes(b.tokens_kv, b.hk, R, elem, acc, hops, level);
 }
+
+int64_t travel_kv_buffer_bytes(const RingCoreShape&, int) { return 0; }
 
 // The farthest hop k (1..R-1) at which some rank's queries, those of ring rank r, meet the keys of
 // ring rank r - k: pass-KV's K_eff (the K,V of rank r-k visit rank r) and, re-indexed, pass-Q's

@@ -14,7 +14,9 @@
 //
 // Both loops are compositions of the steps below (post a hop, compute the block in hand and
 // merge it, wait for the hop): a truncated ring runs fewer hops (K_eff, DESIGN's ring hop
-// truncation), a two-level ring composes the same steps over two communicators.
+// truncation), a two-level ring composes the same steps over two communicators. forward() runs
+// the shape's travel policy (ring_travel.h): the K,V loop here, or a policy whose queries travel
+// (ring_travel_q.cpp, ring_travel_q_a2a.cpp) built on the same steps.
 //
 // Bytes per rank (DESIGN, with T the B*n tokens of a ring rank, hk = kv heads * d, h = hops):
 //   fwd = s*T*2hk*h;  bwd = s*T*2hk*h + s_acc*T*2hk*(h+1 if h > 0 else 0);  h = R-1 gives
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "bench/parts/balance.h"
+#include "bench/parts/ring_travel.h"
 #include "bench/block/block.h"
 #include "comm/communicator.h"
 
@@ -38,10 +41,8 @@ struct RingCoreShape {
   int64_t window = 0;  // sliding window (0 = none)
   DocStarts docs;      // packed documents (null = one)
   DType dtype = DType::f32;
-  bool pass_q = false;  // --ring-pass q: setup also allocates forward_pass_q's buffers
-  // --ring-pass q-a2a: setup also allocates forward_pass_q_a2a's (the Q double buffer and one
-  // partial per ring position, sent and received).
-  bool pass_q_a2a = false;
+  // The travel policy (ring_travel.h): setup also allocates its buffers, forward() runs it.
+  RingTravel travel = RingTravel::kv;
   // Keys (and values) per batch row on each ring rank: under --cached a rank's cache shard and
   // its n new tokens (the K,V blocks that circulate, and the keys a visiting Q meets); 0 = n.
   // Forward only: backward needs nk = n.
@@ -51,6 +52,18 @@ struct RingCoreShape {
 
 // Global positions of the n tokens ring rank j holds, in storage order.
 using BlockPositions = std::function<Positions(int j)>;
+
+// One hop in flight: a send and a receive.
+struct RingHop {
+  Request recv, send;
+};
+
+// A travel policy's own buffers (ring_travel.h), allocated by its setup: tensors, and the hops
+// it keeps in flight at once.
+struct RingTravelBuffers {
+  std::vector<Tensor> t;
+  std::vector<RingHop> hops;
+};
 
 class RingCore {
  public:
@@ -65,22 +78,12 @@ class RingCore {
   void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
                    BlockPositions key_pos = {});
   // q [B,n,hq,d], k, v [B,n,hk,d] (run dtype) -> o [B,n,hq,d] (run dtype); lse() [B,hq,n] f32.
-  // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one.
+  // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one
+  // (kv), or the positions up to `hops` places ahead whose queries visit (q, q-a2a). Runs the
+  // shape's travel policy (ring_travel.h).
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
-  // pass-Q (--ring-pass q, DESIGN "Inference passes"): same result as forward(), but the Q
-  // blocks travel `hops` hops to the previous rank while K,V stay. The float32 partial (o, lse)
-  // of each Q block travels with it: starting from its owner's diagonal block, every rank the Q
-  // visits merges in its own K,V's contribution and passes the partial on; after the last hop
-  // one send returns it to the owner (`hops` places ahead). Needs setup() with s.pass_q.
-  void forward_pass_q(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
-  // Meta's pass-Q (--ring-pass q-a2a; arXiv:2411.01783, DESIGN "Inference passes"): the Q blocks
-  // travel `hops` hops to the previous rank as in forward_pass_q, but no partial travels with them:
-  // each rank keeps the float32 partial (o, lse) it computes for every visiting Q block, and after
-  // the ring one exchange returns each partial to its owner, who merges its h + 1 partials (its
-  // own first). The exchange is an all-to-all over the ring when every position visits every
-  // other (h = R-1), else h sends and receives, to the owners 1..h places ahead. A hop's send waits
-  // for no merge, and each partial moves once. Needs setup() with s.pass_q_a2a.
-  void forward_pass_q_a2a(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
+  // kv's forward: K,V blocks travel to the next rank while the block in hand is computed.
+  void forward_kv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
   // With the forward's final o (and lse, kept here) and dout [B,n,hq,d]:
   // dq [B,n,hq,d], dk, dv [B,n,hk,d] float32, overwritten. Same `hops` as the forward.
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
@@ -92,9 +95,8 @@ class RingCore {
 
   // ---- steps ------------------------------------------------------------------------------------
   // One hop in flight: `send` to group rank `to`, `recv` from group rank `from`.
-  struct Hop {
-    Request recv, send;
-  };
+  using Hop = RingHop;
+  static constexpr int kTagFwdKV = 101, kTagBwdKV = 102, kTagBwdAcc = 103, kTagQ = 104, kTagPartial = 105;
   Hop post_hop(Communicator& c, const Tensor& send, int to, Tensor& recv, int from, int tag);
   void wait_hop(Communicator& c, Hop& h);
   // Positions of the tokens ring position j holds (the layout given to setup).
@@ -128,9 +130,19 @@ class RingCore {
   void merge_partial(Tensor& part, const Tensor& in);
   void pass_q_end(const Tensor& part, Tensor& o);
 
-  // Bytes the core keeps allocated per rank: lse, delta, block o and lse, the float32 running
-  // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv
-  // accumulators (float32).
+  // For the travel policies' loops (ring_travel_*.cpp): what the core was set up with.
+  Backend& backend() const { return *be_; }
+  Communicator& ring() const { return *ring_; }
+  const RingCoreShape& shape() const { return s_; }
+  AttnShape attn_shape() const;
+  int resolve_hops(int hops) const;  // -1: R-1; throws beyond R-1
+  Positions key_positions(int j) const { return key_pos_(j); }
+  bool any_visible(const Positions& qpos, const Positions& kpos) const;
+  Tensor& lse_out() { return lse_; }     // the forward's lse, written by a policy
+  Tensor& block_out() { return o_blk_; }  // one block's output in the run dtype (R > 1)
+  Tensor part_o(const Tensor& buf) const;    // a partial's o half, [B,n,hq,d] float32
+  Tensor part_lse(const Tensor& buf) const;  // its lse half, [B,hq,n] float32
+
   // DESIGN's ring hop truncation: K_eff, the farthest hop k (1..R-1) at which some ring rank r
   // receives a block (that of rank r-k) it has a visible pair with; 0 if none. R-1 without a
   // window or documents. A pure function of the blocks' positions and the mask.
@@ -145,32 +157,22 @@ class RingCore {
   // new tokens while only the new tokens are queries. Equals effective_hops when they coincide.
   static int effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
                                    const LayerShape& s);
+  // Bytes the core keeps allocated per rank: lse, delta, block o and lse, the float32 running
+  // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv
+  // accumulators (float32), and the travel policy's buffers.
   static int64_t activation_bytes(const RingCoreShape& s, int R);
   // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `hk` = kv heads * d, `hops` hops
   // (-1: R-1, the full ring).
   // `level`: the mesh level the ring runs on ("cp" or "ring"), for the per-tier prediction.
   static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc,
                                         int hops = -1, const std::string& level = "ring");
-  // DESIGN's pass-Q terms (--ring-pass q, prefill, forward only): each rank's Q block (`tokens_q`
-  // = B*Tq new tokens, `hq` = query heads * d) goes `hops` (K) hops to the previous rank, and its
-  // partial (o in `acc` bytes, lse float32 over `heads` query heads) travels with it and is then
-  // sent back to the owner, K places ahead: fwd = elem*Tq*hq*K + (acc*Tq*hq + 4*Tq*heads)*(K+1),
-  // nothing when K = 0; bwd = 0 (RingCore::forward_pass_q's schedule; DESIGN "pass-Q").
-  static CommPrediction predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
-                                               int64_t acc, int hops = -1, const std::string& level = "ring");
-  // One Q block's partial: o (`acc` bytes per element) and lse (float32) over `heads` rows per token.
+  // One Q block's partial (the pass-Q policies): o (`acc` bytes per element) and lse (float32)
+  // over `heads` rows per token.
   static int64_t partial_bytes(int64_t tokens_q, int64_t hq, int64_t heads, int64_t acc) {
     return acc * tokens_q * hq + 4 * tokens_q * heads;
   }
-  // Meta's pass-Q (forward_pass_q_a2a): the Q block K hops to the previous rank, then one partial
-  // to each of the K owners ahead: fwd = elem*Tq*hq*K + (acc*Tq*hq + 4*Tq*heads)*K; bwd = 0.
-  static CommPrediction predicted_bytes_pass_q_a2a(int64_t tokens_q, int64_t hq, int64_t heads, int R, int64_t elem,
-                                                   int64_t acc, int hops = -1, const std::string& level = "ring");
-
  private:
-  AttnShape attn_shape() const;
   void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);
-  int resolve_hops(int hops) const;
 
   Backend* be_ = nullptr;
   Communicator* ring_ = nullptr;
@@ -182,16 +184,7 @@ class RingCore {
   int me_ = 0;                // this rank's ring position
   Tensor kv_[2];   // k|v blocks, run dtype (double buffer: one computed on, one arriving)
   Tensor acc_[3];  // dk|dv accumulators, float32: [0],[1] computed on / in flight, [2] arriving
-  // pass-Q: q blocks (run dtype, double buffer) and partials o|lse (float32; [0],[1] computed
-  // on / in flight, [2] arriving).
-  Tensor qbuf_[2], part_[3];
-  // q-a2a: the partials this rank computed, chunk j for the Q block of position j (chunk me its
-  // own), and those returned to it, chunk j computed by position j; R chunks of partial_elems()
-  // each. back_: the point-to-point return's hops (a truncated ring), sized at setup.
-  Tensor a2a_send_, a2a_recv_;
-  std::vector<Hop> back_;
-  Tensor part_o(const Tensor& buf) const;    // the o half, [B,n,hq,d] float32
-  Tensor part_lse(const Tensor& buf) const;  // the lse half, [B,hq,n] float32
+  RingTravelBuffers travel_;  // the travel policy's (ring_travel.h)
 };
 
 }  // namespace cpbench

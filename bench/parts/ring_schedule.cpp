@@ -8,13 +8,24 @@
 
 namespace cpbench {
 
-void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch) {
-  if (travel != RingTravel::q_a2a || sch.kind == RingScheduleKind::single) return;
+std::string travel_refusal(const std::string& who, RingTravel travel, const RingSchedule& sch) {
+  const RingTravelPolicy& t = ring_travel(travel);
+  if (t.single_ring_only == nullptr || sch.kind == RingScheduleKind::single) return "";
   // (groups never meet a pass-Q: the ring preset refuses --balance dynamic with it first.)
   const std::string on = sch.kind == RingScheduleKind::double_ ? "a double ring (inner ring w=" + std::to_string(sch.w) + ")"
                                                                : "a ring per CP group (--balance dynamic)";
-  throw ConstraintError(who + ": --ring-pass q-a2a returns the partials in one exchange over a single ring; it is not "
-                              "defined on " + on + " (use --ring-pass q)");
+  // The alternative: the policies that move the same thing and run on every schedule.
+  std::string alt;
+  for (const RingTravelPolicy& p : ring_travels())
+    if (p.queries_travel == t.queries_travel && p.single_ring_only == nullptr)
+      alt += (alt.empty() ? " (use --ring-pass " : " or ") + std::string(p.flag);
+  return who + ": --ring-pass " + t.flag + " " + t.single_ring_only + "; it is not defined on " + on +
+         (alt.empty() ? "" : alt + ")");
+}
+
+void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch) {
+  const std::string why = travel_refusal(who, travel, sch);
+  if (!why.empty()) throw ConstraintError(why);
 }
 
 RingHops scan_hops(const RingSchedule& sch, const RingLayoutPart& layout, const LayerShape& s) {
@@ -26,7 +37,7 @@ RingHops scan_hops(const RingSchedule& sch, const RingLayoutPart& layout, const 
     // serves both travel policies.
     case RingScheduleKind::single: h.single = RingCore::effective_hops(sch.R, q, k, s); break;
     case RingScheduleKind::double_:
-      h.dbl = DoubleRingCore::effective_hops(sch.w, sch.windows(), q, k, s, s.ring_pass_q);
+      h.dbl = DoubleRingCore::effective_hops(sch.w, sch.windows(), q, k, s, s.queries_travel());
       break;
     case RingScheduleKind::groups: break;  // every hop of each group
   }
@@ -42,7 +53,7 @@ RingHops model_hops(const RingSchedule& sch, const RingLayoutPart& layout, const
   if (sch.kind == RingScheduleKind::single) {
     h.single = l.ring_hops();  // pass-Q's K_eff is the same, re-indexed
   } else {
-    const bool q_travel = s.ring_pass_q;  // pass-Q: the visiting queries of `held` meet `me`'s keys
+    const bool q_travel = s.queries_travel();  // pass-Q: the visiting queries of `held` meet `me`'s keys
     h.dbl = DoubleRingHops::from_needs(sch.w, sch.windows(),
                                        [&](int me, int held) { return q_travel ? l.sees(held, me) : l.sees(me, held); });
   }
@@ -52,15 +63,10 @@ RingHops model_hops(const RingSchedule& sch, const RingLayoutPart& layout, const
 CommPrediction ring_level_bytes(const RingSchedule& sch, const LayerShape& s, const RingHops& hops, RingTravel travel,
                                 const RingBlockSizes& b, int64_t elem, int64_t acc, int rank) {
   switch (sch.kind) {
-    case RingScheduleKind::single:
-      if (travel == RingTravel::q_a2a)
-        return RingCore::predicted_bytes_pass_q_a2a(b.tokens_q, b.hq, b.heads, sch.R, elem, acc, hops.single, sch.level);
-      if (travel == RingTravel::q)
-        return RingCore::predicted_bytes_pass_q(b.tokens_q, b.hq, b.heads, sch.R, elem, acc, hops.single, sch.level);
-      return RingCore::predicted_bytes(b.tokens_kv, b.hk, sch.R, elem, acc, hops.single, sch.level);
+    case RingScheduleKind::single: return ring_travel(travel).bytes(b, sch.R, elem, acc, hops.single, sch.level);
     case RingScheduleKind::double_:
       check_travel("ring_level_bytes", travel, sch);
-      if (travel == RingTravel::q)
+      if (ring_travel(travel).queries_travel)
         return DoubleRingCore::predicted_bytes_pass_q(b.tokens_q, b.hq, b.heads, sch.w, sch.windows(), elem, acc,
                                                       hops.dbl);
       return DoubleRingCore::predicted_bytes(b.tokens_kv, b.hk, sch.w, sch.windows(), elem, acc, hops.dbl);
@@ -96,8 +102,7 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
       RingCoreShape busiest = cs;
       busiest.n = most;
       busiest.nk = 0;
-      busiest.pass_q = false;
-      busiest.pass_q_a2a = false;
+      busiest.travel = RingTravel::kv;
       const int64_t o = s.B * most * s.H * s.d, rows = s.B * s.H * most;
       const int64_t block_result =
           o * int64_t(dtype_size(s.dtype)) + rows * 4 + (s.dtype != DType::f32 ? 2 * o * 4 : 0);
@@ -107,11 +112,11 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
   throw std::logic_error("ring_level_activation_bytes: unknown schedule");
 }
 
-void RingLevel::setup(Backend& be, const RingSchedule& sch, RingTravel travel, Communicator& ring,
-                      Communicator* outer, const RingCoreShape& cs, const RingLayoutPart& layout) {
-  check_travel("RingLevel", travel, sch);
+void RingLevel::setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer,
+                      const RingCoreShape& cs, const RingLayoutPart& layout) {
+  check_travel("RingLevel", cs.travel, sch);
   sch_ = sch;
-  travel_ = travel;
+  travel_ = cs.travel;
   const LayerShape& s = layout.shape();
   if (sch.kind == RingScheduleKind::groups) {
     // One ring per group size c over this rank's group; the rank's rows are stored by group size
@@ -150,15 +155,10 @@ void RingLevel::setup(Backend& be, const RingSchedule& sch, RingTravel travel, C
 }
 
 void RingLevel::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o) {
-  const bool pass_q = travel_ == RingTravel::q;
   switch (sch_.kind) {
-    case RingScheduleKind::single:
-      if (travel_ == RingTravel::q_a2a) single_.forward_pass_q_a2a(q, k, v, o, hops_.single);
-      else if (pass_q) single_.forward_pass_q(q, k, v, o, hops_.single);
-      else single_.forward(q, k, v, o, hops_.single);
-      return;
+    case RingScheduleKind::single: single_.forward(q, k, v, o, hops_.single); return;  // the shape's policy
     case RingScheduleKind::double_:
-      if (pass_q) double_.forward_pass_q(q, k, v, o, hops_.dbl);
+      if (ring_travel(travel_).queries_travel) double_.forward_pass_q(q, k, v, o, hops_.dbl);
       else double_.forward(q, k, v, o, hops_.dbl);
       return;
     case RingScheduleKind::groups: groups_.forward(q, k, v, o); return;

@@ -7,20 +7,15 @@
 //           between the R/w windows overlapped with each round (double_ring_core.h);
 //   groups  --balance dynamic: one ring per CP group size, each over its group of c positions
 //           (dynamic_ring_core.h; ring only, K,V travel, the whole CP group).
-// Travel policies (--ring-pass):
-//   kv      K,V blocks travel, the dK,dV accumulators follow them back to their owner;
-//   q       query blocks travel with their float32 partial (o, lse), which returns to its owner
-//           (prefill only);
-//   q_a2a   Meta's pass-Q (--ring-pass q-a2a): query blocks travel alone, each rank keeps the
-//           partial it computes for each, and one exchange returns them to their owners (prefill,
-//           single ring only).
+// Travel policies (--ring-pass): bench/parts/ring_travel.h, one row and one file each; on a
+// single ring the core runs the shape's policy, a double ring runs kv or q (its own loops).
 // A schedule's hops are truncated to the ones some position needs (DESIGN's ring hop
 // truncation): the running ring scans the layout's positions against the mask (scan_hops); the
 // byte model takes the same scan, or under --balance the balanced layout's own interval model
 // (model_hops), so that bytes = model checks one against the other.
 //
 // Bytes (one function for every ring level, ring_level_bytes): the schedule's term for the travel
-// policy: RingCore::predicted_bytes / predicted_bytes_pass_q for a single ring,
+// policy: the policy's own term (ring_travel.h's `bytes`) for a single ring,
 // DoubleRingCore::predicted_bytes / predicted_bytes_pass_q for a double ring, and
 // TokenLayout::dynamic_ring_bytes for groups (different per rank).
 #pragma once
@@ -32,11 +27,6 @@
 #include "bench/parts/ring_core.h"
 
 namespace cpbench {
-
-enum class RingTravel { kv, q, q_a2a };
-inline RingTravel ring_travel(const LayerShape& s) {
-  return s.ring_pass_a2a ? RingTravel::q_a2a : s.ring_pass_q ? RingTravel::q : RingTravel::kv;
-}
 
 enum class RingScheduleKind { single, double_, groups };
 
@@ -56,8 +46,10 @@ struct RingSchedule {
 };
 
 // Throws ConstraintError naming `who` when the travel policy has no schedule on this ring level
-// (q-a2a's return exchange is defined for a single ring only).
+// (q-a2a's return exchange is defined for a single ring only); travel_refusal is its message
+// ("" when the policy runs on the schedule).
 void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch);
+std::string travel_refusal(const std::string& who, RingTravel travel, const RingSchedule& sch);
 
 // The hops a schedule runs: a single ring's K_eff, or a double ring's rounds and inner hops.
 // (groups run every hop of each group.)
@@ -71,12 +63,7 @@ RingHops scan_hops(const RingSchedule& sch, const RingLayoutPart& layout, const 
 // The byte model's hops: scan_hops, or under --balance the balanced layout's own model.
 RingHops model_hops(const RingSchedule& sch, const RingLayoutPart& layout, const LayerShape& s);
 
-// What one rank of a ring level holds, for the byte model: `tokens_kv` (B x its keys per batch
-// row, the cache shard included) with `hk` = KV heads x d per token; `tokens_q` (B x its new
-// tokens) with `hq` = query heads x d and `heads` lse rows per token.
-struct RingBlockSizes {
-  int64_t tokens_kv = 0, hk = 0, tokens_q = 0, hq = 0, heads = 0;
-};
+// (What one rank of a ring level holds, for the byte model: RingBlockSizes, ring_travel.h.)
 // Bytes one rank of the ring level sends per layer. `rank` matters only to groups, whose ranks
 // hold different token counts (TokenLayout::dynamic_ring_bytes, from the shape).
 CommPrediction ring_level_bytes(const RingSchedule& sch, const LayerShape& s, const RingHops& hops, RingTravel travel,
@@ -94,9 +81,10 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
 class RingLevel {
  public:
   // single: `ring` is the ring's communicator; double: `ring` the inner ring, `outer` the windows;
-  // groups: `ring` the CP group. `cs` as the cores take it (RingCoreShape).
-  void setup(Backend& be, const RingSchedule& sch, RingTravel travel, Communicator& ring, Communicator* outer,
-             const RingCoreShape& cs, const RingLayoutPart& layout);
+  // groups: `ring` the CP group. `cs` as the cores take it (RingCoreShape), its travel policy
+  // included.
+  void setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer, const RingCoreShape& cs,
+             const RingLayoutPart& layout);
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o);
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout, Tensor& dq,
                 Tensor& dk, Tensor& dv);

@@ -59,10 +59,10 @@ void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
       e << " (--balance " << balance_name(s.balance) << ": every rank holds seq/P tokens)";
     throw ConstraintError(e.str());
   }
-  if (p_.balance_dynamic && s.balance == BalanceScheme::dynamic && s.ring_pass_q)
+  if (p_.balance_dynamic && s.balance == BalanceScheme::dynamic && s.queries_travel())
     throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass " +
-                          (s.ring_pass_a2a ? "q-a2a" : "q") + " is built for the static and doc-zigzag/greedy layouts only");
-  check_travel(name(), ring_travel(s), schedule(s, P, m));
+                          ring_travel(s.travel).flag + " is built for the static and doc-zigzag/greedy layouts only");
+  check_travel(name(), s.travel, schedule(s, P, m));
 }
 
 RingSchedule RingFamily::schedule(const LayerShape& s, int P, const MeshSpec& m) const {
@@ -89,8 +89,8 @@ CommPrediction RingFamily::attention_bytes(const LayerShape& s, int P, const Mes
   const RingSchedule sch = schedule(s, P, m);
   const RingHops hops = model_hops(sch, layout(s, P), s);
   if (rank == kBusiestRank || !ring_level_bytes_per_rank(sch))
-    return ring_level_bytes_busiest(sch, s, hops, ring_travel(s), block_sizes(s, P), elem, acc);
-  return ring_level_bytes(sch, s, hops, ring_travel(s), block_sizes(s, P), elem, acc, rank);
+    return ring_level_bytes_busiest(sch, s, hops, s.travel, block_sizes(s, P), elem, acc);
+  return ring_level_bytes(sch, s, hops, s.travel, block_sizes(s, P), elem, acc, rank);
 }
 
 Positions RingFamily::token_positions(const LayerShape& s, const Mesh& m) const {
@@ -104,13 +104,12 @@ void RingFamily::core_setup() {
   RingCoreShape cs;
   cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
   cs.window = s.window; cs.docs = s.docs;
-  cs.pass_q = s.ring_pass_q && !s.ring_pass_a2a;
-  cs.pass_q_a2a = s.ring_pass_a2a;
+  cs.travel = s.travel;
   cs.nk = key_pos_.count();
   if (sch.kind == RingScheduleKind::double_)
-    level_.setup(be(), sch, ring_travel(s), mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P));
+    level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P));
   else
-    level_.setup(be(), sch, ring_travel(s), *mesh().cp, nullptr, cs, layout(s, P));
+    level_.setup(be(), sch, *mesh().cp, nullptr, cs, layout(s, P));
 }
 
 void RingFamily::export_lse(std::vector<float>& global) {
@@ -121,10 +120,7 @@ void RingFamily::export_lse(std::vector<float>& global) {
 int64_t RingFamily::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
   RingCoreShape cs;
   cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
-  // The double ring's estimate leaves pass-Q's buffers out, as it always has (a known gap of the
-  // estimate, kept so that this refactor changes no reported number).
-  cs.pass_q = s.ring_pass_q && !s.ring_pass_a2a && !p_.double_ring;
-  cs.pass_q_a2a = s.ring_pass_a2a;
+  cs.travel = s.travel;
   cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
   return ring_level_activation_bytes(schedule(s, P, m), s, cs);
 }

@@ -38,7 +38,7 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
   b.hq = hq;
   b.heads = s.H;
   const RingSchedule sch = ring_schedule(m);
-  return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), ring_travel(s), b, elem, acc));
+  return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), s.travel, b, elem, acc));
 }
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
@@ -60,9 +60,8 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
   else if (balanced && m.ring_layout != RingLayout::auto_)
     e << name() << ": --usp-layout " << (m.ring_layout == RingLayout::zigzag ? "zigzag" : "contiguous") << " and --balance "
       << balance_name(s.balance) << " both choose the token layout; drop one";
-  else if (s.ring_pass_a2a && m.inner_ring > 0)
-    e << name() << ": --ring-pass q-a2a returns the partials in one exchange over a single ring; it is not defined on "
-      << "a double ring (inner ring w=" << m.inner_ring << ") (use --ring-pass q)";
+  else if (m.inner_ring > 0 && !travel_refusal(name(), s.travel, RingSchedule::double_ring(m.R, m.inner_ring)).empty())
+    e << travel_refusal(name(), s.travel, RingSchedule::double_ring(m.R, m.inner_ring));
   else if (zz && s.N % (2 * int64_t(P)) != 0)
     e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
       << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
@@ -165,8 +164,7 @@ void UlyssesRingLayer::core_setup() {
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
   cs.window = s.window; cs.docs = s.docs;
-  cs.pass_q = s.ring_pass_q && !s.ring_pass_a2a;
-  cs.pass_q_a2a = s.ring_pass_a2a;
+  cs.travel = s.travel;
   if (s.cached > 0) {
     // The ring index's cache shard for this member's gl heads (copies of the TP rank's local
     // head (u*gl + c) / f, as the all-to-all hands them out; the TP rank's first is original
@@ -182,10 +180,10 @@ void UlyssesRingLayer::core_setup() {
   }
   const RingSchedule sch = ring_schedule(env_.spec);
   if (double_ring())
-    ring_.setup(be(), sch, ring_travel(s), mesh().group("ring_inner"), &mesh().group("ring_outer"), cs,
+    ring_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs,
                 ring_layout(s, env_.spec));
   else
-    ring_.setup(be(), sch, ring_travel(s), mesh().group("ring"), nullptr, cs, ring_layout(s, env_.spec));
+    ring_.setup(be(), sch, mesh().group("ring"), nullptr, cs, ring_layout(s, env_.spec));
 }
 
 void UlyssesRingLayer::core_forward() {
@@ -303,8 +301,7 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   const int64_t Ge = Gc >= m.U ? Gc : m.U, hl = Hc / m.U, gl = Ge / m.U;
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
-  // q-a2a's 2R partials (pass-Q's buffers stay out of usp's estimate, as they always have).
-  cs.pass_q_a2a = s.ring_pass_a2a;
+  cs.travel = s.travel;  // the travel policy's buffers (ring_travel.h)
   int64_t rep = 0;
   if (Ge > Gc) rep = s.B * T * s.d * (2 * Ge * es + Gc * es + (s.dtype == DType::f32 ? 0 : Gc * 4));
   return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) +

@@ -10,6 +10,7 @@
 #include <functional>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "bench/block/block.h"
 #include "bench/block/kv_cache.h"
@@ -18,6 +19,7 @@
 #include "bench/plan.h"
 #include "bench/parts/double_ring_core.h"
 #include "bench/parts/ring_core.h"
+#include "bench/parts/ring_schedule.h"
 #include "bench/inputs.h"
 #include "bench/report.h"
 #include "bench/tiers.h"
@@ -520,12 +522,18 @@ TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
   }
 }
 
-TEST_CASE("ring core: pass-Q byte model (DESIGN: fwd = s*Tq*hq*K + (s_acc*Tq*hq + 4*Tq*H)*(K+1))") {
+TEST_CASE("ring travel q: byte model (DESIGN: fwd = s*Tq*hq*K + (s_acc*Tq*hq + 4*Tq*H)*(K+1))") {
   // Tq = 12 new tokens, H = 3 query heads of d = 4 (hq = 12), bf16 run (2) with float32 partials.
   const int64_t Tq = 12, H = 3, hq = H * 4, s = 2, s_acc = 4;
   const int64_t partial = s_acc * Tq * hq + 4 * Tq * H;
+  RingBlockSizes b;
+  b.tokens_q = Tq;
+  b.hq = hq;
+  b.heads = H;
+  b.tokens_kv = 999;  // K,V do not travel: their size must not enter
+  const auto bytes = ring_travel(RingTravel::q).bytes;
   for (int K : {1, 2, 3}) {
-    const CommPrediction p = RingCore::predicted_bytes_pass_q(Tq, hq, H, 4, s, s_acc, K, "cp");
+    const CommPrediction p = bytes(b, 4, s, s_acc, K, "cp");
     CHECK(p.fwd == s * Tq * hq * K + partial * (K + 1));
     CHECK(p.bwd == 0);
     int64_t back = 0;
@@ -542,9 +550,50 @@ TEST_CASE("ring core: pass-Q byte model (DESIGN: fwd = s*Tq*hq*K + (s_acc*Tq*hq 
     CHECK(back == partial);
   }
   // The full ring by default (K = R - 1); nothing sent with K = 0 or one rank.
-  CHECK(RingCore::predicted_bytes_pass_q(Tq, hq, H, 4, s, s_acc).fwd == s * Tq * hq * 3 + partial * 4);
-  CHECK(RingCore::predicted_bytes_pass_q(Tq, hq, H, 4, s, s_acc, 0).fwd == 0);
-  CHECK(RingCore::predicted_bytes_pass_q(Tq, hq, H, 1, s, s_acc).shares.empty());
+  CHECK(bytes(b, 4, s, s_acc, -1, "cp").fwd == s * Tq * hq * 3 + partial * 4);
+  CHECK(bytes(b, 4, s, s_acc, 0, "cp").fwd == 0);
+  CHECK(bytes(b, 1, s, s_acc, -1, "cp").shares.empty());
+}
+
+TEST_CASE("ring travel: the policies' table drives the flag, its parsing, the bytes and the refusals") {
+  std::set<std::string> flags;
+  for (const RingTravelPolicy& t : ring_travels()) {
+    CHECK(flags.insert(t.flag).second);  // one row per flag
+    CHECK(parse_ring_travel(t.flag) == t.id);
+    CHECK(&ring_travel(t.id) == &t);
+    CHECK(ring_travel_help().find(std::string(t.flag) + " (" + t.summary + ")") != std::string::npos);
+    CHECK(t.forward != nullptr);
+  }
+  CHECK(ring_travel_flags() == std::vector<std::string>{"kv", "q", "q-a2a"});
+  try {
+    parse_ring_travel("q2");
+    FAIL("no throw");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()) == "--ring-pass: unknown value 'q2' (choose kv|q|q-a2a)");
+  }
+  // kv's term is RingCore's (K,V and the dK,dV accumulators); q-a2a sends each partial once.
+  RingBlockSizes b;
+  b.tokens_kv = 10; b.hk = 8; b.tokens_q = 6; b.hq = 16; b.heads = 4;
+  const CommPrediction kv = ring_travel(RingTravel::kv).bytes(b, 4, 2, 4, -1, "cp");
+  const CommPrediction ref = RingCore::predicted_bytes(10, 8, 4, 2, 4, -1, "cp");
+  CHECK(kv.fwd == ref.fwd);
+  CHECK(kv.bwd == ref.bwd);
+  const int64_t partial = 4 * 6 * 16 + 4 * 6 * 4;
+  CHECK(ring_travel(RingTravel::q_a2a).bytes(b, 4, 2, 4, 2, "ring").fwd == 2 * 6 * 16 * 2 + partial * 2);
+  CHECK(ring_travel(RingTravel::q_a2a).bytes(b, 4, 2, 4, 2, "ring").bwd == 0);
+  // Buffers: q keeps 2 Q blocks and 3 partials; q-a2a 2 Q blocks and 2R partials; kv none.
+  RingCoreShape cs;
+  cs.B = 1; cs.n = 6; cs.hq = 4; cs.hk = 2; cs.d = 4; cs.dtype = DType::bf16;
+  const int64_t qn = 6 * 4 * 4, part = qn + 4 * 6;
+  CHECK(ring_travel(RingTravel::kv).buffer_bytes(cs, 4) == 0);
+  CHECK(ring_travel(RingTravel::q).buffer_bytes(cs, 4) == 2 * qn * 2 + 3 * part * 4);
+  CHECK(ring_travel(RingTravel::q_a2a).buffer_bytes(cs, 4) == 2 * qn * 2 + 2 * 4 * part * 4);
+  // The refusal names the policy, why, the schedule and the alternative; none on a single ring.
+  CHECK(travel_refusal("usp", RingTravel::q_a2a, RingSchedule::double_ring(4, 2)) ==
+        "usp: --ring-pass q-a2a returns the partials in one exchange over a single ring; it is not defined on a "
+        "double ring (inner ring w=2) (use --ring-pass q)");
+  CHECK(travel_refusal("usp", RingTravel::q_a2a, RingSchedule::single(4, "ring")).empty());
+  CHECK(travel_refusal("usp", RingTravel::q, RingSchedule::double_ring(4, 2)).empty());
 }
 
 TEST_CASE("ring core: pass-Q hop truncation is pass-KV's with queries and keys swapped") {

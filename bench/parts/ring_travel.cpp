@@ -1,0 +1,35 @@
+#include "bench/parts/ring_travel.h"
+
+#include <stdexcept>
+
+namespace cpbench {
+
+const RingTravelPolicy& ring_travel(RingTravel t) {
+  for (const RingTravelPolicy& p : ring_travels())
+    if (p.id == t) return p;
+  throw std::logic_error("ring_travel: a RingTravel value without its row in ring_travels()");
+}
+
+std::vector<std::string> ring_travel_flags() {
+  std::vector<std::string> out;
+  for (const RingTravelPolicy& p : ring_travels()) out.push_back(p.flag);
+  return out;
+}
+
+std::string ring_travel_help() {
+  std::string h;
+  for (const RingTravelPolicy& p : ring_travels())
+    h += (h.empty() ? "" : " | ") + std::string(p.flag) + " (" + p.summary + ")";
+  return h;
+}
+
+RingTravel parse_ring_travel(const std::string& flag) {
+  std::string choices;
+  for (const RingTravelPolicy& p : ring_travels()) {
+    if (flag == p.flag) return p.id;
+    choices += (choices.empty() ? "" : "|") + std::string(p.flag);
+  }
+  throw std::invalid_argument("--ring-pass: unknown value '" + flag + "' (choose " + choices + ")");
+}
+
+}  // namespace cpbench

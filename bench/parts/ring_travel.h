@@ -1,0 +1,99 @@
+// A ring level's travel policy (--ring-pass; DESIGN "Ring travel policies"): what moves between
+// the positions of a ring while each computes the block in hand. One row of kRingTravels per
+// policy, its flag value and properties as data, and its functions in its own file:
+//   kv     K,V blocks travel, the dK,dV accumulators follow them back (ring_core.cpp: the core's
+//          own loops, the only policy with a backward);
+//   q      query blocks travel with their float32 partial (o, lse), merged at every rank it
+//          visits and returned to its owner (ring_travel_q.cpp; prefill);
+//   q-a2a  Meta's pass-Q (arXiv:2411.01783): query blocks travel alone, each rank keeps the
+//          partial it computes for each, and one exchange returns them (ring_travel_q_a2a.cpp;
+//          prefill, single ring only).
+// A new policy is a value here, its row, and its file (plus scripts/cpmodel.py's byte term): the
+// flag's choices, the config, the report's name, `cpbench list --json`, the checks and the ring
+// level read the table.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cpbench {
+
+class RingCore;
+struct Tensor;
+struct CommPrediction;
+struct RingCoreShape;
+struct RingTravelBuffers;
+
+enum class RingTravel { kv, q, q_a2a };
+
+// What one rank of a ring level moves, for the byte model: `tokens_kv` (B x its keys per batch
+// row, the cache shard included) with `hk` = KV heads x d per token; `tokens_q` (B x its new
+// tokens) with `hq` = query heads x d and `heads` lse rows per token.
+struct RingBlockSizes {
+  int64_t tokens_kv = 0, hk = 0, tokens_q = 0, hq = 0, heads = 0;
+};
+
+struct RingTravelPolicy {
+  RingTravel id;
+  const char* flag;     // its --ring-pass value and the report's inference.ring_pass
+  const char* summary;  // its part of --ring-pass's help
+  bool queries_travel;  // Q blocks move instead of K,V: a forward-only policy (--pass prefill)
+  // nullptr: defined on a double ring's schedule (DoubleRingCore) too; else why it is not, for
+  // the refusal (ring_schedule.h travel_refusal).
+  const char* single_ring_only;
+  // Single ring, R positions (the core set up over the ring): the buffers the policy's forward
+  // needs beyond the core's own, allocated once (none for kv); its forward, `hops` in [0, R-1]
+  // (-1: R-1); the bytes one rank sends per layer (DESIGN's terms, by the mesh `level`); the
+  // bytes its buffers hold.
+  void (*setup)(RingCore& core, RingTravelBuffers& bufs, int R);
+  void (*forward)(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k, const Tensor& v,
+                  Tensor& o, int hops);
+  CommPrediction (*bytes)(const RingBlockSizes& b, int R, int64_t elem, int64_t acc, int hops,
+                          const std::string& level);
+  int64_t (*buffer_bytes)(const RingCoreShape& s, int R);
+};
+
+// kv (ring_core.cpp)
+void travel_kv_setup(RingCore& core, RingTravelBuffers& bufs, int R);
+void travel_kv_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k, const Tensor& v,
+                       Tensor& o, int hops);
+CommPrediction travel_kv_bytes(const RingBlockSizes& b, int R, int64_t elem, int64_t acc, int hops,
+                               const std::string& level);
+int64_t travel_kv_buffer_bytes(const RingCoreShape& s, int R);
+// q (ring_travel_q.cpp)
+void travel_q_setup(RingCore& core, RingTravelBuffers& bufs, int R);
+void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k, const Tensor& v,
+                      Tensor& o, int hops);
+CommPrediction travel_q_bytes(const RingBlockSizes& b, int R, int64_t elem, int64_t acc, int hops,
+                              const std::string& level);
+int64_t travel_q_buffer_bytes(const RingCoreShape& s, int R);
+// q-a2a (ring_travel_q_a2a.cpp)
+void travel_q_a2a_setup(RingCore& core, RingTravelBuffers& bufs, int R);
+void travel_q_a2a_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k, const Tensor& v,
+                          Tensor& o, int hops);
+CommPrediction travel_q_a2a_bytes(const RingBlockSizes& b, int R, int64_t elem, int64_t acc, int hops,
+                                  const std::string& level);
+int64_t travel_q_a2a_buffer_bytes(const RingCoreShape& s, int R);
+
+inline const std::vector<RingTravelPolicy>& ring_travels() {
+  static const std::vector<RingTravelPolicy> kRingTravels = {
+      {RingTravel::kv, "kv", "K,V blocks circulate, default", false, nullptr, travel_kv_setup, travel_kv_forward,
+       travel_kv_bytes, travel_kv_buffer_bytes},
+      {RingTravel::q, "q", "query blocks circulate with their partial; --pass prefill, ring family", true, nullptr,
+       travel_q_setup, travel_q_forward, travel_q_bytes, travel_q_buffer_bytes},
+      {RingTravel::q_a2a, "q-a2a", "Meta's pass-Q: query blocks circulate, partials return in one all-to-all; single rings",
+       true, "returns the partials in one exchange over a single ring", travel_q_a2a_setup, travel_q_a2a_forward,
+       travel_q_a2a_bytes, travel_q_a2a_buffer_bytes},
+  };
+  return kRingTravels;
+}
+
+// The row of `t`; the policy whose flag is `flag` (throws std::invalid_argument naming the
+// choices); the flags in table order.
+const RingTravelPolicy& ring_travel(RingTravel t);
+RingTravel parse_ring_travel(const std::string& flag);
+std::vector<std::string> ring_travel_flags();
+// --ring-pass's help: "flag (summary) | ..." in table order.
+std::string ring_travel_help();
+
+}  // namespace cpbench
