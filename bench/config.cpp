@@ -52,19 +52,19 @@ int64_t RunConfig::full_block_ffn_dim() const { return block == "full" ? ffn_dim
 LayerShape RunConfig::shape(int64_t N, int pack) const {
   LayerShape s;
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
-  s.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
-  s.window = window;
+  s.mask.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
+  s.mask.window = window;
   if (!docs_spec.empty()) {
-    s.doc_lens = resolve_doc_lens(docs_spec, N, seed + uint64_t(pack));
+    s.mask.doc_lens = resolve_doc_lens(docs_spec, N, seed + uint64_t(pack));
     auto starts = std::make_shared<std::vector<int64_t>>();
     int64_t at = 0;
-    for (int64_t len : s.doc_lens) starts->push_back(at), at += len;
-    s.docs = starts;
+    for (int64_t len : s.mask.doc_lens) starts->push_back(at), at += len;
+    s.mask.docs = starts;
   }
-  s.prefill = pass == "prefill";
-  s.decode_steps = pass == "decode" ? decode_steps : 0;
-  s.travel = parse_ring_travel(ring_pass);
-  s.cached = cached;
+  s.pass.kind = pass == "decode" ? PassKind::decode : pass == "prefill" ? PassKind::prefill : PassKind::train;
+  s.pass.steps = pass == "decode" ? decode_steps : 0;
+  s.pass.travel = parse_ring_travel(ring_pass);
+  s.pass.cached = cached;
   s.balance = parse_balance(balance);
   s.cp_cap = cp_cap > 0 ? cp_cap : 0;
   s.full_block = block == "full";

@@ -54,8 +54,8 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
   // computed: the dump keeps those (rows, or lse's columns, [C, N)). Decode's already are the S
   // new tokens. Either way the cache k, v [B, C, G, d] follow: the seeded values every strategy
   // reads (inputs.h), so a reader can recompute the layer.
-  const bool prefix = shape.cached > 0 && !shape.decode();
-  const int64_t C = shape.cached, rows = shape.token_rows(), kept = prefix ? rows - C : rows;
+  const bool prefix = shape.pass.cached > 0 && !shape.decode();
+  const int64_t C = shape.pass.cached, rows = shape.token_rows(), kept = prefix ? rows - C : rows;
   for (const auto& [name, data] : tensors) {
     std::vector<int64_t> dims = global_tensor_shape(name, shape);
     const bool tokens = dims.size() >= 3 && dims[0] == shape.B && (dims[1] == rows || (name == "lse" && dims[2] == rows));
@@ -82,15 +82,15 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
   }
   nlohmann::json meta = {
       {"strategy", label}, {"B", shape.B}, {"N", shape.N}, {"H", shape.H}, {"G", shape.G}, {"d", shape.d},
-      {"D", shape.D}, {"causal", shape.causal}, {"rope", shape.rope}, {"P", world_size},
+      {"D", shape.D}, {"causal", shape.mask.causal}, {"rope", shape.rope}, {"P", world_size},
       {"mesh", mesh_json(mesh)},
       {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg.seed}, {"dtype", cfg.dtype},
-      {"window", shape.window}, {"pass", shape.decode() ? "decode" : shape.prefill ? "prefill" : "train"},
+      {"window", shape.mask.window}, {"pass", shape.decode() ? "decode" : shape.prefill() ? "prefill" : "train"},
       {"block", shape.full_block ? "full" : "attn"}, {"F", shape.F},
       // --cached C: the token tensors are the new tokens, at positions C .. (prefill: N - C of
       // them; decode: decode_steps, one per step), and k_cache.npy, v_cache.npy hold the cache.
-      {"cached", shape.cached}, {"decode_steps", shape.decode_steps}};
-  if (!shape.doc_lens.empty()) meta["doc_lens"] = shape.doc_lens;  // absent: one document
+      {"cached", shape.pass.cached}, {"decode_steps", shape.pass.steps}};
+  if (!shape.mask.doc_lens.empty()) meta["doc_lens"] = shape.mask.doc_lens;  // absent: one document
   std::ofstream mf(dir + "/meta.json");
   mf << meta.dump(2) << "\n";
   if (!mf) throw std::runtime_error("error writing " + dir + "/meta.json");

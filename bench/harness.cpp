@@ -156,7 +156,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     pack_flops.push_back(m.summary.model_flops);
     pack_ok.push_back(int64_t(std::llround(m.summary.bytes_fwd)) == pred.fwd &&
                       int64_t(std::llround(m.summary.bytes_bwd)) == pred.bwd);
-    pack_lens.push_back(shape.doc_lens);
+    pack_lens.push_back(shape.mask.doc_lens);
     fwd_all.insert(fwd_all.end(), m.fwd_ms.begin(), m.fwd_ms.end());
     bwd_all.insert(bwd_all.end(), m.bwd_ms.begin(), m.bwd_ms.end());
     step_all.insert(step_all.end(), m.step_ms.begin(), m.step_ms.end());
@@ -255,15 +255,15 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   }
   if (shape.forward_only()) {
     InferenceResult inf;
-    inf.cached = shape.cached;
+    inf.cached = shape.pass.cached;
     inf.kv_cache_bytes = kv_cache_bytes;
     if (shape.decode()) {  // one timed step is S decode steps: TPOT is its median over S
       inf.pass = "decode";
-      inf.decode_steps = shape.decode_steps;
-      inf.new_tokens = shape.decode_steps;
-      inf.tpot_ms = result.timed->step_ms.median / double(shape.decode_steps);
+      inf.decode_steps = shape.pass.steps;
+      inf.new_tokens = shape.pass.steps;
+      inf.tpot_ms = result.timed->step_ms.median / double(shape.pass.steps);
     } else {
-      inf.ring_pass = ring_travel(shape.travel).flag;
+      inf.ring_pass = ring_travel(shape.pass.travel).flag;
       inf.new_tokens = shape.new_tokens();
       inf.miss_rate = double(shape.new_tokens()) / double(shape.N);
       inf.ttft_ms = result.timed->step_ms.median;
@@ -288,7 +288,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
       // ring positions; single 1): from the shard it holds; without a cache, every KV head, P.
       in.cache_bytes_per_token = cache_tokens > 0 ? kv_cache_bytes / cache_tokens
                                                   : 2 * shape.B * int64_t(shape.G) * shape.d * int64_t(dtype_size(shape.dtype));
-      in.shards = cache_tokens > 0 ? shape.cached / cache_tokens : job.info->name == "single" ? 1 : P;
+      in.shards = cache_tokens > 0 ? shape.pass.cached / cache_tokens : job.info->name == "single" ? 1 : P;
       inf.fit = longest_cache(in);
     }
   }
@@ -347,7 +347,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
         log_.set_phase(Phase::fwd);
         strat->forward();
         log_.set_phase(Phase::bwd);
-        if (shape.cached == 0) strat->backward();
+        if (shape.pass.cached == 0) strat->backward();
         be_.synchronize();
       } catch (const std::exception& e) {
         error = std::string("run: ") + e.what();
@@ -384,7 +384,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
     // The bound's scales m (verify_bound.h) come from the reference, once per seq; the ranks
     // share the work by (batch row, kv head) and sum the squares.
     GradientScales scales;
-    if (ref_error.empty() && shape.cached == 0) {
+    if (ref_error.empty() && shape.pass.cached == 0) {
       const GradientScales part = gradient_scale_squares(ref, shape, w_.rank(), P);
       std::vector<double> sums = {part.dq, part.dk};
       w_.allreduce_sum(sums);

@@ -205,8 +205,8 @@ std::optional<double> expected_job_flops(const LayerShape& s, int copies) {
   if (s.full_block) gemm += 2 * gemm_flops(rows, s.F, s.D) + gemm_flops(rows, s.D, s.F);  // gate, up; down
   AttnShape a;
   a.B = s.B, a.hq = s.H, a.d = s.d;
-  const AttnMask mask{s.causal, s.window, s.docs};
-  const double attn = attn_fwd_flops(a, count_visible_pairs(Positions::contiguous(s.cached, s.new_tokens()),
+  const AttnMask mask = s.mask.attn();
+  const double attn = attn_fwd_flops(a, count_visible_pairs(Positions::contiguous(s.pass.cached, s.new_tokens()),
                                                             Positions::contiguous(0, s.N), mask));
   // The backward runs two GEMMs (data and weight gradients) of each forward GEMM's size.
   const double layer = s.forward_only() ? gemm + attn : 3 * gemm + (1 + kAttnBwdModelFactor) * attn;

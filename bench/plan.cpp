@@ -68,13 +68,13 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           if (shape.decode() && !can.decode)
             throw ConstraintError(strat->name() + ": --pass decode is built for the ring family, usp, ulysses and megatron-sp only "
                                   "(ring, ring-zigzag, ring-striped, double-ring, usp, ulysses, megatron-sp)");
-          if (!shape.decode() && shape.cached > 0 && !can.cached)
-            throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.cached) +
+          if (!shape.decode() && shape.pass.cached > 0 && !can.cached)
+            throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.pass.cached) +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           strat->check(shape, P, job.mesh);  // for the shape's pass (--cached, decode)
           check_mlp_mesh(strat->name(), shape, P, job.mesh);
           if (shape.queries_travel() && !can.pass_q)
-            throw ConstraintError(strat->name() + ": --ring-pass " + ring_travel(shape.travel).flag +
+            throw ConstraintError(strat->name() + ": --ring-pass " + ring_travel(shape.pass.travel).flag +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp)");
           if (shape.balance != BalanceScheme::none && !can.supports(shape.balance)) {
             const std::string b = balance_name(shape.balance);

@@ -86,9 +86,9 @@ BalancePositions Strategy::balance_positions(const MeshSpec& m, int P) const {
 }
 
 void Strategy::check_new_tokens(const LayerShape& s, int P, const MeshSpec& m) const {
-  const std::string under = " (--cached " + std::to_string(s.cached) + " of seq=" + std::to_string(s.N) + ")";
-  if (s.cached % P != 0)
-    throw ConstraintError(name() + ": cached=" + std::to_string(s.cached) + " is not divisible by P=" +
+  const std::string under = " (--cached " + std::to_string(s.pass.cached) + " of seq=" + std::to_string(s.N) + ")";
+  if (s.pass.cached % P != 0)
+    throw ConstraintError(name() + ": cached=" + std::to_string(s.pass.cached) + " is not divisible by P=" +
                           std::to_string(P) + ": each rank holds an equal cache shard" + under);
   const LayerShape fresh = s.without_cache();
   try {

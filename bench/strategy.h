@@ -31,48 +31,65 @@ const char* balance_name(BalanceScheme b);
 BalanceScheme parse_balance(const std::string& s);  // throws std::invalid_argument
 
 // The layer's sizes (DESIGN notation).
+// Which keys a query of the layer sees (DESIGN "Masks, documents and passes"): the causal rule,
+// a sliding window, packed documents. attn() is the kernels' form (kernels/backend.h AttnMask).
+struct LayerMask {
+  bool causal = true;
+  int64_t window = 0;             // sliding window W (0 = none)
+  std::vector<int64_t> doc_lens;  // packed documents, summing to N; empty = one document
+  DocStarts docs;                 // their start positions (null = one document), for the kernels
+  AttnMask attn() const { return AttnMask{causal, window, docs}; }
+};
+
+// The pass a layer runs (DESIGN "Inference passes"): train (forward and backward); prefill
+// (forward only) {cached, travel}; decode {cached, steps}.
+enum class PassKind { train, prefill, decode };
+struct LayerPass {
+  PassKind kind = PassKind::train;
+  // --cached C: positions [0, C) are already in a KV cache sharded over the CP ranks (their
+  // roped k, v seeded, not computed). Prefill: the N - C new tokens at [C, N) are this layer's
+  // tokens, their queries attend the cache and, causally, each other (persistent-KV prefill).
+  // Decode: N = C. 0 = no cache.
+  int64_t cached = 0;
+  RingTravel travel = RingTravel::kv;  // prefill: --ring-pass, what a ring level moves (ring_travel.h)
+  // Decode (--decode-steps S): one forward runs S decode steps, step i adding one token per
+  // sequence at position C + i (its x replicated on every rank).
+  int64_t steps = 0;
+};
+
+// One layer's problem: its sizes, its mask, its pass, and the layout and block choices.
 struct LayerShape {
   int64_t B = 1, N = 0;
   int H = 0, G = 0, d = 0, D = 0;
-  bool causal = true, rope = true;
+  bool rope = true;
   float eps = 1e-5f;
   double rope_theta = 10000.0;
   DType dtype = DType::f32;
-  int64_t window = 0;                // sliding window W (0 = none)
-  std::vector<int64_t> doc_lens;     // packed documents, summing to N; empty = one document
-  DocStarts docs;                    // their start positions (null = one document), for the kernels
-  bool prefill = false;              // --pass prefill: forward only
-  RingTravel travel = RingTravel::kv;  // --ring-pass: what a ring level moves (ring_travel.h; prefill)
-  bool queries_travel() const { return ring_travel(travel).queries_travel; }
-  // --cached C (DESIGN "Inference passes"): persistent-KV prefill. Positions [0, C) are already
-  // in a KV cache sharded over the CP ranks (their roped k, v seeded, not computed); the N - C
-  // new tokens at [C, N) are this layer's tokens: their queries attend the cache and, causally,
-  // each other. 0 = no cache.
-  int64_t cached = 0;
-  int64_t new_tokens() const { return N - cached; }
+  LayerMask mask;
+  LayerPass pass;
+  BalanceScheme balance = BalanceScheme::none;  // --balance: the ring family's token layout
+  // --cp-cap under --balance dynamic: tokens per rank a document may fill before it takes a CP
+  // group of more ranks (c = min(P, next power of two of ceil(L / cap))); 0 = N/P.
+  int64_t cp_cap = 0;
+  bool full_block = false;  // --block full: the SwiGLU MLP sub-layer after attention
+  int64_t F = 0;            // its width (--ffn-dim), under full_block
+
+  bool prefill() const { return pass.kind == PassKind::prefill; }
+  bool decode() const { return pass.kind == PassKind::decode; }
+  // Forward only: prefill and decode (no backward runs, no backward bytes are predicted).
+  bool forward_only() const { return pass.kind != PassKind::train; }
+  bool queries_travel() const { return ring_travel(pass.travel).queries_travel; }
+  int64_t new_tokens() const { return N - pass.cached; }
+  // Token rows of the global tensors (verify, dump): N, or under decode the S new tokens.
+  int64_t token_rows() const { return decode() ? pass.steps : N; }
   // The shape the layouts place under --cached: the N - C new tokens as a sequence of their own
   // (no cache); after_cache (bench/parts/ring_layout.h) moves its positions back to C..N-1.
   LayerShape without_cache() const {
     LayerShape fresh = *this;
     fresh.N = new_tokens();
-    fresh.cached = 0;
+    fresh.pass.cached = 0;
     return fresh;
   }
-  // --pass decode --cached C --decode-steps S (DESIGN "Inference passes"): N = C tokens are in
-  // the sharded KV cache and one forward runs S decode steps, step i adding one token per
-  // sequence at position C + i (its x replicated on every rank). 0 = not decode.
-  int64_t decode_steps = 0;
-  bool decode() const { return decode_steps > 0; }
-  // Forward only: prefill and decode (no backward runs, no backward bytes are predicted).
-  bool forward_only() const { return prefill || decode(); }
-  // Token rows of the global tensors (verify, dump): N, or under decode the S new tokens.
-  int64_t token_rows() const { return decode() ? decode_steps : N; }
-  BalanceScheme balance = BalanceScheme::none;  // --balance: the ring family's token layout
-  // --cp-cap under --balance dynamic: tokens per rank a document may fill before it takes a CP
-  // group of more ranks (c = min(P, next power of two of ceil(L / cap))); 0 = N/P.
-  int64_t cp_cap = 0;
-  bool full_block = false;           // --block full: the SwiGLU MLP sub-layer after attention
-  int64_t F = 0;                     // its width (--ffn-dim), under full_block
   int64_t qkv_cols() const { return int64_t(H + 2 * G) * d; }
 };
 
@@ -279,8 +296,8 @@ class Strategy {
  protected:
   // For check(): --pass decode with an equal cache shard per rank (P | C).
   void check_cache_shards(const LayerShape& s, int P) const {
-    if (s.cached % P != 0)
-      throw ConstraintError(name() + ": cached=" + std::to_string(s.cached) + " is not divisible by P=" +
+    if (s.pass.cached % P != 0)
+      throw ConstraintError(name() + ": cached=" + std::to_string(s.pass.cached) + " is not divisible by P=" +
                             std::to_string(P) + ": each rank holds an equal cache shard (--pass decode)");
   }
   // For check(): --cached C prefill. An equal cache shard per rank (P | C), then check() of the N - C

@@ -53,7 +53,7 @@ GradientScales gradient_scale_squares(const std::map<std::string, std::vector<fl
   const std::vector<float>& o = tensor(ref, "o", nq);
   const std::vector<float>& dout = tensor(ref, "do", nq);
   const std::vector<float>& lse = tensor(ref, "lse", size_t(B * H * N));
-  const AttnMask mask{s.causal, s.window, s.docs};  // the kernels' visibility rule
+  const AttnMask mask = s.mask.attn();  // the kernels' visibility rule
   const double scale = 1.0 / std::sqrt(double(d));
   // Per work item, its kv head's k, |k| and v as contiguous float64 rows [N, d]; per query row,
   // q, |q| and do. The dot products keep four partial sums so the compiler can vectorise them.

@@ -260,7 +260,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     k.dq_ = reg.add("dq", {s.B, n, k.hl_, s.d}, DType::f32, Held::activation, "dq", heads_q(true));
     k.dk_ = reg.add("dk", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dk", heads_kv(true));
     k.dv_ = reg.add("dv", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dv", heads_kv(true));
-    if (s.cached > 0 && !k.core_holds_cache()) {
+    if (s.pass.cached > 0 && !k.core_holds_cache()) {
       // The KV cache shard (t = 1 under --cached: every head on this rank), seeded as the roped
       // k and v a previous prefill would have written; the new rows are filled every forward.
       // Its rows: the Cr cached tokens, then the new ones (prefill: this rank's n; decode: the
@@ -309,7 +309,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
                        k.k_, k.v_);
     // The new tokens' k, v into this rank's cache, per batch row: under prefill its n rows after
     // the cache shard; under decode the step's one row, written by the slot's owner only (0 bytes).
-    const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.cached > 0 && !k.core_holds_cache();
+    const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.pass.cached > 0 && !k.core_holds_cache();
     if (writes) {  // decode: this member's dgk_ KV heads from k_'s dkv_local_, out of its gl_
       const int64_t n = k.q_.shape[1];
       const int64_t first = s.decode() ? k.cache_.cached_rows() + k.step_ / k.decode_p_ : k.kc_.shape[1] - n;
@@ -368,7 +368,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
   QkvLayout qkv_layout() const {  // this rank's heads on the wide rows
     const LayerShape& s = b_.shape();
     QkvLayout l;
-    l.B = s.B; l.T = b_.T_ * b_.tp_.span(); l.hq = b_.hl_; l.hk = b_.gl_; l.d = s.d; l.docs = s.docs;
+    l.B = s.B; l.T = b_.T_ * b_.tp_.span(); l.hq = b_.hl_; l.hk = b_.gl_; l.d = s.d; l.docs = s.mask.docs;
     return l;
   }
 };
@@ -535,14 +535,14 @@ void Block::setup(StrategyEnv& env) {
     }
     cache_pos_ = Positions::segments({cache_shard(s, decode_p_, decode_r_)});  // the merge group's split
     step_ = 0;
-    pos_ = Positions::contiguous(s.cached, 1);
-    const int64_t slots = (s.decode_steps + decode_p_ - 1) / decode_p_;
-    key_pos_ = cache_then(cache_pos_, Positions::strided(s.cached + decode_r_, decode_p_, slots));
+    pos_ = Positions::contiguous(s.pass.cached, 1);
+    const int64_t slots = (s.pass.steps + decode_p_ - 1) / decode_p_;
+    key_pos_ = cache_then(cache_pos_, Positions::strided(s.pass.cached + decode_r_, decode_p_, slots));
   } else {
     // Under --cached the keys are this rank's cache shard, then its new tokens (kc_ above).
-    cache_pos_ = s.cached > 0 ? cache_positions(s, mesh()) : Positions();
+    cache_pos_ = s.pass.cached > 0 ? cache_positions(s, mesh()) : Positions();
     pos_ = token_positions(s, mesh());
-    key_pos_ = s.cached > 0 ? cache_then(cache_pos_, pos_) : pos_;
+    key_pos_ = s.pass.cached > 0 ? cache_then(cache_pos_, pos_) : pos_;
   }
   T_ = pos_.count();
   const int64_t Hd = int64_t(s.H) * s.d;
@@ -563,13 +563,13 @@ void Block::setup(StrategyEnv& env) {
   // sub-layers run one step at a time on x_step -> y_step [B, 1, D].
   std::string in = "x", out = "y";
   if (s.decode()) {
-    const Positions steps = Positions::contiguous(0, s.decode_steps);
+    const Positions steps = Positions::contiguous(0, s.pass.steps);
     const bool root = env_.world->rank() == 0;
-    Tensor& x = reg_.add("x", {s.B, s.decode_steps, s.D}, s.dtype, Held::activation, "x",
+    Tensor& x = reg_.add("x", {s.B, s.pass.steps, s.D}, s.dtype, Held::activation, "x",
                          ExportRule::tokens(steps, s.D, 0, s.D, root));
-    be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.cached + s.decode_steps, s.D,
-                                 Positions::contiguous(s.cached, s.decode_steps), 0, s.D, law(InputId::x)), x);
-    reg_.add("y", {s.B, s.decode_steps, s.D}, s.dtype, Held::activation, "y", ExportRule::tokens(steps, s.D, 0, s.D, root));
+    be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.pass.cached + s.pass.steps, s.D,
+                                 Positions::contiguous(s.pass.cached, s.pass.steps), 0, s.D, law(InputId::x)), x);
+    reg_.add("y", {s.B, s.pass.steps, s.D}, s.dtype, Held::activation, "y", ExportRule::tokens(steps, s.D, 0, s.D, root));
     rows("x_step", "");
     rows("y_step", "");
     in = "x_step", out = "y_step";
@@ -606,9 +606,9 @@ void Block::forward() {
   }
   // Decode: S steps from the same C-token cache (each forward writes the same slots again).
   Tensor &x = reg_["x"], &y = reg_["y"], &xs = reg_["x_step"], &ys = reg_["y_step"];
-  const int64_t S = s.decode_steps, D = s.D;
+  const int64_t S = s.pass.steps, D = s.D;
   for (step_ = 0; step_ < S; ++step_) {
-    pos_ = Positions::contiguous(s.cached + step_, 1);
+    pos_ = Positions::contiguous(s.pass.cached + step_, 1);
     be().copy_2d(xs, D, x.view(step_ * D, {(s.B - 1) * S * D + D}), S * D, s.B, D);
     for (const auto& l : sublayers_) l->forward();
     Tensor yd = y.view(step_ * D, {(s.B - 1) * S * D + D});
@@ -633,15 +633,15 @@ CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSp
   const int64_t hq = s.H / (int64_t(t) * U);  // query heads of one member of the head group
   const int64_t partial = acc * s.B * hq * s.d + 4 * s.B * hq;  // o (float32) and lse of one step
   for (const MergeLevel& l : merges)
-    if (l.size > 1) p.add(l.level, Phase::fwd, 0, s.decode_steps * partial * (l.size - 1));
-  if (U > 1) p.add("ulysses", Phase::fwd, 0, s.decode_steps * elem * s.B * hq * s.d * (U - 1));
+    if (l.size > 1) p.add(l.level, Phase::fwd, 0, s.pass.steps * partial * (l.size - 1));
+  if (U > 1) p.add("ulysses", Phase::fwd, 0, s.pass.steps * elem * s.B * hq * s.d * (U - 1));
   // The tp level: an all-reduce of w_o's B x D output rows (the MLP's: mlp_bytes).
   return p.add(tp_sublayer_bytes(s, P, t, "tp", elem));
 }
 
 void Block::decode_setup() {
   const LayerShape& s = env_.shape;
-  const int64_t S = s.decode_steps, hd = int64_t(dhq_) * s.d, part_n = s.B * hd + s.B * dhq_;
+  const int64_t S = s.pass.steps, hd = int64_t(dhq_) * s.d, part_n = s.B * hd + s.B * dhq_;
   // This rank's partial (o float32, then lse), every merge-group member's after the all-gather,
   // the running merge; allocated once (the timed steps allocate nothing).
   part_ = reg_.add("decode_partial", {part_n}, DType::f32, Held::comm);
@@ -673,7 +673,7 @@ void Block::decode_attention() {
   AttnShape a;
   a.B = s.B; a.nq = 1; a.nk = key_pos_.count(); a.hq = dhq_; a.hk = dgk_; a.d = s.d;
   a.causal = true;  // a decode token sees every earlier key; the mask hides slots not written yet
-  a.window = s.window;
+  a.window = s.mask.window;
   const int64_t hd = int64_t(dhq_) * s.d, Hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * dhq_, part_n = on + ln;
   const bool f32 = s.dtype == DType::f32;
   // This member's query heads (the head group's u-th H/U of q's).
@@ -728,7 +728,7 @@ void Block::decode_attention() {
     }
   }
   // Kept for verification: this step's o and lse as column step_ of o_steps_, lse_steps_.
-  const int64_t S = s.decode_steps;
+  const int64_t S = s.pass.steps;
   Tensor od = o_steps_.view(step_ * Hd, {(s.B - 1) * S * Hd + Hd});
   b.copy_2d(od, S * Hd, o_, Hd, s.B, Hd);
   Tensor ld = lse_steps_.view(step_, {(ln - 1) * S + 1});
@@ -763,7 +763,7 @@ void Block::helix_merge(const AttnShape& a) {
   if (s.dtype == DType::f32) b.copy_2d(o_, xo, o_acc32_, xo, 1, xo);
   else b.convert(o_, o_acc32_);
   // Kept for verification: this step's o and lse as column step_ of o_steps_, lse_steps_.
-  const int64_t S = s.decode_steps;
+  const int64_t S = s.pass.steps;
   Tensor od = o_steps_.view(step_ * xd, {(s.B - 1) * S * xd + xd});
   b.copy_2d(od, S * xd, o_, xd, s.B, xd);
   Tensor ld = lse_steps_.view(step_, {(xl - 1) * S + 1});
@@ -772,7 +772,7 @@ void Block::helix_merge(const AttnShape& a) {
 
 void Block::export_decode(const std::string& name, std::vector<float>& global) {
   const LayerShape& s = env_.shape;
-  const int64_t S = s.decode_steps;
+  const int64_t S = s.pass.steps;
   if (name == "k" || name == "v") {
     // The new tokens' k, v from the slots this rank owns (slot j holds step decode_r_ + j * p),
     // its dgk_ KV heads from dkv0_; replicated heads by the first of their copies.
@@ -823,7 +823,7 @@ void Block::export_decode(const std::string& name, std::vector<float>& global) {
 }
 
 void Block::backward() {
-  if (env_.shape.cached > 0)  // the config refuses it; a core reaching here would use stale keys
+  if (env_.shape.pass.cached > 0)  // the config refuses it; a core reaching here would use stale keys
     throw std::logic_error("block: --cached is prefill or decode (forward only): no backward");
   for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) (*it)->backward();
 }
@@ -846,7 +846,7 @@ void Block::export_tensor(const std::string& name, std::vector<float>& global) {
 }
 
 Block::CacheHeld Block::cache_held() {
-  if (env_.shape.cached == 0) return {};
+  if (env_.shape.pass.cached == 0) return {};
   return {cache_.held_bytes(), cache_.cached_rows()};
 }
 
@@ -865,7 +865,7 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   }
   const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
   const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
-  const int64_t cache = s.cached > 0 ? 2 * s.B * (s.cached / P + T) * Gd * es : 0;
+  const int64_t cache = s.pass.cached > 0 ? 2 * s.B * (s.pass.cached / P + T) * Gd * es : 0;
   const int64_t run = BT * (6 * s.D + 2 * Cq + 3 * Hd + 2 * Gd) * es + cache;
   const int64_t f32 = BT * (1 + Hd + 2 * Gd) * 4;
   return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);
@@ -875,11 +875,11 @@ int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U, int t)
   // x, y of the S steps, o_steps (the TP rank's H/t heads; run dtype) and lse_steps; the cache
   // shard with its slots [B, C/R + ceil(S/R), max(G,tU)/(tU), d] twice; the partials of H/(tU)
   // heads (this rank's and R gathered, float32); one step's tensors are B rows and left out.
-  const int64_t es = int64_t(dtype_size(s.dtype)), S = s.decode_steps, shards = int64_t(t) * U;
+  const int64_t es = int64_t(dtype_size(s.dtype)), S = s.pass.steps, shards = int64_t(t) * U;
   const int64_t Hd = int64_t(s.H) * s.d, slots = (S + R - 1) / R, part = s.B * (Hd + s.H) / shards * 4;
   const int64_t heads = replicated_kv_heads(int(shards), s) / shards;
   return s.B * S * (2 * s.D + Hd / t) * es + s.B * s.H / shards * S * 4 +
-         2 * s.B * (s.cached / R + slots) * heads * s.d * es + (R > 1 ? R + 1 : 1) * part;
+         2 * s.B * (s.pass.cached / R + slots) * heads * s.d * es + (R > 1 ? R + 1 : 1) * part;
 }
 
 int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, const MeshSpec& m) {

@@ -22,7 +22,7 @@ void KvCache::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const Layer
       int64_t run = 1;
       while (c + run < hn && heads[size_t(c + run)] == heads[size_t(c)] + run) ++run;
       const int64_t w = run * s.d;
-      const std::vector<float> rows = input_token_rows(seed, id, s.B, s.cached, Gd, cached, heads[size_t(c)] * s.d, w,
+      const std::vector<float> rows = input_token_rows(seed, id, s.B, s.pass.cached, Gd, cached, heads[size_t(c)] * s.d, w,
                                                        input_law(id, s.D, Hd));
       for (int64_t b = 0; b < s.B; ++b)
         for (int64_t t = 0; t < Cr; ++t)

@@ -41,8 +41,8 @@ int dynamic_degree(int64_t L, int64_t cap, int R) {
 }  // namespace
 
 int64_t TokenLayout::visible_keys(int64_t t, int64_t L) const {
-  const int64_t W = s_.window;
-  if (s_.causal) return W > 0 ? std::min(t + 1, W) : t + 1;
+  const int64_t W = s_.mask.window;
+  if (s_.mask.causal) return W > 0 ? std::min(t + 1, W) : t + 1;
   if (W <= 0) return L;
   return std::min(L - 1, t + W - 1) - std::max<int64_t>(0, t - W + 1) + 1;
 }
@@ -53,8 +53,8 @@ bool TokenLayout::any_visible(const TokenRun& a, const TokenRun& b) const {
   if (a0 < b1 && b0 < a1) return true;  // overlapping runs share a position
   // Closest query-key distance between the disjoint runs.
   const int64_t gap = a0 >= b1 ? a0 - (b1 - 1) : b0 - (a1 - 1);
-  if (s_.causal && a0 < b1) return false;  // every key of b is after every query of a
-  return s_.window <= 0 || gap < s_.window;
+  if (s_.mask.causal && a0 < b1) return false;  // every key of b is after every query of a
+  return s_.mask.window <= 0 || gap < s_.mask.window;
 }
 
 DynamicGroup dynamic_group_of(int j, int c, int R) {
@@ -138,7 +138,7 @@ TokenLayout TokenLayout::build(BalanceScheme scheme, const LayerShape& s, int R)
   if (R >= 1 && scheme == BalanceScheme::dynamic) {
     TokenLayout l;
     l.s_ = s;
-    l.doc_len_ = s.doc_lens.empty() ? std::vector<int64_t>{s.N} : s.doc_lens;
+    l.doc_len_ = s.mask.doc_lens.empty() ? std::vector<int64_t>{s.N} : s.mask.doc_lens;
     int64_t at = 0;
     for (int64_t L : l.doc_len_) l.doc_start_.push_back(at), at += L;
     l.runs_.assign(size_t(R), {});
@@ -150,7 +150,7 @@ TokenLayout TokenLayout::build(BalanceScheme scheme, const LayerShape& s, int R)
   if (scheme == BalanceScheme::none) throw std::logic_error("TokenLayout::build: scheme none has no layout");
   TokenLayout l;
   l.s_ = s;
-  l.doc_len_ = s.doc_lens.empty() ? std::vector<int64_t>{s.N} : s.doc_lens;
+  l.doc_len_ = s.mask.doc_lens.empty() ? std::vector<int64_t>{s.N} : s.mask.doc_lens;
   int64_t at = 0;
   for (int64_t L : l.doc_len_) l.doc_start_.push_back(at), at += L;
   l.runs_.assign(size_t(R), {});
@@ -289,8 +289,8 @@ const std::vector<Positions>& balanced_positions(const LayerShape& s, int R) {
   thread_local std::vector<int64_t> key;
   thread_local std::vector<Positions> pos;
   // dynamic also weighs work by the shape's GEMM widths and sizes groups by the cap.
-  std::vector<int64_t> k = {s.N, R, int64_t(s.balance), s.causal, s.window, s.cp_cap, s.D, s.H, s.G, s.d, s.full_block ? s.F : 0};
-  k.insert(k.end(), s.doc_lens.begin(), s.doc_lens.end());
+  std::vector<int64_t> k = {s.N, R, int64_t(s.balance), s.mask.causal, s.mask.window, s.cp_cap, s.D, s.H, s.G, s.d, s.full_block ? s.F : 0};
+  k.insert(k.end(), s.mask.doc_lens.begin(), s.mask.doc_lens.end());
   if (k != key) {
     const TokenLayout l = TokenLayout::build(s.balance, s, R);
     pos.clear();

@@ -333,11 +333,7 @@ DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions
 
 DoubleRingHops DoubleRingCore::effective_hops(int w, int W, const BlockPositions& q_pos, const BlockPositions& k_pos,
                                               const LayerShape& s, bool queries_travel) {
-  AttnShape a;
-  a.causal = s.causal;
-  a.window = s.window;
-  a.docs = s.docs;
-  const AttnMask mask = a.mask();
+  const AttnMask mask = s.mask.attn();
   const int R = w * W;
   std::vector<Positions> pos, keys;
   for (int rho = 0; rho < R; ++rho) pos.push_back(q_pos(rho)), keys.push_back(k_pos(rho));

@@ -328,11 +328,7 @@ int64_t travel_kv_buffer_bytes(const RingCoreShape&, int) { return 0; }
 // (the queries of rank r+k visit rank r's keys). 0 if none.
 static int farthest_visible_hop(int R, const BlockPositions& q_pos, const BlockPositions& k_pos, const LayerShape& s) {
   if (R <= 1) return 0;
-  AttnShape a;
-  a.causal = s.causal;
-  a.window = s.window;
-  a.docs = s.docs;
-  const AttnMask mask = a.mask();
+  const AttnMask mask = s.mask.attn();
   std::vector<Positions> qp, kp;
   for (int j = 0; j < R; ++j) {
     qp.push_back(q_pos(j));

@@ -36,8 +36,8 @@ Positions cache_then(Positions cache, const Positions& tokens) {
 }
 
 Positions RingLayoutPart::queries_of(RingOrder order, const LayerShape& s, int R, int j) {
-  if (s.cached > 0 && !s.decode())  // the layout of the new tokens, after the cache
-    return after_cache(queries_of(order, s.without_cache(), R, j), s.cached);
+  if (s.pass.cached > 0 && !s.decode())  // the layout of the new tokens, after the cache
+    return after_cache(queries_of(order, s.without_cache(), R, j), s.pass.cached);
   if (s.balance != BalanceScheme::none) return balanced_positions(s, R)[size_t(j)];
   return ring_order_positions(order, s.N, R, j);
 }
@@ -45,7 +45,7 @@ Positions RingLayoutPart::queries_of(RingOrder order, const LayerShape& s, int R
 Positions RingLayoutPart::queries(int j) const { return queries_of(order_, s_, R_, j); }
 
 Positions RingLayoutPart::keys(int j) const {
-  if (s_.cached == 0 || s_.decode()) return queries(j);
+  if (s_.pass.cached == 0 || s_.decode()) return queries(j);
   return cache_then(Positions::segments({cache_shard(s_, R_, j)}), queries(j));
 }
 

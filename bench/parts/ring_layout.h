@@ -19,7 +19,7 @@
 namespace cpbench {
 
 // The --cached transforms. The cache's split: shard j of R holds positions [j*C/R, (j+1)*C/R).
-inline PosSeg cache_shard(const LayerShape& s, int R, int j) { return {j * (s.cached / R), 1, s.cached / R}; }
+inline PosSeg cache_shard(const LayerShape& s, int R, int j) { return {j * (s.pass.cached / R), 1, s.pass.cached / R}; }
 // The keys of a position under --cached, in storage order: its cache shard, then its new tokens.
 Positions cache_then(Positions cache, const Positions& tokens);
 // Positions of a layout of LayerShape::without_cache() moved after a cache of C tokens.

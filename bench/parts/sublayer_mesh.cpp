@@ -31,7 +31,7 @@ MeshDesc job_mesh_desc(const Strategy& strat, const MeshSpec& m) {
 CommPrediction tp_sublayer_bytes(const LayerShape& s, int P, int t, const std::string& level, int64_t elem) {
   CommPrediction p;
   if (t <= 1) return p;
-  if (s.decode()) return p.add(level, Phase::fwd, 0, s.decode_steps * 2 * elem * (s.B * s.D / t) * (t - 1));
+  if (s.decode()) return p.add(level, Phase::fwd, 0, s.pass.steps * 2 * elem * (s.B * s.D / t) * (t - 1));
   const int64_t sTD = elem * (s.B * s.new_tokens() / P) * s.D;
   return p.add(level, Phase::fwd, 0, 2 * sTD * (t - 1)).add(level, Phase::bwd, 0, 3 * sTD * (t - 1));
 }
@@ -47,7 +47,7 @@ CommPrediction helix_attention_bytes(const LayerShape& s, int P, const std::stri
   // A member computes H/(tU) = R*H/P heads' partial; the chunk another member owns is H/P heads:
   // o (float32) and lse of one step.
   const int64_t owned = s.H / P, chunk = acc * s.B * owned * s.d + 4 * s.B * owned;
-  if (R > 1) p.add(merge_level, Phase::fwd, 0, s.decode_steps * chunk * (R - 1));
+  if (R > 1) p.add(merge_level, Phase::fwd, 0, s.pass.steps * chunk * (R - 1));
   return p.add(tp_sublayer_bytes(s, P, P, "mlp_tp", elem));
 }
 

@@ -53,8 +53,8 @@ class AllgatherKV final : public Block {
   AttnShape attn_shape() const {
     const LayerShape& s = shape();
     AttnShape a;
-    a.B = s.B; a.nq = T_; a.nk = s.N; a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.causal;
-    a.window = s.window; a.docs = s.docs;
+    a.B = s.B; a.nq = T_; a.nk = s.N; a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.mask.causal;
+    a.window = s.mask.window; a.docs = s.mask.docs;
     return a;
   }
 

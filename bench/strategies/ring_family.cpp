@@ -47,7 +47,7 @@ MeshSpec RingFamily::resolve_mesh(const MeshSpec& req, const LayerShape& s, int 
 
 void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
   if (s.decode()) return check_cache_shards(s, P);     // no layout of new tokens
-  if (s.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
+  if (s.pass.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
   // A balanced layout holds N/P tokens per rank; the static order cuts N into its pieces. (A
   // preset without --balance keeps its order's constraint: plan_jobs then refuses the scheme.)
   const bool balanced = s.balance != BalanceScheme::none && p_.balance;
@@ -61,8 +61,8 @@ void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
   }
   if (p_.balance_dynamic && s.balance == BalanceScheme::dynamic && s.queries_travel())
     throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass " +
-                          ring_travel(s.travel).flag + " is built for the static and doc-zigzag/greedy layouts only");
-  check_travel(name(), s.travel, schedule(s, P, m));
+                          ring_travel(s.pass.travel).flag + " is built for the static and doc-zigzag/greedy layouts only");
+  check_travel(name(), s.pass.travel, schedule(s, P, m));
 }
 
 RingSchedule RingFamily::schedule(const LayerShape& s, int P, const MeshSpec& m) const {
@@ -89,8 +89,8 @@ CommPrediction RingFamily::attention_bytes(const LayerShape& s, int P, const Mes
   const RingSchedule sch = schedule(s, P, m);
   const RingHops hops = model_hops(sch, layout(s, P), s);
   if (rank == kBusiestRank || !ring_level_bytes_per_rank(sch))
-    return ring_level_bytes_busiest(sch, s, hops, s.travel, block_sizes(s, P), elem, acc);
-  return ring_level_bytes(sch, s, hops, s.travel, block_sizes(s, P), elem, acc, rank);
+    return ring_level_bytes_busiest(sch, s, hops, s.pass.travel, block_sizes(s, P), elem, acc);
+  return ring_level_bytes(sch, s, hops, s.pass.travel, block_sizes(s, P), elem, acc, rank);
 }
 
 Positions RingFamily::token_positions(const LayerShape& s, const Mesh& m) const {
@@ -102,9 +102,9 @@ void RingFamily::core_setup() {
   const int P = mesh().P;
   const RingSchedule sch = schedule(s, P, env_.spec);
   RingCoreShape cs;
-  cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
-  cs.window = s.window; cs.docs = s.docs;
-  cs.travel = s.travel;
+  cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
+  cs.window = s.mask.window; cs.docs = s.mask.docs;
+  cs.travel = s.pass.travel;
   cs.nk = key_pos_.count();
   if (sch.kind == RingScheduleKind::double_)
     level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P));
@@ -120,7 +120,7 @@ void RingFamily::export_lse(std::vector<float>& global) {
 int64_t RingFamily::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
   RingCoreShape cs;
   cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
-  cs.travel = s.travel;
+  cs.travel = s.pass.travel;
   cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
   return ring_level_activation_bytes(schedule(s, P, m), s, cs);
 }

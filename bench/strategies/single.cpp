@@ -33,16 +33,16 @@ class Single final : public Block {
   DecodeGroups decode_groups() override { return {}; }  // the whole cache, every head: nothing to merge
   // Every token, or under --cached the new ones after the cache (which it holds whole).
   Positions token_positions(const LayerShape& s, const Mesh&) const override {
-    return Positions::contiguous(s.cached, s.new_tokens());
+    return Positions::contiguous(s.pass.cached, s.new_tokens());
   }
   Positions cache_positions(const LayerShape& s, const Mesh&) const override {
-    return Positions::contiguous(0, s.cached);
+    return Positions::contiguous(0, s.pass.cached);
   }
   AttnShape attn_shape() const {
     const LayerShape& s = shape();
     AttnShape a;
-    a.B = s.B; a.nq = T_; a.nk = key_pos_.count(); a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.causal;
-    a.window = s.window; a.docs = s.docs;
+    a.B = s.B; a.nq = T_; a.nk = key_pos_.count(); a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.mask.causal;
+    a.window = s.mask.window; a.docs = s.mask.docs;
     return a;
   }
   void core_setup() override {

@@ -36,7 +36,7 @@ class Ulysses final : public UlyssesRingLayer {
 
   void check(const LayerShape& s, int P, const MeshSpec& m) const override {
     if (s.decode()) return check_decode(s, P, m);
-    if (s.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
+    if (s.pass.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
     const int u = max_ulysses_degree(P, s);
     const std::string heads = head_sharding_error(P, s, "P");
     std::ostringstream e;

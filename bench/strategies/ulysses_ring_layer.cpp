@@ -38,14 +38,14 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
   b.hq = hq;
   b.heads = s.H;
   const RingSchedule sch = ring_schedule(m);
-  return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), s.travel, b, elem, acc));
+  return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), s.pass.travel, b, elem, acc));
 }
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
                                             const std::string& hint) const {
   std::ostringstream e;
   const bool balanced = s.balance != BalanceScheme::none;
-  const bool zz = zigzag_layout(m.ring_layout, s.causal) && !balanced;
+  const bool zz = zigzag_layout(m.ring_layout, s.mask.causal) && !balanced;
   const std::string tp_heads = m.tp >= 1 ? head_sharding_error(m.tp, s, "tp") : "";
   const std::string heads = m.U >= 1 && m.tp >= 1 ? head_sharding_error(m.tp * m.U, s, m.tp > 1 ? "tp*ulysses" : "ulysses") : "";
   if (m.tp < 1 || m.U < 1 || m.R < 1 || int64_t(m.tp) * m.U * m.R != P)
@@ -60,8 +60,8 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
   else if (balanced && m.ring_layout != RingLayout::auto_)
     e << name() << ": --usp-layout " << (m.ring_layout == RingLayout::zigzag ? "zigzag" : "contiguous") << " and --balance "
       << balance_name(s.balance) << " both choose the token layout; drop one";
-  else if (m.inner_ring > 0 && !travel_refusal(name(), s.travel, RingSchedule::double_ring(m.R, m.inner_ring)).empty())
-    e << travel_refusal(name(), s.travel, RingSchedule::double_ring(m.R, m.inner_ring));
+  else if (m.inner_ring > 0 && !travel_refusal(name(), s.pass.travel, RingSchedule::double_ring(m.R, m.inner_ring)).empty())
+    e << travel_refusal(name(), s.pass.travel, RingSchedule::double_ring(m.R, m.inner_ring));
   else if (zz && s.N % (2 * int64_t(P)) != 0)
     e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
       << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
@@ -87,8 +87,8 @@ void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& 
   else if (s.D % m.tp != 0)
     e << name() << ": tp=" << m.tp << " does not divide dim=" << s.D
       << " (--pass decode all-reduces each sub-layer's output as D/tp columns per tp rank)";
-  else if (s.cached % m.R != 0)
-    e << name() << ": cached=" << s.cached << " is not divisible by ring=" << m.R
+  else if (s.pass.cached % m.R != 0)
+    e << name() << ": cached=" << s.pass.cached << " is not divisible by ring=" << m.R
       << ": each ring position holds an equal cache shard (--pass decode)";
   else if (helix(s, m, P) && m.inner_ring > 0)
     e << name() << ": Helix decode (--mlp-tp " << m.mlp_tp << " = P) returns the partials in one all-to-all over a "
@@ -108,7 +108,7 @@ int UlyssesRingLayer::ring_position(const Mesh& m) {
 }
 
 Positions UlyssesRingLayer::cp_positions(const LayerShape& s, const Mesh& m, RingOrder order) {
-  if (s.cached > 0 && !s.decode()) return after_cache(cp_positions(s.without_cache(), m, order), s.cached);
+  if (s.pass.cached > 0 && !s.decode()) return after_cache(cp_positions(s.without_cache(), m, order), s.pass.cached);
   const int64_t Un = m.size_of("ulysses"), u = m.group("ulysses").rank();
   const Positions block = RingLayoutPart(order, s, ring_size(m)).queries(ring_position(m));
   if (s.balance != BalanceScheme::none) {  // the u-th 1/U of ring index rho's tokens, in position order
@@ -162,10 +162,10 @@ void UlyssesRingLayer::core_setup() {
     if (s.dtype != DType::f32) copy32_ = alloc_f32({s.B, Tw, gl_, s.d});
   }
   RingCoreShape cs;
-  cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.causal; cs.dtype = s.dtype;
-  cs.window = s.window; cs.docs = s.docs;
-  cs.travel = s.travel;
-  if (s.cached > 0) {
+  cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
+  cs.window = s.mask.window; cs.docs = s.mask.docs;
+  cs.travel = s.pass.travel;
+  if (s.pass.cached > 0) {
     // The ring index's cache shard for this member's gl heads (copies of the TP rank's local
     // head (u*gl + c) / f, as the all-to-all hands them out; the TP rank's first is original
     // head kv0), seeded as the roped k, v a previous prefill would have written; the new
@@ -301,7 +301,7 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   const int64_t Ge = Gc >= m.U ? Gc : m.U, hl = Hc / m.U, gl = Ge / m.U;
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
-  cs.travel = s.travel;  // the travel policy's buffers (ring_travel.h)
+  cs.travel = s.pass.travel;  // the travel policy's buffers (ring_travel.h)
   int64_t rep = 0;
   if (Ge > Gc) rep = s.B * T * s.d * (2 * Ge * es + Gc * es + (s.dtype == DType::f32 ? 0 : Gc * 4));
   return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) +
@@ -322,7 +322,7 @@ int64_t UlyssesRingLayer::activation_bytes_estimate(const LayerShape& s, int P, 
   // of the member's heads) before them.
   const int64_t es = int64_t(dtype_size(s.dtype)), BT = s.B * (s.new_tokens() / P), BW = BT * m.tp;
   const int64_t hl = s.H / m.tp, gl = replicated_kv_heads(m.tp, s) / m.tp, Cl = (hl + 2 * gl) * s.d;
-  const int64_t cache = s.cached > 0 ? 2 * s.B * (s.cached / m.R) * (std::max(gl, int64_t(m.U)) / m.U) * s.d * es : 0;
+  const int64_t cache = s.pass.cached > 0 ? 2 * s.B * (s.pass.cached / m.R) * (std::max(gl, int64_t(m.U)) / m.U) * s.d * es : 0;
   const int64_t local = BT * 6 * s.D * es + BT * 4 + cache;
   const int64_t heads = BW * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es + BW * (hl + 2 * gl) * s.d * 4;
   const int64_t slots = (s.B > 1 ? 3 : 2) * BW * s.D * es;

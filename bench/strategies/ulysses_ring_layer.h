@@ -86,7 +86,7 @@ class UlyssesRingLayer : public Block {
   // The ring level's parts on a resolved mesh: its static order (zigzag or contiguous), its layout
   // over the R ring indices, and its schedule (a single ring, or a double ring of inner rings of w).
   static RingOrder ring_order(const LayerShape& s, const MeshSpec& m) {
-    return zigzag_layout(m.ring_layout, s.causal) ? RingOrder::zigzag : RingOrder::contiguous;
+    return zigzag_layout(m.ring_layout, s.mask.causal) ? RingOrder::zigzag : RingOrder::contiguous;
   }
   static RingLayoutPart ring_layout(const LayerShape& s, const MeshSpec& m) {
     return RingLayoutPart(ring_order(s, m), s, m.R);
@@ -95,7 +95,7 @@ class UlyssesRingLayer : public Block {
     return m.inner_ring > 0 ? RingSchedule::double_ring(m.R, m.inner_ring) : RingSchedule::single(m.R, "ring");
   }
 
-  bool zigzag() const { return zigzag_layout(env_.spec.ring_layout, shape().causal); }
+  bool zigzag() const { return zigzag_layout(env_.spec.ring_layout, shape().mask.causal); }
   // Segments of a member's tokens the all-to-all reorders (layout.h): the zigzag's two chunks;
   // one for the contiguous layout and a balanced one, whose ring block is its members' tokens
   // one after another.

@@ -113,7 +113,7 @@ class Usp final : public UlyssesRingLayer {
 
   void check(const LayerShape& s, int P, const MeshSpec& m) const override {
     if (s.decode()) return check_decode(s, P, m);
-    if (s.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
+    if (s.pass.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
     check_mesh_and_shape(s, P, m, ulysses_hint(P, m.tp, s));
   }
 };

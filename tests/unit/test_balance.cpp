@@ -23,17 +23,17 @@ LayerShape packed(std::vector<int64_t> lens, bool causal = true, int64_t window 
   s.N = 0;
   auto starts = std::make_shared<std::vector<int64_t>>();
   for (int64_t L : lens) starts->push_back(s.N), s.N += L;
-  s.doc_lens = lens;
-  s.docs = starts;
-  s.causal = causal;
-  s.window = window;
+  s.mask.doc_lens = lens;
+  s.mask.docs = starts;
+  s.mask.causal = causal;
+  s.mask.window = window;
   return s;
 }
 
 // Visible keys of the query at global position p, by scanning every key.
 int64_t brute_keys(const LayerShape& s, int64_t p) {
   AttnShape a;
-  a.causal = s.causal, a.window = s.window, a.docs = s.docs;
+  a.causal = s.mask.causal, a.window = s.mask.window, a.docs = s.mask.docs;
   const Positions one = Positions::contiguous(p, 1);
   int64_t n = 0;
   for (int64_t k = 0; k < s.N; ++k) n += any_visible_pair(one, Positions::contiguous(k, 1), a.mask()) ? 1 : 0;
@@ -98,7 +98,7 @@ TEST_CASE("greedy's imbalance on the outlier and rl workloads at P = 8 is at mos
     // none: ring's contiguous blocks of N/8 tokens; a causal query at p sees p - start(doc) + 1 keys.
     std::vector<double> contiguous(8, 0.0);
     int64_t p = 0;
-    for (int64_t L : s.doc_lens)
+    for (int64_t L : s.mask.doc_lens)
       for (int64_t i = 0; i < L; ++i, ++p) contiguous[size_t(p / (4096 / 8))] += double(i + 1);
     const double none = *std::max_element(contiguous.begin(), contiguous.end()) * 8 /
                         std::accumulate(contiguous.begin(), contiguous.end(), 0.0);
@@ -137,7 +137,7 @@ TEST_CASE("visible pairs and K_eff from the runs agree with brute force and Ring
       CHECK(l.ring_hops() == RingCore::effective_hops(R, pos, s));
       // sees() (interval arithmetic on the runs) against the kernels' mask on the positions.
       AttnShape a;
-      a.causal = s.causal, a.window = s.window, a.docs = s.docs;
+      a.causal = s.mask.causal, a.window = s.mask.window, a.docs = s.mask.docs;
       for (int q = 0; q < R; ++q)
         for (int k = 0; k < R; ++k) CHECK(l.sees(q, k) == any_visible_pair(pos(q), pos(k), a.mask()));
       // The double ring's schedule from the layout's model = the strategy's mask scan, both

@@ -402,14 +402,15 @@ TEST_CASE("strategy interface: capabilities, balance positions and the pass's ch
   const auto zz = find_strategy("ring-zigzag")->make();
   const MeshSpec zm = zz->resolve_mesh({}, s, P);
   LayerShape cached = s;
-  cached.prefill = true;
-  cached.cached = 56;  // 8 new tokens: not divisible by 2P = 16
+  cached.pass.kind = PassKind::prefill;
+  cached.pass.cached = 56;  // 8 new tokens: not divisible by 2P = 16
   CHECK(error_of([&] { zz->check(cached, P, zm); }) ==
         "ring-zigzag: seq=8 is not divisible by 2*P=16: the layout holds the seq - cached = 8 new tokens "
         "(--cached 56 of seq=64)");
   LayerShape decode = s;
-  decode.cached = 60;
-  decode.decode_steps = 2;
+  decode.pass.cached = 60;
+  decode.pass.kind = PassKind::decode;
+  decode.pass.steps = 2;
   CHECK(error_of([&] { zz->check(decode, P, zm); }) ==
         "ring-zigzag: cached=60 is not divisible by P=8: each rank holds an equal cache shard (--pass decode)");
   CHECK_NOTHROW(find_strategy("single")->make()->check(decode, P, zm));
@@ -457,7 +458,7 @@ TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
   SECTION("no window, no documents: the full double ring, causal or not") {
     for (bool causal : {true, false})
       for (int w : {1, 2, 4, 8}) {
-        s.causal = causal;
+        s.mask.causal = causal;
         CAPTURE(causal, w);
         CHECK(DoubleRingCore::effective_hops(w, P / w, contiguous, s) == DoubleRingHops::full(w, P / w));
         CHECK(DoubleRingCore::effective_hops(w, P / w, zigzag, s) == DoubleRingHops::full(w, P / w));
@@ -465,8 +466,8 @@ TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
   }
   SECTION("contiguous, causal window <= N/P: only the block of rank r-1") {
     // r-1 is (0, 1) inside a window and (1, 1) across (i = 0 holds (o-1, w-1) at t = 1, j = 1).
-    s.causal = true;
-    s.window = L;
+    s.mask.causal = true;
+    s.mask.window = L;
     CHECK(DoubleRingCore::effective_hops(2, 4, contiguous, s) == hops(1, {1, 1}));
     CHECK(DoubleRingCore::effective_hops(4, 2, contiguous, s) == hops(1, {1, 1}));
     CHECK(DoubleRingCore::effective_hops(1, 8, contiguous, s) == hops(1, {0, 0}));  // a ring over the outer level
@@ -475,17 +476,17 @@ TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
   SECTION("zigzag, causal window <= N/2P: ranks r-1 and r+1, a middle round without inner hops") {
     // r-1: (0,1) or (1,1); r+1: (0, w-1), or (W-1, w-1) from the last rank of a window; round 2
     // of W = 4 has no needed pair but the block that starts it must still travel on.
-    s.causal = true;
-    s.window = c;
+    s.mask.causal = true;
+    s.mask.window = c;
     CHECK(DoubleRingCore::effective_hops(2, 4, zigzag, s) == hops(3, {1, 1, 0, 1}));
     CHECK(DoubleRingCore::effective_hops(4, 2, zigzag, s) == hops(1, {3, 3}));
     CHECK(DoubleRingCore::effective_hops(1, 8, zigzag, s) == DoubleRingHops::full(1, 8));
   }
   SECTION("zigzag, documents of 2 chunks: rank r sees only r xor 1, inside its window when w is even") {
-    s.window = 0;
+    s.mask.window = 0;
     for (bool causal : {true, false}) {
-      s.causal = causal;
-      s.docs = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{0, 16, 32, 48, 64, 80, 96, 112});
+      s.mask.causal = causal;
+      s.mask.docs = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{0, 16, 32, 48, 64, 80, 96, 112});
       CAPTURE(causal);
       CHECK(DoubleRingCore::effective_hops(2, 4, zigzag, s) == hops(0, {1}));
       CHECK(DoubleRingCore::effective_hops(4, 2, zigzag, s) == hops(0, {3}));  // j = 1 (r-1) and j = 3 (r+1)
@@ -606,8 +607,8 @@ TEST_CASE("ring core: pass-Q hop truncation is pass-KV's with queries and keys s
     for (const BlockPositions& pos : {contiguous, zigzag})
       for (bool causal : {true, false})
         for (int64_t w : {0, 3, 8, 12}) {
-          s.causal = causal;
-          s.window = w;
+          s.mask.causal = causal;
+          s.mask.window = w;
           CAPTURE(causal, w);
           CHECK(RingCore::effective_hops_pass_q(R, pos, pos, s) == RingCore::effective_hops(R, pos, s));
         }
@@ -616,14 +617,14 @@ TEST_CASE("ring core: pass-Q hop truncation is pass-KV's with queries and keys s
     // Cache 0..15 and new tokens 16..31, both contiguous over 4 ranks (4 tokens each).
     const BlockPositions q = [](int j) { return Positions::contiguous(16 + 4 * j, 4); };
     const BlockPositions k = [](int j) { return Positions::two(4 * j, 4, 16 + 4 * j, 4); };
-    s.causal = true;
-    s.window = 0;
+    s.mask.causal = true;
+    s.mask.window = 0;
     CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == R - 1);  // every new query sees the whole cache
     // A window of 4: query 16 (rank 0) reaches cache key 15 (rank 3, hop 1); rank r+1's queries
     // reach rank r's new keys (hop 1); nothing farther.
-    s.window = 4;
+    s.mask.window = 4;
     CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == 1);
-    s.window = 1;  // each query sees itself only: its own rank, no hop
+    s.mask.window = 1;  // each query sees itself only: its own rank, no hop
     CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == 0);
   }
 }
@@ -690,7 +691,7 @@ TEST_CASE("kv cache: seeded heads, appended rows, held bytes") {
   CpuBackend be(1);
   TensorRegistry reg(&be);
   LayerShape s;
-  s.B = 2; s.N = 12; s.cached = 12; s.H = 4; s.G = 2; s.d = 3; s.D = 8;
+  s.B = 2; s.N = 12; s.pass.cached = 12; s.H = 4; s.G = 2; s.d = 3; s.D = 8;
   const Positions cached = Positions::contiguous(4, 4);  // cache positions [4, 8) of [0, 12)
   const std::vector<int64_t> heads = {1, 1, 0};          // head 1 replicated, then head 0
   KvCache c;
@@ -701,7 +702,7 @@ TEST_CASE("kv cache: seeded heads, appended rows, held bytes") {
   const int64_t Gd = int64_t(s.G) * s.d, Hd = int64_t(s.H) * s.d;
   for (auto [id, t] : {std::pair{InputId::k_cache, &c.k()}, std::pair{InputId::v_cache, &c.v()}}) {
     const std::vector<float> got = be.download(*t);
-    const std::vector<float> all = input_token_rows(7, id, s.B, s.cached, Gd, cached, 0, Gd, input_law(id, s.D, Hd));
+    const std::vector<float> all = input_token_rows(7, id, s.B, s.pass.cached, Gd, cached, 0, Gd, input_law(id, s.D, Hd));
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t r = 0; r < 6; ++r)
         for (int64_t h = 0; h < 3; ++h)

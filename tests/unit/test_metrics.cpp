@@ -449,16 +449,16 @@ TEST_CASE("integrity: the layer's expected FLOPs (hand-computed)", "[report]") {
   s.B = 1, s.N = 4, s.H = 2, s.G = 1, s.d = 2, s.D = 4;
   CHECK(*expected_job_flops(s) == 3 * 384 + 3 * 160);  // train: backward 2x both
   CHECK(*expected_job_flops(s, 4) == 4 * (3 * 384 + 3 * 160));  // four ranks each running it (single)
-  s.prefill = true;
+  s.pass.kind = PassKind::prefill;
   CHECK(*expected_job_flops(s) == 384 + 160);
-  s.cached = 2;  // the 2 new tokens' GEMMs; their queries (positions 2, 3) see 3 + 4 keys
+  s.pass.cached = 2;  // the 2 new tokens' GEMMs; their queries (positions 2, 3) see 3 + 4 keys
   CHECK(*expected_job_flops(s) == 192 + 16 * 7);
-  s.cached = 0, s.prefill = false, s.causal = false;  // 16 pairs
+  s.pass.cached = 0, s.pass.kind = PassKind::train, s.mask.causal = false;  // 16 pairs
   CHECK(*expected_job_flops(s) == 3 * 384 + 3 * 16 * 16);
-  s.causal = true, s.window = 2;  // pairs 1 + 2 + 2 + 2
+  s.mask.causal = true, s.mask.window = 2;  // pairs 1 + 2 + 2 + 2
   CHECK(*expected_job_flops(s) == 3 * 384 + 3 * 16 * 7);
-  s.window = 0, s.full_block = true, s.F = 3;  // + gate, up 2*4*3*4 each, down 2*4*4*3
+  s.mask.window = 0, s.full_block = true, s.F = 3;  // + gate, up 2*4*3*4 each, down 2*4*4*3
   CHECK(*expected_job_flops(s) == 3 * (384 + 288) + 3 * 160);
-  s.full_block = false, s.prefill = true, s.cached = 4, s.decode_steps = 2;  // decode: no model
+  s.full_block = false, s.pass.kind = PassKind::decode, s.pass.cached = 4, s.pass.steps = 2;  // decode: no model
   CHECK_FALSE(expected_job_flops(s));
 }

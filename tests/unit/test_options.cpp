@@ -101,9 +101,9 @@ TEST_CASE("options: the command line and a preset give the same RunConfig") {
   finalize_config(a, 1);
   CHECK(planned_world_size(a, 1) == 8);
   const LayerShape s = a.shape(64);
-  CHECK(s.window == 16);
-  CHECK(s.doc_lens == std::vector<int64_t>{16, 16, 16, 16});
-  CHECK(s.prefill);
+  CHECK(s.mask.window == 16);
+  CHECK(s.mask.doc_lens == std::vector<int64_t>{16, 16, 16, 16});
+  CHECK(s.prefill());
   const json j = a.to_json(8);
   CHECK(j["mask"] == json::parse(R"({"causal": false, "window": 16, "docs": {"spec": "equal:4",
                                      "lens_by_seq": {"64": [16, 16, 16, 16], "128": [32, 32, 32, 32]}}})"));
@@ -123,8 +123,8 @@ TEST_CASE("options: defaults of the second-wave settings") {
   const json j = c.to_json(2);
   CHECK(j["mask"] == json::parse(R"({"causal": true, "window": 0, "docs": null})"));
   CHECK(j["ranks_per_node"].is_null());
-  CHECK(c.shape(64).doc_lens.empty());
-  CHECK(!c.shape(64).prefill);
+  CHECK(c.shape(64).mask.doc_lens.empty());
+  CHECK(!c.shape(64).prefill());
 }
 
 TEST_CASE("options: bad values name the flag or key and the value") {

@@ -32,7 +32,7 @@ double norm(const std::vector<float>& v) {
 
 LayerShape shape_of(int64_t B, int64_t N, int H, int G, int d, bool causal) {
   LayerShape s;
-  s.B = B, s.N = N, s.H = H, s.G = G, s.d = d, s.D = H * d, s.causal = causal;
+  s.B = B, s.N = N, s.H = H, s.G = G, s.d = d, s.D = H * d, s.mask.causal = causal;
   return s;
 }
 
@@ -44,7 +44,7 @@ Tensors random_reference(const LayerShape& s, std::mt19937& rng) {
   const size_t nq = size_t(s.B * s.N * s.H * s.d), nk = size_t(s.B * s.N * s.G * s.d);
   Tensors t{{"q", normal(nq, rng)}, {"k", normal(nk, rng)}, {"v", normal(nk, rng)},
             {"o", normal(nq, rng)}, {"do", normal(nq, rng)}, {"lse", {}}};
-  const AttnMask mask{s.causal, s.window, s.docs};
+  const AttnMask mask = s.mask.attn();
   const int rep = s.H / s.G;
   for (int64_t b = 0; b < s.B; ++b)
     for (int h = 0; h < s.H; ++h)
@@ -70,7 +70,7 @@ std::pair<double, double> dense_scales(const Tensors& t, const LayerShape& s) {
   const int64_t N = s.N;
   const int d = s.d, rep = s.H / s.G;
   const double scale = 1.0 / std::sqrt(double(d));
-  const AttnMask mask{s.causal, s.window, s.docs};
+  const AttnMask mask = s.mask.attn();
   auto Q = [&](int64_t b, int64_t i, int h, int c) { return double(t.at("q")[size_t(((b * N + i) * s.H + h) * d + c)]); };
   auto K = [&](const char* n, int64_t b, int64_t j, int g, int c) {
     return double(t.at(n)[size_t(((b * N + j) * s.G + g) * d + c)]);
@@ -188,8 +188,8 @@ TEST_CASE("gradient scales: equal to a dense re-derivation under every mask, GQA
   for (const Case& c : cases) {
     SECTION(c.what) {
       LayerShape s = shape_of(2, 13, 4, 2, 8, c.causal);
-      s.window = c.window;
-      if (!c.starts.empty()) s.docs = doc_starts(c.starts);
+      s.mask.window = c.window;
+      if (!c.starts.empty()) s.mask.docs = doc_starts(c.starts);
       const Tensors t = random_reference(s, rng);
       const auto [want_dq, want_dk] = dense_scales(t, s);
       const GradientScales m = gradient_scales(t, s);
@@ -213,7 +213,7 @@ TEST_CASE("gradient scales: window 1 and one-token documents see only the diagon
   // m_dq row i = (|do_i.v_i| + |do_i.o_i|) |k_i| / sqrt(d) (m_dk likewise with |q_i|, MHA).
   std::mt19937 rng(5);
   LayerShape s = shape_of(1, 9, 2, 2, 4, true);
-  s.window = 1;
+  s.mask.window = 1;
   const Tensors t = random_reference(s, rng);
   double sq_dq = 0, sq_dk = 0;
   for (int64_t i = 0; i < s.N; ++i)
@@ -232,11 +232,11 @@ TEST_CASE("gradient scales: window 1 and one-token documents see only the diagon
   CHECK(w1.dk == Approx(std::sqrt(sq_dk)).epsilon(1e-6));
   // The same tensors under documents of one token each, not causal, no window: the same mask.
   LayerShape docs = s;
-  docs.window = 0;
-  docs.causal = false;
+  docs.mask.window = 0;
+  docs.mask.causal = false;
   std::vector<int64_t> starts;
   for (int64_t i = 0; i < s.N; ++i) starts.push_back(i);
-  docs.docs = doc_starts(starts);
+  docs.mask.docs = doc_starts(starts);
   const GradientScales d1 = gradient_scales(t, docs);
   CHECK(d1.dq == w1.dq);
   CHECK(d1.dk == w1.dk);
@@ -250,7 +250,7 @@ TEST_CASE("gradient scales: rows that see no key, prefill, missing tensors") {
   CHECK(m.dq == Approx(6 * e2 + 7 * em2).epsilon(1e-12));
   CHECK(m.dk == Approx(std::hypot(12 * e2, 14 * em2)).epsilon(1e-12));
   LayerShape prefill = s;
-  prefill.prefill = true;
+  prefill.pass.kind = PassKind::prefill;
   CHECK(gradient_scales(t, prefill).dq == 0.0);
   CHECK(gradient_scales(t, prefill).dk == 0.0);
   t.erase("do");
