@@ -196,14 +196,12 @@ void SimBackend::do_convert(Tensor& dst, const Tensor& src) {
 // ---- GEMM -------------------------------------------------------------------------------------------
 void SimBackend::do_gemm(bool, bool, int64_t m, int64_t n, int64_t k, float, const Tensor& A, int64_t,
                          const Tensor&, int64_t, float, Tensor&, int64_t) {
-  const double flops = 2.0 * double(m) * double(n) * double(k);
   // Roofline: a GEMM with few rows (a decode step's B tokens against a weight matrix: a GEMV)
   // is bound by reading its operands, not by its FLOPs; the efficiency table, measured on large
   // blocks, would charge it a few microseconds for hundreds of MB of weights. Large GEMMs stay
   // compute-bound (their bytes take a fraction of their FLOPs' time).
   const double bytes = (double(m) * double(k) + double(k) * double(n) + double(m) * double(n)) * double(dtype_size(A.dtype));
-  execute(std::max(platform_.compute_seconds(SimClass::gemm, flops, double(std::min({m, n, k})), A.dtype),
-                   platform_.memory_seconds(bytes)));
+  execute(std::max(platform_.gemm_seconds(m, n, k, A.dtype), platform_.memory_seconds(bytes)));
 }
 
 // ---- normalisation and rotary embedding -------------------------------------------------------------

@@ -49,6 +49,15 @@ struct SimPlatform {
   using EffPoints = std::vector<std::pair<double, double>>;
   std::map<int, EffPoints> efficiency[kNumSimClasses];
   std::string efficiency_source[kNumSimClasses];  // the table object's "source" (empty: a bare array, test platforms only)
+  // GEMM efficiency by the whole shape (optional: "efficiency.gemm": {"shapes": [[m, n, k,
+  // efficiency], ...], "source": "..."}, a complete grid: every combination of the listed m, n and
+  // k values, as OpenXLA's per-architecture matmul tables give them). Empty: the gemm table above
+  // (square sizes) is looked up at the shape's geometric mean (mnk)^(1/3) (gemm_efficiency).
+  struct GemmGrid {
+    std::vector<double> m, n, k;  // each axis's values, increasing
+    std::vector<double> work;     // per node [i][j][l] (flattened): m n k / efficiency, proportional to its time
+    std::vector<std::vector<double>> rows;  // the platform's rows [m, n, k, efficiency], for the report
+  } gemm_grid;
   double memory_bw_gbs = 0;  // achievable device-memory bandwidth, GB/s (1e9 B/s)
   double hbm_gib = 0;        // device memory per GPU
   double launch_us = 0;      // fixed cost added to every kernel (launch and tail)
@@ -96,6 +105,15 @@ struct SimPlatform {
   const EffPoints& table(SimClass c, int d) const;  // the points table_head_dim picks
   double efficiency_at(SimClass c, double size, int head_dim = 0) const;  // a missing optional table: its fallback's
   bool has_table(SimClass c) const { return !efficiency[int(c)].empty(); }
+  // The efficiency of an m x n x k GEMM. With a shape grid: the grid nodes' times (m n k / eff)
+  // interpolated multilinearly in m, n and k (a time affine in each of m, n, k and their products,
+  // as a GEMM's is, is reproduced exactly), each coordinate held at the grid's ends beyond them
+  // (so the efficiency is constant there). Without one: the square table at (m n k)^(1/3).
+  double gemm_efficiency(double m, double n, double k) const;
+  // Seconds of an m x n x k GEMM at dtype t. With a shape grid the published times include the
+  // kernel's fixed cost, so it is flops / (peak * eff), at least launch_us; without one launch_us
+  // + flops / (peak * eff). (The caller takes the roofline against the operands' bytes.)
+  double gemm_seconds(int64_t m, int64_t n, int64_t k, DType t) const;
   // Seconds of one compute-bound kernel: launch + flops / (peak(dtype) * efficiency(size)).
   double compute_seconds(SimClass c, double flops, double size, DType t, int head_dim = 0) const;
   // Seconds of one attention block of nq x nk tokens with `visible_pairs` (per batch row and

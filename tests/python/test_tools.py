@@ -934,6 +934,53 @@ class PlanTest(TempDirCase):
                 self.assertAlmostEqual(g1, w1, places=9)
 
 
+class GemmShapeTest(TempDirCase):
+    """GEMM efficiency by the whole shape: scripts/sim_platform.py's gemm_efficiency (the Python form
+    of SimPlatform::gemm_efficiency) and scripts/xla_gemm_table.py, which writes the grid."""
+
+    def test_holds_out_published_shapes(self):
+        from sim_platform import gemm_efficiency
+        table = json.loads((ROOT / "configs/platforms/dgx-h100.json").read_text())["efficiency"]["gemm"]
+        rows = table["shapes"]
+        self.assertEqual(len(rows), 125)
+        # the numbers test_sim_platform pins for the C++ form
+        self.assertAlmostEqual(gemm_efficiency(table, 4096, 4096, 1024) * 989.4, 681.09, delta=0.7)
+        self.assertAlmostEqual(gemm_efficiency(table, 1024, 2048, 4096) * 989.4, 658.74, delta=0.7)
+        big = []
+        for axis in range(3):
+            for level in (512, 1024, 2048):
+                fit = {"shapes": [r for r in rows if r[axis] != level]}
+                for r in rows:
+                    if r[axis] == level and len(set(r[:3])) > 1 and min(r[:3]) >= 1024:
+                        big.append(abs(gemm_efficiency(fit, *r[:3]) / r[3] - 1))
+        self.assertEqual(len(big), 48)
+        self.assertEqual(sum(e <= 0.05 for e in big), 43)
+        self.assertAlmostEqual(max(big), 0.0690, delta=5e-4)
+        # a square table is read at (m n k)^(1/3)
+        self.assertAlmostEqual(gemm_efficiency({"points": [[1024, 0.2], [4096, 0.8]]}, 1024, 4096, 2048), 0.5)
+
+    def test_xla_table_to_grid(self):
+        entry = ("entries {\n b: %d\n m: %d\n n: %d\n k: %d\n"
+                 " flops { key: \"BF16xBF16->BF16\" value: %d }\n }\n")
+        body = "".join(entry % (1, m, n, k, 100e12 * (m + n + k) / 3000)
+                       for m in (256, 1024) for n in (256, 1024) for k in (256, 1024))
+        body += entry % (2, 256, 256, 256, 1e12)  # batch 2: not a batch-1 GEMM, left out
+        src = self.tmp / "table.h"
+        src.write_text('x = R"pb(\n entries {\n key: "sm_90"\n value {\n' + body + ' }\n }\n)pb";\n')
+        r = run_script("xla_gemm_table.py", src, "--arch", "sm_90", "--peak", "1000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = json.loads(r.stdout)["shapes"]
+        self.assertEqual(len(rows), 8)
+        self.assertEqual(rows[0], [256, 256, 256, 0.0256])
+        self.assertEqual(rows[-1], [1024, 1024, 1024, 0.1024])
+        r = run_script("xla_gemm_table.py", src, "--arch", "sm_80", "--peak", "1000")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no batch-1", r.stderr)
+        r = run_script("xla_gemm_table.py", src, "--arch", "sm_90", "--peak", "10")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("above the peak", r.stderr)
+
+
 class KernelTableTest(TempDirCase):
     """scripts/kernel_table.py: the CUDA kernel benchmark's JSON as efficiency tables."""
 

@@ -76,13 +76,15 @@ def cmd_simulated(args):
         # a table for any head dim, or by head dim: the run's, else the nearest in log2 (the
         # larger on a tie), as kernels/sim/sim_platform.cpp table_head_dim picks
         key, pts = None, table
-        if isinstance(table, dict) and "points" in table:  # one table for any head dim, with its source
+        if isinstance(table, dict) and "shapes" in table:  # a GEMM grid by (m, n, k), with its source
+            pts = table["shapes"]
+        elif isinstance(table, dict) and "points" in table:  # one table for any head dim, with its source
             pts = table["points"]
         elif isinstance(table, dict):
             dims = sorted(int(k) for k in table["by_head_dim"])
             key = d if d in dims else min(dims, key=lambda k: (abs(math.log2(k / d)), -k))
             pts = table["by_head_dim"][str(key)]
-        check(sim["efficiencies"][cls] == [[float(a), float(b)] for a, b in pts],
+        check(sim["efficiencies"][cls] == [[float(x) for x in row] for row in pts],
               "efficiencies.%s %r != platform %r" % (cls, sim["efficiencies"][cls], pts))
         t = sim["efficiency_tables"][cls]
         check(t["head_dim"] == key and t["matches_run"] == (key is None or key == d)

@@ -2,6 +2,7 @@
 // context.simulated, loading every shipped platform and rejecting broken ones.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -158,6 +159,85 @@ TEST_CASE("a table for any head dim with its source: {points, source}", "[sim]")
   CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.gemm.source"));
   j["efficiency"]["gemm"] = json::parse(R"({"points": [], "source": "s"})");
   CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.gemm.points"));
+}
+
+TEST_CASE("GEMM by the whole shape: a grid's times interpolated in m, n, k; squares at (mnk)^(1/3)", "[sim]") {
+  // Without a grid the square table is read at the geometric mean of m, n, k (not min(m, n, k)):
+  // 16 x 16 x 4096 is 256's rate, as a 256-cube of the same FLOPs.
+  const SimPlatform sq = SimPlatform::from_json(toy(), "toy");
+  CHECK(sq.gemm_efficiency(16, 16, 65536) == Approx(0.6));
+  CHECK(sq.gemm_efficiency(64, 64, 64) == Approx(0.4));
+  CHECK(sq.gemm_seconds(64, 64, 64, DType::bf16) == Approx(2e-6 + 2.0 * 64 * 64 * 64 / (100e12 * 0.4)));
+  // A 2 x 2 x 2 grid whose time is a + b m n k (a GEMM's fixed cost and its work): the multilinear
+  // interpolation of the nodes' times reproduces every shape in between exactly.
+  json j = toy();
+  auto eff_of = [](double m, double n, double k) { return m * n * k / (1e6 + 4.0 * m * n * k); };  // time ~ 1e6 + 4 mnk
+  json rows = json::array();
+  for (double m : {256.0, 1024.0})
+    for (double n : {512.0, 2048.0})
+      for (double k : {128.0, 4096.0}) rows.push_back({m, n, k, eff_of(m, n, k)});
+  j["efficiency"]["gemm"] = {{"shapes", rows}, {"source", "a toy grid"}};
+  const SimPlatform g = SimPlatform::from_json(j, "grid");
+  CHECK(g.gemm_efficiency(512, 1024, 1000) == Approx(eff_of(512, 1024, 1000)));
+  CHECK(g.gemm_efficiency(256, 2048, 4096) == Approx(eff_of(256, 2048, 4096)));
+  CHECK(g.gemm_efficiency(100, 100, 100) == Approx(eff_of(256, 512, 128)));     // held at the low ends
+  CHECK(g.gemm_efficiency(1e5, 2048, 1e5) == Approx(eff_of(1024, 2048, 4096)));  // and at the high ends
+  // the published time includes the kernel's fixed cost: no launch added, but never less than it
+  CHECK(g.gemm_seconds(512, 1024, 1000, DType::bf16) == Approx(2.0 * 512 * 1024 * 1000 / (100e12 * eff_of(512, 1024, 1000))));
+  CHECK(g.gemm_seconds(1, 1, 1, DType::bf16) == Approx(2e-6));
+  CHECK(g.context()["efficiencies"]["gemm"].size() == 8);
+  CHECK(g.context()["efficiency_tables"]["gemm"]["source"] == "a toy grid");
+  rows.erase(rows.size() - 1);
+  j["efficiency"]["gemm"] = {{"shapes", rows}, {"source", "s"}};
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("complete grid"));
+  j["efficiency"]["gemm"] = {{"shapes", rows}};
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.gemm.source"));
+}
+
+TEST_CASE("GEMM grid of dgx-h100: published non-square shapes held out are reproduced", "[sim]") {
+  // OpenXLA's sm_90 table (m, n, k each in 256 ... 4096, 125 shapes). Each interior level of
+  // each axis in turn is held out (the model fitted on the other 100 shapes, over gaps twice as
+  // wide as the shipped grid's) and its 25 shapes predicted; every non-square shape is held out in
+  // one to three of the 9 fits. docs/SIMULATION.md, "GEMMs by their whole shape", gives the
+  // numbers: with min(m, n, k) >= 1024, 43 of 48 predictions within 5%, all within 7% (the same
+  // table measured again by OpenXLA moves those shapes by up to 5.1%); below 1024 (fixed cost
+  // and split-K), not asserted: 127 of 168 within 5%, up to 45% apart, where its remeasurements
+  // move by up to 42%. tests/python/test_tools.py checks scripts/sim_platform.py's form the same way.
+  std::ifstream in(std::string(CPBENCH_PLATFORM_DIR) + "/dgx-h100.json");
+  const json plat = json::parse(in);
+  const json rows = plat["efficiency"]["gemm"]["shapes"];
+  REQUIRE(rows.size() == 125);
+  const double levels[] = {512, 1024, 2048};
+  int n_big = 0, within5 = 0;
+  double worst_big = 0;
+  for (int axis = 0; axis < 3; ++axis)
+    for (double level : levels) {
+      json j = plat, fit = json::array();
+      for (const json& r : rows)
+        if (r[axis].get<double>() != level) fit.push_back(r);
+      j["efficiency"]["gemm"]["shapes"] = fit;
+      const SimPlatform p = SimPlatform::from_json(j, "dgx-h100 without one level");
+      for (const json& r : rows) {
+        const double m = r[0], n = r[1], k = r[2], e = r[3];
+        if (r[axis].get<double>() != level || (m == n && n == k)) continue;
+        const double err = p.gemm_efficiency(m, n, k) / e - 1;
+        if (std::min({m, n, k}) < 1024) continue;
+        INFO(m << " x " << n << " x " << k << " held out on axis " << axis << ": " << err);
+        CHECK(std::fabs(err) < 0.07);
+        ++n_big;
+        within5 += std::fabs(err) <= 0.05;
+        worst_big = std::max(worst_big, std::fabs(err));
+      }
+    }
+  CHECK(n_big == 48);
+  CHECK(within5 == 43);
+  CHECK(worst_big == Approx(0.0690).margin(5e-4));
+  // The shipped grid reproduces its own nodes, and the shapes the issue named are no longer charged
+  // at the 1024-cube's rate: 4096 x 4096 x 1024 at 681 TFLOP/s, 1024 x 2048 x 4096 at 659.
+  const SimPlatform h = SimPlatform::load(std::string(CPBENCH_PLATFORM_DIR) + "/dgx-h100.json");
+  CHECK(h.gemm_efficiency(4096, 4096, 1024) * 989.4 == Approx(681.09).epsilon(1e-3));
+  CHECK(h.gemm_efficiency(1024, 2048, 4096) * 989.4 == Approx(658.74).epsilon(1e-3));
+  CHECK(h.gemm_efficiency(1024, 1024, 1024) * 989.4 == Approx(246.72).epsilon(1e-3));
 }
 
 TEST_CASE("NCCL curve: a ring step's published time by block size, and what it adds to the links", "[sim]") {
