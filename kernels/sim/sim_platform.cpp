@@ -221,6 +221,8 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
   const json intra = net.value("intra", json::object()), inter = net.value("inter", json::object());
   p.intra_bw_gbs = intra.value("bw_gbs", 0.0);
   p.intra_lat_us = intra.value("lat_us", 0.0);
+  p.inter_bw_gbs = inter.value("bw_gbs", 0.0);
+  p.inter_lat_us = inter.value("lat_us", 0.0) + inter.value("fabric_lat_us", 0.0);
   // network.<tier>.op_us: one NCCL operation's fixed cost, optional (0 when absent)
   auto op_us = [&](const json& link, const char* tier) {
     if (!link.contains("op_us")) return 0.0;
@@ -231,6 +233,35 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
                      v.dump());
     return us;
   };
+  // network.<tier>.p2p: a published point-to-point curve, optional
+  auto p2p_curve = [&](const json& link, const char* tier) {
+    SimPlatform::P2pCurve c;
+    if (!link.contains("p2p")) return c;
+    const json& o = link.at("p2p");
+    const std::string f = std::string("network.") + tier + ".p2p";
+    if (!o.is_object() || !o.contains("size_time_us") || !o.at("size_time_us").is_array() || o.at("size_time_us").empty())
+      bad(where, f + " needs {\"size_time_us\": [[bytes, us], ...], \"floor_us\": us, \"source\": ...}");
+    c.source = source_of(o);
+    if (c.source.empty()) bad(where, f + ".source must say where the curve's numbers come from");
+    double last = 0;
+    for (const json& row : o.at("size_time_us")) {
+      if (!row.is_array() || row.size() != 2 || !row[0].is_number() || !row[1].is_number())
+        bad(where, f + ".size_time_us: each row is [bytes, us]");
+      const double size = row[0].get<double>(), us = row[1].get<double>();
+      if (!(size > last) || !(us > 0)) bad(where, f + ".size_time_us: sizes must increase and times be > 0");
+      if (!c.time.empty() && us < c.time.back().second * 1e6)
+        bad(where, f + ".size_time_us: a larger message cannot take less time");
+      c.time.emplace_back(size, us * 1e-6);
+      last = size;
+    }
+    const double floor_us = o.value("floor_us", 0.0);
+    if (!(floor_us >= 0) || floor_us * 1e-6 > c.time.front().second)
+      bad(where, f + ".floor_us must be >= 0 and at most the first row's time");
+    c.floor_s = floor_us * 1e-6;
+    return c;
+  };
+  p.p2p_intra = p2p_curve(intra, "intra");
+  p.p2p_inter = p2p_curve(inter, "inter");
   p.intra_op_us = op_us(intra, "intra");
   p.inter_op_us = op_us(inter, "inter");
   if (intra.contains("nccl")) {
@@ -373,6 +404,25 @@ double SimPlatform::nccl_step_seconds(double bytes) const {
   auto lo = hi - 1;
   const double f = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
   return lo->second * std::pow(hi->second / lo->second, f);
+}
+
+double SimPlatform::p2p_seconds(double bytes, bool one_node) const {
+  const P2pCurve& c = one_node ? p2p_intra : p2p_inter;
+  const auto& pts = c.time;
+  if (pts.empty()) return 0;
+  if (bytes <= pts.front().first) return std::max(c.floor_s, pts.front().second * bytes / pts.front().first);
+  if (bytes >= pts.back().first) return pts.back().second * bytes / pts.back().first;
+  auto hi = std::upper_bound(pts.begin(), pts.end(), bytes,
+                             [](double b, const std::pair<double, double>& p) { return b < p.first; });
+  auto lo = hi - 1;
+  const double f = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+  return lo->second * std::pow(hi->second / lo->second, f);
+}
+
+double SimPlatform::transfer_seconds(double bytes, bool one_node) const {
+  if (!(one_node ? p2p_intra : p2p_inter).time.empty()) return p2p_seconds(bytes, one_node);
+  const double bw = one_node ? intra_bw_gbs : inter_bw_gbs, lat = one_node ? intra_lat_us : inter_lat_us;
+  return bw > 0 ? lat * 1e-6 + std::max(bytes, 0.0) / (bw * 1e9) : 0.0;
 }
 
 double SimPlatform::nccl_extra_seconds(double bytes, int peers) const {

@@ -84,6 +84,18 @@ struct SimPlatform {
     std::vector<std::pair<double, double>> step;  // (block bytes, seconds per step), increasing
   } nccl_intra;
   double intra_bw_gbs = 0, intra_lat_us = 0;  // network.intra (the links SimGrid simulates)
+  double inter_bw_gbs = 0, inter_lat_us = 0;  // network.inter (lat_us + fabric_lat_us)
+  // A point-to-point transfer's published time by size (optional network.intra.p2p and
+  // network.inter.p2p: {"size_time_us": [[bytes, us], ...], "floor_us": f, "source": "..."}):
+  // nccl-tests' sendrecv (a ring shift: every rank sends to the next and receives from the previous
+  // at once, as a ring hop does) of one message of `bytes`. Between rows: linear in log(bytes) and
+  // log(time); beyond the last row: its bandwidth; below the first: the first row's bandwidth, but
+  // never under floor_us (a small message's published time, its own source in the string).
+  struct P2pCurve {
+    std::vector<std::pair<double, double>> time;  // (bytes, seconds), increasing
+    double floor_s = 0;
+    std::string source;
+  } p2p_intra, p2p_inter;
   // One NCCL operation's fixed cost (launch, proxy, synchronisation), paid once per collective
   // beside the per-message latency of its steps (optional network.intra.op_us and
   // network.inter.op_us, >= 0; 0 when absent): a published collective of one step and one of many
@@ -129,6 +141,13 @@ struct SimPlatform {
   // log(bytes) and log(seconds) between the curve's points; below the first, the first point's
   // time, a latency floor; beyond the last, at the last point's bandwidth). 0 without a curve.
   double nccl_step_seconds(double bytes) const;
+  // The published seconds of one point-to-point transfer of `bytes` within one node (`one_node`)
+  // or across nodes (P2pCurve); 0 when the platform has no curve for that tier.
+  double p2p_seconds(double bytes, bool one_node) const;
+  // A point-to-point transfer's modelled duration: p2p_seconds where the tier has a curve, else
+  // its links' latency + bytes / rate (network.intra, or network.inter with fabric_lat_us); 0 for
+  // a tier the platform does not describe.
+  double transfer_seconds(double bytes, bool one_node) const;
   // What a collective within one node takes beyond the simulated links: for `peers` = 1, one ring
   // step of `bytes`, max(0, step(bytes) - (lat + bytes / bw)); for an all-to-all of `bytes` to
   // each of `peers` peers (nccl-tests' all-to-all of total size S runs about as long as the

@@ -240,6 +240,42 @@ TEST_CASE("GEMM grid of dgx-h100: published non-square shapes held out are repro
   CHECK(h.gemm_efficiency(1024, 1024, 1024) * 989.4 == Approx(246.72).epsilon(1e-3));
 }
 
+TEST_CASE("point-to-point curve: a ring hop pays the published sendrecv time by size", "[sim]") {
+  json j = toy();
+  j["network"] = json::parse(R"({"intra": {"bw_gbs": 100, "lat_us": 1,
+      "p2p": {"size_time_us": [[1000000, 100], [4000000, 200]], "floor_us": 5, "source": "a toy curve"}}})");
+  const SimPlatform p = SimPlatform::from_json(j, "toy");
+  CHECK(p.p2p_seconds(1e6, true) == Approx(100e-6));
+  CHECK(p.p2p_seconds(2e6, true) == Approx(100e-6 * std::sqrt(2.0)));  // log-log between rows
+  CHECK(p.p2p_seconds(8e6, true) == Approx(400e-6));                   // the last row's bandwidth beyond
+  CHECK(p.p2p_seconds(5e5, true) == Approx(50e-6));                    // the first row's bandwidth below
+  CHECK(p.p2p_seconds(1000, true) == Approx(5e-6));                    // never under the floor
+  CHECK(p.p2p_seconds(1e6, false) == 0);                               // no curve across nodes
+  CHECK(p.transfer_seconds(1e6, true) == Approx(100e-6));              // a transfer's modelled duration: the curve,
+  CHECK(p.transfer_seconds(1e6, false) == 0);                          // none for a tier not described,
+  json j2 = toy();
+  j2["network"] = json::parse(R"({"intra": {"bw_gbs": 100, "lat_us": 1}, "inter": {"bw_gbs": 10, "lat_us": 2, "fabric_lat_us": 1}})");
+  const SimPlatform links = SimPlatform::from_json(j2, "links");
+  CHECK(links.transfer_seconds(1e6, true) == Approx(1e-6 + 1e6 / 100e9));  // else the links' latency + bytes / rate
+  CHECK(links.transfer_seconds(1e6, false) == Approx(3e-6 + 1e6 / 10e9));
+  j["network"]["intra"]["p2p"]["floor_us"] = 500;
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("network.intra.p2p.floor_us"));
+  j["network"]["intra"]["p2p"] = json::parse(R"({"size_time_us": [[1000, 100], [4000, 50]], "source": "s"})");
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("cannot take less time"));
+  j["network"]["intra"]["p2p"] = json::parse(R"({"size_time_us": [[1000, 100]]})");
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("network.intra.p2p.source"));
+
+  // dgx-h100: a 32 MiB ring hop inside a node costs what the cited nccl-tests sendrecv log says
+  // (421.30 us, 79.6 GB/s), not the link's 360 GB/s (93.7 us); 64, 128, 256 MiB likewise.
+  const SimPlatform h = SimPlatform::load(std::string(CPBENCH_PLATFORM_DIR) + "/dgx-h100.json");
+  const double MiB = 1048576.0;
+  CHECK(h.p2p_seconds(32 * MiB, true) == Approx(32 * MiB / 79.64e9).epsilon(0.05));
+  CHECK(h.p2p_seconds(64 * MiB, true) == Approx(64 * MiB / 82.03e9).epsilon(0.05));
+  CHECK(h.p2p_seconds(128 * MiB, true) == Approx(128 * MiB / 162.87e9).epsilon(0.05));
+  CHECK(h.p2p_seconds(256 * MiB, true) == Approx(256 * MiB / 299.30e9).epsilon(0.05));
+  CHECK(h.p2p_seconds(1024, true) == Approx(3.7e-6));
+}
+
 TEST_CASE("NCCL curve: a ring step's published time by block size, and what it adds to the links", "[sim]") {
   json j = toy();
   // A ring of 4 GPUs: S = 4 KiB took 30 us (10 us per step of 1 KiB), 4 MiB 90 us (30 per 1 MiB
