@@ -161,7 +161,7 @@ TEST_CASE("a table for any head dim with its source: {points, source}", "[sim]")
   CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.gemm.points"));
 }
 
-TEST_CASE("GEMM by the whole shape: a grid's times interpolated in m, n, k; squares at (mnk)^(1/3)", "[sim]") {
+TEST_CASE("GEMM by the whole shape: a grid's times interpolated in m, n, k, squares at (mnk)^(1/3)", "[sim]") {
   // Without a grid the square table is read at the geometric mean of m, n, k (not min(m, n, k)):
   // 16 x 16 x 4096 is 256's rate, as a 256-cube of the same FLOPs.
   const SimPlatform sq = SimPlatform::from_json(toy(), "toy");
@@ -435,8 +435,8 @@ TEST_CASE("shipped bands: the factors docs/SIMULATION.md Validation gives", "[si
     return std::make_pair(p.band_lo, p.band_hi);
   };
   CHECK(band("local") == std::make_pair(0.929, 1.160));     // 155.6/167.4, 192.1/165.7
-  CHECK(band("dgx-h100") == std::make_pair(0.978, 1.107));  // 52.74/53.9, 91.71/82.9
-  CHECK(band("a800") == std::make_pair(0.970, 1.017));      // relative to usp[u4xr4]
+  CHECK(band("dgx-h100") == std::make_pair(0.955, 1.064));  // 51.52/53.9, 88.20/82.9
+  CHECK(band("a800") == std::make_pair(0.940, 1.022));      // relative to usp[u4xr4]
   CHECK(band("dgx-a100") == band("local"));                 // not validated: the widest
   CHECK(band("l20-pcie") == band("local"));
 }
