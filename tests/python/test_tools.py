@@ -1089,7 +1089,11 @@ class KernelTableTest(TempDirCase):
         self.assertEqual(bwd["by_head_dim"]["64"], shipped["by_head_dim"]["64"])
         self.assertIn("Test GPU", bwd["source"])
         self.assertIn(shipped["source"], bwd["source"])
-        self.assertEqual(p["efficiency"]["attn_fwd"], e["attn_fwd"])  # one head dim: replaced whole
+        # dgx-h100's forward tables are at head dims 64 and 128 too (since issue 40): 128 replaced, 64 kept
+        fwd_p = p["efficiency"]["attn_fwd"]
+        self.assertEqual(fwd_p["by_head_dim"]["128"], e["attn_fwd"]["by_head_dim"]["128"])
+        self.assertEqual(sorted(fwd_p["by_head_dim"]), ["128", "64"])
+        self.assertIn("Test GPU", fwd_p["source"])
         self.assertEqual(p["efficiency"]["gemm"], e["gemm"])  # the measured GEMM with its source
         for cls, table in p["efficiency"].items():  # what the sim loader requires: every table sourced
             self.assertIsInstance(table, dict, cls)
