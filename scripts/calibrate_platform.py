@@ -142,7 +142,13 @@ def main():
         "overlap_interference": {
             "compute_slowdown": round(max(0.0, slow[1]), 3),
             "source": "measured on %s by scripts/calibrate_platform.py: BM_GemmDuringRingShift/MiB:64, a 512^3 GEMM "
-                      "while a 64 MiB ring shift is in flight (comm thread), median of 3 runs %s" % (today, [round(x, 3) for x in slow])},
+                      "while a 64 MiB ring shift is in flight (comm thread), median of 3 runs %s" % (today, [round(x, 3) for x in slow]),
+            # the runs' spread is the input's uncertainty (docs/SIMULATION.md, "Each input's
+            # uncertainty"): on this 2-core machine they are bimodal (the OS puts the comm thread on
+            # the GEMM's core or the other one), so it can be many times the median
+            "uncertainty": {"rel": round((max(slow) - min(slow)) / max(slow[1], 1e-3), 2),
+                            "reason": "the spread of the 3 runs, %s, relative to their median (bimodal: the OS runs the "
+                                      "comm thread on the GEMM's core or the other one)" % [round(x, 3) for x in slow]}},
         "cores_per_node": max(1, (os.cpu_count() or 1) // a.threads),
         "network": {
             "gpus_per_node": a.gpus_per_node,
