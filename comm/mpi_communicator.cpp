@@ -555,14 +555,12 @@ class MpiCommunicator final : public Communicator {
     auto op = make_op(OpKind::send, buf, peer, tag);
     if (staged_) be_.copy_to_host_raw(op->stage.get(), buf, op->bytes);  // caller's thread: after its compute
     start(op);
-    count_p2p_in_flight(1);
     return Request{op};
   }
 
   Request do_irecv(Tensor& buf, int peer, int tag) override {
     auto op = make_op(OpKind::recv, buf, peer, tag);
     start(op);
-    count_p2p_in_flight(1);
     return Request{op};
   }
 
@@ -577,7 +575,6 @@ class MpiCommunicator final : public Communicator {
     auto op = std::static_pointer_cast<P2POp>(r.impl);
     if (op->owner != this)
       throw std::invalid_argument("wait on '" + name_ + "': the request was issued by another communicator");
-    count_p2p_in_flight(-1);  // the kernels issued from here on no longer overlap this transfer
     {
       InCall in_call(log_, op->kind, name_, {world_ranks_[static_cast<size_t>(op->peer)]});
       if (progress_ == P2PProgress::inline_) finish_inline(*op);

@@ -60,12 +60,7 @@ double now_ms() {
 #endif
 
 namespace {
-int g_p2p_in_flight = 0;  // per rank (SMPI privatizes globals); only the caller's thread posts and waits
-}  // namespace
-void count_p2p_in_flight(int delta) { g_p2p_in_flight += delta; }
-int p2p_in_flight() { return g_p2p_in_flight; }
-namespace {
-double g_p2p_moving_until_ms = 0;  // per rank, like the count
+double g_p2p_moving_until_ms = 0;  // per rank (SMPI privatizes globals); only the caller's thread posts
 }  // namespace
 void note_p2p_moving_until(double end_ms) { g_p2p_moving_until_ms = std::max(g_p2p_moving_until_ms, end_ms); }
 double p2p_moving_until_ms() { return g_p2p_moving_until_ms; }

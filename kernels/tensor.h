@@ -29,17 +29,11 @@ double now_ms();
 void defer_clock(double seconds);
 void settle_clock();
 
-// Point-to-point transfers this rank has posted and not yet waited for (the MPI communicator,
-// the one cpbench-sim runs on, counts its isend/irecv and their waits). The sim backend charges
-// a kernel issued while one is in flight the platform's overlap interference (docs/SIMULATION.md
-// "Overlap interference"): the compute a strategy overlaps with its ring hops. Collectives block,
-// so they are never in flight during compute.
-void count_p2p_in_flight(int delta);
-int p2p_in_flight();
 // cpbench-sim: when (now_ms()'s clock) the bytes of the rank's latest posted point-to-point
 // transfers stop moving: each post extends it to post + the transfer's modelled duration
 // (sim_p2p_s). The sim backend charges overlap interference only to the part of a kernel before
-// it (docs/SIMULATION.md "Overlap interference"). 0 before any transfer.
+// it (docs/SIMULATION.md "Overlap interference"): the compute a strategy overlaps with its ring
+// hops. Collectives block, so they never overlap compute. 0 before any transfer.
 void note_p2p_moving_until(double end_ms);
 double p2p_moving_until_ms();
 
