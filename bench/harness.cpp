@@ -131,8 +131,6 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     try {
       Mesh& mesh = meshes_.get(job_mesh_desc(*strat, job.mesh));
       StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, job.mesh};
-      // A job that failed mid-step may have left transfers unwaited: none is in flight now.
-      count_p2p_in_flight(-p2p_in_flight());
       strat->setup(env);
       be_.synchronize();
     } catch (const std::exception& e) {

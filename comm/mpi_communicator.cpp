@@ -555,14 +555,12 @@ class MpiCommunicator final : public Communicator {
     auto op = make_op(OpKind::send, buf, peer, tag);
     if (staged_) be_.copy_to_host_raw(op->stage.get(), buf, op->bytes);  // caller's thread: after its compute
     start(op);
-    count_p2p_in_flight(1);
     return Request{op};
   }
 
   Request do_irecv(Tensor& buf, int peer, int tag) override {
     auto op = make_op(OpKind::recv, buf, peer, tag);
     start(op);
-    count_p2p_in_flight(1);
     return Request{op};
   }
 
@@ -577,11 +575,22 @@ class MpiCommunicator final : public Communicator {
     auto op = std::static_pointer_cast<P2POp>(r.impl);
     if (op->owner != this)
       throw std::invalid_argument("wait on '" + name_ + "': the request was issued by another communicator");
-    count_p2p_in_flight(-1);  // the kernels issued from here on no longer overlap this transfer
     {
       InCall in_call(log_, op->kind, name_, {world_ranks_[static_cast<size_t>(op->peer)]});
       if (progress_ == P2PProgress::inline_) finish_inline(*op);
       else P2PEngine::get().wait(*op);
+    }
+    if constexpr (kSimulatedMpi) {
+      // cpbench-sim: a transfer ends no earlier than its post plus its modelled duration, the
+      // platform's published point-to-point time for its size and tier where it has one (SimGrid
+      // charges the links' latency and rate only); from this rank's own post, the peer's being
+      // about the same in a ring hop.
+      const double late_ms = op->t0 + 1e3 * sim_p2p_s(static_cast<int64_t>(op->bytes), same_node(op->peer)) - now_ms();
+      if (late_ms > 0) {
+        defer_clock(late_ms * 1e-3);
+        settle_clock();
+        op->t_done = now_ms();
+      }
     }
     r.impl.reset();
     if (!op->error.empty()) throw std::runtime_error("comm '" + name_ + "': " + op->error);
@@ -613,6 +622,8 @@ class MpiCommunicator final : public Communicator {
     const int rc = op->kind == OpKind::send
                        ? MPI_Isend(op->buf, span.count(), span.type(), op->peer, op->tag, comm_->comm, &op->req)
                        : MPI_Irecv(op->buf, span.count(), span.type(), op->peer, op->tag, comm_->comm, &op->req);
+    if constexpr (kSimulatedMpi)  // the bytes move from the post for the transfer's modelled duration
+      note_p2p_moving_until(op->t0 + 1e3 * sim_p2p_s(static_cast<int64_t>(op->bytes), same_node(op->peer)));
     if (rc != MPI_SUCCESS)
       throw std::runtime_error("comm '" + name_ + "': " + (op->kind == OpKind::send ? "MPI_Isend" : "MPI_Irecv") +
                                " to/from peer " + std::to_string(op->peer) + " failed (" + where() + "): " +
@@ -679,6 +690,14 @@ class MpiCommunicator final : public Communicator {
     CommLog& log_;
   };
   // This communicator's group for cpbench-sim's collectives.
+  // Whether group member `peer` lives on this rank's node (the log's node map; none: one node).
+  bool same_node(int peer) const {
+    const std::vector<int>& node_of = log_.node_map();
+    if (node_of.empty()) return true;
+    return node_of[static_cast<size_t>(world_ranks_[static_cast<size_t>(peer)])] ==
+           node_of[static_cast<size_t>(world_ranks_[static_cast<size_t>(rank_)])];
+  }
+
   SimGroup sim_group() const { return SimGroup{comm_->comm, rank_, size_, world_ranks_, log_}; }
 
   std::vector<int> others() const {

@@ -60,10 +60,10 @@ double now_ms() {
 #endif
 
 namespace {
-int g_p2p_in_flight = 0;  // per rank (SMPI privatizes globals); only the caller's thread posts and waits
+double g_p2p_moving_until_ms = 0;  // per rank (SMPI privatizes globals); only the caller's thread posts
 }  // namespace
-void count_p2p_in_flight(int delta) { g_p2p_in_flight += delta; }
-int p2p_in_flight() { return g_p2p_in_flight; }
+void note_p2p_moving_until(double end_ms) { g_p2p_moving_until_ms = std::max(g_p2p_moving_until_ms, end_ms); }
+double p2p_moving_until_ms() { return g_p2p_moving_until_ms; }
 
 namespace {
 SimCollectiveCosts g_collective_costs;  // per rank, like the clock
@@ -74,6 +74,9 @@ double sim_collective_extra_s(int64_t chunk_bytes, int peers) {
 }
 double sim_op_fixed_s(bool one_node) {
   return g_collective_costs.op_fixed ? g_collective_costs.op_fixed(one_node) : 0.0;
+}
+double sim_p2p_s(int64_t bytes, bool one_node) {
+  return g_collective_costs.p2p ? g_collective_costs.p2p(bytes, one_node) : 0.0;
 }
 
 // ---- dtypes -----------------------------------------------------------------------------------

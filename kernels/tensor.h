@@ -29,13 +29,13 @@ double now_ms();
 void defer_clock(double seconds);
 void settle_clock();
 
-// Point-to-point transfers this rank has posted and not yet waited for (the MPI communicator,
-// the one cpbench-sim runs on, counts its isend/irecv and their waits). The sim backend charges
-// a kernel issued while one is in flight the platform's overlap interference (docs/SIMULATION.md
-// "Overlap interference"): the compute a strategy overlaps with its ring hops. Collectives block,
-// so they are never in flight during compute.
-void count_p2p_in_flight(int delta);
-int p2p_in_flight();
+// cpbench-sim: when (now_ms()'s clock) the bytes of the rank's latest posted point-to-point
+// transfers stop moving: each post extends it to post + the transfer's modelled duration
+// (sim_p2p_s). The sim backend charges overlap interference only to the part of a kernel before
+// it (docs/SIMULATION.md "Overlap interference"): the compute a strategy overlaps with its ring
+// hops. Collectives block, so they never overlap compute. 0 before any transfer.
+void note_p2p_moving_until(double end_ms);
+double p2p_moving_until_ms();
 
 // cpbench-sim: what a collective costs beyond the simulated links, installed by the sim backend
 // from its platform (one install: both or neither; nullptrs in the normal build) and deferred by
@@ -48,13 +48,20 @@ int p2p_in_flight();
 //    platform without a curve.
 //  - sim_op_fixed_s: one NCCL operation's fixed cost (SimPlatform::op_fixed_seconds), once at the
 //    start of each collective; `one_node`: its group lies within one node.
+//  - sim_p2p_s: the modelled duration of one point-to-point transfer of `bytes` (a ring hop)
+//    within one node or across nodes (SimPlatform::transfer_seconds: the platform's published
+//    network.<tier>.p2p curve, nccl-tests' sendrecv, a ring shift; without one the links' latency
+//    + bytes / rate). The communicator completes the transfer no earlier than its post + this (at
+//    its wait) and notes the window for the interference (note_p2p_moving_until).
 struct SimCollectiveCosts {
   double (*extra)(int64_t chunk_bytes, int peers) = nullptr;
   double (*op_fixed)(bool one_node) = nullptr;
+  double (*p2p)(int64_t bytes, bool one_node) = nullptr;
 };
 void set_sim_collective_costs(SimCollectiveCosts costs);
 double sim_collective_extra_s(int64_t chunk_bytes, int peers);
 double sim_op_fixed_s(bool one_node);
+double sim_p2p_s(int64_t bytes, bool one_node);
 
 enum class DType { f32, bf16, f16 };
 size_t dtype_size(DType t);

@@ -7,7 +7,7 @@ measured ones (docs/SIMULATION.md, "local").
 
 Measured, with --threads kernel threads per rank (one rank = one core by default):
   - GEMM rates (BM_backend_gemm): the best is the fp32 peak, the others give the GEMM
-    efficiency at their smallest dimension;
+    efficiency at their geometric mean (M N K)^(1/3), where the sim backend reads a square table;
   - attention forward and backward rates (BM_attn_fwd/bwd, d = --head-dim, N = 1024 and 4096,
     hardware FLOPs): non-causal blocks (every pair visible) are the attn_fwd/attn_bwd tables at
     size N, causal ones the attn_fwd_masked/attn_bwd_masked tables at the size the sim backend
@@ -65,7 +65,10 @@ def main():
     for b in k:
         if b["name"].startswith("BM_backend_gemm/"):
             parts = dict(p.split(":") for p in b["name"].split("/")[1:] if ":" in p)
-            gemm[min(int(parts["M"]), int(parts["N"]), int(parts["K"]))] = b["GFLOP/s"]
+            # keyed by the shape's geometric mean, where the sim backend reads a square table
+            # (SimPlatform::gemm_efficiency): a square GEMM of the same FLOPs
+            size = round((int(parts["M"]) * int(parts["N"]) * int(parts["K"])) ** (1.0 / 3), 2)
+            gemm[size] = max(b["GFLOP/s"], gemm.get(size, 0))
     peak_gflops = max(gemm.values())
     eff = {"gemm": sorted([[size, round(r / peak_gflops, 4)] for size, r in gemm.items()])}
     # several shapes may share a smallest dimension: keep the best of each
@@ -76,8 +79,8 @@ def main():
     # one table for any head dim, with where it came from (every table names its source)
     eff["gemm"] = {"points": [[s, dedup[s]] for s in sorted(dedup)],
                    "source": "measured on %s by scripts/calibrate_platform.py: BM_backend_gemm (every M, N, K "
-                             "it runs, keyed by min(M, N, K), the best of each), %d thread(s), GFLOP/s over the "
-                             "fp32 peak (the best of them)" % (today, a.threads)}
+                             "it runs, keyed by (M N K)^(1/3), where the sim reads a square table, the best of "
+                             "each), %d thread(s), GFLOP/s over the fp32 peak (the best of them)" % (today, a.threads)}
     for kind in ("fwd", "bwd"):
         for causal, cls in ((0, "attn_" + kind), (1, "attn_%s_masked" % kind)):
             pts = []
@@ -139,7 +142,13 @@ def main():
         "overlap_interference": {
             "compute_slowdown": round(max(0.0, slow[1]), 3),
             "source": "measured on %s by scripts/calibrate_platform.py: BM_GemmDuringRingShift/MiB:64, a 512^3 GEMM "
-                      "while a 64 MiB ring shift is in flight (comm thread), median of 3 runs %s" % (today, [round(x, 3) for x in slow])},
+                      "while a 64 MiB ring shift is in flight (comm thread), median of 3 runs %s" % (today, [round(x, 3) for x in slow]),
+            # the runs' spread is the input's uncertainty (docs/SIMULATION.md, "Each input's
+            # uncertainty"): on this 2-core machine they are bimodal (the OS puts the comm thread on
+            # the GEMM's core or the other one), so it can be many times the median
+            "uncertainty": {"rel": round((max(slow) - min(slow)) / max(slow[1], 1e-3), 2),
+                            "reason": "the spread of the 3 runs, %s, relative to their median (bimodal: the OS runs the "
+                                      "comm thread on the GEMM's core or the other one)" % [round(x, 3) for x in slow]}},
         "cores_per_node": max(1, (os.cpu_count() or 1) // a.threads),
         "network": {
             "gpus_per_node": a.gpus_per_node,

@@ -12,7 +12,7 @@ measured rates are divided by) and, with --write-platform, the rest of the platf
 The tables follow the sim backend's lookup (kernels/sim/sim_platform.h, attention_block_size):
   attn_fwd, attn_bwd               non-causal blocks of N tokens (every pair visible) at size N;
   attn_fwd_masked, attn_bwd_masked causal blocks of N at size (N + 1) / 2, their visible extent;
-  gemm                             the cuBLAS square GEMM of the same run at size m (when measured).
+  gemm                             the cuBLAS GEMM of the same run at (m n k)^(1/3) (when measured).
 Rates are hardware FLOPs (backward 2.5x forward), as the sim backend charges them. An efficiency
 above 1 means the peak is not this device's: exit 2, naming the row. The attention tables are
 written by head dim ({"by_head_dim": {"128": points}, "source": ...}: the benchmark's head dim,
@@ -50,7 +50,8 @@ def tables(bench, peak):
         e = g["tflops"] / peak
         if e > 1:
             die("gemm %d^3: %.1f TFLOP/s is above the peak %.1f" % (g["m"], g["tflops"], peak))
-        eff["gemm"] = {float(min(g["m"], g["n"], g["k"])): round(e, 4)}
+        # at the shape's geometric mean, where the sim reads a square table (SimPlatform::gemm_efficiency)
+        eff["gemm"] = {round((g["m"] * g["n"] * g["k"]) ** (1.0 / 3), 2): round(e, 4)}
     for need in ("attn_fwd", "attn_bwd"):
         if need not in eff:
             die("no non-causal rows: run the benchmark with --causal both (the %s table needs them)" % need)

@@ -56,6 +56,42 @@ def us(x):
     return "%.6gus" % x
 
 
+def gemm_efficiency(table, m, n, k):
+    """The efficiency the sim backend charges an m x n x k GEMM at (kernels/sim/sim_platform.cpp
+    SimPlatform::gemm_efficiency; this is its Python form, for the tools and tests): `table` is a
+    platform's efficiency.gemm. A shape grid ({"shapes": [[m, n, k, eff], ...]}): the nodes' times
+    (m n k / eff) interpolated multilinearly in m, n, k, each coordinate held at the grid's ends.
+    A square table ({"points": [[size, eff], ...]} or a bare list): read at (m n k)^(1/3),
+    linearly in log2(size), held at the ends."""
+    if isinstance(table, dict) and "shapes" in table:
+        eff = {(r[0], r[1], r[2]): r[3] for r in table["shapes"]}
+        axes = [sorted({key[i] for key in eff}) for i in range(3)]
+
+        def weights(axis, x):
+            if len(axis) == 1 or x <= axis[0]:
+                return [(axis[0], 1.0)]
+            if x >= axis[-1]:
+                return [(axis[-1], 1.0)]
+            i = max(j for j in range(len(axis)) if axis[j] <= x)
+            f = (x - axis[i]) / (axis[i + 1] - axis[i])
+            return [(axis[i], 1 - f), (axis[i + 1], f)]
+
+        work = sum(wa * wb * wc * a * b * c / eff[(a, b, c)]
+                   for a, wa in weights(axes[0], m) for b, wb in weights(axes[1], n) for c, wc in weights(axes[2], k))
+        cm, cn, ck = (min(max(x, ax[0]), ax[-1]) for x, ax in zip((m, n, k), axes))
+        return min(1.0, cm * cn * ck / work)
+    pts = table["points"] if isinstance(table, dict) else table
+    size = (max(m, 1) * max(n, 1) * max(k, 1)) ** (1.0 / 3)
+    if size <= pts[0][0]:
+        return pts[0][1]
+    if size >= pts[-1][0]:
+        return pts[-1][1]
+    i = max(j for j in range(len(pts)) if pts[j][0] <= size)
+    (s0, e0), (s1, e1) = pts[i], pts[i + 1]
+    f = (math.log2(size) - math.log2(s0)) / (math.log2(s1) - math.log2(s0))
+    return e0 + f * (e1 - e0)
+
+
 def fabric_options(net, path, nodes, nics):
     """The validated "fabric" section, or None (non-blocking)."""
     fab = net.get("fabric")

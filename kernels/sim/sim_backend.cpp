@@ -32,6 +32,9 @@ double collective_extra(int64_t chunk_bytes, int peers) {
 double op_fixed(bool one_node) {
   return g_collective_platform ? g_collective_platform->op_fixed_seconds(one_node) : 0.0;
 }
+double p2p_time(int64_t bytes, bool one_node) {
+  return g_collective_platform ? g_collective_platform->transfer_seconds(double(bytes), one_node) : 0.0;
+}
 
 }  // namespace
 
@@ -49,7 +52,7 @@ SimBackend::SimBackend(SimPlatform platform) : platform_(std::move(platform)) {
     throw std::invalid_argument("CPBENCH_SIM_CLOCK='" + mode + "': expected 'deferred' (the default) or 'each'");
   settle_each_ = mode == "each" || simgrid::s4u::Host::current()->get_actor_count() > 1;
   g_collective_platform = &platform_;
-  set_sim_collective_costs({collective_extra, op_fixed});
+  set_sim_collective_costs({collective_extra, op_fixed, p2p_time});
 }
 
 std::string SimBackend::device_name() const {
@@ -160,10 +163,13 @@ double SimBackend::elapsed_ms(const Event& a, const Event& b) { return b.host_ms
 // speed among the ranks computing at a time, so a kernel's duration is known only once SimGrid
 // has run it: there each kernel is settled at once, as it is issued (CPBENCH_SIM_CLOCK=each does
 // that everywhere: the ctest comparing both modes).
-// A kernel issued while a point-to-point transfer of this rank is in flight (a ring hop the
-// strategy overlaps with it) pays the platform's overlap interference.
+// The part of a kernel that runs while the bytes of one of this rank's point-to-point transfers
+// move (a ring hop the strategy overlaps with it, from its post for its modelled duration) runs
+// 1 + x times slower, x the platform's overlap interference; the rest at its own speed.
 void SimBackend::execute(double seconds) {
-  if (platform_.compute_slowdown > 0 && p2p_in_flight() > 0) seconds *= 1.0 + platform_.compute_slowdown;
+  const double x = platform_.compute_slowdown;
+  const double window = x > 0 ? (p2p_moving_until_ms() - now_ms()) * 1e-3 : 0.0;
+  if (window > 0) seconds = seconds * (1 + x) <= window ? seconds * (1 + x) : window + (seconds - window / (1 + x));
   defer_clock(seconds);
   if (settle_each_) settle_clock();
 }
@@ -196,14 +202,12 @@ void SimBackend::do_convert(Tensor& dst, const Tensor& src) {
 // ---- GEMM -------------------------------------------------------------------------------------------
 void SimBackend::do_gemm(bool, bool, int64_t m, int64_t n, int64_t k, float, const Tensor& A, int64_t,
                          const Tensor&, int64_t, float, Tensor&, int64_t) {
-  const double flops = 2.0 * double(m) * double(n) * double(k);
   // Roofline: a GEMM with few rows (a decode step's B tokens against a weight matrix: a GEMV)
   // is bound by reading its operands, not by its FLOPs; the efficiency table, measured on large
   // blocks, would charge it a few microseconds for hundreds of MB of weights. Large GEMMs stay
   // compute-bound (their bytes take a fraction of their FLOPs' time).
   const double bytes = (double(m) * double(k) + double(k) * double(n) + double(m) * double(n)) * double(dtype_size(A.dtype));
-  execute(std::max(platform_.compute_seconds(SimClass::gemm, flops, double(std::min({m, n, k})), A.dtype),
-                   platform_.memory_seconds(bytes)));
+  execute(std::max(platform_.gemm_seconds(m, n, k, A.dtype), platform_.memory_seconds(bytes)));
 }
 
 // ---- normalisation and rotary embedding -------------------------------------------------------------

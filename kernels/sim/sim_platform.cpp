@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 #include "kernels/backend.h"
@@ -73,6 +74,45 @@ SimPlatform::EffPoints parse_points(const json& arr, const std::string& field, c
   return out;
 }
 
+// A GEMM shape grid: rows [m, n, k, efficiency] covering every combination of the m, n and k values
+// that appear (in any order), m, n, k >= 1, efficiencies in (0, 1].
+SimPlatform::GemmGrid parse_gemm_grid(const json& arr, const std::string& field, const std::string& where) {
+  if (!arr.is_array() || arr.empty()) bad(where, field + " must be a non-empty array of [m, n, k, efficiency]");
+  SimPlatform::GemmGrid g;
+  std::map<std::vector<double>, double> eff;
+  std::set<double> ms, ns, ks;
+  for (const json& row : arr) {
+    if (!row.is_array() || row.size() != 4 || !row[0].is_number() || !row[1].is_number() || !row[2].is_number() ||
+        !row[3].is_number())
+      bad(where, field + ": each row is [m, n, k, efficiency]");
+    const double m = row[0].get<double>(), n = row[1].get<double>(), k = row[2].get<double>(), e = row[3].get<double>();
+    if (!(m >= 1) || !(n >= 1) || !(k >= 1)) bad(where, field + ": m, n and k must be >= 1");
+    if (!(e > 0 && e <= 1)) bad(where, field + ": efficiency " + std::to_string(e) + " is not in (0, 1]");
+    if (!eff.emplace(std::vector<double>{m, n, k}, e).second)
+      bad(where, field + ": the shape " + row.dump() + " is listed twice");
+    ms.insert(m), ns.insert(n), ks.insert(k);
+    g.rows.push_back({m, n, k, e});
+  }
+  g.m.assign(ms.begin(), ms.end()), g.n.assign(ns.begin(), ns.end()), g.k.assign(ks.begin(), ks.end());
+  if (eff.size() != g.m.size() * g.n.size() * g.k.size())
+    bad(where, field + " must be a complete grid: " + std::to_string(eff.size()) + " shapes for " +
+                   std::to_string(g.m.size()) + " m x " + std::to_string(g.n.size()) + " n x " +
+                   std::to_string(g.k.size()) + " k values");
+  for (double m : g.m)
+    for (double n : g.n)
+      for (double k : g.k) g.work.push_back(m * n * k / eff.at({m, n, k}));
+  return g;
+}
+
+// Where x falls on an increasing axis: the lower index and the weight of the upper one (linear in
+// x), x held at the ends.
+std::pair<size_t, double> axis_weight(const std::vector<double>& axis, double x) {
+  if (axis.size() == 1 || x <= axis.front()) return {0, 0.0};
+  if (x >= axis.back()) return {axis.size() - 2, 1.0};
+  const size_t i = size_t(std::upper_bound(axis.begin(), axis.end(), x) - axis.begin()) - 1;
+  return {i, (x - axis[i]) / (axis[i + 1] - axis[i])};
+}
+
 json points_json(const SimPlatform::EffPoints& pts) {
   json out = json::array();
   for (const auto& [size, e] : pts) out.push_back({size, e});
@@ -107,6 +147,19 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
       // their numbers come from (every number in a platform names its source).
       const json& o = e.at(cls);
       const std::string src = source_of(o);
+      if (SimClass(c) == SimClass::gemm && o.contains("shapes")) {
+        if (src.empty()) bad(where, field + ".source must say where the table's numbers come from");
+        p.efficiency_source[c] = src;
+        p.gemm_grid = parse_gemm_grid(o.at("shapes"), field + ".shapes", where);
+        // the squares of the grid (where it has them) as the class's table, for has_table
+        EffPoints diag;
+        for (const auto& r : p.gemm_grid.rows)
+          if (r[0] == r[1] && r[1] == r[2]) diag.emplace_back(r[0], r[3]);
+        std::sort(diag.begin(), diag.end());
+        if (diag.empty()) diag.emplace_back(p.gemm_grid.rows.front()[0], p.gemm_grid.rows.front()[3]);
+        p.efficiency[c][0] = diag;
+        continue;
+      }
       if (o.contains("points") && !o.contains("by_head_dim")) {
         if (src.empty()) bad(where, field + ".source must say where the table's numbers come from");
         p.efficiency_source[c] = src;
@@ -168,6 +221,8 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
   const json intra = net.value("intra", json::object()), inter = net.value("inter", json::object());
   p.intra_bw_gbs = intra.value("bw_gbs", 0.0);
   p.intra_lat_us = intra.value("lat_us", 0.0);
+  p.inter_bw_gbs = inter.value("bw_gbs", 0.0);
+  p.inter_lat_us = inter.value("lat_us", 0.0) + inter.value("fabric_lat_us", 0.0);
   // network.<tier>.op_us: one NCCL operation's fixed cost, optional (0 when absent)
   auto op_us = [&](const json& link, const char* tier) {
     if (!link.contains("op_us")) return 0.0;
@@ -178,6 +233,35 @@ SimPlatform SimPlatform::from_json(const json& j, const std::string& where) {
                      v.dump());
     return us;
   };
+  // network.<tier>.p2p: a published point-to-point curve, optional
+  auto p2p_curve = [&](const json& link, const char* tier) {
+    SimPlatform::P2pCurve c;
+    if (!link.contains("p2p")) return c;
+    const json& o = link.at("p2p");
+    const std::string f = std::string("network.") + tier + ".p2p";
+    if (!o.is_object() || !o.contains("size_time_us") || !o.at("size_time_us").is_array() || o.at("size_time_us").empty())
+      bad(where, f + " needs {\"size_time_us\": [[bytes, us], ...], \"floor_us\": us, \"source\": ...}");
+    c.source = source_of(o);
+    if (c.source.empty()) bad(where, f + ".source must say where the curve's numbers come from");
+    double last = 0;
+    for (const json& row : o.at("size_time_us")) {
+      if (!row.is_array() || row.size() != 2 || !row[0].is_number() || !row[1].is_number())
+        bad(where, f + ".size_time_us: each row is [bytes, us]");
+      const double size = row[0].get<double>(), us = row[1].get<double>();
+      if (!(size > last) || !(us > 0)) bad(where, f + ".size_time_us: sizes must increase and times be > 0");
+      if (!c.time.empty() && us < c.time.back().second * 1e6)
+        bad(where, f + ".size_time_us: a larger message cannot take less time");
+      c.time.emplace_back(size, us * 1e-6);
+      last = size;
+    }
+    const double floor_us = o.value("floor_us", 0.0);
+    if (!(floor_us >= 0) || floor_us * 1e-6 > c.time.front().second)
+      bad(where, f + ".floor_us must be >= 0 and at most the first row's time");
+    c.floor_s = floor_us * 1e-6;
+    return c;
+  };
+  p.p2p_intra = p2p_curve(intra, "intra");
+  p.p2p_inter = p2p_curve(inter, "inter");
   p.intra_op_us = op_us(intra, "intra");
   p.inter_op_us = op_us(inter, "inter");
   if (intra.contains("nccl")) {
@@ -266,6 +350,33 @@ double SimPlatform::efficiency_at(SimClass c, double size, int head_dim) const {
   return lo->second + f * (hi->second - lo->second);
 }
 
+double SimPlatform::gemm_efficiency(double m, double n, double k) const {
+  const GemmGrid& g = gemm_grid;
+  if (g.work.empty()) return efficiency_at(SimClass::gemm, std::cbrt(std::max(m, 1.0) * std::max(n, 1.0) * std::max(k, 1.0)));
+  const auto [i, fi] = axis_weight(g.m, m);
+  const auto [j, fj] = axis_weight(g.n, n);
+  const auto [l, fl] = axis_weight(g.k, k);
+  const size_t N = g.n.size(), K = g.k.size();
+  double work = 0;
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 2; ++c) {
+        const double w = (a ? fi : 1 - fi) * (b ? fj : 1 - fj) * (c ? fl : 1 - fl);
+        if (w == 0) continue;
+        work += w * g.work[((i + a) * N + (j + b)) * K + (l + c)];
+      }
+  const double cm = std::clamp(m, g.m.front(), g.m.back()), cn = std::clamp(n, g.n.front(), g.n.back()),
+               ck = std::clamp(k, g.k.front(), g.k.back());
+  return std::min(1.0, cm * cn * ck / work);
+}
+
+double SimPlatform::gemm_seconds(int64_t m, int64_t n, int64_t k, DType t) const {
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  if (flops <= 0) return launch_us * 1e-6;
+  const double busy = flops / (peak(t) * 1e12 * gemm_efficiency(double(m), double(n), double(k)));
+  return gemm_grid.work.empty() ? launch_us * 1e-6 + busy : std::max(launch_us * 1e-6, busy);
+}
+
 double SimPlatform::compute_seconds(SimClass c, double flops, double size, DType t, int head_dim) const {
   if (flops <= 0) return launch_us * 1e-6;
   return launch_us * 1e-6 + flops / (peak(t) * 1e12 * efficiency_at(c, std::max(size, 1.0), head_dim));
@@ -295,6 +406,25 @@ double SimPlatform::nccl_step_seconds(double bytes) const {
   return lo->second * std::pow(hi->second / lo->second, f);
 }
 
+double SimPlatform::p2p_seconds(double bytes, bool one_node) const {
+  const P2pCurve& c = one_node ? p2p_intra : p2p_inter;
+  const auto& pts = c.time;
+  if (pts.empty()) return 0;
+  if (bytes <= pts.front().first) return std::max(c.floor_s, pts.front().second * bytes / pts.front().first);
+  if (bytes >= pts.back().first) return pts.back().second * bytes / pts.back().first;
+  auto hi = std::upper_bound(pts.begin(), pts.end(), bytes,
+                             [](double b, const std::pair<double, double>& p) { return b < p.first; });
+  auto lo = hi - 1;
+  const double f = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+  return lo->second * std::pow(hi->second / lo->second, f);
+}
+
+double SimPlatform::transfer_seconds(double bytes, bool one_node) const {
+  if (!(one_node ? p2p_intra : p2p_inter).time.empty()) return p2p_seconds(bytes, one_node);
+  const double bw = one_node ? intra_bw_gbs : inter_bw_gbs, lat = one_node ? intra_lat_us : inter_lat_us;
+  return bw > 0 ? lat * 1e-6 + std::max(bytes, 0.0) / (bw * 1e9) : 0.0;
+}
+
 double SimPlatform::nccl_extra_seconds(double bytes, int peers) const {
   if (nccl_intra.step.empty() || peers < 1) return 0;
   const double links = intra_lat_us * 1e-6 + peers * bytes / (intra_bw_gbs * 1e9);
@@ -319,7 +449,9 @@ json SimPlatform::context(int head_dim) const {
       continue;
     }
     const int key = table_head_dim(SimClass(c), head_dim);
-    eff[sim_class_name(SimClass(c))] = points_json(efficiency[c].at(key));
+    eff[sim_class_name(SimClass(c))] = SimClass(c) == SimClass::gemm && !gemm_grid.rows.empty()
+                                           ? json(gemm_grid.rows)
+                                           : points_json(efficiency[c].at(key));
     json t = {{"head_dim", key > 0 ? json(key) : json(nullptr)}, {"matches_run", key == 0 || key == head_dim}};
     if (!efficiency_source[c].empty()) t["source"] = efficiency_source[c];
     tables[sim_class_name(SimClass(c))] = t;
@@ -333,7 +465,8 @@ json SimPlatform::context(int head_dim) const {
           {"efficiencies", eff},
           {"efficiencies_fallback", fallback},
           {"efficiency_tables", tables},
-          {"efficiency_size", {{"gemm", "min(m, n, k)"},
+          {"efficiency_size", {{"gemm", gemm_grid.rows.empty() ? "(m n k)^(1/3) on the square table"
+                                                               : "the whole shape (m, n, k): the grid's times interpolated multilinearly, ends held"},
                                {"attn_fwd", "min(pairs / nq, pairs / nk) of a block with every pair visible (= min(nq, nk))"},
                                {"attn_bwd", "as attn_fwd"},
                                {"attn_fwd_masked", "min(pairs / nq, pairs / nk) of a block with some pair masked"},

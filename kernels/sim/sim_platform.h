@@ -49,6 +49,15 @@ struct SimPlatform {
   using EffPoints = std::vector<std::pair<double, double>>;
   std::map<int, EffPoints> efficiency[kNumSimClasses];
   std::string efficiency_source[kNumSimClasses];  // the table object's "source" (empty: a bare array, test platforms only)
+  // GEMM efficiency by the whole shape (optional: "efficiency.gemm": {"shapes": [[m, n, k,
+  // efficiency], ...], "source": "..."}, a complete grid: every combination of the listed m, n and
+  // k values, as OpenXLA's per-architecture matmul tables give them). Empty: the gemm table above
+  // (square sizes) is looked up at the shape's geometric mean (mnk)^(1/3) (gemm_efficiency).
+  struct GemmGrid {
+    std::vector<double> m, n, k;  // each axis's values, increasing
+    std::vector<double> work;     // per node [i][j][l] (flattened): m n k / efficiency, proportional to its time
+    std::vector<std::vector<double>> rows;  // the platform's rows [m, n, k, efficiency], for the report
+  } gemm_grid;
   double memory_bw_gbs = 0;  // achievable device-memory bandwidth, GB/s (1e9 B/s)
   double hbm_gib = 0;        // device memory per GPU
   double launch_us = 0;      // fixed cost added to every kernel (launch and tail)
@@ -75,6 +84,18 @@ struct SimPlatform {
     std::vector<std::pair<double, double>> step;  // (block bytes, seconds per step), increasing
   } nccl_intra;
   double intra_bw_gbs = 0, intra_lat_us = 0;  // network.intra (the links SimGrid simulates)
+  double inter_bw_gbs = 0, inter_lat_us = 0;  // network.inter (lat_us + fabric_lat_us)
+  // A point-to-point transfer's published time by size (optional network.intra.p2p and
+  // network.inter.p2p: {"size_time_us": [[bytes, us], ...], "floor_us": f, "source": "..."}):
+  // nccl-tests' sendrecv (a ring shift: every rank sends to the next and receives from the previous
+  // at once, as a ring hop does) of one message of `bytes`. Between rows: linear in log(bytes) and
+  // log(time); beyond the last row: its bandwidth; below the first: the first row's bandwidth, but
+  // never under floor_us (a small message's published time, its own source in the string).
+  struct P2pCurve {
+    std::vector<std::pair<double, double>> time;  // (bytes, seconds), increasing
+    double floor_s = 0;
+    std::string source;
+  } p2p_intra, p2p_inter;
   // One NCCL operation's fixed cost (launch, proxy, synchronisation), paid once per collective
   // beside the per-message latency of its steps (optional network.intra.op_us and
   // network.inter.op_us, >= 0; 0 when absent): a published collective of one step and one of many
@@ -96,6 +117,15 @@ struct SimPlatform {
   const EffPoints& table(SimClass c, int d) const;  // the points table_head_dim picks
   double efficiency_at(SimClass c, double size, int head_dim = 0) const;  // a missing optional table: its fallback's
   bool has_table(SimClass c) const { return !efficiency[int(c)].empty(); }
+  // The efficiency of an m x n x k GEMM. With a shape grid: the grid nodes' times (m n k / eff)
+  // interpolated multilinearly in m, n and k (a time affine in each of m, n, k and their products,
+  // as a GEMM's is, is reproduced exactly), each coordinate held at the grid's ends beyond them
+  // (so the efficiency is constant there). Without one: the square table at (m n k)^(1/3).
+  double gemm_efficiency(double m, double n, double k) const;
+  // Seconds of an m x n x k GEMM at dtype t. With a shape grid the published times include the
+  // kernel's fixed cost, so it is flops / (peak * eff), at least launch_us; without one launch_us
+  // + flops / (peak * eff). (The caller takes the roofline against the operands' bytes.)
+  double gemm_seconds(int64_t m, int64_t n, int64_t k, DType t) const;
   // Seconds of one compute-bound kernel: launch + flops / (peak(dtype) * efficiency(size)).
   double compute_seconds(SimClass c, double flops, double size, DType t, int head_dim = 0) const;
   // Seconds of one attention block of nq x nk tokens with `visible_pairs` (per batch row and
@@ -111,6 +141,13 @@ struct SimPlatform {
   // log(bytes) and log(seconds) between the curve's points; below the first, the first point's
   // time, a latency floor; beyond the last, at the last point's bandwidth). 0 without a curve.
   double nccl_step_seconds(double bytes) const;
+  // The published seconds of one point-to-point transfer of `bytes` within one node (`one_node`)
+  // or across nodes (P2pCurve); 0 when the platform has no curve for that tier.
+  double p2p_seconds(double bytes, bool one_node) const;
+  // A point-to-point transfer's modelled duration: p2p_seconds where the tier has a curve, else
+  // its links' latency + bytes / rate (network.intra, or network.inter with fabric_lat_us); 0 for
+  // a tier the platform does not describe.
+  double transfer_seconds(double bytes, bool one_node) const;
   // What a collective within one node takes beyond the simulated links: for `peers` = 1, one ring
   // step of `bytes`, max(0, step(bytes) - (lat + bytes / bw)); for an all-to-all of `bytes` to
   // each of `peers` peers (nccl-tests' all-to-all of total size S runs about as long as the

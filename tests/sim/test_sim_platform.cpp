@@ -2,6 +2,7 @@
 // context.simulated, loading every shipped platform and rejecting broken ones.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -158,6 +159,121 @@ TEST_CASE("a table for any head dim with its source: {points, source}", "[sim]")
   CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.gemm.source"));
   j["efficiency"]["gemm"] = json::parse(R"({"points": [], "source": "s"})");
   CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.gemm.points"));
+}
+
+TEST_CASE("GEMM by the whole shape: a grid's times interpolated in m, n, k, squares at (mnk)^(1/3)", "[sim]") {
+  // Without a grid the square table is read at the geometric mean of m, n, k (not min(m, n, k)):
+  // 16 x 16 x 4096 is 256's rate, as a 256-cube of the same FLOPs.
+  const SimPlatform sq = SimPlatform::from_json(toy(), "toy");
+  CHECK(sq.gemm_efficiency(16, 16, 65536) == Approx(0.6));
+  CHECK(sq.gemm_efficiency(64, 64, 64) == Approx(0.4));
+  CHECK(sq.gemm_seconds(64, 64, 64, DType::bf16) == Approx(2e-6 + 2.0 * 64 * 64 * 64 / (100e12 * 0.4)));
+  // A 2 x 2 x 2 grid whose time is a + b m n k (a GEMM's fixed cost and its work): the multilinear
+  // interpolation of the nodes' times reproduces every shape in between exactly.
+  json j = toy();
+  auto eff_of = [](double m, double n, double k) { return m * n * k / (1e6 + 4.0 * m * n * k); };  // time ~ 1e6 + 4 mnk
+  json rows = json::array();
+  for (double m : {256.0, 1024.0})
+    for (double n : {512.0, 2048.0})
+      for (double k : {128.0, 4096.0}) rows.push_back({m, n, k, eff_of(m, n, k)});
+  j["efficiency"]["gemm"] = {{"shapes", rows}, {"source", "a toy grid"}};
+  const SimPlatform g = SimPlatform::from_json(j, "grid");
+  CHECK(g.gemm_efficiency(512, 1024, 1000) == Approx(eff_of(512, 1024, 1000)));
+  CHECK(g.gemm_efficiency(256, 2048, 4096) == Approx(eff_of(256, 2048, 4096)));
+  CHECK(g.gemm_efficiency(100, 100, 100) == Approx(eff_of(256, 512, 128)));     // held at the low ends
+  CHECK(g.gemm_efficiency(1e5, 2048, 1e5) == Approx(eff_of(1024, 2048, 4096)));  // and at the high ends
+  // the published time includes the kernel's fixed cost: no launch added, but never less than it
+  CHECK(g.gemm_seconds(512, 1024, 1000, DType::bf16) == Approx(2.0 * 512 * 1024 * 1000 / (100e12 * eff_of(512, 1024, 1000))));
+  CHECK(g.gemm_seconds(1, 1, 1, DType::bf16) == Approx(2e-6));
+  CHECK(g.context()["efficiencies"]["gemm"].size() == 8);
+  CHECK(g.context()["efficiency_tables"]["gemm"]["source"] == "a toy grid");
+  rows.erase(rows.size() - 1);
+  j["efficiency"]["gemm"] = {{"shapes", rows}, {"source", "s"}};
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("complete grid"));
+  j["efficiency"]["gemm"] = {{"shapes", rows}};
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.gemm.source"));
+}
+
+TEST_CASE("GEMM grid of dgx-h100: published non-square shapes held out are reproduced", "[sim]") {
+  // OpenXLA's sm_90 table (m, n, k each in 256 ... 4096, 125 shapes). Each interior level of
+  // each axis in turn is held out (the model fitted on the other 100 shapes, over gaps twice as
+  // wide as the shipped grid's) and its 25 shapes predicted; every non-square shape is held out in
+  // one to three of the 9 fits. docs/SIMULATION.md, "GEMMs by their whole shape", gives the
+  // numbers: with min(m, n, k) >= 1024, 43 of 48 predictions within 5%, all within 7% (the same
+  // table measured again by OpenXLA moves those shapes by up to 5.1%); below 1024 (fixed cost
+  // and split-K), not asserted: 127 of 168 within 5%, up to 45% apart, where its remeasurements
+  // move by up to 42%. tests/python/test_tools.py checks scripts/sim_platform.py's form the same way.
+  std::ifstream in(std::string(CPBENCH_PLATFORM_DIR) + "/dgx-h100.json");
+  const json plat = json::parse(in);
+  const json rows = plat["efficiency"]["gemm"]["shapes"];
+  REQUIRE(rows.size() == 125);
+  const double levels[] = {512, 1024, 2048};
+  int n_big = 0, within5 = 0;
+  double worst_big = 0;
+  for (int axis = 0; axis < 3; ++axis)
+    for (double level : levels) {
+      json j = plat, fit = json::array();
+      for (const json& r : rows)
+        if (r[axis].get<double>() != level) fit.push_back(r);
+      j["efficiency"]["gemm"]["shapes"] = fit;
+      const SimPlatform p = SimPlatform::from_json(j, "dgx-h100 without one level");
+      for (const json& r : rows) {
+        const double m = r[0], n = r[1], k = r[2], e = r[3];
+        if (r[axis].get<double>() != level || (m == n && n == k)) continue;
+        const double err = p.gemm_efficiency(m, n, k) / e - 1;
+        if (std::min({m, n, k}) < 1024) continue;
+        INFO(m << " x " << n << " x " << k << " held out on axis " << axis << ": " << err);
+        CHECK(std::fabs(err) < 0.07);
+        ++n_big;
+        within5 += std::fabs(err) <= 0.05;
+        worst_big = std::max(worst_big, std::fabs(err));
+      }
+    }
+  CHECK(n_big == 48);
+  CHECK(within5 == 43);
+  CHECK(worst_big == Approx(0.0690).margin(5e-4));
+  // The shipped grid reproduces its own nodes, and the shapes the issue named are no longer charged
+  // at the 1024-cube's rate: 4096 x 4096 x 1024 at 681 TFLOP/s, 1024 x 2048 x 4096 at 659.
+  const SimPlatform h = SimPlatform::load(std::string(CPBENCH_PLATFORM_DIR) + "/dgx-h100.json");
+  CHECK(h.gemm_efficiency(4096, 4096, 1024) * 989.4 == Approx(681.09).epsilon(1e-3));
+  CHECK(h.gemm_efficiency(1024, 2048, 4096) * 989.4 == Approx(658.74).epsilon(1e-3));
+  CHECK(h.gemm_efficiency(1024, 1024, 1024) * 989.4 == Approx(246.72).epsilon(1e-3));
+}
+
+TEST_CASE("point-to-point curve: a ring hop pays the published sendrecv time by size", "[sim]") {
+  json j = toy();
+  j["network"] = json::parse(R"({"intra": {"bw_gbs": 100, "lat_us": 1,
+      "p2p": {"size_time_us": [[1000000, 100], [4000000, 200]], "floor_us": 5, "source": "a toy curve"}}})");
+  const SimPlatform p = SimPlatform::from_json(j, "toy");
+  CHECK(p.p2p_seconds(1e6, true) == Approx(100e-6));
+  CHECK(p.p2p_seconds(2e6, true) == Approx(100e-6 * std::sqrt(2.0)));  // log-log between rows
+  CHECK(p.p2p_seconds(8e6, true) == Approx(400e-6));                   // the last row's bandwidth beyond
+  CHECK(p.p2p_seconds(5e5, true) == Approx(50e-6));                    // the first row's bandwidth below
+  CHECK(p.p2p_seconds(1000, true) == Approx(5e-6));                    // never under the floor
+  CHECK(p.p2p_seconds(1e6, false) == 0);                               // no curve across nodes
+  CHECK(p.transfer_seconds(1e6, true) == Approx(100e-6));              // a transfer's modelled duration: the curve,
+  CHECK(p.transfer_seconds(1e6, false) == 0);                          // none for a tier not described,
+  json j2 = toy();
+  j2["network"] = json::parse(R"({"intra": {"bw_gbs": 100, "lat_us": 1}, "inter": {"bw_gbs": 10, "lat_us": 2, "fabric_lat_us": 1}})");
+  const SimPlatform links = SimPlatform::from_json(j2, "links");
+  CHECK(links.transfer_seconds(1e6, true) == Approx(1e-6 + 1e6 / 100e9));  // else the links' latency + bytes / rate
+  CHECK(links.transfer_seconds(1e6, false) == Approx(3e-6 + 1e6 / 10e9));
+  j["network"]["intra"]["p2p"]["floor_us"] = 500;
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("network.intra.p2p.floor_us"));
+  j["network"]["intra"]["p2p"] = json::parse(R"({"size_time_us": [[1000, 100], [4000, 50]], "source": "s"})");
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("cannot take less time"));
+  j["network"]["intra"]["p2p"] = json::parse(R"({"size_time_us": [[1000, 100]]})");
+  CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("network.intra.p2p.source"));
+
+  // dgx-h100: a 32 MiB ring hop inside a node costs what the cited nccl-tests sendrecv log says
+  // (421.30 us, 79.6 GB/s), not the link's 360 GB/s (93.7 us); 64, 128, 256 MiB likewise.
+  const SimPlatform h = SimPlatform::load(std::string(CPBENCH_PLATFORM_DIR) + "/dgx-h100.json");
+  const double MiB = 1048576.0;
+  CHECK(h.p2p_seconds(32 * MiB, true) == Approx(32 * MiB / 79.64e9).epsilon(0.05));
+  CHECK(h.p2p_seconds(64 * MiB, true) == Approx(64 * MiB / 82.03e9).epsilon(0.05));
+  CHECK(h.p2p_seconds(128 * MiB, true) == Approx(128 * MiB / 162.87e9).epsilon(0.05));
+  CHECK(h.p2p_seconds(256 * MiB, true) == Approx(256 * MiB / 299.30e9).epsilon(0.05));
+  CHECK(h.p2p_seconds(1024, true) == Approx(3.7e-6));
 }
 
 TEST_CASE("NCCL curve: a ring step's published time by block size, and what it adds to the links", "[sim]") {
@@ -319,8 +435,8 @@ TEST_CASE("shipped bands: the factors docs/SIMULATION.md Validation gives", "[si
     return std::make_pair(p.band_lo, p.band_hi);
   };
   CHECK(band("local") == std::make_pair(0.929, 1.160));     // 155.6/167.4, 192.1/165.7
-  CHECK(band("dgx-h100") == std::make_pair(0.978, 1.107));  // 52.74/53.9, 91.71/82.9
-  CHECK(band("a800") == std::make_pair(0.970, 1.017));      // relative to usp[u4xr4]
+  CHECK(band("dgx-h100") == std::make_pair(0.955, 1.064));  // 51.52/53.9, 88.20/82.9
+  CHECK(band("a800") == std::make_pair(0.940, 1.022));      // relative to usp[u4xr4]
   CHECK(band("dgx-a100") == band("local"));                 // not validated: the widest
   CHECK(band("l20-pcie") == band("local"));
 }
