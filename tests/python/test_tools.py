@@ -69,7 +69,7 @@ class SchemaTest(unittest.TestCase):
         jsonschema.Draft202012Validator.check_schema(schema)
         self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertIn("$id", schema)
-        self.assertEqual(schema["properties"]["schema_version"]["const"], 5)
+        self.assertEqual(schema["properties"]["schema_version"]["const"], 6)
 
     def test_every_field_has_a_description(self):
         schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
@@ -164,7 +164,7 @@ class SchemaTest(unittest.TestCase):
         self.assertInvalid(rep, "$.config.causal", "boolean")
 
     def test_rejects_bad_schema_version(self):
-        for bad in (1, 2, 6, 0, "3", 3.5):
+        for bad in (1, 2, 7, 0, "3", 3.5):
             rep = synth.make_report()
             rep["schema_version"] = bad
             self.assertInvalid(rep, "$.schema_version")
@@ -184,7 +184,7 @@ class SchemaTest(unittest.TestCase):
 
     def test_schema_5_adds_the_mlp_mesh_only(self):
         # mesh.mlp_tp (--mlp-tp) is valid from schema 5 on; schema 4's closed mesh object refuses it.
-        v5 = synth.make_report()
+        v5 = synth.make_report(schema_version=5)
         self.assertEqual(v5["schema_version"], 5)
         v5["config"]["mesh"]["mlp_tp"] = 4
         lab = v5["results"][0]["label"]
@@ -614,7 +614,7 @@ class PlotTest(TempDirCase):
 
     def test_invalid_input_exit_2(self):
         rep = synth.make_report()
-        rep["schema_version"] = 6
+        rep["schema_version"] = 7
         res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
         self.assertEqual(res.returncode, 2)
         self.assertIn("not supported", res.stderr)
@@ -1018,7 +1018,22 @@ class PlatformInputsTest(unittest.TestCase):
         out = {}
         for f in sorted((ROOT / "configs/validation").glob("*.json")):
             pub = json.loads(f.read_text())["published"]
-            out[f.stem] = sorted({str(v) for v in pub.values()}) if isinstance(pub, dict) else []
+            if isinstance(pub, dict):
+                out[f.stem] = sorted({str(v) for v in pub.values()})
+            else:  # a list of published sets (nccl_h100): every number in them
+                nums = set()
+
+                def walk(node):
+                    if isinstance(node, dict):
+                        for v in node.values():
+                            walk(v)
+                    elif isinstance(node, list):
+                        for v in node:
+                            walk(v)
+                    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+                        nums.add(str(node))
+                walk(pub)
+                out[f.stem] = sorted(nums)
         return out
 
     def test_no_input_cites_a_validation(self):
@@ -1059,7 +1074,7 @@ class PlatformInputsTest(unittest.TestCase):
 
     def test_every_input_states_its_uncertainty(self):
         # Complete: every GPU platform (issue 40 item 5); local (written by calibrate_platform.py)
-        # states none yet, as docs/SIMULATION.md says.
+        # states one for its interference only, as docs/SIMULATION.md says.
         complete = {"dgx-h100", "dgx-a100", "a800", "l20-pcie"}
         for f in sorted((ROOT / "configs/platforms").glob("*.json")):
             plat = json.loads(f.read_text())
