@@ -213,7 +213,7 @@ void finalize_config(RunConfig& c, int P) {
     throw std::invalid_argument("comm must be mpi or nccl, got '" + c.comm + "'");
   if (c.backend == "cpu" && c.comm == "nccl")
     throw std::invalid_argument("comm nccl needs backend cuda (got backend=cpu)");
-  if (c.ring_pass != "kv" && c.pass != "prefill")
+  if (ring_travel(parse_ring_travel(c.ring_pass)).queries_travel && c.pass != "prefill")
     throw std::invalid_argument("--ring-pass " + c.ring_pass + " circulates query blocks in the forward only: it needs --pass prefill (got pass=" +
                                 c.pass + ")");
   // An entry is a strategy's name, or a name with one of its meshes' labels ("usp[t2xu2xr2]",

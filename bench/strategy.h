@@ -30,7 +30,6 @@ enum class BalanceScheme { none, doc_zigzag, greedy, dynamic };
 const char* balance_name(BalanceScheme b);
 BalanceScheme parse_balance(const std::string& s);  // throws std::invalid_argument
 
-// The layer's sizes (DESIGN notation).
 // Which keys a query of the layer sees (DESIGN "Masks, documents and passes"): the causal rule,
 // a sliding window, packed documents. attn() is the kernels' form (kernels/backend.h AttnMask).
 struct LayerMask {
@@ -57,7 +56,8 @@ struct LayerPass {
   int64_t steps = 0;
 };
 
-// One layer's problem: its sizes, its mask, its pass, and the layout and block choices.
+// One layer's problem: its sizes (DESIGN notation), its mask, its pass, and the layout and block
+// choices.
 struct LayerShape {
   int64_t B = 1, N = 0;
   int H = 0, G = 0, d = 0, D = 0;

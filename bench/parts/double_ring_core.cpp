@@ -233,7 +233,7 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
   // + 2 more k|v and the outer accumulator; for R = 1 the 4 + 4 comm buffers are still
   // allocated. pass-Q: the Q blocks and partials on the same paths (4 Q blocks, 4 partials).
   const int R = w * W;
-  const int64_t kv = 2 * s.B * s.n * s.hk * s.d, es = int64_t(dtype_size(s.dtype));
+  const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d, es = int64_t(dtype_size(s.dtype));  // a block: the keys
   RingCoreShape steps = s;
   steps.travel = RingTravel::kv;
   int64_t bytes = RingCore::activation_bytes(steps, R);

@@ -23,6 +23,14 @@ std::string travel_refusal(const std::string& who, RingTravel travel, const Ring
          (alt.empty() ? "" : alt + ")");
 }
 
+// The double ring runs its own loops (DoubleRingCore): K,V travel and pass-Q's. A policy whose row
+// says it runs on a double ring but has no loop there is a programming error, not a silent q.
+void check_double_ring_loop(RingTravel travel) {
+  if (travel != RingTravel::kv && travel != RingTravel::q)
+    throw std::logic_error(std::string("ring level: --ring-pass ") + ring_travel(travel).flag +
+                           " has no double-ring loop in DoubleRingCore (mark its row single_ring_only or add one)");
+}
+
 void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch) {
   const std::string why = travel_refusal(who, travel, sch);
   if (!why.empty()) throw ConstraintError(why);
@@ -66,7 +74,8 @@ CommPrediction ring_level_bytes(const RingSchedule& sch, const LayerShape& s, co
     case RingScheduleKind::single: return ring_travel(travel).bytes(b, sch.R, elem, acc, hops.single, sch.level);
     case RingScheduleKind::double_:
       check_travel("ring_level_bytes", travel, sch);
-      if (ring_travel(travel).queries_travel)
+      check_double_ring_loop(travel);
+      if (travel == RingTravel::q)
         return DoubleRingCore::predicted_bytes_pass_q(b.tokens_q, b.hq, b.heads, sch.w, sch.windows(), elem, acc,
                                                       hops.dbl);
       return DoubleRingCore::predicted_bytes(b.tokens_kv, b.hk, sch.w, sch.windows(), elem, acc, hops.dbl);
@@ -115,6 +124,7 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
 void RingLevel::setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer,
                       const RingCoreShape& cs, const RingLayoutPart& layout) {
   check_travel("RingLevel", cs.travel, sch);
+  if (sch.kind == RingScheduleKind::double_) check_double_ring_loop(cs.travel);
   sch_ = sch;
   travel_ = cs.travel;
   const LayerShape& s = layout.shape();
@@ -158,7 +168,7 @@ void RingLevel::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tenso
   switch (sch_.kind) {
     case RingScheduleKind::single: single_.forward(q, k, v, o, hops_.single); return;  // the shape's policy
     case RingScheduleKind::double_:
-      if (ring_travel(travel_).queries_travel) double_.forward_pass_q(q, k, v, o, hops_.dbl);
+      if (travel_ == RingTravel::q) double_.forward_pass_q(q, k, v, o, hops_.dbl);
       else double_.forward(q, k, v, o, hops_.dbl);
       return;
     case RingScheduleKind::groups: groups_.forward(q, k, v, o); return;

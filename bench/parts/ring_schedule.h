@@ -50,6 +50,8 @@ struct RingSchedule {
 // ("" when the policy runs on the schedule).
 void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch);
 std::string travel_refusal(const std::string& who, RingTravel travel, const RingSchedule& sch);
+// A double ring has loops for kv and q only (DoubleRingCore); any other policy is a logic_error.
+void check_double_ring_loop(RingTravel travel);
 
 // The hops a schedule runs: a single ring's K_eff, or a double ring's rounds and inner hops.
 // (groups run every hop of each group.)

@@ -8,9 +8,10 @@
 //   q-a2a  Meta's pass-Q (arXiv:2411.01783): query blocks travel alone, each rank keeps the
 //          partial it computes for each, and one exchange returns them (ring_travel_q_a2a.cpp;
 //          prefill, single ring only).
-// A new policy is a value here, its row, and its file (plus scripts/cpmodel.py's byte term): the
-// flag's choices, the config, the report's name, `cpbench list --json`, the checks and the ring
-// level read the table.
+// A new policy (on single rings) is a value here, its row, and its file (plus scripts/cpmodel.py's
+// byte term, the schema's ring_pass enums): the flag's choices, the config, the report's name,
+// `cpbench list --json`, the checks and the ring level read the table. A double ring has its own
+// loops for kv and q only (DoubleRingCore; ring_schedule.h check_double_ring_loop).
 #pragma once
 #include <cstdint>
 #include <string>
