@@ -70,17 +70,13 @@ def main():
             size = round((int(parts["M"]) * int(parts["N"]) * int(parts["K"])) ** (1.0 / 3), 2)
             gemm[size] = max(b["GFLOP/s"], gemm.get(size, 0))
     peak_gflops = max(gemm.values())
-    eff = {"gemm": sorted([[size, round(r / peak_gflops, 4)] for size, r in gemm.items()])}
-    # several shapes may share a smallest dimension: keep the best of each
-    dedup = {}
-    for size, e in eff["gemm"]:
-        dedup[size] = max(e, dedup.get(size, 0))
+    # (shapes of the same geometric mean were merged above, the best kept)
     today = datetime.date.today().isoformat()
     # one table for any head dim, with where it came from (every table names its source)
-    eff["gemm"] = {"points": [[s, dedup[s]] for s in sorted(dedup)],
+    eff = {"gemm": {"points": [[s, round(gemm[s] / peak_gflops, 4)] for s in sorted(gemm)],
                    "source": "measured on %s by scripts/calibrate_platform.py: BM_backend_gemm (every M, N, K "
                              "it runs, keyed by (M N K)^(1/3), where the sim reads a square table, the best of "
-                             "each), %d thread(s), GFLOP/s over the fp32 peak (the best of them)" % (today, a.threads)}
+                             "each), %d thread(s), GFLOP/s over the fp32 peak (the best of them)" % (today, a.threads)}}
     for kind in ("fwd", "bwd"):
         for causal, cls in ((0, "attn_" + kind), (1, "attn_%s_masked" % kind)):
             pts = []

@@ -197,8 +197,9 @@ TEST_CASE("GEMM by the whole shape: a grid's times interpolated in m, n, k, squa
 TEST_CASE("GEMM grid of dgx-h100: published non-square shapes held out are reproduced", "[sim]") {
   // OpenXLA's sm_90 table (m, n, k each in 256 ... 4096, 125 shapes). Each interior level of
   // each axis in turn is held out (the model fitted on the other 100 shapes, over gaps twice as
-  // wide as the shipped grid's) and its 25 shapes predicted; every non-square shape is held out in
-  // one to three of the 9 fits. docs/SIMULATION.md, "GEMMs by their whole shape", gives the
+  // wide as the shipped grid's) and its 25 shapes predicted; a non-square shape with a coordinate
+  // at an interior level is held out in one to three of the 9 fits (one with every coordinate 256
+  // or 4096 never is), and counts once per fit. docs/SIMULATION.md, "GEMMs by their whole shape", gives the
   // numbers: with min(m, n, k) >= 1024, 43 of 48 predictions within 5%, all within 7% (the same
   // table measured again by OpenXLA moves those shapes by up to 5.1%); below 1024 (fixed cost
   // and split-K), not asserted: 127 of 168 within 5%, up to 45% apart, where its remeasurements
