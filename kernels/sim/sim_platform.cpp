@@ -394,10 +394,10 @@ double SimPlatform::memory_seconds(double bytes) const {
   return launch_us * 1e-6 + std::max(bytes, 0.0) / (memory_bw_gbs * 1e9);
 }
 
-double SimPlatform::nccl_step_seconds(double bytes) const {
-  const auto& pts = nccl_intra.step;
-  if (pts.empty()) return 0;
-  if (bytes <= pts.front().first) return pts.front().second;
+namespace {
+// A published time curve [(bytes, seconds)] read at `bytes` above its first row: log-log between
+// rows, the last row's rate beyond it. (Below the first row each curve has its own rule.)
+double curve_above_first(const std::vector<std::pair<double, double>>& pts, double bytes) {
   if (bytes >= pts.back().first) return pts.back().second * bytes / pts.back().first;
   auto hi = std::upper_bound(pts.begin(), pts.end(), bytes,
                              [](double b, const std::pair<double, double>& p) { return b < p.first; });
@@ -405,18 +405,22 @@ double SimPlatform::nccl_step_seconds(double bytes) const {
   const double f = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
   return lo->second * std::pow(hi->second / lo->second, f);
 }
+}  // namespace
+
+double SimPlatform::nccl_step_seconds(double bytes) const {
+  const auto& pts = nccl_intra.step;
+  if (pts.empty()) return 0;
+  if (bytes <= pts.front().first) return pts.front().second;  // the curve's floor
+  return curve_above_first(pts, bytes);
+}
 
 double SimPlatform::p2p_seconds(double bytes, bool one_node) const {
   const P2pCurve& c = one_node ? p2p_intra : p2p_inter;
   const auto& pts = c.time;
   if (pts.empty()) return 0;
+  // below the first row: its bandwidth, down to the floor
   if (bytes <= pts.front().first) return std::max(c.floor_s, pts.front().second * bytes / pts.front().first);
-  if (bytes >= pts.back().first) return pts.back().second * bytes / pts.back().first;
-  auto hi = std::upper_bound(pts.begin(), pts.end(), bytes,
-                             [](double b, const std::pair<double, double>& p) { return b < p.first; });
-  auto lo = hi - 1;
-  const double f = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
-  return lo->second * std::pow(hi->second / lo->second, f);
+  return curve_above_first(pts, bytes);
 }
 
 double SimPlatform::transfer_seconds(double bytes, bool one_node) const {
