@@ -202,6 +202,9 @@ struct P2POp {
   std::unique_ptr<unsigned char[]> stage;  // host staging (device-memory backends), not zeroed
   Phase phase = Phase::other;
   double t0 = 0;
+  // cpbench-sim: when the transfer's bytes stop moving, t0 plus its modelled duration (the
+  // platform's point-to-point time for its size and tier); set once, with t0.
+  double sim_end_ms = 0;
   // Owned by the comm thread while in flight; published under the engine mutex.
   MPI_Request req = MPI_REQUEST_NULL;
   std::atomic<bool> done{false};  // set (release) after error and t_done
@@ -585,7 +588,7 @@ class MpiCommunicator final : public Communicator {
       // platform's published point-to-point time for its size and tier where it has one (SimGrid
       // charges the links' latency and rate only); from this rank's own post, the peer's being
       // about the same in a ring hop.
-      const double late_ms = op->t0 + 1e3 * sim_p2p_s(static_cast<int64_t>(op->bytes), same_node(op->peer)) - now_ms();
+      const double late_ms = op->sim_end_ms - now_ms();
       if (late_ms > 0) {
         defer_clock(late_ms * 1e-3);
         settle_clock();
@@ -623,7 +626,7 @@ class MpiCommunicator final : public Communicator {
                        ? MPI_Isend(op->buf, span.count(), span.type(), op->peer, op->tag, comm_->comm, &op->req)
                        : MPI_Irecv(op->buf, span.count(), span.type(), op->peer, op->tag, comm_->comm, &op->req);
     if constexpr (kSimulatedMpi)  // the bytes move from the post for the transfer's modelled duration
-      note_p2p_moving_until(op->t0 + 1e3 * sim_p2p_s(static_cast<int64_t>(op->bytes), same_node(op->peer)));
+      note_p2p_moving_until(op->sim_end_ms);
     if (rc != MPI_SUCCESS)
       throw std::runtime_error("comm '" + name_ + "': " + (op->kind == OpKind::send ? "MPI_Isend" : "MPI_Irecv") +
                                " to/from peer " + std::to_string(op->peer) + " failed (" + where() + "): " +
@@ -655,6 +658,7 @@ class MpiCommunicator final : public Communicator {
     op->bytes = buf.bytes();
     op->phase = log_.phase();
     op->t0 = log_.now_ms();
+    if constexpr (kSimulatedMpi) op->sim_end_ms = op->t0 + 1e3 * sim_p2p_s(static_cast<int64_t>(op->bytes), same_node(peer));
     if (staged_) op->stage.reset(new unsigned char[std::max<size_t>(op->bytes, 1)]);
     op->buf = staged_ ? op->stage.get() : buf.data;
     return op;
