@@ -94,9 +94,8 @@ def tp_level_bytes(tokens, D, t, elem):
     """(fwd, bwd) of ONE sub-layer on a tp level of t: forward all-gather xn before the
     column-parallel GEMM and reduce-scatter after the row-parallel one (2*s*T*D*(t-1)); backward
     all-gather dy, reduce-scatter dxn, all-gather xn again (3*s*T*D*(t-1)). Call it once per
-    sub-layer with that sub-layer's degree. Mirrors the "tp" shares of MegatronSp::predicted_bytes
-    (bench/strategies/megatron_sp.cpp) and UlyssesRingLayer::predicted_bytes
-    (bench/strategies/ulysses_ring_layer.cpp); DESIGN "Analytic communication model", "Tensor
+    sub-layer with that sub-layer's degree. Mirrors tp_sublayer_bytes (bench/parts/tp_level.cpp);
+    DESIGN "Analytic communication model", "Tensor
     parallelism inside the CP mesh"."""
     c = tp_collective_bytes(tokens, D, t, elem)
     return (2 * c, 3 * c)
@@ -148,9 +147,8 @@ def megatron_sp_bytes(B, N, D, P, elem, block, mesh=None):
 
 def ulysses_a2a_bytes(tokens, hq, hk, U, elem):
     """One phase's all-to-all bytes over a Ulysses group of U (the same forward and backward):
-    q, k, v out and o back, s*T*(2hq + 2hk')*(U-1)/U (hk' after replication). Mirrors the
-    "ulysses" share of UlyssesRingLayer::predicted_bytes (bench/strategies/ulysses_ring_layer.cpp);
-    DESIGN "Analytic communication model", "Ulysses KV replication"."""
+    q, k, v out and o back, s*T*(2hq + 2hk')*(U-1)/U (hk' after replication). Mirrors
+    ulysses_level_bytes (bench/parts/ulysses_level.cpp); DESIGN "Analytic communication model", "Ulysses KV replication"."""
     return div(elem * tokens * (2 * hq + 2 * hk) * (U - 1), U)
 
 
@@ -372,8 +370,8 @@ def decode_merge_bytes(steps, B, hq, d, merges, acc=ACC_BYTES):
 
 def decode_head_gather_bytes(steps, B, hq, d, U, elem):
     """Decode's all-gather of the merged o (run dtype, [B, hq, d] per member) over a head group of
-    U (usp's Ulysses level): S*s*B*hq*d*(U-1). Mirrors the "ulysses" share of
-    Block::decode_prediction (bench/block/block.cpp); DESIGN "Decode"."""
+    U (usp's Ulysses level): S*s*B*hq*d*(U-1). Mirrors ulysses_decode_bytes
+    (bench/parts/ulysses_level.cpp); DESIGN "Decode"."""
     return steps * elem * B * hq * d * (U - 1)
 
 

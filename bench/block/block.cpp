@@ -6,6 +6,7 @@
 #include "bench/inputs.h"
 #include "bench/parts/layout.h"
 #include "bench/parts/sublayer_mesh.h"
+#include "bench/parts/ulysses_level.h"
 #include "comm/communicator.h"
 
 namespace cpbench {
@@ -120,54 +121,6 @@ bool TensorRegistry::export_share(const std::string& dump, std::vector<float>& g
     case ExportRule::How::none: break;
   }
   throw std::logic_error("export '" + dump + "': no export rule");
-}
-
-// ---- the tensor-parallel group -----------------------------------------------------------------
-
-void TpGroup::setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, int64_t T, const std::string& name) {
-  c_ = c;
-  t_ = c ? c->size() : 1;
-  r_ = c ? c->rank() : 0;
-  replicated_ = s.decode();
-  B_ = s.B;
-  T_ = T;
-  D_ = s.D;
-  if (!c_) return;
-  // Whole-group [B*span*T, D] slots (run dtype) for the gathers and reduce-scatters; their uses
-  // never overlap in time. Two, three when B > 1 (the reordered copy): the peak of the
-  // transient buffers they replace. Replicated rows: one slot for the partial, its D/t chunk.
-  for (int i = 0; i < (replicated_ ? 1 : s.B > 1 ? 3 : 2); ++i)
-    slot_[i] = reg.add(name + "_slot" + std::to_string(i), {s.B * span() * T, s.D}, s.dtype, Held::comm);
-  if (replicated_) chunk_ = reg.add(name + "_chunk", {s.B * T * s.D / t_}, s.dtype, Held::comm);
-}
-
-const Tensor& TpGroup::gather(Backend& be, const Tensor& local, int dst, int scratch) {
-  if (!c_ || replicated_) return local;
-  if (B_ == 1) {  // the member-ordered gather already is the rows' order
-    c_->all_gather(local, slot_[dst]);
-    return slot_[dst];
-  }
-  c_->all_gather(local, slot_[scratch]);
-  gathered_to_natural(be, slot_[scratch], B_, T_, D_, t_, RankChunks::contiguous, slot_[dst]);
-  return slot_[dst];
-}
-
-Tensor TpGroup::partial(int slot, Tensor& out) { return c_ ? slot_[replicated_ ? 0 : slot] : out; }
-
-void TpGroup::reduce(Backend& be, const Tensor& partial, int scratch, Tensor& out) {
-  if (!c_) return;  // the GEMM wrote `out` itself
-  if (replicated_) {  // all-reduce: every member sums a 1/t chunk, then all of them gather it
-    Tensor whole = out.reshape({out.numel()});
-    c_->reduce_scatter(partial.reshape({partial.numel()}), chunk_);
-    c_->all_gather(chunk_, whole);
-    return;
-  }
-  if (B_ == 1) {
-    c_->reduce_scatter(partial, out);
-    return;
-  }
-  natural_to_gathered(be, partial, B_, T_, D_, t_, RankChunks::contiguous, slot_[scratch]);
-  c_->reduce_scatter(slot_[scratch], out);
 }
 
 // ---- sub-layers ---------------------------------------------------------------------------------
@@ -319,7 +272,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     else k.core_forward();
     // row-parallel w_o: this rank's heads' share, summed over the group into out (Helix: its H/P
     // heads' share, summed over all P ranks: the MLP's group)
-    TpGroup& og = k.helix_ ? k.mlp_group() : k.tp_;
+    TpLevel& og = k.helix_ ? k.mlp_group() : k.tp_;
     const int64_t Ol = reg["w_o"].shape[0];
     Tensor out2 = out.reshape({BT, s.D});
     Tensor partial = og.partial(0, out2);
@@ -387,7 +340,7 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     Block& k = b_;
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
-    TpGroup& tp = k.mlp_group();  // its own mesh's group under --mlp-tp, else the attention's
+    TpLevel& tp = k.mlp_group();  // its own mesh's group under --mlp-tp, else the attention's
     const int t = tp.size(), tr = tp.rank();
     const bool root = k.env_.world->rank() == 0, weights_exporter = k.env_.world->rank() < t;
     const int64_t BT = s.B * k.T_, BW = BT * tp.span(), Fl = s.F / t, Hd = int64_t(s.H) * s.d;
@@ -436,7 +389,7 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
     Backend& be = k.be();
-    TpGroup& tp = k.mlp_group();
+    TpLevel& tp = k.mlp_group();
     const int64_t BT = s.B * k.T_, BW = BT * tp.span(), Fl = s.F / tp.size();
     Tensor &in = reg[in_], &out = reg[out_], &hn = reg["hn"], &a = reg["a"], &b = reg["b"], &g = reg["g"];
     be.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm2_w"], s.eps, hn, reg["rstd2"]);
@@ -456,7 +409,7 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     const LayerShape& s = k.shape();
     TensorRegistry& reg = k.reg_;
     Backend& be = k.be();
-    TpGroup& tp = k.mlp_group();
+    TpLevel& tp = k.mlp_group();
     const int64_t BT = s.B * k.T_, BW = BT * tp.span(), Fl = s.F / tp.size();
     Tensor &in = reg[in_], &dout = reg["d" + out_], &din = reg["d" + in_];
     Tensor &a = reg["a"], &b = reg["b"], &g = reg["g"], &dg = reg["dg"], &da = reg["da"], &db = reg["db"];
@@ -546,9 +499,9 @@ void Block::setup(StrategyEnv& env) {
   }
   T_ = pos_.count();
   const int64_t Hd = int64_t(s.H) * s.d;
-  tp_.setup(reg_, tp_group(), s, T_);
+  tp_.setup(be(), tp_group(), s, T_);
   mlp_own_mesh_ = env_.spec.mlp_tp > 0;
-  if (mlp_own_mesh_) mlp_own_.setup(reg_, env_.spec.mlp_tp > 1 ? &mesh().group("mlp_tp") : nullptr, s, T_, "mlp_tp");
+  if (mlp_own_mesh_) mlp_own_.setup(be(), env_.spec.mlp_tp > 1 ? &mesh().group("mlp_tp") : nullptr, s, T_);
   hl_ = s.H / tp_.size();
   gl_ = replicated_kv_heads(tp_.size(), s) / tp_.size();
 
@@ -634,7 +587,7 @@ CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSp
   const int64_t partial = acc * s.B * hq * s.d + 4 * s.B * hq;  // o (float32) and lse of one step
   for (const MergeLevel& l : merges)
     if (l.size > 1) p.add(l.level, Phase::fwd, 0, s.pass.steps * partial * (l.size - 1));
-  if (U > 1) p.add("ulysses", Phase::fwd, 0, s.pass.steps * elem * s.B * hq * s.d * (U - 1));
+  if (U > 1) p.add(ulysses_decode_bytes(s, t, U, elem));
   // The tp level: an all-reduce of w_o's B x D output rows (the MLP's: mlp_bytes).
   return p.add(tp_sublayer_bytes(s, P, t, "tp", elem));
 }

@@ -20,7 +20,7 @@
 //    and usp --tp t, ulysses_ring_layer.h): the block then holds 1/t
 //    of the projection weights (by heads: H/t query heads, max(G,t)/t KV heads, replicated when
 //    t > G) and wraps each column-parallel GEMM in an all-gather of its normed input over the
-//    group and each row-parallel GEMM in a reduce-scatter of its output (TpGroup below). The
+//    group and each row-parallel GEMM in a reduce-scatter of its output (TpLevel, bench/parts/tp_level.h). The
 //    attention core then runs on the group's gathered tokens ("wide" rows) for the local heads.
 // With no TP group (t = 1) the gather and reduce-scatter are nothing at all: the same code runs
 // the sequence-sharded strategies and single.
@@ -39,6 +39,7 @@
 #include "bench/block/kv_cache.h"
 #include "bench/block/qkv.h"
 #include "bench/parts/ring_layout.h"
+#include "bench/parts/tp_level.h"
 #include "bench/strategy.h"
 
 namespace cpbench {
@@ -101,41 +102,6 @@ class TensorRegistry {
   Entry* find(const std::string& name);
   Backend* be_;
   std::deque<Entry> entries_;  // stable addresses: strategies keep references
-};
-
-// The tensor-parallel group around the block's column- and row-parallel GEMMs (Megatron SP).
-// Outside the GEMMs each member holds its own tokens [B*T, D]; gather() all-gathers them into
-// the group's tokens [B*t*T, D] in member order ("wide" rows), reduce() sums partial
-// [B*t*T, D] outputs and scatters them back (a reduce-scatter). With no communicator (t = 1)
-// gather returns the local rows and partial() is the output itself, so the block's code has no
-// special case. Under --pass decode the members hold the same B rows (one token per sequence
-// cannot be split): gather() is the rows themselves and reduce() an all-reduce, done as a
-// reduce-scatter of D/t columns per member then an all-gather (Megatron's decode TP).
-// The whole-sequence buffers are slots allocated once; their uses never overlap in time.
-class TpGroup {
- public:
-  // `name` prefixes its slots' registry names (the attention's "tp", the MLP's own "mlp_tp").
-  void setup(TensorRegistry& reg, Communicator* c, const LayerShape& s, int64_t T, const std::string& name = "tp");
-  int size() const { return t_; }
-  int rank() const { return r_; }
-  bool active() const { return c_ != nullptr; }
-  // The members whose rows one gather joins: t, or 1 when the rows are replicated (decode).
-  int span() const { return replicated_ ? 1 : t_; }
-  // local [B*T, D] -> the group's rows, in slot `dst` (through `scratch` when B > 1).
-  const Tensor& gather(Backend& be, const Tensor& local, int dst, int scratch);
-  // Where a row-parallel GEMM writes its partial sum: slot `slot`, or `out` itself when t = 1.
-  Tensor partial(int slot, Tensor& out);
-  // partial (returned by partial()) -> out [B*T, D]: the group's sum of this member's rows
-  // (through `scratch` when B > 1); t = 1: nothing.
-  void reduce(Backend& be, const Tensor& partial, int scratch, Tensor& out);
-
- private:
-  Communicator* c_ = nullptr;
-  int t_ = 1, r_ = 0;
-  bool replicated_ = false;
-  int64_t B_ = 1, T_ = 0, D_ = 0;
-  Tensor slot_[3];
-  Tensor chunk_;  // replicated rows: this member's D/t columns of the sum
 };
 
 class Block : public Strategy {
@@ -255,12 +221,12 @@ class Block : public Strategy {
 
   StrategyEnv env_;
   TensorRegistry reg_;
-  TpGroup tp_;
+  TpLevel tp_;
   // The MLP sub-layer's TP group on its own mesh (--mlp-tp, MeshSpec::mlp_tp > 0; mlp_group()
   // is tp_ otherwise). helix_: Helix decode (sublayer_mesh.h), w_o on this group too.
-  TpGroup mlp_own_;
+  TpLevel mlp_own_;
   bool mlp_own_mesh_ = false, helix_ = false;
-  TpGroup& mlp_group() { return mlp_own_mesh_ ? mlp_own_ : tp_; }
+  TpLevel& mlp_group() { return mlp_own_mesh_ ? mlp_own_ : tp_; }
   Positions pos_;  // this rank's tokens
   int64_t T_ = 0;  // tokens per batch row on this rank
   int hl_ = 0, gl_ = 0;  // query and KV heads on this rank (H/t, max(G,t)/t)

@@ -28,14 +28,6 @@ MeshDesc job_mesh_desc(const Strategy& strat, const MeshSpec& m) {
   return d;
 }
 
-CommPrediction tp_sublayer_bytes(const LayerShape& s, int P, int t, const std::string& level, int64_t elem) {
-  CommPrediction p;
-  if (t <= 1) return p;
-  if (s.decode()) return p.add(level, Phase::fwd, 0, s.pass.steps * 2 * elem * (s.B * s.D / t) * (t - 1));
-  const int64_t sTD = elem * (s.B * s.new_tokens() / P) * s.D;
-  return p.add(level, Phase::fwd, 0, 2 * sTD * (t - 1)).add(level, Phase::bwd, 0, 3 * sTD * (t - 1));
-}
-
 CommPrediction mlp_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem) {
   if (!s.full_block) return {};
   return tp_sublayer_bytes(s, P, mlp_degree(m), mlp_level(m), elem);

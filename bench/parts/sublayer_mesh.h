@@ -11,6 +11,7 @@
 #pragma once
 #include <string>
 
+#include "bench/parts/tp_level.h"
 #include "bench/strategy.h"
 
 namespace cpbench {
@@ -37,13 +38,6 @@ void check_mlp_mesh(const std::string& who, const LayerShape& s, int P, const Me
 MeshDesc job_mesh_desc(const Strategy& strat, const MeshSpec& m);
 
 // ---- the byte model's terms (bytes sent per rank per layer) ------------------------------------
-// One sub-layer's tensor-parallel collectives over t ranks on `level` (Megatron SP): forward the
-// all-gather of its normed input and the reduce-scatter of its row-parallel output, backward the
-// all-gather of the output gradient, the reduce-scatter of the input gradient and the input's
-// all-gather again: 2 and 3 x s*Tn*D*(t-1), Tn = B*(N-C)/P new token rows per rank. Under decode
-// (the B rows replicated) one all-reduce per step, a reduce-scatter then an all-gather of
-// B*D/t elements: S * 2*s*(B*D/t)*(t-1). t = 1: nothing.
-CommPrediction tp_sublayer_bytes(const LayerShape& s, int P, int t, const std::string& level, int64_t elem);
 // The MLP sub-layer's term under --block full (0 otherwise): tp_sublayer_bytes on its own mesh.
 CommPrediction mlp_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem);
 // Helix's attention output per decode step: the all-to-all of the float32 partials (o, lse) of a

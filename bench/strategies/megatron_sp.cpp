@@ -48,7 +48,7 @@ class MegatronSP final : public Block {
                    {}};
     // --pass decode: tensor-parallel decode (the serving baseline CP is compared with): every rank
     // holds the whole cache for its H/P query heads and max(G,P)/P KV heads; nothing is merged,
-    // each sub-layer all-reduces its B x D output (block.h TpGroup).
+    // each sub-layer all-reduces its B x D output (bench/parts/tp_level.h TpLevel).
     d.can.decode = true;
     return d;
   }

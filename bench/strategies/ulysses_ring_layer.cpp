@@ -7,6 +7,7 @@
 #include "bench/inputs.h"
 #include "bench/parts/layout.h"
 #include "bench/parts/sublayer_mesh.h"
+#include "bench/parts/ulysses_level.h"
 #include "comm/communicator.h"
 
 namespace cpbench {
@@ -18,17 +19,14 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
     return decode_prediction(s, P, m, m.inner_ring > 0 ? std::vector<MergeLevel>{{"ring_inner", m.inner_ring}, {"ring_outer", m.R / m.inner_ring}}
                                                  : std::vector<MergeLevel>{{"ring", m.R}},
                              m.U, elem, acc);
-  // hk = hk': the KV heads the ranks hold after any replication, d*max(G, t*U), over the whole
-  // model (a TP rank's max(G,t)/t heads, replicated again for U: max(G, t*U)/t, times t ranks).
   // Under --cached the all-to-all and the Q blocks carry the new tokens (Tn = B*(N-C)/P per rank)
   // and a K,V block the ring index's cache shard too: B*(C/R + U*Tn/B)*(Ge/U)*d = T*Ge*d, as without.
   const int64_t T = s.B * s.N / P, Tn = s.B * s.new_tokens() / P, hq = int64_t(s.H) * s.d;
-  const int64_t hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;
-  const int64_t a2a = elem * Tn * (2 * hq + 2 * hk) * (m.U - 1) / m.U;
+  const int64_t hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;  // Ge*d (ulysses_level.h)
   // The tp level around the attention's GEMMs, as megatron-sp (the new tokens only; the MLP's:
-  // the block's term).
+  // the block's term), then the Ulysses level's all-to-alls.
   CommPrediction p = tp_sublayer_bytes(s, P, m.tp, "tp", elem);
-  p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
+  p.add(ulysses_level_bytes(s, P, m.tp, m.U, elem));
   // The ring level's term. pass-Q: a rank's Q block is its ring index's U*T tokens x H/U heads,
   // the same T*H*d elements as its own q; its partial's lse T*H.
   RingBlockSizes b;
@@ -152,15 +150,7 @@ void UlyssesRingLayer::core_setup() {
   dq_r_ = alloc_f32({s.B, n, hl, s.d});
   dk_r_ = alloc_f32({s.B, n, gl, s.d});
   dv_r_ = alloc_f32({s.B, n, gl, s.d});
-  const int64_t a2a = s.B * Tw * int64_t(hl_ + 2 * Ge) * s.d;  // the largest exchange: q|k|v
-  send_ = alloc({a2a}, MemKind::comm);
-  recv_ = alloc({a2a}, MemKind::comm);
-  if (kv_copies() > 1) {
-    k_rep_ = alloc({s.B, Tw, Ge, s.d});
-    v_rep_ = alloc({s.B, Tw, Ge, s.d});
-    copy_run_ = alloc({s.B, Tw, gl_, s.d});
-    if (s.dtype != DType::f32) copy32_ = alloc_f32({s.B, Tw, gl_, s.d});
-  }
+  ulysses_.setup(be(), mesh().group("ulysses"), ulysses_shape(s, Tw, hl_, gl_, Un, nseg()));
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
@@ -187,99 +177,27 @@ void UlyssesRingLayer::core_setup() {
 }
 
 void UlyssesRingLayer::core_forward() {
-  const LayerShape& s = shape();
-  Communicator& c = mesh().group("ulysses");
-  const int Un = c.size(), f = kv_copies(), Ge = gl_ * f, H = hl_;
-  const int64_t Tw = wide_T();
-  Backend& b = be();
-  Tensor* k = &k_;
-  Tensor* v = &v_;
-  if (f > 1) {  // head g*f + c = copy c of head g
-    const int64_t rows = s.B * Tw * gl_;
-    for (int cp = 0; cp < f; ++cp) {
-      Tensor kd = k_rep_.view(cp * s.d, {k_rep_.numel() - cp * s.d});
-      Tensor vd = v_rep_.view(cp * s.d, {v_rep_.numel() - cp * s.d});
-      b.copy_2d(kd, int64_t(f) * s.d, k_, s.d, rows, s.d);
-      b.copy_2d(vd, int64_t(f) * s.d, v_, s.d, rows, s.d);
-    }
-    k = &k_rep_;
-    v = &v_rep_;
-  }
-  // q, k, v: my tokens, all heads -> my ring index's tokens, head slice u
-  Tensor send = send_.view(0, {s.B * Tw * int64_t(H + 2 * Ge) * s.d});
-  Tensor recv = recv_.view(0, {send.numel()});
-  pack_heads_to_peers(b, {{&q_, H}, {k, Ge}, {v, Ge}}, s.B, Tw, s.d, Un, send);
-  c.all_to_all(send, recv);
-  unpack_peers_to_sequence(b, recv, s.B, Tw, s.d, Un, nseg(), {{&q_r_, H}, {&k_r_, Ge}, {&v_r_, Ge}});
+  ulysses_.scatter_qkv(q_, k_, v_, q_r_, k_r_, v_r_);
   const Tensor* kr = &k_r_;
   const Tensor* vr = &v_r_;
   if (!ring_cache_.empty()) {  // --cached: the new k, v after the ring index's cache shard
-    ring_cache_.write(b, k_r_, v_r_, ring_cache_.cached_rows());
+    ring_cache_.write(be(), k_r_, v_r_, ring_cache_.cached_rows());
     kr = &ring_cache_.k();
     vr = &ring_cache_.v();
   }
   ring_.forward(q_r_, *kr, *vr, o_r_);
-  // o: back to my tokens, all heads
-  Tensor send_o = send_.view(0, {s.B * Tw * H * s.d});
-  Tensor recv_o = recv_.view(0, {send_o.numel()});
-  pack_sequence_to_peers(b, {{&o_r_, H}}, s.B, Tw, s.d, Un, nseg(), send_o);
-  c.all_to_all(send_o, recv_o);
-  unpack_peers_to_heads(b, recv_o, s.B, Tw, s.d, Un, {{&o_, H}});
-}
-
-void UlyssesRingLayer::sum_kv_copies(const Tensor& copies, Tensor& dst) {
-  const LayerShape& s = shape();
-  const int f = kv_copies();
-  const int64_t rows = s.B * wide_T() * gl_;
-  Backend& b = be();
-  for (int cp = 0; cp < f; ++cp) {
-    const Tensor src = copies.view(cp * s.d, {copies.numel() - cp * s.d});
-    b.copy_2d(copy_run_, s.d, src, int64_t(f) * s.d, rows, s.d);
-    const Tensor* term = &copy_run_;
-    if (s.dtype != DType::f32) {  // summed in float32
-      b.convert(copy32_, copy_run_);
-      term = &copy32_;
-    }
-    if (cp == 0) b.copy_2d(dst, dst.numel(), *term, term->numel(), 1, term->numel());
-    else b.add(dst, dst, *term);
-  }
+  ulysses_.gather_o(o_r_, o_);
 }
 
 void UlyssesRingLayer::core_backward() {
-  const LayerShape& s = shape();
-  Communicator& c = mesh().group("ulysses");
-  const int Un = c.size(), f = kv_copies(), Ge = gl_ * f, H = hl_;
-  const int64_t Tw = wide_T();
-  const bool f32 = s.dtype == DType::f32;
+  const DType dt = shape().dtype;
   Backend& b = be();
-  Tensor send_do = send_.view(0, {s.B * Tw * H * s.d});
-  Tensor recv_do = recv_.view(0, {send_do.numel()});
-  pack_heads_to_peers(b, {{&do_, H}}, s.B, Tw, s.d, Un, send_do);
-  c.all_to_all(send_do, recv_do);
-  unpack_peers_to_sequence(b, recv_do, s.B, Tw, s.d, Un, nseg(), {{&do_r_, H}});
+  ulysses_.scatter_do(do_, do_r_);
   ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
   // dq, dk, dv: back to my tokens, sent in the run dtype (converted into q_r_, k_r_, v_r_,
   // which the step no longer needs).
-  Tensor dq = in_dtype(b, s.dtype, dq_r_, q_r_), dk = in_dtype(b, s.dtype, dk_r_, k_r_),
-         dv = in_dtype(b, s.dtype, dv_r_, v_r_);
-  Tensor send = send_.view(0, {s.B * Tw * int64_t(H + 2 * Ge) * s.d});
-  Tensor recv = recv_.view(0, {send.numel()});
-  pack_sequence_to_peers(b, {{&dq, H}, {&dk, Ge}, {&dv, Ge}}, s.B, Tw, s.d, Un, nseg(), send);
-  c.all_to_all(send, recv);
-  // Where each gradient lands: the float32 result directly (fp32, no replication), else a
-  // run-dtype buffer converted or summed over the copies afterwards.
-  Tensor& dq_dst = f32 ? dq_ : dq_run_;
-  Tensor& dk_dst = f > 1 ? k_rep_ : (f32 ? dk_ : dk_run_);
-  Tensor& dv_dst = f > 1 ? v_rep_ : (f32 ? dv_ : dv_run_);
-  unpack_peers_to_heads(b, recv, s.B, Tw, s.d, Un, {{&dq_dst, H}, {&dk_dst, Ge}, {&dv_dst, Ge}});
-  if (!f32) b.convert(dq_, dq_run_);
-  if (f > 1) {
-    sum_kv_copies(k_rep_, dk_);
-    sum_kv_copies(v_rep_, dv_);
-  } else if (!f32) {
-    b.convert(dk_, dk_run_);
-    b.convert(dv_, dv_run_);
-  }
+  const Tensor &dq = in_dtype(b, dt, dq_r_, q_r_), &dk = in_dtype(b, dt, dk_r_, k_r_), &dv = in_dtype(b, dt, dv_r_, v_r_);
+  ulysses_.gather_grads(dq, dk, dv, dq_, dk_, dv_, dq_run_, dk_run_, dv_run_);
 }
 
 void UlyssesRingLayer::export_lse(std::vector<float>& global) {
@@ -293,19 +211,16 @@ void UlyssesRingLayer::export_lse(std::vector<float>& global) {
 
 int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
   // The ring index's tokens for the local heads: q, k, v, o, do (run dtype; kept for backward)
-  // and dq, dk, dv (float32); two all-to-all buffers; with replication the replicated k, v and
-  // one copy's buffers; the ring core's own buffers.
-  // Under tp the core holds the TP group's t*T tokens for this TP rank's heads.
+  // and dq, dk, dv (float32); the Ulysses level's buffers (ulysses_level.h); the ring core's own
+  // buffers. Under tp the core holds the TP group's t*T tokens for this TP rank's heads.
   const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P * m.tp, n = int64_t(m.U) * T;
-  const int64_t Hc = s.H / m.tp, Gc = replicated_kv_heads(m.tp, s) / m.tp;
-  const int64_t Ge = Gc >= m.U ? Gc : m.U, hl = Hc / m.U, gl = Ge / m.U;
+  const int Hc = s.H / m.tp, Gc = replicated_kv_heads(m.tp, s) / m.tp;
+  const UlyssesShape us = ulysses_shape(s, T, Hc, Gc, m.U);
+  const int64_t hl = Hc / m.U, gl = us.Ge() / m.U;
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
   cs.travel = s.pass.travel;  // the travel policy's buffers (ring_travel.h)
-  int64_t rep = 0;
-  if (Ge > Gc) rep = s.B * T * s.d * (2 * Ge * es + Gc * es + (s.dtype == DType::f32 ? 0 : Gc * 4));
-  return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) +
-         2 * s.B * T * (Hc + 2 * Ge) * s.d * es + rep +
+  return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) + ulysses_level_activation_bytes(us) +
          ring_level_activation_bytes(ring_schedule(m), s, cs);
 }
 

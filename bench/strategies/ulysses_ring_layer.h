@@ -1,17 +1,13 @@
-// The Ulysses all-to-all around a ring-attention core: the one implementation of the layout
-// change shared by ulysses (mesh fixed at ulysses=P, ring=1) and usp (any U x R).
+// The Ulysses level around a ring level: the one composition shared by ulysses (mesh fixed at
+// ulysses=P, ring=1) and usp (any U x R; under --tp t, t x U x R).
 //
 // The P ranks form a U x R mesh (levels "ulysses" and "ring"). Inside each Ulysses group of U
-// ranks, an all-to-all turns q, k, v from "my tokens, all heads" into "the group's tokens,
-// H/U query heads and max(G,U)/U kv heads"; across the R groups, ring attention (ring_core.h)
-// runs on those tokens over the ring level; an all-to-all brings o back. Backward mirrors it:
-// do travels like q, the ring backward runs, and dq, dk, dv travel back like o (in the run
-// dtype). With R = 1 the ring core is one local attention: plain Ulysses.
-//
-// KV replication (U > G, G divides U; DeepSpeed / verl): the G kv heads are replicated
-// f = U/G times before the all-to-all (copy c of head g is head g*f + c, so rank u receives a
-// copy of head u/f, the one its query heads [u*H/U, (u+1)*H/U) use) and their gradients summed
-// back over the f copies after the backward all-to-all.
+// ranks the Ulysses level (bench/parts/ulysses_level.h: its all-to-alls, KV replication when
+// U > G, its byte term) turns q, k, v from "my tokens, all heads" into "the group's tokens,
+// H/U query heads and max(G,U)/U kv heads"; across the R groups the ring level
+// (bench/parts/ring_schedule.h: layout, schedule, travel policy) runs attention on those tokens;
+// the Ulysses level brings o back, and mirrors it all in backward. With R = 1 the ring level is
+// one local attention: plain Ulysses.
 //
 // Token layout. Ring index rho = the rank's index in its ring group, Ulysses index u = its index
 // in its Ulysses group.
@@ -49,6 +45,7 @@
 #include <vector>
 
 #include "bench/parts/ring_schedule.h"
+#include "bench/parts/ulysses_level.h"
 #include "bench/block/block.h"
 
 namespace cpbench {
@@ -136,15 +133,17 @@ class UlyssesRingLayer : public Block {
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
 
  private:
-  // dk or dv of the f copies [B,T,G*f,d] (run dtype) summed into `dst` [B,T,G,d] float32.
-  void sum_kv_copies(const Tensor& copies, Tensor& dst);
+  // The Ulysses level's shape: T tokens per batch row of H query and G KV heads (a TP rank's).
+  static UlyssesShape ulysses_shape(const LayerShape& s, int64_t T, int H, int G, int U, int nseg = 1) {
+    UlyssesShape u;
+    u.B = s.B; u.T = T; u.H = H; u.G = G; u.d = s.d; u.U = U; u.nseg = nseg; u.dtype = s.dtype;
+    return u;
+  }
 
-  RingLevel ring_;  // the ring level: one ring, or a double ring (usp_ring = double)
+  UlyssesLevel ulysses_;  // the Ulysses level (the all-to-alls around the ring level)
+  RingLevel ring_;        // the ring level: one ring, or a double ring (usp_ring = double)
   Tensor q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_;  // this ring index's tokens, local heads
-  Tensor send_, recv_;
-  Tensor k_rep_, v_rep_;      // f > 1: the replicated k, v [B,T,G*f,d]; in backward dk, dv copies
-  KvCache ring_cache_;        // --cached: the ring index's cache shard then its new k, v [B,C/R+n,gl,d]
-  Tensor copy_run_, copy32_;  // f > 1: one copy [B,T,G,d] (run dtype; float32 when not f32)
+  KvCache ring_cache_;    // --cached: the ring index's cache shard then its new k, v [B,C/R+n,gl,d]
 };
 
 }  // namespace cpbench

@@ -20,6 +20,8 @@
 #include "bench/parts/double_ring_core.h"
 #include "bench/parts/ring_core.h"
 #include "bench/parts/ring_schedule.h"
+#include "bench/parts/tp_level.h"
+#include "bench/parts/ulysses_level.h"
 #include "bench/inputs.h"
 #include "bench/report.h"
 #include "bench/tiers.h"
@@ -361,6 +363,61 @@ TEST_CASE("comm model: the tp level (usp --tp, megatron-sp = {tp = P})", "[model
   bool has_tP = false;
   for (const MeshSpec& c : usp->mesh_candidates({}, P)) has_tP = has_tP || (c.tp == P && c.U == 1 && c.R == 1);
   CHECK(has_tP);
+}
+
+TEST_CASE("mesh levels: the Ulysses and tp levels' own byte terms and buffers, worked by hand", "[model][parts]") {
+  // Each level's term alone (bench/parts/ulysses_level.h, tp_level.h); the strategies' sums of
+  // them are the tests above. B = 2, N = 64, P = 8, H = 8, G = 2, d = 16, D = 128, s = 2.
+  LayerShape s;
+  s.B = 2; s.N = 64; s.H = 8; s.G = 2; s.d = 16; s.D = 128;
+  const auto level_only = [](const CommPrediction& p, const std::string& level) {
+    for (const CommShare& c : p.shares) CHECK(c.level == level);
+  };
+  // Ulysses, U = 4 > G: KV heads replicated to 4. Tn = 2*64/8 = 16, hq = 128, hk' = 64:
+  // 2*16*(256 + 128)*3/4 = 9216 per direction.
+  CommPrediction u = ulysses_level_bytes(s, 8, 1, 4, 2);
+  CHECK(u.fwd == 9216);
+  CHECK(u.bwd == 9216);
+  level_only(u, "ulysses");
+  // t = 2, U = 2: hk' = max(2, 4)*16 = 64 again, (U-1)/U = 1/2: 6144.
+  CHECK(ulysses_level_bytes(s, 8, 2, 2, 2).fwd == 6144);
+  CHECK(ulysses_level_bytes(s, 8, 1, 1, 2).fwd == 0);  // U = 1: nothing
+  // --cached 32: the new tokens only, Tn = 2*32/8 = 8: half of 9216.
+  LayerShape c = s;
+  c.pass.kind = PassKind::prefill;
+  c.pass.cached = 32;
+  CHECK(ulysses_level_bytes(c, 8, 1, 4, 2).fwd == 4608);
+  // Decode, 3 steps, t = 2, U = 2: the merged o of H/(tU) = 2 heads, 3*2*2*2*16*(2-1) = 384.
+  LayerShape dec = s;
+  dec.pass.kind = PassKind::decode;
+  dec.pass.cached = 64;
+  dec.pass.steps = 3;
+  u = ulysses_decode_bytes(dec, 2, 2, 2);
+  CHECK(u.fwd == 384);
+  CHECK(u.bwd == 0);
+  // Buffers: T = 8 tokens, H = 4, G = 1, d = 16, U = 4: f = 4 copies. The exchange buffers
+  // 2*B*T*(H + 2*Ge)*d*es = 2*2*8*12*16*es; the copies B*T*d*(2*Ge*es + G*es (+ 4*G when not f32)).
+  UlyssesShape us;
+  us.B = 2; us.T = 8; us.H = 4; us.G = 1; us.d = 16; us.U = 4;
+  CHECK(us.kv_copies() == 4);
+  CHECK(us.Ge() == 4);
+  CHECK(ulysses_level_activation_bytes(us) == 24576 + 256 * 36);
+  us.dtype = DType::bf16;
+  CHECK(ulysses_level_activation_bytes(us) == 12288 + 256 * 22);
+  us.G = 4;  // no replication: the exchange buffers only
+  CHECK(us.kv_copies() == 1);
+  CHECK(ulysses_level_activation_bytes(us) == 2 * 2 * 8 * (4 + 8) * 16 * 2);
+  // tp, t = 4, one sub-layer: Tn = 16 rows of D = 128, s = 2: fwd 2*2*16*128*3 = 24576, bwd 3/2 of it.
+  CommPrediction t = tp_sublayer_bytes(s, 8, 4, "tp", 2);
+  CHECK(t.fwd == 24576);
+  CHECK(t.bwd == 36864);
+  level_only(t, "tp");
+  CHECK(tp_sublayer_bytes(s, 8, 1, "tp", 2).fwd == 0);
+  // Decode: one all-reduce per step of B*D/t = 64 elements: 3*2*2*64*3 = 2304, on the level named.
+  t = tp_sublayer_bytes(dec, 8, 4, "mlp_tp", 2);
+  CHECK(t.fwd == 2304);
+  CHECK(t.bwd == 0);
+  level_only(t, "mlp_tp");
 }
 
 TEST_CASE("strategy interface: capabilities, balance positions and the pass's checks", "[strategy]") {
