@@ -72,11 +72,13 @@ def grid(panels):
 
 
 def name_axis(ax, rows):
-    """Strategy names on the y axis, fastest at the top, each in its family's colour."""
+    """Strategy names on the y axis, fastest at the top, each in its family's colour, the best's in bold."""
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([tick_name(r) for r in rows], fontsize=7.5)
     for t, r in zip(ax.get_yticklabels(), rows):
         t.set_color(FAMILY_COLOURS[r["family"]])
+        if r["best"]:
+            t.set_fontweight("bold")
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.tick_params(axis="y", length=0)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
@@ -105,6 +107,17 @@ def panel_title(ax, title, n, rows):
                  fontsize=8.5)
 
 
+def time_axis(rows):
+    """(lo, hi) of a time panel's axis: from the lowest band to twice the fastest's time, widened to
+    hold the best's band; slower rows than that are drawn at the edge with their value, so that a
+    result 10 times slower does not squeeze the margins that matter (a few per cent) into pixels."""
+    best = next(r for r in rows if r["best"])
+    lo = min(r["band_lo"] for r in rows)
+    hi = min(max(r["band_hi"] for r in rows), max(2 * rows[0]["rel_time"], best["band_hi"]))
+    pad = 0.03 * (hi - lo)
+    return lo - pad, hi + pad
+
+
 def draw_time(panels, path):
     fig, cells = grid(panels)
     for row in cells:
@@ -113,20 +126,28 @@ def draw_time(panels, path):
             ref = next(r for r in rows if r["best"])
             ax.axvspan(ref["band_lo"], ref["band_hi"], color="#e8e8e8", zorder=0)
             ax.axvline(1.0, color="#888888", linewidth=0.8, zorder=1)
+            lo, cap = time_axis(rows)
             for y, r in enumerate(rows):
                 c = FAMILY_COLOURS[r["family"]]
+                face = "white" if r["fits"] is False else c
+                if r["rel_time"] > cap:  # off the axis: an arrow at the edge and its value
+                    ax.plot(cap, y, marker=">", markersize=5, color=c, markerfacecolor=face, clip_on=False, zorder=2)
+                    ax.text(cap - 0.01 * (cap - lo), y, "%.2f" % r["rel_time"], ha="right", va="center", fontsize=7,
+                            color=c)
+                    continue
                 ax.errorbar(r["rel_time"], y, xerr=[[r["rel_time"] - r["band_lo"]], [r["band_hi"] - r["rel_time"]]],
-                            fmt="o", markersize=4, capsize=2, elinewidth=1, color=c,
-                            markerfacecolor="white" if r["fits"] is False else c, zorder=2)
+                            fmt="o", markersize=4, capsize=2, elinewidth=1, color=c, markerfacecolor=face, zorder=2)
+            ax.set_xlim(lo, cap)
             ax.set_xlabel("step time / %s median" % ("fastest's" if ref["nothing_fits"] else "best's"), fontsize=8)
             ax.tick_params(axis="x", labelsize=7.5)
             panel_title(ax, title, n, rows)
     allrows = [r for _, rows in panels for r in rows]
     handles = family_handles(allrows) + [
-        Patch(color="#e8e8e8", label="the best's band:\na bar reaching it ties (=1)"),
+        Patch(color="#e8e8e8", label="the best's band: a row that\nfits and reaches it ties (=1)"),
         Line2D([], [], marker="o", color="#444444", markerfacecolor="white", linestyle="",
                label="hollow: does not fit HBM")]
-    finish(fig, handles, "Step time relative to the best per N, fastest first; bars: the band", path)
+    finish(fig, handles, "Step time relative to the best per N, fastest first; bars: the band; "
+                         "beyond the axis: the value at its right edge", path)
 
 
 def draw_bytes(panels, path):
@@ -138,16 +159,18 @@ def draw_bytes(panels, path):
                 if r["intra"] is None:
                     ax.text(0, y, " n/a (no tiers in the report)", va="center", fontsize=7)
                     continue
-                ax.barh(y, r["intra"] / GiB, color=TIER_COLOURS["intra"], height=0.7)
-                ax.barh(y, r["inter"] / GiB, left=r["intra"] / GiB, color=TIER_COLOURS["inter"], height=0.7)
-            ax.set_xlabel("GiB per step (fwd + bwd), busiest rank", fontsize=8)
+                # Side by side, not stacked: each tier's busiest rank may be another rank, so the
+                # sum of the two would be no rank's bytes.
+                ax.barh(y - 0.19, r["intra"] / GiB, color=TIER_COLOURS["intra"], height=0.38)
+                ax.barh(y + 0.19, r["inter"] / GiB, color=TIER_COLOURS["inter"], height=0.38)
+            ax.set_xlabel("GiB per step (fwd + bwd) of the busiest rank", fontsize=8)
             ax.tick_params(axis="x", labelsize=7.5)
             panel_title(ax, title, n, rows)
     allrows = [r for _, rows in panels for r in rows]
-    handles = [Patch(color=TIER_COLOURS["intra"], label="to its own node"),
-               Patch(color=TIER_COLOURS["inter"], label="to other nodes"),
+    handles = [Patch(color=TIER_COLOURS["intra"], label="to its own node\n(the rank that sends most)"),
+               Patch(color=TIER_COLOURS["inter"], label="to other nodes\n(the rank that sends most)"),
                Patch(color="none", label="names coloured by family:")] + family_handles(allrows)
-    finish(fig, handles, "Bytes per step by network tier (the report's comm.*.tiers), fastest first", path)
+    finish(fig, handles, "Bytes per step by network tier (the report's comm.*.tiers, as the table's columns), fastest first", path)
 
 
 def draw_memory(panels, path):
@@ -156,14 +179,21 @@ def draw_memory(panels, path):
     for row in cells:
         for ax, title, n, rows in row:
             name_axis(ax, rows)
-            for y, r in enumerate(rows):
-                ax.barh(y, r["mem"] / GiB, color=FAMILY_COLOURS[r["family"]], height=0.7,
-                        hatch="////" if r["fits"] is False else None, edgecolor="white" if r["fits"] is False else None)
-                est |= r["mem_est"]
             hbm = rows[0]["hbm"]
+            top = max(r["mem"] for r in rows) / GiB
+            cap = min(top, 3 * hbm / GiB) if hbm else top  # far beyond HBM: the value, not the length
+            for y, r in enumerate(rows):
+                c = FAMILY_COLOURS[r["family"]]
+                ax.barh(y, min(r["mem"] / GiB, cap), color=c, height=0.7,
+                        hatch="////" if r["fits"] is False else None, edgecolor="white" if r["fits"] is False else None)
+                if r["mem"] / GiB > cap:
+                    ax.text(cap * 1.01, y, "%.0f" % (r["mem"] / GiB), va="center", fontsize=7, color=c)
+                est |= r["mem_est"]
+            ax.set_xlim(0, cap * 1.12)
             if hbm:
                 ax.axvline(hbm / GiB, color="black", linestyle="--", linewidth=1)
-            ax.set_xlabel("GiB per GPU", fontsize=8)
+            ax.set_xlabel("GiB per GPU" + (" (dashed: HBM, %.0f GiB)" % (hbm / GiB) if hbm else ", no HBM size known"),
+                          fontsize=8)
             ax.tick_params(axis="x", labelsize=7.5)
             panel_title(ax, title, n, rows)
     allrows = [r for _, rows in panels for r in rows]
@@ -172,7 +202,7 @@ def draw_memory(panels, path):
     handles = family_handles(allrows) + [
         Line2D([], [], color="black", linestyle="--", label="HBM"),
         Patch(facecolor="#bbbbbb", hatch="////", edgecolor="white", label="hatched: does not fit")]
-    finish(fig, handles, "Memory per GPU against HBM: the %s; fastest first" % what, path)
+    finish(fig, handles, "Memory per GPU against HBM: the %s; fastest first; beyond 3 x HBM: the value" % what, path)
 
 
 def draw(panels, prefix):
