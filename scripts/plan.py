@@ -188,19 +188,23 @@ def verdict(n, rk, hbm):
     def margin(r):
         return 100 * (r["timing"]["step_ms"]["median"] / bm - 1)
 
+    faster = rk["rows"][:rk["rows"].index(best)]  # faster results that do not fit
+    tail = "" if not faster else (" %d faster result%s do%s not fit in HBM (the fastest, %s, %.1f%% less time)." % (
+        len(faster), "s" if len(faster) > 1 else "", "" if len(faster) > 1 else "es", faster[0]["label"], -margin(faster[0])))
     if len(pool) == 1:
-        return head + "%s at N = %d: **%s**, the only strategy that ran%s." % (
-            word, n, best["label"], "" if rk["nothing_fits"] else " and fits")
+        only = ("the only strategy that ran" + ("" if rk["nothing_fits"] else " and fits") if len(rk["rows"]) == 1
+                else "the only one of the %d that ran that fits" % len(rk["rows"]))
+        return head + "%s at N = %d: **%s**, %s.%s" % (word, n, best["label"], only, tail)
     if tied:
-        return head + ("Tie at N = %d: **%s** is fastest by median, but %s: their bands overlap the %s (%s), "
+        return head + ("Tie at N = %d: **%s** is fastest by median%s, but %s: their bands overlap the %s (%s), "
                        "so these runs cannot rank them." % (
-                           n, best["label"],
+                           n, best["label"], " of those that fit" if faster else "",
                            ", ".join("%s is %.1f%% slower" % (r["label"], margin(r)) for r in tied), whose,
-                           "; ".join(band_text(r) for r in [best] + tied)))
+                           "; ".join(band_text(r) for r in [best] + tied))) + tail
     nxt = pool[1]
     text = head + ("%s at N = %d: **%s**; the next, %s, is %.1f%% slower, and the %s band lies below every "
                    "other's (%s; %s)." % (word, n, best["label"], nxt["label"], margin(nxt), whose, band_text(best),
-                                          band_text(nxt)))
+                                          band_text(nxt))) + tail
     if any(bands[r["label"]][0] == bands[r["label"]][1] for r in (best, nxt)):
         text += (" Caution: a band of zero width (one timed step, or a simulation without timing.step_ms.band) "
                  "cannot show a tie; this margin's significance is unknown.")

@@ -275,6 +275,13 @@ class FigureDataTest(TempDirCase):
         self.assertAlmostEqual(rows[0]["rel_time"], 10.0 / 10.05, places=9)
         self.assertEqual([r["label"] for r in rows if r["tied"]], ["double-ring[w2]", "ulysses"])
         self.assertFalse(any(r["nothing_fits"] for r in rows))
+        # the verdict names the faster results that do not fit
+        out = run_script("plan.py", self.write("fits.json", rep), "--hbm-gib", "80").stdout
+        self.assertIn("Tie at N = 1024: **double-ring[w2]** is fastest by median of those that fit, but ulysses is 0.5% "
+                      "slower", out)
+        self.assertIn("so these runs cannot rank them. 1 faster result does not fit in HBM (the fastest, usp[u2xr2], "
+                      "0.5% less time).", out)
+        self.assertEqual(plan_tables(out)[1024][0]["vs best"], "-0.5%")
 
 
 class NothingFitsTest(TempDirCase):
