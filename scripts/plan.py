@@ -7,7 +7,7 @@ three figures, one per question (scripts/plan_figures.py draws them from figure_
 
   PREFIX-time.png    per N, the strategies fastest first, step time relative to the best (1.0)
                      with the band as error bars, the best's band shaded, ties "=1"
-  PREFIX-bytes.png   per N, the busiest rank's bytes to its own node and to other nodes, stacked
+  PREFIX-bytes.png   per N, the busiest rank's bytes to its own node and to other nodes
   PREFIX-memory.png  per N, the memory that must fit against the HBM line
 
   scripts/plan.py REPORT.json [REPORT2.json ...] [--plot PREFIX] [--hbm-gib 80]

@@ -2,12 +2,13 @@
 only laid out): one figure per question, each with one panel per report and sequence length N.
 
   PREFIX-time.png    step time relative to the best (1.0; the fastest when nothing fits), the band
-                     as error bars, the best's band shaded: a row is tied when its bar reaches the
-                     shading ("=1" after its name, as in the table)
-  PREFIX-bytes.png   bytes per step of the busiest rank (fwd + bwd) to its own node and to other
-                     nodes, stacked
+                     as error bars, the best's band shaded: a row that fits is tied when its bar
+                     reaches the shading ("=1" after its name, as in the table); the axis ends at
+                     twice the fastest's time, slower rows sit at its edge with their value
+  PREFIX-bytes.png   bytes per step (fwd + bwd) to its own node and to other nodes of each tier's
+                     busiest rank, side by side
   PREFIX-memory.png  the memory that must fit (the whole-model estimate, or the measured peak of the
-                     block) against the device's HBM
+                     block) against the device's HBM, up to 3 x HBM (beyond it, the value)
 
 In every panel the strategies are listed fastest first, so a row sits at the same place in all three
 figures; colour (of the marker or bar, and of the name) is the family; the legend is outside the
@@ -86,6 +87,7 @@ def name_axis(ax, rows):
 
 
 def family_handles(rows):
+    """Legend entries of the families present, in FAMILY_COLOURS' order."""
     present = {r["family"] for r in rows}
     return [Patch(color=c, label=f) for f, c in FAMILY_COLOURS.items() if f in present]
 
@@ -114,7 +116,7 @@ def time_axis(rows):
     best = next(r for r in rows if r["best"])
     lo = min(r["band_lo"] for r in rows)
     hi = min(max(r["band_hi"] for r in rows), max(2 * rows[0]["rel_time"], best["band_hi"]))
-    pad = 0.03 * (hi - lo)
+    pad = 0.03 * (hi - lo) or 0.05 * hi  # zero-width bands of one result: still an axis
     return lo - pad, hi + pad
 
 
@@ -143,7 +145,7 @@ def draw_time(panels, path):
             panel_title(ax, title, n, rows)
     allrows = [r for _, rows in panels for r in rows]
     handles = family_handles(allrows) + [
-        Patch(color="#e8e8e8", label="the best's band: a row that\nfits and reaches it ties (=1)"),
+        Patch(color="#e8e8e8", label="shaded: the best's band; =1: tied\n(a bar reaching it, among those\nthat fit, or all when none fits)"),
         Line2D([], [], marker="o", color="#444444", markerfacecolor="white", linestyle="",
                label="hollow: does not fit HBM")]
     finish(fig, handles, "Step time relative to the best per N, fastest first; bars: the band; "
