@@ -4,7 +4,8 @@ only laid out): one figure per question, each with one panel per report and sequ
   PREFIX-time.png    step time relative to the best (1.0; the fastest when nothing fits), the band
                      as error bars, the best's band shaded: a row that fits is tied when its bar
                      reaches the shading ("=1" after its name, as in the table); the axis ends at
-                     twice the fastest's time, slower rows sit at its edge with their value
+                     twice the fastest's time (or further, to hold the best's band and three
+                     quarters of the rows), slower rows sit at its edge with their value
   PREFIX-bytes.png   bytes per step (fwd + bwd) to its own node and to other nodes of each tier's
                      busiest rank, side by side
   PREFIX-memory.png  the memory that must fit (the whole-model estimate, or the measured peak of the
@@ -15,6 +16,7 @@ figures; colour (of the marker or bar, and of the name) is the family; the legen
 axes. A strategy that does not fit in HBM is drawn hollow (time) or hatched (memory) and named
 "(no fit)".
 """
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -96,9 +98,11 @@ def finish(fig, handles, title, path):
     """Legend right of the panels, the title above them, saved at 100 dpi."""
     w, h = fig.get_size_inches()
     right = 1 - LEGEND_W_IN / w
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0, right, 1 - 0.35 / h))
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(right + 0.01 * (1 - right), 1 - 0.45 / h),
+    lines = textwrap.wrap(title, int(w * 100 / 7))  # about 7 pixels a character at 10 points
+    fig.suptitle("\n".join(lines), fontsize=10)
+    top = 1 - (0.15 + 0.2 * len(lines)) / h
+    fig.tight_layout(rect=(0, 0, right, top))
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(right + 0.01 * (1 - right), top - 0.1 / h),
                fontsize=7.5, frameon=False)
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -111,11 +115,13 @@ def panel_title(ax, title, n, rows):
 
 def time_axis(rows):
     """(lo, hi) of a time panel's axis: from the lowest band to twice the fastest's time, widened to
-    hold the best's band; slower rows than that are drawn at the edge with their value, so that a
-    result 10 times slower does not squeeze the margins that matter (a few per cent) into pixels."""
+    hold the best's band and three quarters of the rows; slower rows than that are drawn at the
+    edge with their value, so that a result 10 times slower does not squeeze the margins that
+    matter (a few per cent) into pixels."""
     best = next(r for r in rows if r["best"])
     lo = min(r["band_lo"] for r in rows)
-    hi = min(max(r["band_hi"] for r in rows), max(2 * rows[0]["rel_time"], best["band_hi"]))
+    most = rows[-(-3 * len(rows) // 4) - 1]["band_hi"]  # the row at three quarters, fastest first
+    hi = min(max(r["band_hi"] for r in rows), max(2 * rows[0]["rel_time"], best["band_hi"], most))
     pad = 0.03 * (hi - lo) or 0.05 * hi  # zero-width bands of one result: still an axis
     return lo - pad, hi + pad
 
