@@ -3,12 +3,21 @@
 strategies and meshes ranked by median step time, with each one's band, the ones tied with the
 fastest, MFU, tokens/s per GPU, bytes per network tier, peak memory against the device's memory
 and the longest sequence that would fit; Markdown (for a PR comment) on stdout and, with --plot,
-a figure of every strategy's step time and band per N, one panel per report.
+three figures, one per question (scripts/plan_figures.py draws them from figure_rows below):
 
-  scripts/plan.py REPORT.json [REPORT2.json ...] [--plot plan.png] [--hbm-gib 80]
+  PREFIX-time.png    per N, the strategies fastest first, step time relative to the best (1.0)
+                     with the band as error bars, the best's band shaded, ties "=1"
+  PREFIX-bytes.png   per N, the busiest rank's bytes to its own node and to other nodes
+  PREFIX-memory.png  per N, the memory that must fit against the HBM line
+
+  scripts/plan.py REPORT.json [REPORT2.json ...] [--plot PREFIX] [--hbm-gib 80]
+
+`--plot plan.png` (a PREFIX ending in .png, .svg or .pdf) writes plan-time.png, plan-bytes.png and
+plan-memory.png. Colour is the family: the ring family (ring, ring-zigzag, ring-striped,
+double-ring), usp without a tp level, usp with one, ulysses, megatron-sp, allgather-kv, single.
 
 Several reports (e.g. the same sweep on 8, 64 and 256 simulated GPUs) are ranked separately and
-drawn side by side. Simulated reports carry their platform (context.simulated: HBM size); for
+drawn as rows of panels. Simulated reports carry their platform (context.simulated: HBM size); for
 measured ones give --hbm-gib.
 
 Bands and ties: a result's band is timing.step_ms.band {lo, hi} (relative factors around the
@@ -17,7 +26,9 @@ its timed steps. The fastest strategy that fits in HBM is the best; every other 
 whose band overlaps the best's is tied with it (tie column "=1"), and the verdict under the table
 gives each margin and the two bands. A single winner is named only when the best's band is
 disjoint from every other's; when a band has zero width (one timed step, or a simulation without
-timing.step_ms.band) the verdict says its margin's significance is unknown.
+timing.step_ms.band) the verdict says its margin's significance is unknown. When nothing fits
+in HBM, every row is still ranked, its "vs best" and ties taken against the fastest of all ("vs best"
+"fastest"), and the verdict says first that nothing fits and that the ranking is of step time only.
 
 Memory: "fits HBM" and "longest N that fits" use memory.model_estimate.total where a result has
 one (--block full: an ESTIMATE of the whole model per rank, L layers with embedding, output head and
@@ -118,12 +129,57 @@ def node_count(ctx, P):
     return max(1, -(-P // rpn))
 
 
-def verdict(n, fit_rows, bands, tied):
-    """The sentence under a table: who wins at N, or who is tied and why."""
-    if not fit_rows:
-        return "No strategy fits in HBM at N = %d." % n
-    best = fit_rows[0]
+# The families a figure tells apart by colour: the ring family, usp without and with a tp level
+# (its mesh.tp), and the others each on its own. A strategy not named here is drawn as "other".
+RING_FAMILY = ("ring", "ring-zigzag", "ring-striped", "double-ring")
+FAMILIES = ("ring family", "usp", "usp with tp", "ulysses", "megatron-sp", "allgather-kv", "single", "other")
+
+
+def family(strategy, tp=1):
+    """The family of a result, from its strategy name and its mesh's tp degree (not from the label,
+    whose format bench/ owns)."""
+    if strategy in RING_FAMILY:
+        return "ring family"
+    if strategy == "usp":
+        return "usp with tp" if (tp or 1) > 1 else "usp"
+    return strategy if strategy in FAMILIES else "other"
+
+
+def rank_at(results, hbm):
+    """The ranking of one N's ok results, which the table, the verdict and the figures all read:
+    rows   the results by median step time, fastest first
+    bands  label -> (lo_ms, hi_ms, source)
+    fits   label -> True/False against hbm (None: no HBM size known)
+    ref    the best (fastest that fits), or the fastest of all when nothing fits
+    tied   the other results whose band overlaps ref's: among those that fit, or among all when
+           nothing fits
+    nothing_fits  True when an HBM size is known and no result fits in it."""
+    rows = sorted(results, key=lambda r: r["timing"]["step_ms"]["median"])
+    bands = {r["label"]: step_band(r) for r in rows}
+    fits = {r["label"]: (fit_memory(r) <= hbm if hbm else None) for r in rows}
+    pool = [r for r in rows if fits[r["label"]] is not False]
+    nothing_fits = not pool
+    if nothing_fits:
+        pool = rows
+    ref = pool[0]
+    tied = [r for r in pool[1:] if overlaps(bands[r["label"]], bands[ref["label"]])]
+    return {"rows": rows, "bands": bands, "fits": fits, "ref": ref, "pool": pool, "tied": tied,
+            "nothing_fits": nothing_fits}
+
+
+def verdict(n, rk, hbm):
+    """The sentence under a table: who wins at N, or who is tied and why; when nothing fits, the
+    same sentence about step time alone, said to be that."""
+    best, tied, bands, pool = rk["ref"], rk["tied"], rk["bands"], rk["pool"]
     bm = best["timing"]["step_ms"]["median"]
+    head, word, whose = "", "Winner", "best's"
+    if rk["nothing_fits"]:
+        least = min(rk["rows"], key=fit_memory)
+        head = ("Nothing fits in HBM at N = %d: the least memory, %s's %s%s, exceeds the %s of HBM; "
+                "the ranking is of step time only. " % (
+                    n, least["label"], fmt_bytes(fit_memory(least)),
+                    " (est.)" if model_estimate(least) else "", fmt_bytes(hbm)))
+        word, whose = "Fastest", "fastest's"
 
     def band_text(r):
         lo, hi, src = bands[r["label"]]
@@ -132,37 +188,80 @@ def verdict(n, fit_rows, bands, tied):
     def margin(r):
         return 100 * (r["timing"]["step_ms"]["median"] / bm - 1)
 
-    if len(fit_rows) == 1:
-        return "Winner at N = %d: **%s**, the only strategy that ran and fits." % (n, best["label"])
+    faster = rk["rows"][:rk["rows"].index(best)]  # faster results that do not fit
+    tail = "" if not faster else (" %d faster result%s do%s not fit in HBM (the fastest, %s, %.1f%% less time)." % (
+        len(faster), "s" if len(faster) > 1 else "", "" if len(faster) > 1 else "es", faster[0]["label"], -margin(faster[0])))
+    if len(pool) == 1:
+        only = ("the only strategy that ran" + ("" if rk["nothing_fits"] else " and fits") if len(rk["rows"]) == 1
+                else "the only one of the %d that ran that fits" % len(rk["rows"]))
+        return head + "%s at N = %d: **%s**, %s.%s" % (word, n, best["label"], only, tail)
     if tied:
-        return ("Tie at N = %d: **%s** is fastest by median, but %s: their bands overlap the best's (%s), "
-                "so these runs cannot rank them." % (
-                    n, best["label"],
-                    ", ".join("%s is %.1f%% slower" % (r["label"], margin(r)) for r in tied),
-                    "; ".join(band_text(r) for r in [best] + tied)))
-    nxt = fit_rows[1]
-    text = ("Winner at N = %d: **%s**; the next, %s, is %.1f%% slower, and the best's band lies below every "
-            "other's (%s; %s)." % (n, best["label"], nxt["label"], margin(nxt), band_text(best), band_text(nxt)))
+        return head + ("Tie at N = %d: **%s** is fastest by median%s, but %s: their bands overlap the %s (%s), "
+                       "so these runs cannot rank them." % (
+                           n, best["label"], " of those that fit" if faster else "",
+                           ", ".join("%s is %.1f%% slower" % (r["label"], margin(r)) for r in tied), whose,
+                           "; ".join(band_text(r) for r in [best] + tied))) + tail
+    nxt = pool[1]
+    text = head + ("%s at N = %d: **%s**; the next, %s, is %.1f%% slower, and the %s band lies below every "
+                   "other's (%s; %s)." % (word, n, best["label"], nxt["label"], margin(nxt), whose, band_text(best),
+                                          band_text(nxt))) + tail
     if any(bands[r["label"]][0] == bands[r["label"]][1] for r in (best, nxt)):
         text += (" Caution: a band of zero width (one timed step, or a simulation without timing.step_ms.band) "
                  "cannot show a tie; this margin's significance is unknown.")
     return text
 
 
-def one_report(path, a):
+def figure_rows(oks, hbm):
+    """The figures' data, one dict per ok result, by N and then fastest first: label, family, N,
+    rel_time (median over ref's median: 1.0 = the best, or the fastest when nothing fits), band_lo
+    and band_hi (the band on the same scale), best, tied (as the table's tie column), intra and
+    inter (tier_bytes; None without tiers), mem (fit_memory), mem_est (mem is the whole-model
+    estimate), fits (None: no HBM size known), nothing_fits (at this N), hbm."""
+    out = []
+    for n in sorted({r["seq"] for r in oks}):
+        rk = rank_at([r for r in oks if r["seq"] == n], hbm)
+        bm = rk["ref"]["timing"]["step_ms"]["median"]
+        tie_set = {r["label"] for r in rk["tied"]} | ({rk["ref"]["label"]} if rk["tied"] else set())
+        for r in rk["rows"]:
+            lo, hi, _ = rk["bands"][r["label"]]
+            tb = tier_bytes(r)
+            out.append({"label": r["label"], "family": family(r["strategy"], r["mesh"].get("tp", 1)), "N": n,
+                        "rel_time": r["timing"]["step_ms"]["median"] / bm, "band_lo": lo / bm, "band_hi": hi / bm,
+                        "best": r is rk["ref"], "tied": r["label"] in tie_set,
+                        "intra": tb["intra"] if tb else None, "inter": tb["inter"] if tb else None,
+                        "mem": fit_memory(r), "mem_est": model_estimate(r) is not None,
+                        "fits": rk["fits"][r["label"]], "nothing_fits": rk["nothing_fits"], "hbm": hbm})
+    return out
+
+
+def load(path):
     with open(path, encoding="utf-8") as f:
         rep = json.load(f)
     if rep["config"].get("command") != "run":
         print("plan.py: %s is a '%s' report: it has no step times to rank (give a 'run' report)"
               % (path, rep["config"].get("command")), file=sys.stderr)
         sys.exit(2)
+    return rep
+
+
+def hbm_of(rep, hbm_gib):
+    """The device memory to fit in: a simulated report's platform's, else --hbm-gib (None: unknown)."""
+    sim = rep["context"].get("simulated")
+    return sim["hbm_bytes"] if sim else (hbm_gib * 2**30 if hbm_gib else None)
+
+
+def ok_results(rep):
+    return [r for r in rep["results"] if r["status"] == "ok"]
+
+
+def one_report(rep, hbm):
+    """(Markdown, best) of one report; best: N -> (label, [tied labels], nothing_fits)."""
     ctx = rep["context"]
     P = ctx["world_size"]
     sim = ctx.get("simulated")
-    hbm = sim["hbm_bytes"] if sim else (a.hbm_gib * 2**30 if a.hbm_gib else None)
     cfg = rep["config"]
     batch = cfg.get("batch", 1)
-    oks = [r for r in rep["results"] if r["status"] == "ok"]
+    oks = ok_results(rep)
     nodes = node_count(ctx, P)
     where = ("simulated on %s" % sim["platform"]) if sim else ("measured on %s" % ", ".join(ctx["hosts"]))
     lines = ["## %s: %d GPUs (%d node%s), %s" % (cfg.get("model", "?"), P, nodes, "s" if nodes > 1 else "", where), "",
@@ -176,41 +275,32 @@ def one_report(path, a):
                   "rank (%d layers, embedding and output head, mixed-precision Adam at 16 B/param, activations "
                   "with recompute %s), not a measurement; peak memory: the measured block." % (
                       e["layers"], cfg.get("recompute") or "none"), ""]
-    best = {}      # N -> (label, [tied labels])
-    curves = {}    # label -> [(N, median, lo, hi)]
+    best = {}      # N -> (label, [tied labels], nothing_fits)
     by_label = {}
     for r in oks:
         by_label.setdefault(r["label"], []).append(r)
     for n in sorted({r["seq"] for r in oks}):
-        rows = sorted([r for r in oks if r["seq"] == n], key=lambda r: r["timing"]["step_ms"]["median"])
-        bands = {r["label"]: step_band(r) for r in rows}
-        fit_rows = [r for r in rows if not hbm or fit_memory(r) <= hbm]
-        tied = []
-        if fit_rows:
-            b0 = bands[fit_rows[0]["label"]]
-            tied = [r for r in fit_rows[1:] if overlaps(bands[r["label"]], b0)]
-            best[n] = (fit_rows[0]["label"], [r["label"] for r in tied])
-        tie_set = {r["label"] for r in tied} | ({fit_rows[0]["label"]} if fit_rows and tied else set())
+        rk = rank_at([r for r in oks if r["seq"] == n], hbm)
+        ref, tied = rk["ref"], rk["tied"]
+        best[n] = (ref["label"], [r["label"] for r in tied], rk["nothing_fits"])
+        tie_set = {r["label"] for r in tied} | ({ref["label"]} if tied else set())
         lines += ["### N = %d" % n, "",
                   "| rank | strategy | step ms | band ms | vs best | tie | MFU | tokens/s/GPU "
                   "| bytes to own node | bytes to other nodes | peak memory | fits HBM | longest N that fits |",
                   "|---:|---|---:|---:|---:|:---:|---:|---:|---:|---:|---:|:---:|---:|"]
-        bm = fit_rows[0]["timing"]["step_ms"]["median"] if fit_rows else None
-        for i, r in enumerate(rows, 1):
+        bm = ref["timing"]["step_ms"]["median"]
+        for i, r in enumerate(rk["rows"], 1):
             step = r["timing"]["step_ms"]["median"]
-            lo, hi, _ = bands[r["label"]]
-            curves.setdefault(r["label"], []).append((n, step, lo, hi))
+            lo, hi, _ = rk["bands"][r["label"]]
             tb = tier_bytes(r)
             mem = r["memory"]["peak_bytes"]
             est = model_estimate(r)
-            fits = "-" if not hbm else ("yes" if fit_memory(r) <= hbm else "**no**")
+            fits = {None: "-", True: "yes", False: "**no**"}[rk["fits"][r["label"]]]
             if hbm and est:
                 fits += " (est. %s)" % fmt_bytes(est["total"])
             nmax = fits_up_to(by_label[r["label"]], hbm)
-            if bm is None:
-                vs = "-"
-            elif r is fit_rows[0]:
-                vs = "best"
+            if r is ref:
+                vs = "fastest" if rk["nothing_fits"] else "best"
             else:
                 vs = "%+.1f%%" % (100 * (step / bm - 1))
             mfu = "-" if r["mfu"] is None else "%.1f%%" % (100 * r["mfu"])  # null: no peak known
@@ -220,7 +310,7 @@ def one_report(path, a):
                 "n/a" if tb is None else fmt_bytes(tb["intra"]), "n/a" if tb is None else fmt_bytes(tb["inter"]),
                 fmt_bytes(mem), fits,
                 "-" if nmax is None else ("{:,}".format(nmax) if nmax else "none") + (" (est.)" if est else "")))
-        lines += ["", verdict(n, fit_rows, bands, tied), ""]
+        lines += ["", verdict(n, rk, hbm), ""]
     meshes = {}  # label -> its mesh levels, innermost first (size-1 levels left out)
     for r in oks:
         meshes.setdefault(r["label"], " x ".join("%s %d" % (lv["name"], lv["size"])
@@ -232,56 +322,44 @@ def one_report(path, a):
     if skipped:
         lines.append("Skipped: " + "; ".join("%s N=%d (%s)" % (r["label"], r["seq"], r.get("reason", "")) for r in skipped))
         lines.append("")
-    return "\n".join(lines), best, curves, nodes, P
+    return "\n".join(lines), best
 
 
-def plot(a, panels):
-    """One panel per report (sorted by node count), one errorbar series per strategy."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.5), squeeze=False)
-    for ax, (nodes, P, curves) in zip(axes[0], sorted(panels, key=lambda p: (p[0], p[1]))):
-        labels = sorted(curves)
-        for k, label in enumerate(labels):
-            pts = sorted(curves[label])
-            # Each strategy a little apart on the log N axis, so that equal bands stay visible.
-            dodge = 2 ** (0.03 * (k - (len(labels) - 1) / 2))
-            ns = [p[0] * dodge for p in pts]
-            med = [p[1] for p in pts]
-            err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
-            ax.errorbar(ns, med, yerr=err, marker="o", markersize=3, capsize=3, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length N")
-        ax.set_ylabel("step time (ms), bars: band")
-        ax.set_title("%d GPUs (%d node%s)" % (P, nodes, "s" if nodes > 1 else ""))
-        ax.legend(fontsize=7)
-    fig.suptitle("Every strategy's step time per sequence length, with its band")
-    fig.tight_layout()
-    fig.savefig(a.plot, dpi=120)
-    print("plot: %s" % a.plot)
-    return fig
+def panel_title(rep):
+    """A report's name in the figures: GPUs, nodes and the model."""
+    P = rep["context"]["world_size"]
+    nodes = node_count(rep["context"], P)
+    return "%s, %d GPUs (%d node%s)" % (rep["config"].get("model", "?"), P, nodes, "s" if nodes > 1 else "")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("reports", nargs="+")
-    ap.add_argument("--plot", help="write a figure (PNG/SVG) of every strategy's step time and band per N")
+    ap.add_argument("--plot", metavar="PREFIX",
+                    help="write PREFIX-time.png, PREFIX-bytes.png and PREFIX-memory.png (a PREFIX ending in "
+                         ".png, .svg or .pdf: that suffix comes off and is the figures' format)")
     ap.add_argument("--hbm-gib", type=float, help="device memory for measured reports")
     a = ap.parse_args()
     panels = []
     for path in a.reports:
-        md, best, curves, nodes, P = one_report(path, a)
+        rep = load(path)
+        hbm = hbm_of(rep, a.hbm_gib)
+        md, best = one_report(rep, hbm)
         print(md)
         if best:
+            P = rep["context"]["world_size"]
             print("Best per N (%d GPUs): " % P + ", ".join(
-                "N=%d: %s" % (n, best[n][0]) + (" (tied: %s)" % ", ".join(best[n][1]) if best[n][1] else "")
+                ("N=%d: none fits (fastest: %s" % (n, best[n][0]) + (", tied: %s)" % ", ".join(best[n][1]) if best[n][1] else ")")
+                 if best[n][2] else
+                 "N=%d: %s" % (n, best[n][0]) + (" (tied: %s)" % ", ".join(best[n][1]) if best[n][1] else ""))
                 for n in sorted(best)))
             print()
-        panels.append((nodes, P, curves))
+        P = rep["context"]["world_size"]
+        panels.append((node_count(rep["context"], P), P, panel_title(rep), figure_rows(ok_results(rep), hbm)))
     if a.plot:
-        plot(a, panels)
+        import plan_figures
+        for path in plan_figures.draw([p[2:] for p in sorted(panels, key=lambda p: p[:2])], a.plot):
+            print("plot: %s" % path)
     return 0
 
 
