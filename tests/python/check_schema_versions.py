@@ -8,7 +8,7 @@ must have its schema file. The C++ writer's schema_version is checked against th
 tests/unit/test_metrics.cpp ("the writer's schema_version is the schema's").
 
 Each guard is also run on a copy of results_schema/ with one edit, to show that it fails.
-(Not named test_*.py: python_tools' discovery leaves it to its own ctest.)
+(Not named test_*.py: tests/python/CMakeLists.txt registers it as its own ctest, schema_versions.)
 """
 import json
 import shutil

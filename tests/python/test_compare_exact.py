@@ -7,7 +7,7 @@ so that the loader's exit 2 cannot stand in for a detected difference), and asse
 status and that the output names the changed field. The unchanged case and the timing-only case
 assert 0, so every mutation case is shown to fail only because of its mutation.
 
-Run: python3 -m unittest tests/python/test_compare_exact.py -v  (ctest: part of 'python_tools')
+Run: python3 -m unittest tests/python/test_compare_exact.py -v  (ctest: 'python_compare_exact')
 """
 import contextlib
 import copy

@@ -3,8 +3,7 @@
 fits) and its figures' data (plan.figure_rows: order, relative times, families, ties, bytes per tier,
 fits), on synthetic reports; the figures are checked to be written, never their pixels.
 
-Run: python3 -m unittest test_plan -v  (from tests/python; ctest: 'python_plan', and 'python_tools'
-runs it with the rest)
+Run: python3 -m unittest test_plan -v  (from tests/python; ctest: 'python_plan')
 """
 import re
 import subprocess

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/serving_table.py on small synthetic reports (ctest: python_tools): the rows, the
+"""scripts/serving_table.py on small synthetic reports (ctest: python_serving_table): the rows, the
 faster pass and the crossover sentence, and the choice of C per miss rate."""
 import json
 import sys

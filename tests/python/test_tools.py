@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of the report tools: the schema, validate_report, compare_reports, plot_report (plan.py: test_plan.py).
 
-Run: python3 -m unittest discover -s tests/python -v   (ctest: the 'python_tools' test)
+Run: python3 -m unittest test_tools -v   (from tests/python; ctest: 'python_tools'; every
+tests/python/test_NAME.py is its own ctest, python_NAME)
 The scripts are exercised through their command lines, as CI and users call them.
 """
 import copy
