@@ -137,9 +137,12 @@ class Backend {
   // ---- GEMM (row-major) -----------------------------------------------------------------------
   // C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C; lda/ldb/ldc are row pitches of the
   // stored matrices. C may be float32 while A, B are in the run dtype (weight-gradient accumulation).
+  // `model_share` (0..1]: the part of its FLOPs that is the model's; the rest is work the caller
+  // repeats on other ranks by design (a KV head's projection on each of the t/G ranks of a tp level
+  // wider than the KV heads), counted as hardware FLOPs only (DESIGN "FLOPs, MFU and HFU").
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
-            int64_t ldc);
+            int64_t ldc, double model_share = 1.0);
 
   // ---- MLP (SwiGLU) ----------------------------------------------------------------------------
   // Element-wise, run dtype storage, fp32 math; a, b, g (and da, db, dg) of one element count.
@@ -219,7 +222,7 @@ class Backend {
                            const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
                            Tensor& dv) = 0;
 
-  void count_gemm(int64_t m, int64_t n, int64_t k);
+  void count_gemm(int64_t m, int64_t n, int64_t k, double model_share);
   void count_attn(const AttnShape& s, const Positions& qpos, const Positions& kpos, bool backward);
 
   double model_flops_ = 0, hardware_flops_ = 0;

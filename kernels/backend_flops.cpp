@@ -10,9 +10,9 @@ double attn_fwd_flops(const AttnShape& s, int64_t pairs) {
   return 4.0 * double(s.d) * double(s.hq) * double(s.B) * double(pairs);
 }
 
-void Backend::count_gemm(int64_t m, int64_t n, int64_t k) {
+void Backend::count_gemm(int64_t m, int64_t n, int64_t k, double model_share) {
   const double f = gemm_flops(m, n, k);
-  model_flops_ += f;
+  model_flops_ += model_share * f;
   hardware_flops_ += f;
 }
 

@@ -257,7 +257,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     // column-parallel QKV on the group's tokens (xn gathered into slot 0; dead after the GEMM:
     // backward gathers again)
     const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
-    b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl);
+    b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl, k.qkv_model_share_);
     rope_and_split_qkv(b, qkv_layout(), s.rope, s.decode() ? k.pos_ : k.wide_positions(), s.rope_theta, qkv, k.q_,
                        k.k_, k.v_);
     // The new tokens' k, v into this rank's cache, per batch row: under prefill its n rows after
@@ -306,9 +306,9 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       // slot 0 until the wgrad GEMM; the dgrad partial sum in slot 1 (reordered copy: slot 2).
       const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
       Tensor partial = k.tp_.partial(1, dxn);
-      b.gemm(false, true, BW, s.D, Cl, 1.0f, dqkv, Cl, w_qkv, Cl, 0.0f, partial, s.D);
+      b.gemm(false, true, BW, s.D, Cl, 1.0f, dqkv, Cl, w_qkv, Cl, 0.0f, partial, s.D, k.qkv_model_share_);
       k.tp_.reduce(b, partial, 2, dxn);
-      b.gemm(true, false, s.D, Cl, BW, 1.0f, xw, s.D, dqkv, Cl, 0.0f, reg["dw_qkv"], Cl);
+      b.gemm(true, false, s.D, Cl, BW, 1.0f, xw, s.D, dqkv, Cl, 0.0f, reg["dw_qkv"], Cl, k.qkv_model_share_);
     }
     Tensor& dnorm_w = reg["dnorm_w"];
     b.fill(dnorm_w, 0.0f);
@@ -504,6 +504,7 @@ void Block::setup(StrategyEnv& env) {
   if (mlp_own_mesh_) mlp_own_.setup(be(), env_.spec.mlp_tp > 1 ? &mesh().group("mlp_tp") : nullptr, s, T_);
   hl_ = s.H / tp_.size();
   gl_ = replicated_kv_heads(tp_.size(), s) / tp_.size();
+  qkv_model_share_ = (hl_ + 2.0 * s.G / tp_.size()) / (hl_ + 2 * gl_);
 
   // The block's input and the gradient of its output (seeded), then its sub-layers in order.
   auto law = [&](InputId id) { return input_law(id, s.D, Hd); };

@@ -230,6 +230,10 @@ class Block : public Strategy {
   Positions pos_;  // this rank's tokens
   int64_t T_ = 0;  // tokens per batch row on this rank
   int hl_ = 0, gl_ = 0;  // query and KV heads on this rank (H/t, max(G,t)/t)
+  // The model's share of this rank's QKV GEMMs: 1, or with a tp level wider than the KV heads
+  // (t > G: each KV head's projection runs on t/G ranks) (hl + 2G/t) / (hl + 2): the repeated
+  // columns are hardware FLOPs, not model FLOPs, so the ranks' model FLOPs sum to the layer's.
+  double qkv_model_share_ = 1.0;
   // The attention core's tensors: views of registry entries (the registry owns them).
   Tensor q_, k_, v_, o_, do_, dq_, dk_, dv_;
   // --cached C: the keys and values the queries attend, [B, Cr + n, gl, d] per batch row this
