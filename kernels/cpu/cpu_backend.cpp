@@ -128,13 +128,13 @@ double CpuBackend::elapsed_ms(const Event& a, const Event& b) { return b.host_ms
 // The shared checks (backend.cpp) fix which tensors share a dtype and which are fp32; the
 // element-wise kernels beyond them take one dtype for all their tensors.
 void CpuBackend::check_dtypes(const char* op, std::initializer_list<const Tensor*> tensors) const {
-  const std::string o = op;
-  if (o != "add" && o != "swiglu_fwd" && o != "swiglu_bwd") return;
+  if (std::strcmp(op, "add") != 0 && std::strcmp(op, "swiglu_fwd") != 0 && std::strcmp(op, "swiglu_bwd") != 0)
+    return;
   for (const Tensor* t : tensors)
     if (t->dtype != (*tensors.begin())->dtype)
-      throw std::invalid_argument(o + ": tensors of different dtypes (" + dtype_name((*tensors.begin())->dtype) +
-                                  ", " + dtype_name(t->dtype) + "); the cpu backend's " + o +
-                                  " takes one dtype");
+      throw std::invalid_argument(std::string(op) + ": tensors of different dtypes (" +
+                                  dtype_name((*tensors.begin())->dtype) + ", " + dtype_name(t->dtype) +
+                                  "); the cpu backend's " + op + " takes one dtype");
 }
 
 void CpuBackend::do_fill(Tensor& t, float value) {
