@@ -207,7 +207,7 @@ std::vector<OptionSpec> make_table() {
        [](RunConfig& c, const json& v) { c.backend = v.get<std::string>(); }},
       {"comm", "--comm", OptKind::choice, "mpi | nccl", {"mpi", "nccl"}, false,
        [](RunConfig& c, const json& v) { c.comm = v.get<std::string>(); }},
-      {"dtype", "--dtype", OptKind::choice, "fp32 | bf16 | fp16", {"fp32", "bf16", "fp16"}, false,
+      {"dtype", "--dtype", OptKind::choice, "fp32 | bf16 | fp16 (fp8 is not emulated yet)", {"fp32", "bf16", "fp16"}, false,
        [](RunConfig& c, const json& v) { c.dtype = v.get<std::string>(); }},
       {"mem_limit", "--mem-limit", OptKind::size, "per-rank cap on tracked memory: bytes or 512MiB, 80GiB (0 = none)",
        {}, false, [](RunConfig& c, const json& v) { c.mem_limit_bytes = v.get<int64_t>(); }},

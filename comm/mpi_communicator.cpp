@@ -18,6 +18,7 @@
 #include "comm/sim_collectives.h"
 #include "comm/world.h"
 #include "kernels/backend.h"
+#include "kernels/float16.h"
 
 namespace cpbench {
 
@@ -93,61 +94,7 @@ class ByteSpan {
   bool owned_ = false;
 };
 
-// ---- 16-bit float conversions (for reduce_scatter of bf16/fp16 through host staging) ----------
-
-uint32_t f32_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float bits_f32(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float bf16_to_f32(uint16_t h) { return bits_f32(uint32_t(h) << 16); }
-uint16_t f32_to_bf16(float f) {  // round to nearest even
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13));  // inf / nan
-  if (exp == 0) {
-    if (man == 0) return bits_f32(sign);
-    // subnormal: man * 2^-24
-    float v = static_cast<float>(man) * (1.0f / 16777216.0f);
-    return sign ? -v : v;
-  }
-  return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
-}
-
-uint16_t f32_to_f16(float f) {  // round to nearest even, overflow to inf
-  const uint32_t u = f32_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // nan
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: rounds to inf
-  if (a < 0x38800000u) {  // below the smallest normal 2^-14: subnormal or zero
-    // value = a_float; subnormal unit 2^-24. Round a_float * 2^24 to nearest even.
-    const float v = bits_f32(a) * 16777216.0f;  // exact (power-of-two scale)
-    float r = static_cast<float>(static_cast<int>(v));
-    const float frac = v - r;
-    if (frac > 0.5f || (frac == 0.5f && (static_cast<int>(r) & 1))) r += 1.0f;
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(r));
-  }
-  // normal: rebias exponent 127 -> 15, keep 10 mantissa bits, round the 13 dropped bits
-  uint32_t h = ((a - 0x38000000u) >> 13);
-  const uint32_t rest = a & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent: fine
-  return static_cast<uint16_t>(sign | h);
-}
+// ---- float32 staging of 16-bit buffers (reduce_scatter sums in float32; kernels/float16.h) ---
 
 void to_f32(DType t, const void* src, float* dst, size_t n) {
   const auto* s = static_cast<const uint16_t*>(src);

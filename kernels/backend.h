@@ -183,7 +183,7 @@ class Backend {
 
  protected:
   // What the backend cannot take beyond the shared checks: check_dtypes sees the operation and
-  // the dtypes of its tensor arguments (CPU: fp32 only); check_attn_support the attention
+  // the dtypes of its tensor arguments (CPU: add and swiglu take one dtype); check_attn_support the attention
   // problem (CUDA: head dims of the tensor-core kernels). Both throw std::invalid_argument.
   virtual void check_dtypes(const char* op, std::initializer_list<const Tensor*> tensors) const;
   virtual void check_attn_support(const char* op, const AttnShape& s, DType dt) const;

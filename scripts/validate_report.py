@@ -202,9 +202,7 @@ def semantic_errors(report):
     if (cfg["block"] == "full") != (cfg["ffn_dim"] is not None):  # the MLP's F exactly when there is one
         err(["config", "ffn_dim"], f"{cfg['ffn_dim']!r} under block {cfg['block']!r}: an integer under 'full', "
                                    "null under 'attn'")
-    if cfg["backend"] == "cpu":
-        if cfg["dtype"] != "fp32":
-            err(["config", "dtype"], f"backend cpu runs fp32 only, not {cfg['dtype']}")
+    if cfg["backend"] == "cpu":  # any dtype: bf16/fp16 are emulated (DESIGN "Rounding points")
         if cfg["comm"] != "mpi":
             err(["config", "comm"], f"backend cpu communicates with mpi only, not {cfg['comm']}")
         if ctx["gpus"]:

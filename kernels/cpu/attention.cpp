@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vec_ops.h"
 
@@ -86,9 +87,6 @@ void set_attn_tiles(const AttnTiles& t) {
 
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr double kLog2e = 1.4426950408889634074;
-constexpr double kLn2 = 0.6931471805599453094;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -326,7 +324,7 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
 
-  const float alpha = static_cast<float>(attn_scale(s) * kLog2e);  // scores in log2 units
+  const float alpha = scale_log2(s);  // scores in log2 units
   const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d;
   const int64_t ldS = round_up(bk, 16);
   const int64_t items = int64_t(nqt) * B * hq;
@@ -375,7 +373,7 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
       if (l[r] > 0.0f) {
         const float inv = 1.0f / l[r];
         for (int c = 0; c < d; ++c) orow[c] = Orow[c] * inv;
-        lrow[r] = static_cast<float>(kLn2 * (double(m[r]) + std::log2(double(l[r]))));
+        lrow[r] = lse_of(m[r], l[r]);
       } else {
         std::fill(orow, orow + d, 0.0f);
         lrow[r] = kNegInf;
@@ -405,7 +403,7 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
     for (int i = 0; i < nqt; ++i) plan[j][i] = plan_pair(qtiles[i], ktiles[j], kp.data(), mask.full());
 
   const float scale = attn_scale(s);
-  const float alpha = static_cast<float>(scale * kLog2e);
+  const float alpha = scale_log2(s);
   const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d;
   const int64_t ldS = round_up(bk, 16);
   const VecOps& ops = vec_ops();
@@ -484,7 +482,7 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
               const float* lrow = lse + (b * hq + h) * nq + qt.start;
               const float* drow = delta + (b * hq + h) * nq + qt.start;
               for (int r = 0; r < qt.size; ++r) {
-                lse2[r] = lrow[r] == kNegInf ? kNegInf : static_cast<float>(lrow[r] * kLog2e);
+                lse2[r] = lse_log2(lrow[r]);
                 dl[r] = drow[r];
               }
               for_each_band(qt, kt, pp, rb, kp.data(), band, [&](const Band& bd) {
@@ -527,60 +525,8 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
   }
 }
 
-// ---- merge and delta --------------------------------------------------------------------------
-void attn_merge(const AttnShape& s, float* o_acc, float* lse_acc, const float* o_blk,
-                const float* lse_blk, int threads) {
-  const int64_t B = s.B, nq = s.nq;
-  const int hq = s.hq, d = s.d;
-  const int64_t rows = B * nq;
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t bi = 0; bi < rows; ++bi) {
-    const int64_t b = bi / nq, i = bi % nq;
-    for (int h = 0; h < hq; ++h) {
-      float& la = lse_acc[(b * hq + h) * nq + i];
-      const float lb = lse_blk[(b * hq + h) * nq + i];
-      float* oa = o_acc + (bi * hq + h) * d;
-      const float* ob = o_blk + (bi * hq + h) * d;
-      if (lb == kNegInf) {  // the block adds nothing (its o may be anything)
-        if (la == kNegInf) std::fill(oa, oa + d, 0.0f);  // still no key: o = 0 by convention
-        continue;
-      }
-      if (la == kNegInf) {  // nothing so far: take the block (o_acc may be anything)
-        std::memcpy(oa, ob, sizeof(float) * size_t(d));
-        la = lb;
-        continue;
-      }
-      // Weights relative to the larger lse, in double: lse = mx + log(wa + wb).
-      const double mx = std::max(la, lb);
-      const double wa = std::exp(double(la) - mx), wb = std::exp(double(lb) - mx);
-      const double sum = wa + wb;
-      const float fa = static_cast<float>(wa / sum), fb = static_cast<float>(wb / sum);
-      for (int c = 0; c < d; ++c) oa[c] = fa * oa[c] + fb * ob[c];
-      la = static_cast<float>(mx + std::log(sum));
-    }
-  }
-}
-
-void attn_bwd_delta(const AttnShape& s, const float* o, const float* dout, float* delta,
-                    int threads) {
-  const int64_t B = s.B, nq = s.nq;
-  const int hq = s.hq, d = s.d;
-  const int64_t rows = B * nq;
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t bi = 0; bi < rows; ++bi) {
-    const int64_t b = bi / nq, i = bi % nq;
-    for (int h = 0; h < hq; ++h) {
-      const float* a = o + (bi * hq + h) * d;
-      const float* c = dout + (bi * hq + h) * d;
-      double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // independent lanes: vectorisable, fixed order
-      int e = 0;
-      for (; e + 8 <= d; e += 8)
-        for (int u = 0; u < 8; ++u) acc[u] += double(a[e + u]) * double(c[e + u]);
-      double t = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-      for (; e < d; ++e) t += double(a[e]) * double(c[e]);
-      delta[(b * hq + h) * nq + i] = static_cast<float>(t);
-    }
-  }
-}
+// ---- merge and delta: the fp32 instantiations of attention_rows.h ----------------------------
+template void attn_merge<float>(const AttnShape&, float*, float*, const float*, const float*, int);
+template void attn_bwd_delta<float>(const AttnShape&, const float*, const float*, float*, int);
 
 }  // namespace cpbench::cpu

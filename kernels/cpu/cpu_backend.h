@@ -1,4 +1,5 @@
-// The CPU backend: fp32 only, host memory, OpenBLAS GEMMs, OpenMP threads. Operations execute
+// The CPU backend: fp32, bf16 and fp16 tensors (16-bit storage, fp32 math, rounded where the GPU
+// kernels round: DESIGN "Rounding points"), host memory, OpenBLAS GEMMs, OpenMP threads. Operations execute
 // inline (the "stream" is the calling thread), events are host clock reads (now_ms()).
 #pragma once
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/block_cache.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace cpbench {
 
@@ -17,7 +19,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   std::string device_name() const override;
 
-  // 64-byte aligned host memory; fp32 only (other dtypes: std::invalid_argument).
+  // 64-byte aligned host memory, dtype_size(dtype) bytes per element.
   Tensor alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) override;
   void release_cached_memory() override { cache_->empty_cache(); }
   void upload(const std::vector<float>& host, Tensor& dst) override;
@@ -33,7 +35,7 @@ class CpuBackend final : public Backend {
   static const char* kernel_isa();
 
  protected:
-  // Every tensor must be fp32.
+  // add and swiglu take one dtype for all their tensors (the other ops: the shared checks).
   void check_dtypes(const char* op, std::initializer_list<const Tensor*> tensors) const override;
   void do_fill(Tensor& t, float value) override;
   void do_copy_2d(Tensor& dst, int64_t dst_pitch, const Tensor& src, int64_t src_pitch,
@@ -66,6 +68,8 @@ class CpuBackend final : public Backend {
   // 64-byte aligned host blocks (BlockCache sizes are multiples of 512 bytes).
   std::shared_ptr<BlockCache> cache_ = std::make_shared<BlockCache>(
       [](size_t n) { return std::aligned_alloc(64, n); }, [](void* p) { std::free(p); });
+  // bf16/fp16 GEMMs widen their operands here (gemm_lowp.cpp); kept between calls.
+  cpu::GemmScratch gemm_scratch_;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt);

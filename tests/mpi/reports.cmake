@@ -19,6 +19,9 @@ endfunction()
 
 # Measured bytes equal the model for every strategy over shapes, meshes and world sizes.
 cpbench_report_test(model_p2 2 "--model;tiny;--seq;96,120;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 14")
+# At bf16 (the cpu's 16-bit storage): every byte sent is s = 2 per element but the ring's fp32
+# dK,dV accumulators and the float32 partials, as the model says; every mesh of P = 4.
+cpbench_report_test(model_p4_bf16 4 "--model;tiny;--seq;96,120;--batch;2;--dtype;bf16;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 32")
 # The whole block: megatron-sp's MLP doubles its bytes (check_report.py recomputes DESIGN's formula),
 # every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.
 cpbench_report_test(model_p4_block_full 4 "--block;full;--seq;64,96;--heads;4;--kv-heads;2;--head-dim;16;--dim;64;--ffn-dim;96;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")

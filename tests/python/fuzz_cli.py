@@ -166,7 +166,6 @@ def generate(rng):
         (["--mesh", "all", "--ulysses", "2"], "--mesh all", "--ulysses"),
         (["--ulysses", "3", "--strategies", "ring"], "ulysses", "ulysses=3"),
         (["--ring", "2", "--strategies", "single,ring"], "ring", "ring=2"),
-        (["--backend", "cpu", "--dtype", "bf16"], "backend", "dtype=bf16"),
         (["--comm", "nccl"], "comm", "backend=cpu"),
         (["--heads", "4", "--kv-heads", "3"], "kv_heads", "kv_heads=3"),
         (["--world-size", "8"], "world_size", "world_size=8"),

@@ -1,0 +1,89 @@
+// What the CPU attention kernels of every element type share (internal to kernels/cpu): the
+// softmax-state formulas, and the two per-row operations written once as templates, the merge of
+// a block's partial result and the backward's row term delta. attention.cpp instantiates them
+// for float (compiled with FMA contraction allowed), attention_lowp.cpp for bf16_t and fp16_t
+// (compiled without it, so that the emulation is the documented sequence of fp32 operations).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/elem.h"
+
+namespace cpbench::cpu {
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+inline constexpr double kLog2e = 1.4426950408889634074;
+inline constexpr double kLn2 = 0.6931471805599453094;
+
+// Scores are kept in log2 units: s2 = (q . k) * scale * log2(e), exponentials base 2.
+inline float scale_log2(const AttnShape& s) { return static_cast<float>(attn_scale(s) * kLog2e); }
+// The natural-log lse of a row from its base-2 running max m and sum l (l > 0).
+inline float lse_of(float m, float l) { return static_cast<float>(kLn2 * (double(m) + std::log2(double(l)))); }
+// lse in log2 units, as the backward subtracts it from s2 (-inf stays -inf).
+inline float lse_log2(float lse) { return lse == kNegInf ? kNegInf : static_cast<float>(lse * kLog2e); }
+
+// o_acc, lse_acc <- merge(o_acc, lse_acc, o_blk, lse_blk) (DESIGN "Attention blocks"): the weights
+// in double, each o element loaded to fp32, fa * o_acc + fb * o_blk in fp32, stored in T.
+template <class T>
+void attn_merge(const AttnShape& s, T* o_acc, float* lse_acc, const T* o_blk, const float* lse_blk,
+                int threads) {
+  const int64_t B = s.B, nq = s.nq;
+  const int hq = s.hq, d = s.d;
+  const int64_t rows = B * nq;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t bi = 0; bi < rows; ++bi) {
+    const int64_t b = bi / nq, i = bi % nq;
+    for (int h = 0; h < hq; ++h) {
+      float& la = lse_acc[(b * hq + h) * nq + i];
+      const float lb = lse_blk[(b * hq + h) * nq + i];
+      T* oa = o_acc + (bi * hq + h) * d;
+      const T* ob = o_blk + (bi * hq + h) * d;
+      if (lb == kNegInf) {  // the block adds nothing (its o may be anything)
+        if (la == kNegInf) std::fill(oa, oa + d, from_f32<T>(0.0f));  // still no key: o = 0 by convention
+        continue;
+      }
+      if (la == kNegInf) {  // nothing so far: take the block (o_acc may be anything)
+        std::memcpy(static_cast<void*>(oa), ob, sizeof(T) * size_t(d));
+        la = lb;
+        continue;
+      }
+      // Weights relative to the larger lse, in double: lse = mx + log(wa + wb).
+      const double mx = std::max(la, lb);
+      const double wa = std::exp(double(la) - mx), wb = std::exp(double(lb) - mx);
+      const double sum = wa + wb;
+      const float fa = static_cast<float>(wa / sum), fb = static_cast<float>(wb / sum);
+      for (int c = 0; c < d; ++c) oa[c] = from_f32<T>(fa * to_f32(oa[c]) + fb * to_f32(ob[c]));
+      la = static_cast<float>(mx + std::log(sum));
+    }
+  }
+}
+
+// delta = rowsum(do * o) over d, in double: 8 interleaved lanes (lane u takes elements
+// e = u mod 8 of the whole groups of 8), combined ((0+4)+(1+5))+((2+6)+(3+7)), then the tail
+// elements in order; rounded to fp32 once.
+template <class T>
+void attn_bwd_delta(const AttnShape& s, const T* o, const T* dout, float* delta, int threads) {
+  const int64_t B = s.B, nq = s.nq;
+  const int hq = s.hq, d = s.d;
+  const int64_t rows = B * nq;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t bi = 0; bi < rows; ++bi) {
+    const int64_t b = bi / nq, i = bi % nq;
+    for (int h = 0; h < hq; ++h) {
+      const T* a = o + (bi * hq + h) * d;
+      const T* c = dout + (bi * hq + h) * d;
+      double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // independent lanes: vectorisable, fixed order
+      int e = 0;
+      for (; e + 8 <= d; e += 8)
+        for (int u = 0; u < 8; ++u) acc[u] += double(to_f32(a[e + u])) * double(to_f32(c[e + u]));
+      double t = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+      for (; e < d; ++e) t += double(to_f32(a[e])) * double(to_f32(c[e]));
+      delta[(b * hq + h) * nq + i] = static_cast<float>(t);
+    }
+  }
+}
+
+}  // namespace cpbench::cpu
