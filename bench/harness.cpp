@@ -226,10 +226,10 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
                                    peak, model->activation_bytes_estimate(shape, P, job.mesh), tiers);
   // The layer's FLOPs (shape: the last pack's, as the counted ones); single runs it on every rank.
-  result.timed->expected_flops = expected_job_flops(shape, job.info->name == "single" ? P : 1);
+  result.timed->expected_flops = expected_job_flops(shape, model->describe().replicated ? P : 1);
   result.timed->packs = std::move(resampled);
   result.timed->balance_scheme = balance_name(shape.balance);
-  if (shape.balance != BalanceScheme::none && job.info->name != "single") {
+  if (shape.balance != BalanceScheme::none && !model->describe().replicated) {
     // Per rank, the pairs of the ring position it works on (usp: its ring index's, which its t*U
     // ranks share, each for its slice of the heads).
     const BalancePositions positions = model->balance_positions(job.mesh, P);
@@ -286,7 +286,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
       // ring positions; single 1): from the shard it holds; without a cache, every KV head, P.
       in.cache_bytes_per_token = cache_tokens > 0 ? kv_cache_bytes / cache_tokens
                                                   : 2 * shape.B * int64_t(shape.G) * shape.d * int64_t(dtype_size(shape.dtype));
-      in.shards = cache_tokens > 0 ? shape.pass.cached / cache_tokens : job.info->name == "single" ? 1 : P;
+      in.shards = cache_tokens > 0 ? shape.pass.cached / cache_tokens : model->describe().replicated ? 1 : P;
       inf.fit = longest_cache(in);
     }
   }

@@ -63,7 +63,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           job.mesh = strat->resolve_mesh(req, shape, P);
           // The MLP's own mesh (--mlp-tp): every strategy that shards the block (single, the
           // replicated reference, runs unchanged).
-          job.mesh.mlp_tp = resolve_mlp_tp(cfg.mlp_tp, job.mesh, strat->name() != "single");
+          job.mesh.mlp_tp = resolve_mlp_tp(cfg.mlp_tp, job.mesh, !strat->describe().replicated);
           job.label = strat->label(job.mesh);
           if (shape.decode() && !can.decode)
             throw ConstraintError(strat->name() + ": --pass decode is built for the ring family, usp, ulysses and megatron-sp only "

@@ -205,6 +205,10 @@ struct StrategyDesc {
   std::string constraints;  // human-readable constraints, one line
   std::string tiers;        // where its bytes go on a cluster of nodes (intra- vs inter-node), one line
   Capabilities can;
+  // Every rank runs the whole layer on the whole sequence, sharding nothing (single, the
+  // reference): its job's FLOPs are P times the layer's, its ranks hold every token and the whole
+  // cache, and --mlp-tp leaves it unchanged.
+  bool replicated = false;
 };
 
 // Under --balance: the ring positions the balanced layout spans and the one each world rank works

@@ -348,9 +348,4 @@ int RingCore::effective_hops(int R, const BlockPositions& q_pos, const BlockPosi
   return farthest_visible_hop(R, q_pos, k_pos, s);
 }
 
-int RingCore::effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                    const LayerShape& s) {
-  return farthest_visible_hop(R, q_pos, k_pos, s);
-}
-
 }  // namespace cpbench

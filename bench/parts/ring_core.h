@@ -150,13 +150,10 @@ class RingCore {
   // The same with the keys' positions apart from the queries' (--cached: rank r's keys are its
   // cache shard plus its new tokens).
   static int effective_hops(int R, const BlockPositions& q_pos, const BlockPositions& k_pos, const LayerShape& s);
-  // pass-Q's K_eff (DESIGN: pass-KV's rule with queries and keys swapped): the farthest hop k
-  // (1..R-1) at which some ring rank r holds the query block of rank r+k (queries move to the
-  // previous rank) and has a visible pair between it and its own keys; 0 if none. Query and key
-  // positions are separate because under --cached a rank's keys are its cache shard plus its
-  // new tokens while only the new tokens are queries. Equals effective_hops when they coincide.
-  static int effective_hops_pass_q(int R, const BlockPositions& q_pos, const BlockPositions& k_pos,
-                                   const LayerShape& s);
+  // pass-Q's K_eff is the same number (DESIGN: pass-KV's rule with queries and keys swapped):
+  // at hop k rank r holds the query block of rank r+k against its own keys, the same pairs as
+  // pass-KV's rank r+k holding rank r's keys; under --cached the keys are the cache shard plus the
+  // new tokens, the queries the new tokens only (the unit test scans pass-Q's pairs literally).
   // Bytes the core keeps allocated per rank: lse, delta, block o and lse, the float32 running
   // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv
   // accumulators (float32), and the travel policy's buffers.

@@ -41,8 +41,8 @@ RingHops scan_hops(const RingSchedule& sch, const RingLayoutPart& layout, const 
   const BlockPositions k = [&](int j) { return layout.keys(j); };
   RingHops h;
   switch (sch.kind) {
-    // pass-Q's K_eff is pass-KV's scan re-indexed (RingCore::effective_hops_pass_q): one call
-    // serves both travel policies.
+    // pass-Q's K_eff is pass-KV's scan re-indexed (ring_core.h): one call serves every travel
+    // policy.
     case RingScheduleKind::single: h.single = RingCore::effective_hops(sch.R, q, k, s); break;
     case RingScheduleKind::double_:
       h.dbl = DoubleRingCore::effective_hops(sch.w, sch.windows(), q, k, s, s.queries_travel());

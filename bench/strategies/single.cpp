@@ -20,6 +20,7 @@ class Single final : public Block {
     d.can.balance = d.can.balance_dynamic = true;  // the reference: one rank holds every token
     d.can.cached = true;                           // the whole cache and every new token
     d.can.decode = true;                           // the whole cache: nothing to merge
+    d.replicated = true;
     return d;
   }
   // Any shape, any pass (under --cached and decode too: it holds the whole cache).

@@ -658,6 +658,15 @@ TEST_CASE("ring core: pass-Q hop truncation is pass-KV's with queries and keys s
   LayerShape s;
   s.N = 32;
   const int R = 4;
+  // pass-Q's rule written out: the farthest hop k at which some rank r holds the query block of
+  // rank r+k (queries move to the previous rank) with a visible pair against its own keys. The
+  // core computes pass-KV's scan (rank r's queries against rank r-k's keys) for both.
+  const auto pass_q_hops = [&](const BlockPositions& q, const BlockPositions& k) {
+    for (int hop = R - 1; hop >= 1; --hop)
+      for (int r = 0; r < R; ++r)
+        if (any_visible_pair(q((r + hop) % R), k(r), s.mask.attn())) return hop;
+    return 0;
+  };
   SECTION("no cache: the same K_eff as pass-KV on the same layout") {
     const BlockPositions contiguous = [](int j) { return Positions::contiguous(8 * j, 8); };
     const BlockPositions zigzag = [](int j) { return Positions::two(4 * j, 4, 4 * (7 - j), 4); };
@@ -667,7 +676,7 @@ TEST_CASE("ring core: pass-Q hop truncation is pass-KV's with queries and keys s
           s.mask.causal = causal;
           s.mask.window = w;
           CAPTURE(causal, w);
-          CHECK(RingCore::effective_hops_pass_q(R, pos, pos, s) == RingCore::effective_hops(R, pos, s));
+          CHECK(pass_q_hops(pos, pos) == RingCore::effective_hops(R, pos, s));
         }
   }
   SECTION("cached: keys are the cache shard plus the new tokens, queries only the new tokens") {
@@ -676,13 +685,16 @@ TEST_CASE("ring core: pass-Q hop truncation is pass-KV's with queries and keys s
     const BlockPositions k = [](int j) { return Positions::two(4 * j, 4, 16 + 4 * j, 4); };
     s.mask.causal = true;
     s.mask.window = 0;
-    CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == R - 1);  // every new query sees the whole cache
+    CHECK(pass_q_hops(q, k) == R - 1);  // every new query sees the whole cache
+    CHECK(RingCore::effective_hops(R, q, k, s) == R - 1);
     // A window of 4: query 16 (rank 0) reaches cache key 15 (rank 3, hop 1); rank r+1's queries
     // reach rank r's new keys (hop 1); nothing farther.
     s.mask.window = 4;
-    CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == 1);
+    CHECK(pass_q_hops(q, k) == 1);
+    CHECK(RingCore::effective_hops(R, q, k, s) == 1);
     s.mask.window = 1;  // each query sees itself only: its own rank, no hop
-    CHECK(RingCore::effective_hops_pass_q(R, q, k, s) == 0);
+    CHECK(pass_q_hops(q, k) == 0);
+    CHECK(RingCore::effective_hops(R, q, k, s) == 0);
   }
 }
 
