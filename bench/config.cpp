@@ -158,6 +158,8 @@ void finalize_config(RunConfig& c, int P) {
                                 c.model + "' gives layers=" + std::to_string(c.layers) + ")");
   if (c.recompute != "none" && c.recompute != "full")
     throw std::invalid_argument("recompute must be none or full, got '" + c.recompute + "'");
+  if (c.shard != "none" && c.shard != "optimizer" && c.shard != "grads" && c.shard != "params")
+    throw std::invalid_argument("shard must be none, optimizer, grads or params, got '" + c.shard + "'");
   auto positive = [](const char* name, int64_t v) {
     if (v <= 0) throw std::invalid_argument(std::string(name) + " must be positive, got " + std::to_string(v));
   };

@@ -36,6 +36,9 @@ struct RunConfig {
   // block's input only).
   int64_t layers = 0, vocab = 0;
   std::string recompute = "none";  // none | full
+  // What the estimate shards over the ranks that hold the same weights (ZeRO-1/2/3): none |
+  // optimizer (the states; Megatron's distributed optimizer, the common default) | grads | params.
+  std::string shard = "optimizer";
   bool causal = true, rope = true;
   std::vector<std::string> strategies;  // empty: every registered strategy
   bool strategies_explicit = false;     // named by the user (errors instead of skips)

@@ -181,6 +181,9 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     m.summary.block_parameters = double(held.parameters);
     m.summary.block_input_bytes = double(held.input_bytes);
     m.summary.tp = held.tp;
+    m.summary.norm_parameters = double(held.norm_parameters);
+    m.summary.mlp_parameters = double(held.mlp_parameters);
+    m.summary.mlp_tp = held.mlp_tp;
     kv_cache_bytes = held.kv_cache_bytes;
     cache_tokens = held.cache_tokens;  // every rank holds an equal shard: rank 0's is the report's
   }
@@ -296,13 +299,21 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
       in.block_parameters = std::max(in.block_parameters, int64_t(r.block_parameters));
       in.block_input_bytes = std::max(in.block_input_bytes, int64_t(r.block_input_bytes));
       in.tp = std::max(in.tp, int(r.tp));
+      in.norm_parameters = std::max(in.norm_parameters, int64_t(r.norm_parameters));
+      in.mlp_parameters = std::max(in.mlp_parameters, int64_t(r.mlp_parameters));
+      in.mlp_tp = std::max(in.mlp_tp, int(r.mlp_tp));
     }
+    // single runs the whole layer alone on every rank (a job of one rank, P copies): nothing is
+    // replicated across ranks within one job.
+    in.replicas = model->describe().replicated ? 1 : P;
+    in.shard = cfg_.shard;
     in.layers = cfg_.layers;
     in.vocab = cfg_.vocab;
     in.dim = shape.D;
     in.block_activation_bytes = result.timed->mem_activations;  // measured, maximum over ranks
     in.recompute_full = cfg_.recompute == "full";
     result.timed->model_estimate = model_estimate(in);
+    if (!shape.forward_only()) result.timed->grad_sync = grad_sync(*result.timed->model_estimate);
   }
   return result;
 }

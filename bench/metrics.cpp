@@ -167,34 +167,91 @@ CacheFit longest_cache(const CacheFitInput& in) {
 }
 
 ModelEstimate model_estimate(const ModelEstimateInput& in) {
-  if (in.layers < 1 || in.tp < 1)
-    throw std::invalid_argument("model_estimate: layers and tp must be >= 1, got layers=" + std::to_string(in.layers) +
-                                " tp=" + std::to_string(in.tp));
+  const auto str = [](int64_t v) { return std::to_string(v); };
+  if (in.layers < 1 || in.tp < 1 || in.mlp_tp < 1 || in.replicas < 1 || in.replicas % in.tp != 0 ||
+      in.replicas % in.mlp_tp != 0)
+    throw std::invalid_argument("model_estimate: layers, tp, mlp_tp and replicas must be >= 1 and tp, mlp_tp divide "
+                                "replicas, got layers=" + str(in.layers) + " tp=" + str(in.tp) +
+                                " mlp_tp=" + str(in.mlp_tp) + " replicas=" + str(in.replicas));
+  const bool opt = in.shard == "optimizer", grads = in.shard == "grads", params = in.shard == "params";
+  if (!opt && !grads && !params && in.shard != "none")
+    throw std::invalid_argument("model_estimate: shard must be none, optimizer, grads or params, got '" + in.shard + "'");
   ModelEstimate e;
   e.layers = in.layers;
+  e.shard = in.shard;
   // Embedding and output head (untied): V x D each, vocabulary-parallel over the TP group; a
   // rank holds at most ceil(2VD / t) of them.
   const int64_t head = (2 * in.vocab * in.dim + in.tp - 1) / in.tp;
-  e.parameters = in.layers * in.block_parameters + head;
-  e.weights = e.parameters * kWeightBytesPerParam;
-  e.grads = e.parameters * kGradBytesPerParam;
-  e.optimizer = e.parameters * kOptimizerBytesPerParam;
+  const int64_t attn = in.block_parameters - in.norm_parameters - in.mlp_parameters;
+  auto group = [&](const char* name, int64_t copies, int64_t n, int64_t g) {
+    e.groups.push_back({name, copies, n, g, (n + g - 1) / g});
+  };
+  // The ranks holding the same weights: every rank the norms (held whole), the ranks at the same
+  // TP position the projections and the vocabulary shards.
+  group("norms", in.layers, in.norm_parameters, in.replicas);
+  group("attention", in.layers, attn, in.replicas / in.tp);
+  group("mlp", in.layers, in.mlp_parameters, in.replicas / in.mlp_tp);
+  group("embedding", 1, head, in.replicas / in.tp);
+  int64_t whole = 0, sharded = 0;
+  for (const WeightGroup& w : e.groups) whole += w.copies * w.parameters, sharded += w.copies * w.shard;
+  e.parameters = whole;
+  // The largest unit whose full weights (params) or full gradients (grads, params) exist at once:
+  // one block, or the embedding and head.
+  const int64_t unit = std::max(in.block_parameters, head);
+  e.weights = kWeightBytesPerParam * ((params ? sharded : whole) + (params ? unit : 0));
+  e.grads = kGradBytesPerParam * ((grads || params ? sharded + unit : whole));
+  e.optimizer = kOptimizerBytesPerParam * (in.shard == "none" ? whole : sharded);
   e.activations = in.recompute_full ? in.layers * in.block_input_bytes + in.block_activation_bytes
                                     : in.layers * in.block_activation_bytes;
   e.total = e.weights + e.grads + e.optimizer + e.activations;
-  const std::string L = std::to_string(in.layers);
-  e.formula = "estimate, per rank: parameters = L " + L + " x " + std::to_string(in.block_parameters) +
-              " held of one block + embedding and head 2 x V " + std::to_string(in.vocab) + " x D " +
-              std::to_string(in.dim) + " / tp " + std::to_string(in.tp) + " = " + std::to_string(e.parameters) +
-              "; weights 2 B/param (bf16), grads 2 B/param (bf16), optimizer 12 B/param (fp32 master + two fp32 "
-              "Adam moments); activations = " +
-              (in.recompute_full ? "L " + L + " x block input " + std::to_string(in.block_input_bytes) +
-                                       " B + one block's measured activations " +
-                                       std::to_string(in.block_activation_bytes) + " B (recompute full)"
-                                 : "L " + L + " x one block's measured activations " +
-                                       std::to_string(in.block_activation_bytes) + " B (recompute none)") +
+  const std::string L = str(in.layers);
+  std::string groups;
+  for (const WeightGroup& w : e.groups)
+    groups += (groups.empty() ? "" : ", ") + w.name + " " + str(w.copies) + " x " + str(w.parameters) + " over " +
+              str(w.replicas) + " replicas -> " + str(w.shard);
+  const std::string held = "held " + str(whole) + ", sharded " + str(sharded);
+  e.formula = "estimate, per rank: parameters = L " + L + " x " + str(in.block_parameters) +
+              " held of one block + embedding and head 2 x V " + str(in.vocab) + " x D " + str(in.dim) + " / tp " +
+              str(in.tp) + " = " + str(e.parameters) + "; shard " + in.shard +
+              ": groups of ranks holding the same weights, shard = ceil(parameters / replicas) per unit (" + groups +
+              "): " + held + "; weights 2 B/param (bf16)" +
+              (params ? " x sharded + 2 B x the largest unit " + str(unit) + " gathered" : " x held") +
+              ", grads 2 B/param (bf16)" +
+              (grads || params ? " x sharded + 2 B x the largest unit " + str(unit) + " before its reduce-scatter"
+                               : " x held") +
+              ", optimizer 12 B/param (fp32 master + two fp32 Adam moments) x " +
+              (in.shard == "none" ? "held" : "sharded") + "; activations = " +
+              (in.recompute_full ? "L " + L + " x block input " + str(in.block_input_bytes) +
+                                       " B + one block's measured activations " + str(in.block_activation_bytes) +
+                                       " B (recompute full)"
+                                 : "L " + L + " x one block's measured activations " + str(in.block_activation_bytes) +
+                                       " B (recompute none)") +
               "; total = weights + grads + optimizer + activations";
   return e;
+}
+
+GradSync grad_sync(const ModelEstimate& e) {
+  GradSync s;
+  s.shard = e.shard;
+  const bool params = e.shard == "params";
+  std::string terms;
+  for (const WeightGroup& w : e.groups) {
+    // One reduce-scatter (or all-gather) of a unit: its shard, g - 1 times, bf16.
+    const int64_t once = w.copies * kGradBytesPerParam * w.shard * (w.replicas - 1);
+    s.reduce_scatter += once;
+    s.all_gather += params ? 2 * once : once;
+    terms += (terms.empty() ? "" : " + ") + w.name + " " + std::to_string(w.copies) + " x 2 B x " +
+             std::to_string(w.shard) + " x (" + std::to_string(w.replicas) + " - 1)";
+  }
+  s.bytes = s.reduce_scatter + s.all_gather;
+  s.formula = "model, per rank per step (not executed): shard " + e.shard + ": " +
+              (params ? "3 x (" : e.shard == "grads" ? "2 x (" : "all-reduce = 2 x (") + terms + ") = " +
+              std::to_string(s.bytes) + " B; " +
+              (params ? "reduce-scatter of the gradients, all-gather of each unit's parameters before its forward and "
+                        "its backward"
+               : e.shard == "grads" ? "reduce-scatter of the gradients, all-gather of the updated parameters"
+                                    : "reduce-scatter + all-gather of the gradients");
+  return s;
 }
 
 std::optional<double> expected_job_flops(const LayerShape& s, int copies) {

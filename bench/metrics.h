@@ -59,30 +59,69 @@ double exposed_overlap_ratio(double exposed_ms, double standalone_ms, bool sends
 double imbalance(const std::vector<double>& per_rank);
 
 // DESIGN's whole-model memory estimate per rank (--block full): L blocks as measured plus the
-// embedding and the output head, trained with mixed-precision Adam. An estimate, not a
-// measurement: the report says so in `formula`.
+// embedding and the output head, trained with mixed-precision Adam, the optimizer states (and
+// under --shard grads/params the gradients, and the parameters) sharded over the ranks that hold
+// the same weights. An estimate, not a measurement: the report says so in `formula`.
 struct ModelEstimateInput {
   int64_t layers = 0;             // L
   int64_t block_parameters = 0;   // parameters one rank holds of one block (its registry's weights)
+  int64_t norm_parameters = 0;    // of which the two norms (held whole by every rank)
+  int64_t mlp_parameters = 0;     // of which the MLP's three projections (F/mlp_tp columns); the
+                                  // rest are the attention's projections (w_qkv, w_o)
   int64_t vocab = 0, dim = 0;     // V, D: embedding and output head, V x D each, split by tp
-  int tp = 1;                     // the TP degree (megatron-sp: P; 1 for the others)
+  int tp = 1;                     // the attention's TP degree (megatron-sp: P; 1 for the others)
+  int mlp_tp = 1;                 // the MLP's TP degree (--mlp-tp; else the attention's)
+  int replicas = 1;               // ranks that hold the same whole-model replica split by tp: P (single: 1)
+  std::string shard = "none";     // --shard none | optimizer | grads | params
   int64_t block_activation_bytes = 0;  // one block's activations per rank (report's memory.activations)
   int64_t block_input_bytes = 0;       // one block's input [B, T, D] per rank, run dtype
   bool recompute_full = false;         // --recompute full: keep only each block's input
 };
+// One group of weights that the same ranks hold (DESIGN "Memory"): `copies` units (L blocks, or
+// the one embedding and head) of `parameters` each on this rank, held identically by `replicas`
+// ranks, which shard it into `shard` = ceil(parameters / replicas) each (a shard padded to equal
+// size, as Megatron's distributed optimizer and FSDP pad their flat buffers).
+struct WeightGroup {
+  std::string name;  // norms | attention | mlp | embedding
+  int64_t copies = 1, parameters = 0, replicas = 1, shard = 0;
+};
 struct ModelEstimate {
   int64_t layers = 0, parameters = 0;
   int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, total = 0;  // bytes
+  std::string shard;                // the --shard choice it was computed under
+  std::vector<WeightGroup> groups;  // norms, attention, mlp, embedding
   std::string formula;
 };
 // Bytes per parameter held: bf16 weights 2, bf16 gradients 2, optimizer 12 (fp32 master 4 and
 // Adam's two fp32 moments 8): 16 in all.
 inline constexpr int64_t kWeightBytesPerParam = 2, kGradBytesPerParam = 2, kOptimizerBytesPerParam = 12;
-// parameters = L * block_parameters + ceil(2 V D / tp); weights/grads/optimizer = parameters x
-// 2/2/12 bytes; activations = L * block_activation_bytes (recompute none) or L *
-// block_input_bytes + block_activation_bytes (recompute full: each block's input kept, one block
-// recomputed at a time); total = their sum. Throws std::invalid_argument on layers < 1 or tp < 1.
+// Groups (replicas g): the norms (2 D per block, every rank: g = replicas), the attention's
+// projections (g = replicas / tp), the MLP's (g = replicas / mlp_tp), the embedding and head
+// (ceil(2 V D / tp) parameters, g = replicas / tp). parameters = sum of copies x parameters.
+// Held count per group: copies x parameters, or copies x shard where sharded. optimizer = 12 x
+// (held, sharded unless --shard none); grads = 2 x (held, sharded under grads/params) + under
+// grads/params 2 x the largest unit's parameters (one block's, or the embedding and head's: its
+// full gradients until their reduce-scatter); weights = 2 x (held, sharded under params) + under
+// params 2 x the largest unit (gathered for its forward or backward). activations = L x
+// block_activation_bytes (recompute none) or L x block_input_bytes + block_activation_bytes
+// (recompute full: each block's input kept, one block recomputed at a time); total = their sum.
+// Throws std::invalid_argument on layers < 1, tp, mlp_tp or replicas < 1, a degree that does not
+// divide replicas, or an unknown shard.
 ModelEstimate model_estimate(const ModelEstimateInput& in);
+
+// The weight gradients' synchronisation per training step (DESIGN "Memory", "Report essentials":
+// results[].step), a model: bytes one rank sends per step over each group's replicas, in the
+// byte convention of DESIGN "Communication" (bf16 gradients and parameters, 2 B each): with x a
+// group's shard and g its replicas, a reduce-scatter sends 2 x (g - 1) and an all-gather the same,
+// per unit (copies). none, optimizer: all-reduce = reduce-scatter + all-gather; grads: reduce-
+// scatter of the gradients + all-gather of the updated parameters; params: the reduce-scatter +
+// FSDP's all-gather of each unit's parameters before its forward and again before its backward.
+struct GradSync {
+  std::string shard;
+  int64_t reduce_scatter = 0, all_gather = 0, bytes = 0;  // bytes sent per rank per step; bytes = the sum
+  std::string formula;
+};
+GradSync grad_sync(const ModelEstimate& e);
 
 // The longest KV cache that fits (DESIGN "Inference passes"): a rank with `capacity` bytes holds
 // the model's weights (L x block_parameters + 2 V D, bf16 as in model_estimate), one layer step's

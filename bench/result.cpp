@@ -10,7 +10,8 @@ using nlohmann::json;
 std::vector<double> RankSummary::pack() const {
   return {step_ms, busy_ms, exposed_ms, standalone_ms, bytes_fwd, bytes_bwd, mem_peak, mem_weights,
           mem_activations, mem_comm, model_flops, hardware_flops, hta_overlap, timed_allocations,
-          intra_fwd, inter_fwd, intra_bwd, inter_bwd, block_parameters, block_input_bytes, tp};
+          intra_fwd, inter_fwd, intra_bwd, inter_bwd, block_parameters, block_input_bytes, tp,
+          norm_parameters, mlp_parameters, mlp_tp};
 }
 
 RankSummary RankSummary::unpack(const double* v) {
@@ -21,6 +22,7 @@ RankSummary RankSummary::unpack(const double* v) {
   s.hta_overlap = v[12], s.timed_allocations = v[13];
   s.intra_fwd = v[14], s.inter_fwd = v[15], s.intra_bwd = v[16], s.inter_bwd = v[17];
   s.block_parameters = v[18], s.block_input_bytes = v[19], s.tp = v[20];
+  s.norm_parameters = v[21], s.mlp_parameters = v[22], s.mlp_tp = v[23];
   return s;
 }
 
@@ -207,11 +209,22 @@ json JobResult::to_json() const {
     json estimate = nullptr;
     if (t.model_estimate) {
       const ModelEstimate& e = *t.model_estimate;
+      json groups = json::array();
+      for (const WeightGroup& w : e.groups)
+        groups.push_back({{"name", w.name}, {"copies", w.copies}, {"parameters", w.parameters},
+                          {"replicas", w.replicas}, {"shard", w.shard}});
       estimate = {{"layers", e.layers}, {"parameters", e.parameters}, {"weights", e.weights}, {"grads", e.grads},
                   {"optimizer", e.optimizer}, {"activations", e.activations}, {"total", e.total},
-                  {"formula", e.formula}};
+                  {"shard", e.shard}, {"groups", groups}, {"formula", e.formula}};
     }
     r["memory"]["model_estimate"] = estimate;
+    json step = nullptr;
+    if (t.grad_sync) {  // per training step, apart from the per-layer comm; modelled, not executed
+      const GradSync& g = *t.grad_sync;
+      step = {{"shard", g.shard}, {"executed", false}, {"grad_sync_bytes", g.bytes},
+              {"reduce_scatter_bytes", g.reduce_scatter}, {"all_gather_bytes", g.all_gather}, {"formula", g.formula}};
+    }
+    r["step"] = step;
     r["balance"] = {{"compute_ms_per_rank", t.compute_ms_per_rank}, {"imbalance", t.imbalance()},
                     {"model_flops_per_rank", t.model_flops_per_rank}, {"flops_imbalance", t.flops_imbalance()}};
     r["balance"]["scheme"] = t.balance_scheme;

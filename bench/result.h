@@ -26,7 +26,8 @@ struct RankSummary {
   double intra_fwd = 0, inter_fwd = 0, intra_bwd = 0, inter_bwd = 0;  // bytes_sent by tier
   // What the rank holds of the block (Block::held_share), for the whole-model memory estimate.
   double block_parameters = 0, block_input_bytes = 0, tp = 1;
-  static constexpr size_t kFields = 21;
+  double norm_parameters = 0, mlp_parameters = 0, mlp_tp = 1;  // of block_parameters; the MLP's degree
+  static constexpr size_t kFields = 24;
   std::vector<double> pack() const;
   static RankSummary unpack(const double* v);
 };
@@ -89,6 +90,7 @@ struct TimedResult {  // present when status is ok in a run
   int64_t mem_weights = 0, mem_activations = 0, mem_comm = 0, activation_estimate = 0;
   int64_t timed_allocations = 0;  // summed over ranks; 0 by contract
   std::optional<ModelEstimate> model_estimate;  // --block full only (metrics.h model_estimate)
+  std::optional<GradSync> grad_sync;            // --block full, train: the step's gradient sync (metrics.h)
   std::vector<double> compute_ms_per_rank, model_flops_per_rank;
   // --balance other than none: the scheme and the layout's visible query-key pairs per rank
   // (TokenLayout::visible_pairs, in rank order).

@@ -454,6 +454,65 @@ def block_parameters(D, H, G, d, F, t):
     return 2 * D + D * (hl + 2 * gl) * d + hl * d * D + 3 * D * div(F, t)
 
 
+def block_parameter_groups(D, H, G, d, F, t, mlp_tp):
+    """One block's parameters on a rank by the ranks that hold them (DESIGN "Memory"): (norms,
+    attention, mlp) = (2*D, w_qkv + w_o of H/t query heads and max(G, t)/t KV heads, the MLP's
+    three [D, F] matrices by F/mlp_tp columns). Their sum is block_parameters when mlp_tp = t.
+    Mirrors Block::held_share (bench/block/block.cpp)."""
+    hl, gl = div(H, t), div(replicated_kv_heads(G, t), t)
+    return 2 * D, D * (hl + 2 * gl) * d + hl * d * D, 3 * D * div(F, mlp_tp)
+
+
+SHARD_CHOICES = ("none", "optimizer", "grads", "params")
+
+
+def weight_groups(layers, norms, attention, mlp, embedding, replicas, t, mlp_tp):
+    """The groups of weights the same ranks hold: [(name, copies, parameters of one unit, replicas)]:
+    the norms over every one of the replicas (P; single: 1), the attention's projections over
+    replicas/t, the MLP's over replicas/mlp_tp, the embedding and head (one unit of `embedding`
+    parameters, model_parameters' ceil(2VD/t)) over replicas/t. Mirrors model_estimate
+    (bench/metrics.cpp); DESIGN "Memory"."""
+    return [("norms", layers, norms, replicas), ("attention", layers, attention, div(replicas, t)),
+            ("mlp", layers, mlp, div(replicas, mlp_tp)), ("embedding", 1, embedding, div(replicas, t))]
+
+
+def shard_of(parameters, replicas):
+    """One unit's shard over its replicas, padded to equal size: ceil(parameters / replicas)."""
+    return -(-parameters // replicas)
+
+
+def model_state_bytes(groups, shard):
+    """(weights, grads, optimizer) bytes per rank under --shard (groups: weight_groups). held =
+    sum of copies x parameters, sharded = sum of copies x shard_of; optimizer 12 B x (held under
+    none, else sharded); grads 2 B x held, or under grads/params 2 B x (sharded + the largest
+    unit: one block's parameters or the embedding's, whole until its reduce-scatter); weights
+    2 B x held, or under params 2 B x (sharded + the largest unit, gathered). Mirrors
+    model_estimate (bench/metrics.cpp); DESIGN "Memory"."""
+    if shard not in SHARD_CHOICES:
+        raise ValueError(f"shard must be one of {SHARD_CHOICES}, got {shard!r}")
+    held = sum(c * n for _, c, n, _ in groups)
+    sharded = sum(c * shard_of(n, g) for _, c, n, g in groups)
+    unit = max(sum(n for name, _, n, _ in groups if name != "embedding"),
+               sum(n for name, _, n, _ in groups if name == "embedding"))
+    weights = WEIGHT_BYTES_PER_PARAM * (sharded + unit if shard == "params" else held)
+    grads = GRAD_BYTES_PER_PARAM * (sharded + unit if shard in ("grads", "params") else held)
+    optimizer = OPTIMIZER_BYTES_PER_PARAM * (held if shard == "none" else sharded)
+    return weights, grads, optimizer
+
+
+def grad_sync_bytes(groups, shard):
+    """(reduce_scatter, all_gather) bytes one rank sends per training step to synchronise the weight
+    gradients (DESIGN "Memory"; bf16, DESIGN "Communication"'s convention: a reduce-scatter or an
+    all-gather of a shard x over g ranks sends 2*x*(g-1)). none, optimizer: an all-reduce (a
+    reduce-scatter and an all-gather of the gradients); grads: reduce-scatter of the gradients,
+    all-gather of the updated parameters; params: the reduce-scatter and FSDP's all-gathers of each
+    unit's parameters before its forward and its backward. Mirrors grad_sync (bench/metrics.cpp)."""
+    if shard not in SHARD_CHOICES:
+        raise ValueError(f"shard must be one of {SHARD_CHOICES}, got {shard!r}")
+    once = sum(c * GRAD_BYTES_PER_PARAM * shard_of(n, g) * (g - 1) for _, c, n, g in groups)
+    return once, 2 * once if shard == "params" else once
+
+
 def model_parameters(layers, block_params, vocab, D, t):
     """Parameters per rank of the whole model: L blocks plus the embedding and output head, 2*V*D
     split over the TP group (at most ceil(2VD/t) on a rank). Mirrors model_estimate

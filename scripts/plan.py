@@ -34,7 +34,11 @@ Memory: "fits HBM" and "longest N that fits" use memory.model_estimate.total whe
 one (--block full: an ESTIMATE of the whole model per rank, L layers with embedding, output head and
 mixed-precision Adam; the cells say "est."), else the measured peak of the one block that ran
 (peak_bytes, which ignores the other layers and the optimizer). The "peak memory" column is always
-the measured peak.
+the measured peak. The estimate is the report's --shard choice (config.shard: the optimizer states,
+gradients or parameters sharded over the ranks that hold the same weights); a report of schema 7
+or later carries the estimate's weight groups, from which "Fits under each --shard" recomputes the
+total under every choice (cpmodel.model_state_bytes + the report's activations), with the longest N
+that fits and the step's gradient sync bytes under each; the ranking above stays the run's choice.
 
 Tiers: the bytes columns are the report's own comm.{fwd,bwd}.tiers: per rank, intra_node_bytes
 (to ranks on its node) and inter_node_bytes (to other nodes) of fwd + bwd, the maximum over ranks
@@ -44,6 +48,8 @@ tiers (written before they existed) shows "n/a"; nothing is recomputed from the 
 import argparse
 import json
 import sys
+
+import cpmodel  # the estimate's parts under another --shard choice (model_state_bytes)
 
 
 def fmt_bytes(b):
@@ -97,10 +103,30 @@ def fit_memory(r):
     return e["total"] if e else r["memory"]["peak_bytes"]
 
 
-def fits_up_to(rows, hbm):
-    """Longest N whose memory (fit_memory) stays under hbm, from a line through the two largest N
-    run (memory = a + b*N); None when it cannot be estimated."""
-    pts = sorted(((r["seq"], fit_memory(r), r) for r in rows), key=lambda p: p[:2])
+def shard_total(r, shard):
+    """The estimate's total under another --shard choice, from the report's own numbers: the weight
+    groups (memory.model_estimate.groups, schema 7) and its activations; None without groups."""
+    e = model_estimate(r)
+    if not e or "groups" not in e:
+        return None
+    groups = [(g["name"], g["copies"], g["parameters"], g["replicas"]) for g in e["groups"]]
+    return sum(cpmodel.model_state_bytes(groups, shard)) + e["activations"]
+
+
+def shard_sync(r, shard):
+    """The step's gradient sync bytes per rank under a --shard choice (cpmodel.grad_sync_bytes of the
+    estimate's groups); None without groups."""
+    e = model_estimate(r)
+    if not e or "groups" not in e:
+        return None
+    return sum(cpmodel.grad_sync_bytes([(g["name"], g["copies"], g["parameters"], g["replicas"])
+                                        for g in e["groups"]], shard))
+
+
+def fits_up_to(rows, hbm, mem=fit_memory):
+    """Longest N whose memory (mem: fit_memory, or another --shard choice's total) stays under hbm,
+    from a line through the two largest N run (memory = a + b*N); None when it cannot be estimated."""
+    pts = sorted(((r["seq"], mem(r), r) for r in rows), key=lambda p: p[:2])
     if not hbm or not pts:
         return None
     if len(pts) == 1:
@@ -272,9 +298,10 @@ def one_report(rep, hbm):
     if estimated:
         e = model_estimate(estimated[0])
         lines += ["Fits HBM and longest N: memory.model_estimate.total, an **estimate** of the whole model per "
-                  "rank (%d layers, embedding and output head, mixed-precision Adam at 16 B/param, activations "
+                  "rank (%d layers, embedding and output head, mixed-precision Adam at 16 B/param, %s, activations "
                   "with recompute %s), not a measurement; peak memory: the measured block." % (
-                      e["layers"], cfg.get("recompute") or "none"), ""]
+                      e["layers"], ("--shard %s over the ranks holding the same weights" % cfg["shard"])
+                      if cfg.get("shard") else "nothing sharded", cfg.get("recompute") or "none"), ""]
     best = {}      # N -> (label, [tied labels], nothing_fits)
     by_label = {}
     for r in oks:
@@ -311,6 +338,7 @@ def one_report(rep, hbm):
                 fmt_bytes(mem), fits,
                 "-" if nmax is None else ("{:,}".format(nmax) if nmax else "none") + (" (est.)" if est else "")))
         lines += ["", verdict(n, rk, hbm), ""]
+    lines += shard_section(rep, oks, by_label, hbm)
     meshes = {}  # label -> its mesh levels, innermost first (size-1 levels left out)
     for r in oks:
         meshes.setdefault(r["label"], " x ".join("%s %d" % (lv["name"], lv["size"])
@@ -323,6 +351,54 @@ def one_report(rep, hbm):
         lines.append("Skipped: " + "; ".join("%s N=%d (%s)" % (r["label"], r["seq"], r.get("reason", "")) for r in skipped))
         lines.append("")
     return "\n".join(lines), best
+
+
+def shard_section(rep, oks, by_label, hbm):
+    """Fits under each --shard choice (Markdown lines): per N, every result's estimate under none,
+    optimizer, grads and params with yes/no against hbm, the least-memory one's formula as the
+    report states it, then the longest N that fits and the step's gradient sync bytes under each."""
+    estimated = [r for r in oks if model_estimate(r)]
+    if not estimated:
+        return []
+    ran = rep["config"].get("shard")
+    if any(shard_total(r, "none") is None for r in estimated):
+        return ["Fits under each --shard: this report's estimate predates --shard (schema < 7): every parameter, "
+                "gradient and optimizer state is held unsharded unless a tp level splits it.", ""]
+    choices = cpmodel.SHARD_CHOICES
+    head = "| strategy | " + " | ".join("%s%s" % (c, " (run)" if c == ran else "") for c in choices) + " |"
+    rule = "|---|" + "---:|" * len(choices)
+    lines = ["### Fits under each --shard", "",
+             "memory.model_estimate's total recomputed from its weight groups under each choice (the states "
+             "2/2/12 B per parameter, sharded over each group's replicas; the same activations), against %s of HBM; "
+             "the run's choice is config.shard = %s. An estimate, not a measurement." % (
+                 fmt_bytes(hbm) if hbm else "no known size", ran), ""]
+    for n in sorted({r["seq"] for r in estimated}):
+        rows = sorted((r for r in estimated if r["seq"] == n), key=lambda r: shard_total(r, ran or "optimizer"))
+        lines += ["N = %d:" % n, "", head, rule]
+        for r in rows:
+            cells = []
+            for c in choices:
+                t = shard_total(r, c)
+                cells.append(("%s " % ("yes" if t <= hbm else "**no**") if hbm else "") + fmt_bytes(t))
+            lines.append("| %s | %s |" % (r["label"], " | ".join(cells)))
+        fitting = {c: [r["label"] for r in rows if hbm and shard_total(r, c) <= hbm] for c in choices}
+        lines += ["", "Fit at N = %d: %s." % (n, "; ".join(
+            "%s: %s" % (c, ", ".join(fitting[c]) if fitting[c] else "none") for c in choices)),
+                  "Least memory under the run's choice, %s: %s" % (rows[0]["label"],
+                                                                   model_estimate(rows[0])["formula"]), ""]
+    lines += ["Longest N that fits (est.) and the step's gradient sync bytes per rank (modelled, results[].step), "
+              "under each --shard:", "", head, rule]
+    for label, rs in by_label.items():
+        if not model_estimate(rs[0]):
+            continue
+        cells = []
+        for c in choices:
+            nmax = fits_up_to(rs, hbm, lambda r, c=c: shard_total(r, c))
+            cells.append("%s, sync %s" % ("-" if nmax is None else ("{:,}".format(nmax) if nmax else "none"),
+                                          fmt_bytes(shard_sync(rs[0], c))))
+        lines.append("| %s | %s |" % (label, " | ".join(cells)))
+    lines.append("")
+    return lines
 
 
 def panel_title(rep):

@@ -806,7 +806,22 @@ Block::CacheHeld Block::cache_held() {
 
 Block::HeldShare Block::held_share() {
   const CacheHeld c = cache_held();
-  return {reg_.elements(Held::weight), int64_t(reg_["x"].bytes()), tp_.size(), c.bytes, c.tokens};
+  auto elements = [&](std::initializer_list<const char*> names) {  // of the weights present (attn: no MLP)
+    int64_t n = 0;
+    for (const char* name : names)
+      if (const TensorRegistry::Entry* e = reg_.by_dump(name)) n += e->t.numel();
+    return n;
+  };
+  HeldShare h;
+  h.parameters = reg_.elements(Held::weight);
+  h.input_bytes = int64_t(reg_["x"].bytes());
+  h.norm_parameters = elements({"norm_w", "norm2_w"});
+  h.mlp_parameters = elements({"w_gate", "w_up", "w_down"});
+  h.tp = tp_.size();
+  h.mlp_tp = mlp_group().size();
+  h.kv_cache_bytes = c.bytes;
+  h.cache_tokens = c.tokens;
+  return h;
 }
 
 int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {

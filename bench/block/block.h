@@ -120,12 +120,14 @@ class Block : public Strategy {
                                  int rank = kBusiestRank) const final;
   // After setup, for the whole-model memory estimate (metrics.h model_estimate): the parameters
   // this rank holds of the block (its registry's weight elements: 1/t of the projections under
-  // a TP group of t), the bytes of its input x [B, T, D] and the TP degree t; and, under
+  // a TP group of t), of which the norms' and the MLP's, the bytes of its input x [B, T, D], the
+  // TP degree t and the MLP's; and, under
   // --cached, the bytes of its KV cache shard (the cached rows of k_cache and v_cache, its
   // heads) and the cached tokens they hold.
   struct HeldShare {
     int64_t parameters = 0, input_bytes = 0;
-    int tp = 1;
+    int64_t norm_parameters = 0, mlp_parameters = 0;  // of `parameters`
+    int tp = 1, mlp_tp = 1;
     int64_t kv_cache_bytes = 0;
     int64_t cache_tokens = 0;  // the cached tokens (per sequence) whose k, v it holds
   };

@@ -189,10 +189,13 @@ cpbench_report_test(plan_tiers_p4 4 "--model;tiny;--seq;64;--strategies;double-r
   "${_py} ${PROJECT_SOURCE_DIR}/scripts/plan.py REPORT > ${_plan_md} && ${_py} ${_chk} plan REPORT ${_plan_md} --min-cross 2 && grep -q 'Best per N (4 GPUs)' ${_plan_md}")
 
 # The whole-model memory estimate (memory.model_estimate): under --block full its parameters are
-# DESIGN's block (rebuilt from the config) x layers + the split embedding and head, 16 bytes each,
-# activations by --recompute, total = the sum, megatron-sp's 1/P; null under --block attn.
+# DESIGN's block (rebuilt from the config) x layers + the split embedding and head, activations by
+# --recompute, total = the sum, megatron-sp's 1/P; null under --block attn. Every --shard choice
+# (optimizer by default, params with recompute full, none and grads on a third and fourth run):
+# the states 2/2/12 B per held or sharded parameter, and results[].step's gradient sync bytes,
+# counted again in Python from the shape and the mesh.
 set(_est ${CPBENCH_TEST_OUT}/estimate_p2)
 set(_est_run "${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 64 --strategies single,ring,ulysses,megatron-sp ${_fast_s}")
 add_test(NAME report_model_estimate_p2
-         COMMAND sh -c "rm -f ${_est}_none.json ${_est}_full.json ${_est}_attn.json && ${_est_run} --block full --out ${_est}_none.json && ${_est_run} --block full --recompute full --layers 3 --batch 2 --out ${_est}_full.json && ${_est_run} --out ${_est}_attn.json && ${_py} ${_val} ${_est}_none.json && ${_py} ${_val} ${_est}_full.json && ${_py} ${_val} ${_est}_attn.json && ${_py} ${_chk} estimate ${_est}_none.json ${_est}_full.json --attn ${_est}_attn.json --min-ok 4")
+         COMMAND sh -c "rm -f ${_est}_none.json ${_est}_full.json ${_est}_attn.json ${_est}_shard_none.json ${_est}_grads.json && ${_est_run} --block full --out ${_est}_none.json && ${_est_run} --block full --recompute full --layers 3 --batch 2 --shard params --out ${_est}_full.json && ${_est_run} --block full --shard none --out ${_est}_shard_none.json && ${_est_run} --block full --shard grads --out ${_est}_grads.json && ${_est_run} --out ${_est}_attn.json && ${_py} ${_val} ${_est}_none.json && ${_py} ${_val} ${_est}_full.json && ${_py} ${_val} ${_est}_shard_none.json && ${_py} ${_val} ${_est}_grads.json && ${_py} ${_val} ${_est}_attn.json && ${_py} ${_chk} estimate ${_est}_none.json ${_est}_full.json ${_est}_shard_none.json ${_est}_grads.json --attn ${_est}_attn.json --min-ok 4 --shards none,optimizer,grads,params")
 set_tests_properties(report_model_estimate_p2 PROPERTIES LABELS "mpi;report" TIMEOUT 300)

@@ -28,12 +28,17 @@
                                                      fwd + bwd, maximum over ranks), N rows at least with bytes
                                                      to other nodes
   check_report.py estimate FULL.json [FULL2.json ...] --attn ATTN.json
+                                                     [--shards none,optimizer,...]
                                                      memory.model_estimate: under --block full every ok result's
                                                      parameters equal DESIGN's block (rebuilt here from the config,
                                                      1/t of the projections under megatron-sp's t = P) x layers +
-                                                     2 V D / t (V from configs/models/), 2/2/12 bytes per parameter,
+                                                     2 V D / t (V from configs/models/),
                                                      activations by config.recompute, total = the sum, megatron-sp's
-                                                     projections 1/P of the others'; null under --block attn
+                                                     projections 1/P of the others'; null under --block attn;
+                                                     under config.shard the groups, the 2/2/12 B states and (train)
+                                                     results[].step's gradient sync bytes counted again here from
+                                                     the shape and the mesh (cpmodel.weight_groups); --shards: each
+                                                     choice named must have a result that syncs (P > 1)
   check_report.py integrity REPORT CONSOLE --kinds K[,K...] [--min-ok N]
                                                      results[].integrity: every ok result carries exactly the flag
                                                      kinds K (none: '' ), each once, ok false exactly then; the
@@ -484,6 +489,7 @@ def block_parameters(cfg, t):
 
 
 def cmd_estimate(a):
+    sync_bytes = {}  # shard -> the step's gradient sync bytes of every train result checked
     for path in a.full:
         rep = json.load(open(path))
         cfg = rep["config"]
@@ -499,14 +505,39 @@ def cmd_estimate(a):
             if not check(e is not None, f"{name}: no model_estimate under --block full"):
                 continue
             t = tp_degree(r, P)
+            mlp_tp = r["mesh"].get("mlp_tp") or t
             want = cpmodel.model_parameters(L, block_parameters(cfg, t), V, D, t)
             params[(r["label"], r["seq"])] = (e["parameters"], t)
             check(e["layers"] == L, f"{name}: layers {e['layers']} != config {L}")
             check(e["parameters"] == want, f"{name}: parameters {e['parameters']} != {want} (t={t})")
-            check((e["weights"], e["grads"], e["optimizer"]) == (cpmodel.WEIGHT_BYTES_PER_PARAM * want,
-                                                                 cpmodel.GRAD_BYTES_PER_PARAM * want,
-                                                                 cpmodel.OPTIMIZER_BYTES_PER_PARAM * want),
-                  f"{name}: weights/grads/optimizer {e['weights']}/{e['grads']}/{e['optimizer']} != 2/2/12 x {want}")
+            # --shard: the groups rebuilt from the shape and the mesh (single: one rank alone, one
+            # replica; the others P), then the states and the step's gradient sync from them.
+            shard = cfg["shard"]
+            replicas = 1 if r["strategy"] == "single" else P
+            parts = cpmodel.block_parameter_groups(D, cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn_dim"],
+                                                   t, mlp_tp)
+            groups = cpmodel.weight_groups(L, *parts, cpmodel.model_parameters(0, 0, V, D, t), replicas, t, mlp_tp)
+            check(e["shard"] == shard, f"{name}: shard {e['shard']} != config {shard}")
+            rebuilt = [{"name": n, "copies": c, "parameters": k, "replicas": g, "shard": cpmodel.shard_of(k, g)}
+                       for n, c, k, g in groups]
+            check(e["groups"] == rebuilt, f"{name}: groups {e['groups']} != {rebuilt}")
+            states = cpmodel.model_state_bytes(groups, shard)
+            check((e["weights"], e["grads"], e["optimizer"]) == states,
+                  f"{name}: weights/grads/optimizer {e['weights']}/{e['grads']}/{e['optimizer']} != {states} (shard {shard})")
+            step = r["step"]
+            if cfg["pass"] == "train":
+                rs, ag = cpmodel.grad_sync_bytes(groups, shard)
+                got = None if step is None else (step["shard"], step["executed"], step["reduce_scatter_bytes"],
+                                                 step["all_gather_bytes"], step["grad_sync_bytes"])
+                check(got == (shard, False, rs, ag, rs + ag),
+                      f"{name}: step {got} != (shard, executed, reduce-scatter, all-gather, sum) "
+                      f"{(shard, False, rs, ag, rs + ag)}")
+                if step is not None:
+                    check(step["formula"].startswith("model") and f"= {rs + ag} B" in step["formula"],
+                          f"{name}: step formula {step['formula']!r}")
+                sync_bytes.setdefault(shard, []).append(rs + ag)
+            else:
+                check(step is None, f"{name}: step {step} under --pass {cfg['pass']}")
             T = r["seq"] if r["strategy"] == "single" else r["seq"] // P  # tokens on a rank
             block_input = cpmodel.block_input_bytes(cfg["batch"], T, D, cpmodel.elem_bytes(cfg["dtype"]))
             acts = cpmodel.model_activations(L, block_input, m["activations"], cfg["recompute"])
@@ -534,6 +565,11 @@ def cmd_estimate(a):
     for r in oks:
         check(r["memory"]["model_estimate"] is None,
               f"{a.attn}: {r['label']}: model_estimate {r['memory']['model_estimate']} under --block attn")
+        check(r["step"] is None, f"{a.attn}: {r['label']}: step {r['step']} under --block attn")
+    for shard in a.shards:
+        check(shard in sync_bytes and any(b > 0 for b in sync_bytes[shard]),
+              f"no train result under --shard {shard} with a gradient sync to check (checked: {sorted(sync_bytes)})")
+    print("step gradient sync bytes by shard:", {k: sorted(set(v)) for k, v in sorted(sync_bytes.items())})
 
 
 def cmd_tp(a):
@@ -862,6 +898,8 @@ def main():
     p = sub.add_parser("plan"); p.add_argument("report"); p.add_argument("plan")
     p.add_argument("--min-cross", type=int, default=1)
     e = sub.add_parser("estimate"); e.add_argument("full", nargs="+"); e.add_argument("--attn", required=True)
+    e.add_argument("--shards", default="", type=lambda s: [x for x in s.split(",") if x],
+                   help="comma-separated --shard choices that must each have been checked on a result that syncs")
     e.add_argument("--min-ok", type=int, default=1)
     rs = sub.add_parser("resample"); rs.add_argument("report"); rs.add_argument("--min-ok", type=int, default=1)
     lay = sub.add_parser("layout"); lay.add_argument("report"); lay.add_argument("--min-ok", type=int, default=1)

@@ -237,6 +237,37 @@ class CacheAndMemory(unittest.TestCase):
         self.assertEqual(m.model_activations(4, 10, 100, "none"), 400)
         self.assertEqual((m.WEIGHT_BYTES_PER_PARAM, m.GRAD_BYTES_PER_PARAM, m.OPTIMIZER_BYTES_PER_PARAM), (2, 2, 12))
 
+    def test_sharded_estimate_llama3_8b(self):
+        # llama3-8b, usp t = 2 on 16 ranks: norms 8192, attention 4096 x 24 x 128 + 2048 x 4096,
+        # MLP 3 x 4096 x 7168 per block; embedding and head 2 x 128256 x 4096 / 2; replicas 16, 8.
+        parts = m.block_parameter_groups(4096, 32, 8, 128, 14336, 2, 2)
+        self.assertEqual(parts, (8192, 20971520, 88080384))
+        groups = m.weight_groups(32, *parts, 525336576, 16, 2, 2)
+        self.assertEqual([g[3] for g in groups], [16, 8, 8, 8])
+        # held 4015259648, sharded 501891072, largest unit the embedding 525336576
+        self.assertEqual(m.model_state_bytes(groups, "none"), (8030519296, 8030519296, 48183115776))
+        self.assertEqual(m.model_state_bytes(groups, "optimizer"), (8030519296, 8030519296, 6022692864))
+        self.assertEqual(m.model_state_bytes(groups, "grads"), (8030519296, 2054455296, 6022692864))
+        self.assertEqual(m.model_state_bytes(groups, "params"), (2054455296, 2054455296, 6022692864))
+        # one reduce-scatter: 32*2*512*15 + 32*2*2621440*7 + 32*2*11010048*7 + 2*65667072*7
+        for shard in ("none", "optimizer", "grads"):
+            self.assertEqual(m.grad_sync_bytes(groups, shard), (7026737152, 7026737152))
+        self.assertEqual(m.grad_sync_bytes(groups, "params"), (7026737152, 14053474304))
+        with self.assertRaises(ValueError):
+            m.grad_sync_bytes(groups, "zero3")
+
+    def test_sharded_estimate_tiny(self):
+        # tiny on a ring of 4 (t = 1): block 128 + 12288 + 18432 = 30848, embedding 32768, 4 replicas
+        groups = m.weight_groups(2, *m.block_parameter_groups(64, 4, 2, 16, 96, 1, 1), 32768, 4, 1, 1)
+        self.assertEqual(m.model_state_bytes(groups, "none"), (188928, 188928, 1133568))
+        self.assertEqual(m.model_state_bytes(groups, "optimizer"), (188928, 188928, 283392))
+        self.assertEqual(m.model_state_bytes(groups, "grads"), (188928, 112768, 283392))
+        self.assertEqual(m.model_state_bytes(groups, "params"), (112768, 112768, 283392))
+        self.assertEqual(m.grad_sync_bytes(groups, "optimizer"), (141696, 141696))
+        self.assertEqual(m.shard_of(128, 3), 43)  # padded
+        single = m.weight_groups(2, 128, 12288, 18432, 32768, 1, 1, 1)
+        self.assertEqual(m.grad_sync_bytes(single, "params"), (0, 0))
+
     def test_longest_cache(self):
         # weights (2*30848 + 2*256*64)*2 = 188928; room 10^7 - 188928 - 10^6 = 8811072 over
         # 2 layers x 512 B per token = 8604 tokens per rank, 4 ranks

@@ -144,6 +144,42 @@ class PlanTest(TempDirCase):
         self.assertEqual(res.returncode, 2)
         self.assertIn("ring N=1024: timing.step_ms.band {lo: 1.2, hi: 1.1} must satisfy 0 < lo <= 1 <= hi", res.stderr)
 
+    def test_fits_under_each_shard_choice_from_the_estimates_groups(self):
+        # ring on 4 ranks: 4 blocks of 2^24 attention parameters (1/64 GiB-param), every group over 4
+        # replicas; held 2^26, sharded 2^24, largest unit one block 2^24. States in GiB: none 16/16 = 1;
+        # optimizer 4/16 + 12/64 = 0.4375; grads 2/16 + 2 x 2/64 + 12/64 = 0.375; params 2 x 2 x 2/64
+        # + 12/64 = 0.3125; activations 1 GiB per 1024 tokens. Against 2.4 GiB at N = 2048: none
+        # 3.00 and optimizer 2.44 do not fit, grads 2.38 and params 2.31 do.
+        GiB = 2**30
+        rep = synth.make_report(strategies=["ring"], seqs=[1024, 2048])
+        rep["config"]["shard"] = "optimizer"
+        groups = [{"name": "norms", "copies": 4, "parameters": 0, "replicas": 4, "shard": 0},
+                  {"name": "attention", "copies": 4, "parameters": GiB // 64, "replicas": 4, "shard": GiB // 256},
+                  {"name": "mlp", "copies": 4, "parameters": 0, "replicas": 4, "shard": 0},
+                  {"name": "embedding", "copies": 1, "parameters": 0, "replicas": 4, "shard": 0}]
+        for r in rep["results"]:
+            act = GiB * r["seq"] // 1024
+            r["memory"]["model_estimate"] = {
+                "layers": 4, "parameters": GiB // 16, "weights": GiB // 8, "grads": GiB // 8,
+                "optimizer": 3 * GiB // 16, "activations": act, "total": 7 * GiB // 16 + act,
+                "shard": "optimizer", "groups": groups, "formula": "estimate, per rank: the formula"}
+        out = self.markdown(rep, "--hbm-gib", "2.4")
+        self.assertIn("| strategy | none | optimizer (run) | grads | params |", out)
+        self.assertIn("| ring | **no** 3.00 GiB | **no** 2.44 GiB | yes 2.38 GiB | yes 2.31 GiB |", out)
+        self.assertIn("Fit at N = 2048: none: none; optimizer: none; grads: ring; params: ring.", out)
+        self.assertIn("Least memory under the run's choice, ring: estimate, per rank: the formula", out)
+        # longest N: (2.4 - states) GiB at 1 GiB per 1024 tokens; sync: one reduce-scatter of
+        # 4 x 2 B x 2^22 x 3 = 96 MiB, twice (all-reduce, ZeRO-2) or three times (FSDP)
+        self.assertIn("| ring | 1,433, sync 192.00 MiB | 2,009, sync 192.00 MiB | 2,073, sync 192.00 MiB "
+                      "| 2,137, sync 288.00 MiB |", out)
+        rows = {r["strategy"]: r for r in plan_tables(out)[2048]}
+        self.assertEqual(rows["ring"]["fits HBM"], "**no** (est. 2.44 GiB)")  # the ranking is the run's choice
+        for r in rep["results"]:  # a report before --shard: said so, no table
+            del r["memory"]["model_estimate"]["groups"]
+        out = self.markdown(rep, "--hbm-gib", "2.4")
+        self.assertIn("this report's estimate predates --shard (schema < 7)", out)
+        self.assertNotIn("| strategy | none |", out)
+
     def test_fits_use_the_model_estimate_when_present(self):
         GiB = 2**30
         rep = synth.make_report(strategies=["ring", "ulysses"], seqs=[1024, 2048],

@@ -144,6 +144,7 @@ TEST_CASE("whole-model memory estimate: 16 bytes per held parameter, activations
   in.vocab = 50;
   in.dim = 8;
   in.tp = 2;
+  in.replicas = 2;  // megatron-sp on 2 ranks: every weight on one rank only (the block's 1000 are its projections)
   in.block_activation_bytes = 5000;
   in.block_input_bytes = 256;
   const ModelEstimate e = model_estimate(in);
@@ -165,12 +166,131 @@ TEST_CASE("whole-model memory estimate: 16 bytes per held parameter, activations
   CHECK(f.total == 6800 + 6800 + 40800 + 5768);
   CHECK(f.formula.find("recompute full") != std::string::npos);
 
-  in.vocab = 5, in.dim = 3, in.tp = 4, in.layers = 1;  // 30 head parameters over 4 ranks: at most 8 each
+  in.vocab = 5, in.dim = 3, in.tp = 4, in.replicas = 4, in.layers = 1;  // 30 head parameters over 4 ranks: at most 8 each
   CHECK(model_estimate(in).parameters == 1000 + 8);
   in.tp = 1, in.vocab = 0;  // no vocabulary: the blocks alone
   CHECK(model_estimate(in).parameters == 1000);
+  in.replicas = 3;  // tp 1 ... but 3 replicas of a tp 4: not a mesh
+  in.tp = 4;
+  CHECK_THROWS_WITH(model_estimate(in), Catch::Contains("tp=4 mlp_tp=1 replicas=3"));
+  in.tp = 1;
+  in.shard = "zero3";
+  CHECK_THROWS_WITH(model_estimate(in), Catch::Contains("got 'zero3'"));
+  in.shard = "none";
   in.layers = 0;
   CHECK_THROWS_WITH(model_estimate(in), Catch::Contains("layers=0"));
+}
+
+// Worked out by hand (DESIGN "Memory"): llama3-8b (D 4096, H 32, G 8, d 128, F 14336, L 32,
+// V 128256) on usp with t = 2 over P = 16 ranks. One block held per rank: norms 2 x 4096 = 8192;
+// attention w_qkv 4096 x (16 + 2 x 4) x 128 = 12582912 + w_o 2048 x 4096 = 8388608 = 20971520;
+// MLP 3 x 4096 x 7168 = 88080384; block 109060096. Embedding and head 2 x 128256 x 4096 / 2 =
+// 525336576. Replicas: norms 16 (every rank), attention, MLP, embedding 16 / 2 = 8. Shards:
+// 512, 2621440, 11010048, 65667072. Held 32 x 109060096 + 525336576 = 4015259648; sharded
+// 32 x (512 + 2621440 + 11010048) + 65667072 = 501891072; the largest unit is the embedding and
+// head, 525336576. Activations 32 x 10^9 (recompute none).
+TEST_CASE("whole-model estimate under each --shard: llama3-8b usp t2 on 16 ranks (hand-computed)") {
+  ModelEstimateInput in;
+  in.layers = 32;
+  in.block_parameters = 109060096;
+  in.norm_parameters = 8192;
+  in.mlp_parameters = 88080384;
+  in.vocab = 128256, in.dim = 4096;
+  in.tp = 2, in.mlp_tp = 2, in.replicas = 16;
+  in.block_activation_bytes = 1000000000;
+  struct Want {
+    const char* shard;
+    int64_t weights, grads, optimizer, total, sync, reduce_scatter, all_gather;
+  };
+  // sync: one reduce-scatter (or all-gather) = 32 x 2 x 512 x 15 + 32 x 2 x 2621440 x 7 +
+  // 32 x 2 x 11010048 x 7 + 2 x 65667072 x 7 = 7026737152 B; all-reduce 2x, FSDP 3x.
+  const Want wants[] = {
+      // none: 2/2/12 B x held
+      {"none", 8030519296, 8030519296, 48183115776, 96244154368, 14053474304, 7026737152, 7026737152},
+      // optimizer: 12 B x sharded
+      {"optimizer", 8030519296, 8030519296, 6022692864, 54083731456, 14053474304, 7026737152, 7026737152},
+      // grads: 2 B x (sharded + the largest unit) = 2 x 1027227648
+      {"grads", 8030519296, 2054455296, 6022692864, 48107667456, 14053474304, 7026737152, 7026737152},
+      // params: weights as grads (the gathered unit)
+      {"params", 2054455296, 2054455296, 6022692864, 42131603456, 21080211456, 7026737152, 14053474304},
+  };
+  for (const Want& w : wants) {
+    INFO(w.shard);
+    in.shard = w.shard;
+    const ModelEstimate e = model_estimate(in);
+    CHECK(e.parameters == 4015259648);
+    REQUIRE(e.groups.size() == 4);
+    CHECK(e.groups[0].name == "norms");
+    CHECK(e.groups[0].replicas == 16);
+    CHECK(e.groups[0].shard == 512);
+    CHECK(e.groups[1].name == "attention");
+    CHECK(e.groups[1].parameters == 20971520);
+    CHECK(e.groups[1].replicas == 8);
+    CHECK(e.groups[2].shard == 11010048);
+    CHECK(e.groups[3].name == "embedding");
+    CHECK(e.groups[3].copies == 1);
+    CHECK(e.groups[3].shard == 65667072);
+    CHECK(e.weights == w.weights);
+    CHECK(e.grads == w.grads);
+    CHECK(e.optimizer == w.optimizer);
+    CHECK(e.activations == 32000000000);
+    CHECK(e.total == w.total);
+    CHECK(e.shard == w.shard);
+    CHECK(e.formula.find(std::string("shard ") + w.shard) != std::string::npos);
+    CHECK(e.formula.find("held 4015259648, sharded 501891072") != std::string::npos);
+    CHECK(e.formula.find("ceil(parameters / replicas)") != std::string::npos);
+    const GradSync g = grad_sync(e);
+    CHECK(g.bytes == w.sync);
+    CHECK(g.reduce_scatter == w.reduce_scatter);
+    CHECK(g.all_gather == w.all_gather);
+    CHECK(g.formula.find("= " + std::to_string(w.sync) + " B") != std::string::npos);
+  }
+}
+
+// tiny (D 64, H 4, G 2, d 16, F 96, L 2, V 256) on the ring over P = 4 (t = 1): block = norms 128
+// + attention 64 x 128 + 64 x 64 = 12288 + MLP 3 x 64 x 96 = 18432 = 30848; embedding and head
+// 2 x 256 x 64 = 32768; every group over 4 replicas: shards 32, 3072, 4608, 8192. Held 2 x 30848
+// + 32768 = 94464; sharded 2 x 7712 + 8192 = 23616; largest unit 32768. Activations 2 x 5000.
+TEST_CASE("whole-model estimate under each --shard: tiny ring on 4 ranks, padding, single (hand-computed)") {
+  ModelEstimateInput in;
+  in.layers = 2;
+  in.block_parameters = 30848;
+  in.norm_parameters = 128;
+  in.mlp_parameters = 18432;
+  in.vocab = 256, in.dim = 64;
+  in.replicas = 4;
+  in.block_activation_bytes = 5000;
+  struct Want {
+    const char* shard;
+    int64_t weights, grads, optimizer, total, sync;
+  };
+  // sync: one reduce-scatter = 2 x 2 x 32 x 3 + 2 x 2 x 3072 x 3 + 2 x 2 x 4608 x 3 + 2 x 8192 x 3 = 141696 B
+  const Want wants[] = {{"none", 188928, 188928, 1133568, 1521424, 283392},
+                        {"optimizer", 188928, 188928, 283392, 671248, 283392},
+                        {"grads", 188928, 112768, 283392, 595088, 283392},
+                        {"params", 112768, 112768, 283392, 518928, 425088}};
+  for (const Want& w : wants) {
+    INFO(w.shard);
+    in.shard = w.shard;
+    const ModelEstimate e = model_estimate(in);
+    CHECK(e.parameters == 94464);
+    CHECK(e.weights == w.weights);
+    CHECK(e.grads == w.grads);
+    CHECK(e.optimizer == w.optimizer);
+    CHECK(e.total == w.total);
+    CHECK(grad_sync(e).bytes == w.sync);
+  }
+  in.replicas = 3;  // 128 norm parameters over 3: shards padded to 43 (Megatron and FSDP pad their buffers)
+  in.shard = "optimizer";
+  CHECK(model_estimate(in).groups[0].shard == 43);
+  CHECK(model_estimate(in).groups[3].shard == 10923);  // ceil(32768 / 3)
+  in.replicas = 1;  // single: one rank runs the model alone, nothing to shard or synchronise
+  for (const char* s : {"none", "optimizer", "grads", "params"}) {
+    in.shard = s;
+    const ModelEstimate e = model_estimate(in);
+    CHECK(e.optimizer == 12 * 94464);
+    CHECK(grad_sync(e).bytes == 0);
+  }
 }
 
 TEST_CASE("longest cache that fits: weights, one step, then L layers of cache over the shards (hand-computed)") {
@@ -216,7 +336,19 @@ TEST_CASE("result JSON: memory.model_estimate is the estimate's fields, null wit
   CHECK(m["optimizer"] == 240);
   CHECK(m["activations"] == 14);
   CHECK(m["total"] == 334);
+  CHECK(m["shard"] == "none");
+  CHECK(m["groups"].size() == 4);
+  CHECK(m["groups"][1] == nlohmann::json::parse(R"({"name": "attention", "copies": 2, "parameters": 10, "replicas": 1, "shard": 10})"));
   CHECK(m["formula"].get<std::string>().rfind("estimate", 0) == 0);
+  CHECK(r.to_json()["step"].is_null());  // forward only, or no estimate: no gradient sync
+  r.timed->grad_sync = grad_sync(*r.timed->model_estimate);
+  const nlohmann::json s = r.to_json()["step"];
+  CHECK(s["shard"] == "none");
+  CHECK(s["executed"] == false);  // modelled, not run
+  CHECK(s["grad_sync_bytes"] == 0);  // one replica: nothing to synchronise
+  CHECK(s["reduce_scatter_bytes"] == 0);
+  CHECK(s["all_gather_bytes"] == 0);
+  CHECK(s["formula"].get<std::string>().rfind("model", 0) == 0);
 }
 
 TEST_CASE("block cache: freed blocks are reused by size bucket") {

@@ -280,13 +280,14 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   CHECK(keys == std::vector<std::string>{"backend", "balance", "batch", "block", "cached", "causal", "comm", "command", "cp_cap", "decode_steps", "dim", "dtype",
                                          "ffn_dim", "head_dim", "heads", "iters", "kv_heads", "layers", "mask", "mem_limit_bytes", "mesh",
-                                         "model", "pass", "ranks_per_node", "recompute", "ring_pass", "rope", "seed", "seqs", "strategies", "threads",
+                                         "model", "pass", "ranks_per_node", "recompute", "ring_pass", "rope", "seed", "seqs", "shard", "strategies", "threads",
                                          "timeout_s", "warmup", "world_size"});
   CHECK(j["seqs"] == json::array({64}));
   CHECK(j["block"] == "attn");
   CHECK(j["ffn_dim"].is_null());  // no MLP under --block attn
   CHECK(j["layers"].is_null());     // no whole-model estimate under --block attn
   CHECK(j["recompute"].is_null());
+  CHECK(j["shard"].is_null());  // what the whole-model estimate shards: none under --block attn
   CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));
   CHECK(j["mesh"] == json::parse(R"({"tp": null, "mlp_tp": null, "ulysses": null, "ring": null, "placement": "ulysses-inner", "all": false,
                                       "usp_layout": "auto", "usp_ring": "single", "inner_ring": 0})"));
@@ -356,6 +357,27 @@ TEST_CASE("options: --layers and --recompute of the whole-model estimate: preset
   RunConfig bad;
   CHECK_THROWS_WITH(apply_settings(bad, {{"recompute", "some"}}, "t"),
                     Catch::Contains("'recompute' must be none or full, got \"some\""));
+}
+
+TEST_CASE("options: --shard of the whole-model estimate: optimizer by default, every choice, errors naming the values") {
+  RunConfig c;
+  apply_settings(c, {{"model", "tiny"}, {"seq", 64}, {"block", "full"}}, "t");
+  finalize_config(c, 2);
+  CHECK(c.shard == "optimizer");  // Megatron's distributed optimizer, DeepSpeed ZeRO-1, torchtitan: the common default
+  CHECK(c.to_json(2)["shard"] == "optimizer");
+  for (const char* s : {"none", "optimizer", "grads", "params"}) {
+    RunConfig given;
+    apply_settings(given, {{"model", "tiny"}, {"seq", 64}, {"block", "full"}, {"shard", s}}, "t");
+    finalize_config(given, 2);
+    CHECK(given.to_json(2)["shard"] == s);
+  }
+  RunConfig bad;
+  CHECK_THROWS_WITH(apply_settings(bad, {{"shard", "zero3"}}, "t"),
+                    Catch::Contains("'shard' must be none, optimizer, grads or params, got \"zero3\""));
+  RunConfig unchecked;  // a RunConfig set by code, not by the table: finalize_config refuses it too
+  apply_settings(unchecked, {{"model", "tiny"}, {"seq", 64}, {"block", "full"}}, "t");
+  unchecked.shard = "fsdp";
+  CHECK_THROWS_WITH(finalize_config(unchecked, 2), Catch::Contains("shard must be none, optimizer, grads or params, got 'fsdp'"));
 }
 
 TEST_CASE("options: command_line_json lists each flag of the parser once, with the table's kind and a default it accepts") {
