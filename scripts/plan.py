@@ -376,7 +376,7 @@ def main():
     sens.add_argument("--rerun", metavar="COMMAND",
                       help="the rerun command, with {platform} and {out} (default: the report's context.argv under "
                            "scripts/simulate.sh)")
-    sens.add_argument("--exe", help="cpbench-sim for the default rerun (default: simulate.sh's)")
+    sens.add_argument("--exe", help="cpbench-sim for the default rerun (default: the report's argv[0] where it exists, else simulate.sh's)")
     sens.add_argument("--platform", metavar="FILE", help="the report's platform file (default: context.simulated.platform_file)")
     sens.add_argument("--sens-dir", metavar="DIR",
                       help="where the perturbed platforms, reruns and sensitivity.json go (default: REPORT.sens)")

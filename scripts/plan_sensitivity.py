@@ -26,7 +26,7 @@ times) is divided by 1 + rel instead (the same ratio below as above). After scal
 is capped at 1 and the slowdown at 10 (the loader's bounds). The factor actually applied is printed.
 
 The reruns: by default the report's own command line (context.argv) under scripts/simulate.sh on
-the perturbed platform with the report's world size, without the --backend, --out, --trace and
+the perturbed platform with the report's world size and cpbench-sim (--exe, else argv[0]), without the --backend, --out, --trace and
 --dump it had (simulate.sh adds --backend sim; --out goes to the work directory); or --rerun
 'COMMAND' with {platform} and {out} in it (a report without a usable argv, or another launcher).
 The unperturbed platform is rerun too, and must reproduce the report's step times exactly (a
@@ -174,7 +174,8 @@ DROP = {"--backend": 1, "--out": 1, "--trace": 1, "--dump": 1}  # flag -> values
 
 def default_rerun(rep, exe=None):
     """The rerun command of a simulated report, from its context.argv: scripts/simulate.sh with
-    {platform} and {out} to fill in."""
+    {platform} and {out} to fill in, and --exe: exe, else argv[0] where that file exists (the
+    cpbench-sim that wrote the report), else simulate.sh's default."""
     argv = rep["context"].get("argv") or []
     if len(argv) < 2 or argv[1] != "run":
         raise Refused("context.argv (%s) is not a 'run' command line: give --rerun 'COMMAND {platform} {out}'"
@@ -188,6 +189,7 @@ def default_rerun(rep, exe=None):
             continue
         args.append(a)
         i += 1
+    exe = exe or (argv[0] if os.path.isfile(argv[0]) else None)  # the binary that wrote the report
     cmd = [os.path.join(ROOT, "scripts", "simulate.sh"), "--platform", "{platform}",
            "-np", str(rep["context"]["world_size"])]
     if exe:

@@ -120,6 +120,9 @@ class InputsTest(unittest.TestCase):
         self.assertEqual(cmd, "%s --platform {platform} -np 16 --exe /b/cpbench-sim -- run --peak-tflops 989.4 "
                               "--ranks-per-node 8 --model llama3-8b --seq 32768,131072 --out {out}"
                          % (ROOT / "scripts" / "simulate.sh"))
+        # without --exe: the binary that wrote the report, where it exists
+        rep["context"]["argv"][0] = sys.executable
+        self.assertIn("-np 16 --exe %s -- run" % sys.executable, sens.default_rerun(rep))
         rep["context"]["argv"] = ["cpbench-sim", "verify"]
         with self.assertRaises(sens.Refused):
             sens.default_rerun(rep)
