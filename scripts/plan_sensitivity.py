@@ -48,7 +48,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 
 import plan
 
@@ -255,21 +254,21 @@ def rankings(rep, hbm):
 
 def change(base, pert):
     """What a perturbation changed at one N, or None. The verdict is the tied set (the winner and
-    those tied with it): a change of that set is a change ('tied': [before, after], 'winner' too when
+    those tied with it): a change of that set is a change ('tied_set': [before, after], 'winner' too when
     the fastest changed); the fastest changing inside an unchanged tie is not (the tie already says
     these runs cannot rank them), and is kept as 'within_tie' for the JSON alone."""
     before, after = sorted([base["winner"]] + base["tied"]), sorted([pert["winner"]] + pert["tied"])
     moved = base["winner"] != pert["winner"]
     if before == after:
         return {"within_tie": [base["winner"], pert["winner"]]} if moved else None
-    out = {"tied": [before, after]}
+    out = {"tied_set": [before, after]}
     if moved:
         out["winner"] = [base["winner"], pert["winner"]]
     return out
 
 
 def decides(ch):
-    return bool(ch) and "tied" in ch
+    return bool(ch) and "tied_set" in ch
 
 
 def fmt_factor(f):
@@ -280,14 +279,17 @@ def describe(name, f, ch):
     """One line: 'depends on NAME (xF): winner A → B; tied set {A, C} → {B}' (the tied set shown
     when there is a tie before or after)."""
     parts = ["winner %s → %s" % tuple(ch["winner"])] if "winner" in ch else []
-    if max(len(s) for s in ch["tied"]) > 1:
-        parts.append("tied set {%s} → {%s}" % (", ".join(ch["tied"][0]), ", ".join(ch["tied"][1])))
+    if max(len(s) for s in ch["tied_set"]) > 1:
+        parts.append("tied set {%s} → {%s}" % tuple(", ".join(s) for s in ch["tied_set"]))
     return "depends on %s (%s): %s" % (name, fmt_factor(f), "; ".join(parts))
 
 
 def tie_text(rk):
-    head = "fastest (nothing fits)" if rk["nothing_fits"] else "winner"
-    return "%s **%s**" % (head, rk["winner"]) + (" tied with %s" % ", ".join(rk["tied"]) if rk["tied"] else ", no tie")
+    """The baseline verdict at one N, as plan.py's: one winner, or a tie (fastest by median first)."""
+    what = "nothing fits; by step time alone, " if rk["nothing_fits"] else ""
+    if not rk["tied"]:
+        return what + "winner **%s**" % rk["winner"]
+    return what + "tie: **%s** (fastest by median), %s" % (rk["winner"], ", ".join(rk["tied"]))
 
 
 # ---- the whole analysis ---------------------------------------------------------------------------
