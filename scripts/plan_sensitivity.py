@@ -276,11 +276,14 @@ def fmt_factor(f):
 
 
 def describe(name, f, ch):
-    """One line: 'depends on NAME (xF): winner A → B; tied set {A, C} → {B}' (the tied set shown
-    when there is a tie before or after)."""
+    """One line: 'depends on NAME (xF): winner A → B; C joins the tie; D leaves the tie' (who joins
+    or leaves said only when there is a tie before or after)."""
     parts = ["winner %s → %s" % tuple(ch["winner"])] if "winner" in ch else []
-    if max(len(s) for s in ch["tied_set"]) > 1:
-        parts.append("tied set {%s} → {%s}" % tuple(", ".join(s) for s in ch["tied_set"]))
+    before, after = ch["tied_set"]
+    if max(len(before), len(after)) > 1:
+        for who, verb in (([x for x in after if x not in before], "join"), ([x for x in before if x not in after], "leave")):
+            if who:
+                parts.append("%s %s the tie" % (", ".join(who), verb + ("s" if len(who) == 1 else "")))
     return "depends on %s (%s): %s" % (name, fmt_factor(f), "; ".join(parts))
 
 
@@ -401,6 +404,13 @@ def markdown(out, base, sens_dir):
         lines += ["### N = %d: %s" % (n, tie_text(base[n])), ""]
         dep = [describe(p["input"], p["factor"], p["changes"][str(n)]) for p in out["perturbations"] if n in p["decides"]]
         lines += ["- " + d for d in dep] or ["No input changes the tied set at N = %d within its uncertainty." % n]
+        inside = {}  # the new fastest inside an unchanged tie -> the perturbations that make it so
+        for p in out["perturbations"]:
+            ch = p["changes"].get(str(n)) or {}
+            if "within_tie" in ch:
+                inside.setdefault(ch["within_tie"][1], []).append("%s (%s)" % (p["input"], fmt_factor(p["factor"])))
+        for who, what in inside.items():
+            lines.append("Not a change: inside the tie, %s becomes the fastest by median under %s." % (who, ", ".join(what)))
         lines.append("")
     order = sorted((k for k in decided if decided[k]), key=lambda k: (-len(decided[k]), k))
     lines.append("Measure first: " + (", ".join("%s (%d of %d N)" % (k, len(decided[k]), len(base)) for k in order)

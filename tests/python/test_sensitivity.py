@@ -128,6 +128,19 @@ class InputsTest(unittest.TestCase):
             sens.default_rerun(rep)
 
 
+class ChangeTest(unittest.TestCase):
+    """change and describe: the tied set is the verdict; a new fastest inside the same tie is not a change."""
+
+    def test_changes(self):
+        rk = lambda w, *t: {"winner": w, "tied": sorted(t)}  # noqa: E731
+        self.assertIsNone(sens.change(rk("a", "b"), rk("a", "b")))
+        self.assertEqual(sens.change(rk("a", "b"), rk("b", "a")), {"within_tie": ["a", "b"]})
+        ch = sens.change(rk("a", "b", "c"), rk("b", "d"))
+        self.assertEqual(ch, {"tied_set": [["a", "b", "c"], ["b", "d"]], "winner": ["a", "b"]})
+        self.assertEqual(sens.describe("x.y", 0.87, ch), "depends on x.y (x0.87): winner a → b; d joins the tie; a, c leave the tie")
+        self.assertEqual(sens.describe("x.y", 2, sens.change(rk("a"), rk("b"))), "depends on x.y (x2): winner a → b")
+
+
 class SensitivityTest(TempDirCase):
     """plan.py --sensitivity with the stub simulation."""
 
@@ -149,7 +162,7 @@ class SensitivityTest(TempDirCase):
         self.assertIn("### N = 1024: winner **ring**\n", out)
         self.assertIn("- depends on network.inter.bw_gbs (x0.9): winner ring → ulysses\n", out)
         # no interference ties usp with ring: a tie, not a new winner
-        self.assertIn("- depends on overlap_interference.compute_slowdown (x0): tied set {ring} → {ring, usp[u2xr2]}", out)
+        self.assertIn("- depends on overlap_interference.compute_slowdown (x0): usp[u2xr2] joins the tie\n", out)
         self.assertEqual(out.count("depends on"), 4)  # each of the two at N = 1024 and 2048
         for quiet in ("memory_bw_gbs", "kernel_launch_us", "efficiency.gemm", "network.intra.p2p", "network.intra.bw_gbs"):
             self.assertNotIn("depends on %s" % quiet, out)
