@@ -11,6 +11,7 @@ three figures, one per question (scripts/plan_figures.py draws them from figure_
   PREFIX-memory.png  per N, the memory that must fit against the HBM line
 
   scripts/plan.py REPORT.json [REPORT2.json ...] [--plot PREFIX] [--hbm-gib 80]
+  scripts/plan.py REPORT.json --sensitivity [--jobs N] [--rerun 'COMMAND {platform} {out}'] [--exe PATH]
 
 `--plot plan.png` (a PREFIX ending in .png, .svg or .pdf) writes plan-time.png, plan-bytes.png and
 plan-memory.png. Colour is the family: the ring family (ring, ring-zigzag, ring-striped,
@@ -44,6 +45,13 @@ Tiers: the bytes columns are the report's own comm.{fwd,bwd}.tiers: per rank, in
 (to ranks on its node) and inter_node_bytes (to other nodes) of fwd + bwd, the maximum over ranks
 of each (the rank that sends most, as cpbench's console prints inter_node). A report without
 tiers (written before they existed) shows "n/a"; nothing is recomputed from the mesh.
+
+--sensitivity (one simulated report; scripts/plan_sensitivity.py): reruns the report's sweep with
+each platform input that states an uncertainty perturbed by +- it, one at a time, ranks every N
+of every rerun with rank_at, and prints, instead of the tables, each input that changes the winner
+or the tied set as 'depends on <input>'; sensitivity.json in --sens-dir has every ranking. A report
+it cannot compare (measured, another sweep, not reproduced by its baseline rerun) is exit 2 with
+the reason.
 """
 import argparse
 import json
@@ -408,6 +416,27 @@ def panel_title(rep):
     return "%s, %d GPUs (%d node%s)" % (rep["config"].get("model", "?"), P, nodes, "s" if nodes > 1 else "")
 
 
+def sensitivity(a):
+    """plan.py --sensitivity: plan_sensitivity.analyse on the one report, exit 2 when refused."""
+    import plan_sensitivity
+    if len(a.reports) != 1:
+        print("plan.py: --sensitivity takes one report (got %d): each is rerun on its own platform" % len(a.reports),
+              file=sys.stderr)
+        return 2
+    if a.jobs < 1:
+        print("plan.py: --jobs must be >= 1, got %d" % a.jobs, file=sys.stderr)
+        return 2
+    rep = load(a.reports[0])
+    try:
+        md, _ = plan_sensitivity.analyse(a.reports[0], rep, hbm_of(rep, a.hbm_gib), rerun=a.rerun, exe=a.exe,
+                                         sens_dir=a.sens_dir, jobs=a.jobs, platform_file=a.platform)
+    except plan_sensitivity.Refused as e:
+        print("plan.py: --sensitivity: %s" % e, file=sys.stderr)
+        return 2
+    print(md)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("reports", nargs="+")
@@ -415,7 +444,21 @@ def main():
                     help="write PREFIX-time.png, PREFIX-bytes.png and PREFIX-memory.png (a PREFIX ending in "
                          ".png, .svg or .pdf: that suffix comes off and is the figures' format)")
     ap.add_argument("--hbm-gib", type=float, help="device memory for measured reports")
+    sens = ap.add_argument_group("--sensitivity (scripts/plan_sensitivity.py)")
+    sens.add_argument("--sensitivity", action="store_true",
+                      help="rerun the sweep with each platform input perturbed by +- its uncertainty and name the "
+                           "inputs that change a ranking")
+    sens.add_argument("--jobs", type=int, default=1, help="reruns at once (default 1)")
+    sens.add_argument("--rerun", metavar="COMMAND",
+                      help="the rerun command, with {platform} and {out} (default: the report's context.argv under "
+                           "scripts/simulate.sh)")
+    sens.add_argument("--exe", help="cpbench-sim for the default rerun (default: the report's argv[0] where it exists, else simulate.sh's)")
+    sens.add_argument("--platform", metavar="FILE", help="the report's platform file (default: context.simulated.platform_file)")
+    sens.add_argument("--sens-dir", metavar="DIR",
+                      help="where the perturbed platforms, reruns and sensitivity.json go (default: REPORT.sens)")
     a = ap.parse_args()
+    if a.sensitivity:
+        return sensitivity(a)
     panels = []
     for path in a.reports:
         rep = load(path)

@@ -19,6 +19,9 @@
       context.env records NAME=VALUE (the run used that setting).
   check_sim_report.py with-interference PLATFORM.json X OUT.json
       writes a copy of the platform with overlap_interference.compute_slowdown = X (a test input).
+  check_sim_report.py with-uncertainty PLATFORM.json OUT.json PATH=REL [PATH=REL ...]
+      writes a copy of the platform whose top-level "uncertainty" map states REL for each PATH (a
+      test input for plan.py --sensitivity).
   check_sim_report.py interference REPORT_0 REPORT_X REPORT_2X X
       the same run on a platform without overlap interference, with compute_slowdown X and 2X:
       context.simulated carries X and 2X; strategies that never overlap a point-to-point transfer
@@ -192,6 +195,14 @@ def cmd_with_interference(args):
         json.dump(plat, f, indent=1)
 
 
+def cmd_with_uncertainty(args):
+    plat = json.load(open(args[0]))
+    plat["uncertainty"] = {path: {"rel": float(rel), "reason": "test input (tests/sim)"}
+                           for path, rel in (a.split("=") for a in args[2:])}
+    with open(args[1], "w") as f:
+        json.dump(plat, f, indent=1)
+
+
 def cmd_interference(args):
     reps = [json.load(open(p)) for p in args[:3]]
     x = float(args[3])
@@ -255,7 +266,8 @@ def cmd_nccl_collectives(args):
 
 def main():
     {"simulated": cmd_simulated, "shared-cores": cmd_shared_cores, "decode-memory-bound": cmd_decode_memory_bound,
-     "env": cmd_env, "with-interference": cmd_with_interference, "interference": cmd_interference,
+     "env": cmd_env, "with-interference": cmd_with_interference,
+     "with-uncertainty": cmd_with_uncertainty, "interference": cmd_interference,
      "nccl-collectives": cmd_nccl_collectives, "with-op-us": cmd_with_op_us}[sys.argv[1]](sys.argv[2:])
     return 1 if failed else 0
 
