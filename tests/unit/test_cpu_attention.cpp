@@ -41,20 +41,7 @@ DocStarts docs(std::vector<int64_t> starts) {
 // tiles (the CUDA emulator test has its own list at its tile sizes).
 std::vector<Case> mask_cases() {
   std::vector<Case> v;
-  auto shape = [](int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal, int64_t W,
-                  DocStarts ds) {
-    AttnShape s;
-    s.B = B;
-    s.nq = nq;
-    s.nk = nk;
-    s.hq = hq;
-    s.hk = hk;
-    s.d = d;
-    s.causal = causal;
-    s.window = W;
-    s.docs = std::move(ds);
-    return s;
-  };
+  const auto shape = test::attn_case_shape;
   using P = Positions;
   const auto segs = [](std::vector<PosSeg> g) { return P::segments(g); };
   v.push_back({"window causal", shape(1, 300, 300, 2, 1, 32, true, 37, nullptr), P::contiguous(0, 300), P::contiguous(0, 300)});

@@ -323,17 +323,7 @@ DocStarts docs(std::vector<int64_t> starts) {
 
 AttnShape shape(int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal, int64_t W = 0,
                 DocStarts ds = nullptr) {
-  AttnShape s;
-  s.B = B;
-  s.nq = nq;
-  s.nk = nk;
-  s.hq = hq;
-  s.hk = hk;
-  s.d = d;
-  s.causal = causal;
-  s.window = W;
-  s.docs = std::move(ds);
-  return s;
+  return test::attn_case_shape(B, nq, nk, hq, hk, d, causal, W, std::move(ds));
 }
 
 // Shapes that are not multiples of the tiles (64 keys, 64 query rows), several tiles per row.

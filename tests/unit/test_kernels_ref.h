@@ -82,6 +82,22 @@ Cmp compare(const std::vector<A>& a, const std::vector<B>& b) {
   return compare_n(a, b, a.size());
 }
 
+// An attention problem's shape in one call (the kernel tests' case tables).
+inline AttnShape attn_case_shape(int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal,
+                                 int64_t window = 0, DocStarts docs = nullptr) {
+  AttnShape s;
+  s.B = B;
+  s.nq = nq;
+  s.nk = nk;
+  s.hq = hq;
+  s.hk = hk;
+  s.d = d;
+  s.causal = causal;
+  s.window = window;
+  s.docs = std::move(docs);
+  return s;
+}
+
 // ---- attention --------------------------------------------------------------------------------
 // DESIGN's visibility rule written out directly (not through AttnMask), on global positions:
 // same document, causal order, and the sliding window.
