@@ -36,79 +36,69 @@ DocStarts docs(std::vector<int64_t> starts) {
   return std::make_shared<const std::vector<int64_t>>(std::move(starts));
 }
 
+using test::attn_case_shape;
+
 // Sliding windows, packed documents and both, causal and not, on segment lists of 1 to 4
 // segments (sorted and not), with rows that see no key and shapes that are not multiples of the
 // tiles (the CUDA emulator test has its own list at its tile sizes).
 std::vector<Case> mask_cases() {
   std::vector<Case> v;
-  const auto shape = test::attn_case_shape;
   using P = Positions;
   const auto segs = [](std::vector<PosSeg> g) { return P::segments(g); };
-  v.push_back({"window causal", shape(1, 300, 300, 2, 1, 32, true, 37, nullptr), P::contiguous(0, 300), P::contiguous(0, 300)});
-  v.push_back({"window non-causal", shape(1, 300, 300, 2, 2, 32, false, 50, nullptr), P::contiguous(0, 300), P::contiguous(0, 300)});
-  v.push_back({"window 1 causal: own position only", shape(1, 100, 100, 2, 2, 16, true, 1, nullptr), P::contiguous(0, 100), P::contiguous(50, 100)});
-  v.push_back({"docs causal (one of length 1)", shape(1, 300, 300, 2, 2, 32, true, 0, docs({0, 70, 71, 200})), P::contiguous(0, 300), P::contiguous(0, 300)});
-  v.push_back({"docs non-causal", shape(2, 300, 300, 4, 2, 32, false, 0, docs({0, 70, 71, 200})), P::contiguous(0, 300), P::contiguous(0, 300)});
-  v.push_back({"docs + window causal", shape(1, 260, 260, 2, 2, 40, true, 30, docs({0, 100, 180})), P::contiguous(0, 260), P::contiguous(0, 260)});
-  v.push_back({"docs + window non-causal", shape(1, 260, 260, 2, 2, 40, false, 20, docs({0, 100, 180})), P::contiguous(0, 260), P::contiguous(0, 260)});
-  v.push_back({"zigzag cross block, docs + window", shape(1, 150, 150, 2, 2, 64, true, 64, docs({0, 60, 160, 240})),
+  v.push_back({"window causal", attn_case_shape(1, 300, 300, 2, 1, 32, true, 37, nullptr), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"window non-causal", attn_case_shape(1, 300, 300, 2, 2, 32, false, 50, nullptr), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"window 1 causal: own position only", attn_case_shape(1, 100, 100, 2, 2, 16, true, 1, nullptr), P::contiguous(0, 100), P::contiguous(50, 100)});
+  v.push_back({"docs causal (one of length 1)", attn_case_shape(1, 300, 300, 2, 2, 32, true, 0, docs({0, 70, 71, 200})), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"docs non-causal", attn_case_shape(2, 300, 300, 4, 2, 32, false, 0, docs({0, 70, 71, 200})), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"docs + window causal", attn_case_shape(1, 260, 260, 2, 2, 40, true, 30, docs({0, 100, 180})), P::contiguous(0, 260), P::contiguous(0, 260)});
+  v.push_back({"docs + window non-causal", attn_case_shape(1, 260, 260, 2, 2, 40, false, 20, docs({0, 100, 180})), P::contiguous(0, 260), P::contiguous(0, 260)});
+  v.push_back({"zigzag cross block, docs + window", attn_case_shape(1, 150, 150, 2, 2, 64, true, 64, docs({0, 60, 160, 240})),
                P::two(0, 75, 225, 75), P::two(75, 75, 150, 75)});
-  v.push_back({"zigzag self, docs, non-causal", shape(1, 150, 150, 2, 1, 32, false, 0, docs({0, 60, 160, 240})),
+  v.push_back({"zigzag self, docs, non-causal", attn_case_shape(1, 150, 150, 2, 1, 32, false, 0, docs({0, 60, 160, 240})),
                P::two(0, 75, 225, 75), P::two(0, 75, 225, 75)});
-  v.push_back({"3 segments, unsorted keys, docs causal", shape(1, 90, 90, 2, 2, 32, true, 0, docs({0, 120, 260})),
+  v.push_back({"3 segments, unsorted keys, docs causal", attn_case_shape(1, 90, 90, 2, 2, 32, true, 0, docs({0, 120, 260})),
                segs({{0, 1, 40}, {100, 1, 30}, {250, 2, 20}}), segs({{10, 1, 50}, {200, 3, 30}, {95, 1, 10}})});
-  v.push_back({"3 segments, unsorted keys, window non-causal", shape(1, 90, 90, 2, 2, 32, false, 45, docs({0, 120, 260})),
+  v.push_back({"3 segments, unsorted keys, window non-causal", attn_case_shape(1, 90, 90, 2, 2, 32, false, 45, docs({0, 120, 260})),
                segs({{0, 1, 40}, {100, 1, 30}, {250, 2, 20}}), segs({{10, 1, 50}, {200, 3, 30}, {95, 1, 10}})});
-  v.push_back({"4 segments, GQA 8/2, B2, window causal", shape(2, 130, 120, 8, 2, 16, true, 25, nullptr),
+  v.push_back({"4 segments, GQA 8/2, B2, window causal", attn_case_shape(2, 130, 120, 8, 2, 16, true, 25, nullptr),
                segs({{0, 4, 30}, {121, 1, 40}, {300, 3, 30}, {170, 2, 30}}), segs({{1, 4, 30}, {100, 1, 50}, {290, 2, 40}})});
-  v.push_back({"4 segments, docs + window non-causal", shape(1, 130, 120, 4, 1, 24, false, 33, docs({0, 50, 161, 250})),
+  v.push_back({"4 segments, docs + window non-causal", attn_case_shape(1, 130, 120, 4, 1, 24, false, 33, docs({0, 50, 161, 250})),
                segs({{0, 4, 30}, {121, 1, 40}, {300, 3, 30}, {170, 2, 30}}), segs({{1, 4, 30}, {100, 1, 50}, {290, 2, 40}})});
   // No row sees any key (the window ends before the keys begin): o = 0, lse = -inf, no gradient.
-  v.push_back({"window: no row sees a key", shape(1, 64, 80, 2, 2, 32, false, 50, nullptr), P::contiguous(0, 64), P::contiguous(200, 80)});
+  v.push_back({"window: no row sees a key", attn_case_shape(1, 64, 80, 2, 2, 32, false, 50, nullptr), P::contiguous(0, 64), P::contiguous(200, 80)});
   // Rows of the first document see nothing: its keys are outside the block.
-  v.push_back({"docs: first document's rows see nothing", shape(1, 100, 100, 2, 2, 32, true, 0, docs({0, 40, 120})),
+  v.push_back({"docs: first document's rows see nothing", attn_case_shape(1, 100, 100, 2, 2, 32, true, 0, docs({0, 40, 120})),
                P::contiguous(0, 100), P::contiguous(50, 100)});
   return v;
 }
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  auto shape = [](int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal) {
-    AttnShape s;
-    s.B = B;
-    s.nq = nq;
-    s.nk = nk;
-    s.hq = hq;
-    s.hk = hk;
-    s.d = d;
-    s.causal = causal;
-    return s;
-  };
   using P = Positions;
-  v.push_back({"contiguous causal MHA", shape(1, 300, 300, 2, 2, 64, true), P::contiguous(0, 300), P::contiguous(0, 300)});
-  v.push_back({"contiguous non-causal MHA", shape(1, 300, 300, 2, 2, 64, false), P::contiguous(0, 300), P::contiguous(0, 300)});
-  v.push_back({"contiguous causal, wide scores", shape(1, 200, 260, 2, 1, 32, true), P::contiguous(60, 200), P::contiguous(0, 260), 3.0f});
+  v.push_back({"contiguous causal MHA", attn_case_shape(1, 300, 300, 2, 2, 64, true), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"contiguous non-causal MHA", attn_case_shape(1, 300, 300, 2, 2, 64, false), P::contiguous(0, 300), P::contiguous(0, 300)});
+  v.push_back({"contiguous causal, wide scores", attn_case_shape(1, 200, 260, 2, 1, 32, true), P::contiguous(60, 200), P::contiguous(0, 260), 3.0f});
   // Zigzag, P = 2 ranks, chunks of 75: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
-  v.push_back({"zigzag self block", shape(1, 150, 150, 2, 2, 64, true), P::two(0, 75, 225, 75), P::two(0, 75, 225, 75)});
-  v.push_back({"zigzag cross block", shape(1, 150, 150, 2, 2, 64, true), P::two(0, 75, 225, 75), P::two(75, 75, 150, 75)});
-  v.push_back({"zigzag cross block reversed", shape(1, 150, 150, 2, 2, 64, true), P::two(75, 75, 150, 75), P::two(0, 75, 225, 75)});
+  v.push_back({"zigzag self block", attn_case_shape(1, 150, 150, 2, 2, 64, true), P::two(0, 75, 225, 75), P::two(0, 75, 225, 75)});
+  v.push_back({"zigzag cross block", attn_case_shape(1, 150, 150, 2, 2, 64, true), P::two(0, 75, 225, 75), P::two(75, 75, 150, 75)});
+  v.push_back({"zigzag cross block reversed", attn_case_shape(1, 150, 150, 2, 2, 64, true), P::two(75, 75, 150, 75), P::two(0, 75, 225, 75)});
   // Striped, stride 4: queries of rank 1, keys of rank 2 (and of rank 0).
-  v.push_back({"striped", shape(1, 100, 90, 2, 2, 32, true), P::strided(1, 4, 100), P::strided(2, 4, 90)});
-  v.push_back({"striped self", shape(1, 100, 100, 2, 1, 32, true), P::strided(3, 4, 100), P::strided(3, 4, 100)});
-  v.push_back({"query block before key block", shape(1, 64, 80, 2, 2, 32, true), P::contiguous(0, 64), P::contiguous(500, 80)});
-  v.push_back({"query block after key block", shape(1, 64, 80, 2, 2, 32, true), P::contiguous(500, 64), P::contiguous(0, 80)});
+  v.push_back({"striped", attn_case_shape(1, 100, 90, 2, 2, 32, true), P::strided(1, 4, 100), P::strided(2, 4, 90)});
+  v.push_back({"striped self", attn_case_shape(1, 100, 100, 2, 1, 32, true), P::strided(3, 4, 100), P::strided(3, 4, 100)});
+  v.push_back({"query block before key block", attn_case_shape(1, 64, 80, 2, 2, 32, true), P::contiguous(0, 64), P::contiguous(500, 80)});
+  v.push_back({"query block after key block", attn_case_shape(1, 64, 80, 2, 2, 32, true), P::contiguous(500, 64), P::contiguous(0, 80)});
   // A key tile whose first key is the last query of a query tile (one visible pair).
-  v.push_back({"key tile starts at a tile's last query", shape(1, 160, 100, 2, 2, 32, true), P::contiguous(0, 160), P::contiguous(127, 100)});
-  v.push_back({"partly masked rows", shape(1, 90, 70, 2, 2, 32, true), P::contiguous(0, 90), P::contiguous(40, 70)});
-  v.push_back({"GQA H8 G2 B2", shape(2, 160, 160, 8, 2, 32, true), P::contiguous(0, 160), P::contiguous(0, 160)});
-  v.push_back({"GQA H8 G2 B2 non-causal", shape(2, 96, 130, 8, 2, 16, false), P::contiguous(0, 96), P::contiguous(0, 130)});
-  v.push_back({"MQA odd sizes d24", shape(1, 37, 53, 4, 1, 24, true), P::contiguous(16, 37), P::contiguous(0, 53)});
-  v.push_back({"MQA odd sizes d24 non-causal", shape(2, 37, 53, 4, 1, 24, false), P::contiguous(0, 37), P::contiguous(0, 53)});
-  v.push_back({"d256 odd sizes", shape(1, 37, 53, 2, 1, 256, true), P::contiguous(20, 37), P::contiguous(0, 53)});
-  v.push_back({"d256 non-causal", shape(2, 37, 53, 2, 2, 256, false), P::contiguous(0, 37), P::contiguous(0, 53)});
-  v.push_back({"single query row", shape(1, 1, 200, 2, 2, 64, true), P::contiguous(150, 1), P::contiguous(0, 200)});
-  v.push_back({"d not a multiple of 16", shape(1, 70, 90, 3, 3, 40, true), P::contiguous(30, 70), P::contiguous(0, 90)});
-  v.push_back({"explicit scale", [&] { auto s = shape(1, 50, 60, 2, 2, 32, true); s.scale = 0.3f; return s; }(),
+  v.push_back({"key tile starts at a tile's last query", attn_case_shape(1, 160, 100, 2, 2, 32, true), P::contiguous(0, 160), P::contiguous(127, 100)});
+  v.push_back({"partly masked rows", attn_case_shape(1, 90, 70, 2, 2, 32, true), P::contiguous(0, 90), P::contiguous(40, 70)});
+  v.push_back({"GQA H8 G2 B2", attn_case_shape(2, 160, 160, 8, 2, 32, true), P::contiguous(0, 160), P::contiguous(0, 160)});
+  v.push_back({"GQA H8 G2 B2 non-causal", attn_case_shape(2, 96, 130, 8, 2, 16, false), P::contiguous(0, 96), P::contiguous(0, 130)});
+  v.push_back({"MQA odd sizes d24", attn_case_shape(1, 37, 53, 4, 1, 24, true), P::contiguous(16, 37), P::contiguous(0, 53)});
+  v.push_back({"MQA odd sizes d24 non-causal", attn_case_shape(2, 37, 53, 4, 1, 24, false), P::contiguous(0, 37), P::contiguous(0, 53)});
+  v.push_back({"d256 odd sizes", attn_case_shape(1, 37, 53, 2, 1, 256, true), P::contiguous(20, 37), P::contiguous(0, 53)});
+  v.push_back({"d256 non-causal", attn_case_shape(2, 37, 53, 2, 2, 256, false), P::contiguous(0, 37), P::contiguous(0, 53)});
+  v.push_back({"single query row", attn_case_shape(1, 1, 200, 2, 2, 64, true), P::contiguous(150, 1), P::contiguous(0, 200)});
+  v.push_back({"d not a multiple of 16", attn_case_shape(1, 70, 90, 3, 3, 40, true), P::contiguous(30, 70), P::contiguous(0, 90)});
+  v.push_back({"explicit scale", [&] { auto s = attn_case_shape(1, 50, 60, 2, 2, 32, true); s.scale = 0.3f; return s; }(),
                P::contiguous(20, 50), P::contiguous(0, 60)});
   for (const Case& c : mask_cases()) v.push_back(c);
   return v;

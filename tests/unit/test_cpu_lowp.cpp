@@ -321,29 +321,26 @@ DocStarts docs(std::vector<int64_t> starts) {
   return std::make_shared<const std::vector<int64_t>>(std::move(starts));
 }
 
-AttnShape shape(int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal, int64_t W = 0,
-                DocStarts ds = nullptr) {
-  return test::attn_case_shape(B, nq, nk, hq, hk, d, causal, W, std::move(ds));
-}
+using test::attn_case_shape;
 
 // Shapes that are not multiples of the tiles (64 keys, 64 query rows), several tiles per row.
 std::vector<Case> cases() {
   using P = Positions;
   std::vector<Case> v;
-  v.push_back({"causal MHA", shape(1, 150, 150, 2, 2, 64, true), P::contiguous(0, 150), P::contiguous(0, 150)});
-  v.push_back({"non-causal MHA", shape(1, 130, 150, 2, 2, 32, false), P::contiguous(0, 130), P::contiguous(0, 150)});
-  v.push_back({"GQA 8/2 B2 causal", shape(2, 100, 100, 8, 2, 32, true), P::contiguous(0, 100), P::contiguous(0, 100)});
-  v.push_back({"MQA non-causal d24", shape(2, 37, 140, 4, 1, 24, false), P::contiguous(0, 37), P::contiguous(0, 140)});
-  v.push_back({"zigzag cross block", shape(1, 150, 150, 2, 2, 64, true), P::two(0, 75, 225, 75), P::two(75, 75, 150, 75)});
-  v.push_back({"striped", shape(1, 100, 90, 2, 1, 32, true), P::strided(1, 4, 100), P::strided(2, 4, 90)});
-  v.push_back({"window + docs causal", shape(1, 200, 200, 2, 2, 40, true, 30, docs({0, 70, 71, 150})),
+  v.push_back({"causal MHA", attn_case_shape(1, 150, 150, 2, 2, 64, true), P::contiguous(0, 150), P::contiguous(0, 150)});
+  v.push_back({"non-causal MHA", attn_case_shape(1, 130, 150, 2, 2, 32, false), P::contiguous(0, 130), P::contiguous(0, 150)});
+  v.push_back({"GQA 8/2 B2 causal", attn_case_shape(2, 100, 100, 8, 2, 32, true), P::contiguous(0, 100), P::contiguous(0, 100)});
+  v.push_back({"MQA non-causal d24", attn_case_shape(2, 37, 140, 4, 1, 24, false), P::contiguous(0, 37), P::contiguous(0, 140)});
+  v.push_back({"zigzag cross block", attn_case_shape(1, 150, 150, 2, 2, 64, true), P::two(0, 75, 225, 75), P::two(75, 75, 150, 75)});
+  v.push_back({"striped", attn_case_shape(1, 100, 90, 2, 1, 32, true), P::strided(1, 4, 100), P::strided(2, 4, 90)});
+  v.push_back({"window + docs causal", attn_case_shape(1, 200, 200, 2, 2, 40, true, 30, docs({0, 70, 71, 150})),
                P::contiguous(0, 200), P::contiguous(0, 200)});
-  v.push_back({"docs non-causal, first document's rows see nothing", shape(1, 100, 100, 2, 2, 32, false, 0, docs({0, 40, 120})),
+  v.push_back({"docs non-causal, first document's rows see nothing", attn_case_shape(1, 100, 100, 2, 2, 32, false, 0, docs({0, 40, 120})),
                P::contiguous(0, 100), P::contiguous(50, 100)});
-  v.push_back({"no row sees a key", shape(1, 64, 80, 2, 2, 32, true), P::contiguous(0, 64), P::contiguous(500, 80)});
-  v.push_back({"decode step: one query row, GQA", shape(2, 1, 300, 4, 2, 64, true), P::contiguous(299, 1), P::contiguous(0, 300)});
-  v.push_back({"decode step past a window", shape(1, 1, 200, 2, 2, 32, true, 90), P::contiguous(250, 1), P::contiguous(0, 200)});
-  v.push_back({"explicit scale, d256", [] { auto s = shape(1, 40, 70, 2, 1, 256, true); s.scale = 0.3f; return s; }(),
+  v.push_back({"no row sees a key", attn_case_shape(1, 64, 80, 2, 2, 32, true), P::contiguous(0, 64), P::contiguous(500, 80)});
+  v.push_back({"decode step: one query row, GQA", attn_case_shape(2, 1, 300, 4, 2, 64, true), P::contiguous(299, 1), P::contiguous(0, 300)});
+  v.push_back({"decode step past a window", attn_case_shape(1, 1, 200, 2, 2, 32, true, 90), P::contiguous(250, 1), P::contiguous(0, 200)});
+  v.push_back({"explicit scale, d256", [] { auto s = attn_case_shape(1, 40, 70, 2, 1, 256, true); s.scale = 0.3f; return s; }(),
                P::contiguous(30, 40), P::contiguous(0, 70)});
   return v;
 }
@@ -422,7 +419,7 @@ TEST_CASE("cpu bf16/fp16 attention = the emulation reference, bit for bit", "[lo
 }
 
 TEST_CASE("cpu bf16/fp16 attention merge = the reference, bit for bit", "[lowp][attention][merge]") {
-  AttnShape s = shape(2, 30, 30, 4, 2, 24, true);
+  AttnShape s = attn_case_shape(2, 30, 30, 4, 2, 24, true);
   const size_t no = size_t(s.B * s.nq * s.hq * s.d), nl = size_t(s.B * s.hq * s.nq);
   for (const Fmt& f : kFormats)
     for (int acc32 = 0; acc32 < 2; ++acc32) {  // a running o in the dtype, or fp32 as the ring keeps it
