@@ -139,9 +139,12 @@ Positions UlyssesRingLayer::wide_positions() const { return cp_positions(shape()
 
 void UlyssesRingLayer::core_setup() {
   const LayerShape& s = shape();
-  // This TP rank's heads (all of them without tp): hl_ query, gl_ KV heads, Ge after the copies.
-  const int Un = U(), Ge = gl_ * kv_copies(), hl = hl_ / Un, gl = Ge / Un;
+  // This TP rank's heads (all of them without tp): hl_ query, gl_ KV heads, us.Ge() after the
+  // Ulysses level's copies.
+  const int Un = U();
   const int64_t Tw = wide_T(), n = int64_t(Un) * Tw;  // tokens per batch row of this rank's ring index
+  const UlyssesShape us = ulysses_shape(s, Tw, hl_, gl_, Un, nseg());
+  const int hl = hl_ / Un, gl = us.Ge() / Un;
   q_r_ = alloc({s.B, n, hl, s.d});
   k_r_ = alloc({s.B, n, gl, s.d});
   v_r_ = alloc({s.B, n, gl, s.d});
@@ -150,7 +153,7 @@ void UlyssesRingLayer::core_setup() {
   dq_r_ = alloc_f32({s.B, n, hl, s.d});
   dk_r_ = alloc_f32({s.B, n, gl, s.d});
   dv_r_ = alloc_f32({s.B, n, gl, s.d});
-  ulysses_.setup(be(), mesh().group("ulysses"), ulysses_shape(s, Tw, hl_, gl_, Un, nseg()));
+  ulysses_.setup(be(), mesh().group("ulysses"), us);
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
@@ -164,7 +167,7 @@ void UlyssesRingLayer::core_setup() {
     const int u = mesh().group("ulysses").rank();
     const int64_t kv0 = first_kv_head(s, tp_.size(), tp_.rank());
     std::vector<int64_t> heads(static_cast<size_t>(gl));
-    for (int c = 0; c < gl; ++c) heads[size_t(c)] = kv0 + (int64_t(u) * gl + c) / kv_copies();  // original KV heads
+    for (int c = 0; c < gl; ++c) heads[size_t(c)] = kv0 + (int64_t(u) * gl + c) / us.kv_copies();  // original KV heads
     ring_cache_.setup(reg_, be(), env_.seed, s, cache, n, heads);
     cs.nk = ring_cache_.k().shape[1];
   }

@@ -107,9 +107,6 @@ class UlyssesRingLayer : public Block {
   bool double_ring() const { return env_.spec.inner_ring > 0; }
   // The TP group's size t (1 without a tp level) and this rank's member index in it.
   int t() const { return mesh().size_of("tp"); }
-  // KV heads this TP rank gives Ulysses (gl_: max(G,t)/t) and their copies f so that U ranks
-  // can share them: f = max(gl_, U) / gl_.
-  int kv_copies() const { return (gl_ >= U() ? gl_ : U()) / gl_; }
   // Tokens per batch row the core sees: the TP group's (t x this rank's).
   int64_t wide_T() const { return T_ * t(); }
   // The tokens (per batch row) of the CP position (Ulysses member, ring index) this rank's TP
