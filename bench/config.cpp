@@ -54,6 +54,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
   s.mask.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
   s.mask.window = window;
+  s.sinks = sinks;
   if (!docs_spec.empty()) {
     s.mask.doc_lens = resolve_doc_lens(docs_spec, N, seed + uint64_t(pack));
     auto starts = std::make_shared<std::vector<int64_t>>();

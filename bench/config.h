@@ -40,6 +40,7 @@ struct RunConfig {
   // optimizer (the states; Megatron's distributed optimizer, the common default) | grads | params.
   std::string shard = "optimizer";
   bool causal = true, rope = true;
+  bool sinks = false;  // --sinks: a learned logit per query head in the softmax (GPT-OSS; bench/parts/attn_sinks.h)
   std::vector<std::string> strategies;  // empty: every registered strategy
   bool strategies_explicit = false;     // named by the user (errors instead of skips)
   int ulysses = 0, ring = 0;            // 0: unset

@@ -85,7 +85,7 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
       {"D", shape.D}, {"causal", shape.mask.causal}, {"rope", shape.rope}, {"P", world_size},
       {"mesh", mesh_json(mesh)},
       {"eps", shape.eps}, {"rope_theta", shape.rope_theta}, {"seed", cfg.seed}, {"dtype", cfg.dtype},
-      {"window", shape.mask.window}, {"pass", shape.decode() ? "decode" : shape.prefill() ? "prefill" : "train"},
+      {"window", shape.mask.window}, {"sinks", shape.sinks}, {"pass", shape.decode() ? "decode" : shape.prefill() ? "prefill" : "train"},
       {"block", shape.full_block ? "full" : "attn"}, {"F", shape.F},
       // --cached C: the token tensors are the new tokens, at positions C .. (prefill: N - C of
       // them; decode: decode_steps, one per step), and k_cache.npy, v_cache.npy hold the cache.

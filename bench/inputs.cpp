@@ -44,6 +44,11 @@ InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F) {
     // times a 1/sqrt(D)-scaled projection: standard deviation ~0.58, that of uniform [-1, 1)).
     case InputId::k_cache:
     case InputId::v_cache: return {1.0f, 0.0f};
+    // The sinks' logits, uniform in [-1, 3): the range of a row's lse at the lengths the tests run
+    // (a row of n keys with small scores has lse ~ log n), so that the sink changes every row's
+    // softmax measurably, the first rows' most (a stand-in: no published distribution of trained
+    // sink logits is used here).
+    case InputId::sinks: return {2.0f, 1.0f};
   }
   throw std::logic_error("input_law: unknown input");
 }

@@ -10,7 +10,8 @@
 namespace cpbench {
 
 enum class InputId : uint64_t { x = 1, norm_w = 2, w_qkv = 3, w_o = 4, dy = 5, norm2_w = 6, w_gate = 7, w_up = 8, w_down = 9,
-                            k_cache = 10, v_cache = 11 };  // --cached: the seeded KV cache
+                            k_cache = 10, v_cache = 11,  // --cached: the seeded KV cache
+                            sinks = 12 };                // --sinks: the logit of each query head
 
 // Uniform in [-1, 1) from a counter-based hash (splitmix64).
 float input_uniform(uint64_t seed, InputId id, uint64_t index);

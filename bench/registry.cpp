@@ -198,11 +198,12 @@ std::string head_sharding_error(int u, const LayerShape& s, const std::string& w
   return e.str();
 }
 
-std::vector<std::string> dump_tensor_names(bool full_block) {
+std::vector<std::string> dump_tensor_names(bool full_block, bool sinks) {
   std::vector<std::string> n = {"x", "norm_w", "w_qkv", "w_o", "dy", "y", "dx", "dnorm_w", "dw_qkv", "dw_o",
                                 "q", "k",      "v",     "o",   "do", "dq", "dk", "dv",     "lse"};
   if (full_block)  // the MLP sub-layer's weights and their gradients (DESIGN "The transformer block")
     for (const char* m : {"norm2_w", "w_gate", "w_up", "w_down", "dnorm2_w", "dw_gate", "dw_up", "dw_down"}) n.push_back(m);
+  if (sinks) n.insert(n.end(), {"sinks", "dsinks"});  // --sinks: the logits [H] and their gradient
   return n;
 }
 
@@ -215,6 +216,7 @@ std::vector<int64_t> global_tensor_shape(const std::string& n, const LayerShape&
   if (n == "q" || n == "o" || n == "do" || n == "dq") return {s.B, N, s.H, s.d};
   if (n == "k" || n == "v" || n == "dk" || n == "dv") return {s.B, N, s.G, s.d};
   if (n == "lse") return {s.B, s.H, N};
+  if (n == "sinks" || n == "dsinks") return {s.H};
   if (n == "norm2_w" || n == "dnorm2_w") return {s.D};
   if (n == "w_gate" || n == "dw_gate" || n == "w_up" || n == "dw_up") return {s.D, s.F};
   if (n == "w_down" || n == "dw_down") return {s.F, s.D};

@@ -62,6 +62,7 @@ struct LayerShape {
   int64_t B = 1, N = 0;
   int H = 0, G = 0, d = 0, D = 0;
   bool rope = true;
+  bool sinks = false;  // --sinks: one learned logit per query head in the softmax (bench/parts/attn_sinks.h)
   float eps = 1e-5f;
   double rope_theta = 10000.0;
   DType dtype = DType::f32;
@@ -333,7 +334,8 @@ inline int replicated_kv_heads(int u, const LayerShape& s) { return s.G >= u ? s
 
 // Names and global shapes of the tensors of the dump (DESIGN order; with the MLP's under
 // --block full).
-std::vector<std::string> dump_tensor_names(bool full_block = false);
+// (with the sinks' logits and gradient under --sinks).
+std::vector<std::string> dump_tensor_names(bool full_block = false, bool sinks = false);
 std::vector<int64_t> global_tensor_shape(const std::string& name, const LayerShape& s);
 
 }  // namespace cpbench

@@ -123,7 +123,7 @@ TestPerturbation test_perturbation() {
   const size_t colon = spec.find(':');
   if (colon == std::string::npos) throw bad("expected TENSOR:VALUE, e.g. dk:1e-3");
   p.tensor = spec.substr(0, colon);
-  const std::vector<std::string> names = dump_tensor_names();
+  const std::vector<std::string> names = dump_tensor_names(true, true);  // every name a run may dump
   if (std::find(names.begin(), names.end(), p.tensor) == names.end()) {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;

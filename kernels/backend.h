@@ -180,6 +180,17 @@ class Backend {
   void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Tensor& dout, const Tensor& lse, const Tensor& delta, const Positions& qpos,
                 const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv);
+  // Attention sinks (GPT-OSS): a learned logit per query head in the softmax's denominator, with
+  // no value. Applied ONCE, to the final (o, lse) of the query rows after every merge:
+  //   lse' = log(e^lse + e^sink[h]),  o' = o * e^(lse - lse')   (a row with lse = -inf: o' = 0)
+  // in place; sinks [hq] float32 (the logits of these hq heads). The attention backward then
+  // runs unchanged on o' and lse' (the sink is a key with no value: its column of dP is 0).
+  void attn_sink_fwd(const AttnShape& s, const Tensor& sinks, Tensor& o, Tensor& lse);
+  // The sinks' gradient from the final o', dout and lse' of the same rows:
+  //   dsinks[h] += -sum over (b, i) of e^(sink[h] - lse'[b,h,i]) * rowsum(dout * o')[b,i,h]
+  // (dsinks [hq] float32 accumulates; every rank adds the rows it holds).
+  void attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o, const Tensor& dout,
+                     const Tensor& lse, Tensor& dsinks);
 
  protected:
   // What the backend cannot take beyond the shared checks: check_dtypes sees the operation and
@@ -221,6 +232,9 @@ class Backend {
                            const Tensor& dout, const Tensor& lse, const Tensor& delta,
                            const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
                            Tensor& dv) = 0;
+  virtual void do_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, Tensor& o, Tensor& lse) = 0;
+  virtual void do_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o,
+                                const Tensor& dout, const Tensor& lse, Tensor& dsinks) = 0;
 
   void count_gemm(int64_t m, int64_t n, int64_t k, double model_share);
   void count_attn(const AttnShape& s, const Positions& qpos, const Positions& kpos, bool backward);
@@ -285,6 +299,10 @@ void check_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const 
                     const Tensor& dout, const Tensor& lse, const Tensor& delta,
                     const Positions& qpos, const Positions& kpos, const Tensor& dq,
                     const Tensor& dk, const Tensor& dv);
+void check_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, const Tensor& o,
+                         const Tensor& lse);
+void check_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o,
+                         const Tensor& dout, const Tensor& lse, const Tensor& dsinks);
 void check_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& A,
                 int64_t lda, const Tensor& B, int64_t ldb, const Tensor& C, int64_t ldc);
 // Returns the row count (x.numel() / w.numel()).

@@ -175,4 +175,23 @@ void Backend::attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, con
   op_end(op);
 }
 
+void Backend::attn_sink_fwd(const AttnShape& s, const Tensor& sinks, Tensor& o, Tensor& lse) {
+  check_attn_sink_fwd(s, sinks, o, lse);
+  check_dtypes("attn_sink_fwd", {&sinks, &o, &lse});
+  if (!compute_enabled_) return;
+  const int op = op_begin("attn_sink_fwd");
+  do_attn_sink_fwd(s, sinks, o, lse);
+  op_end(op);
+}
+
+void Backend::attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o, const Tensor& dout,
+                            const Tensor& lse, Tensor& dsinks) {
+  check_attn_sink_bwd(s, sinks, o, dout, lse, dsinks);
+  check_dtypes("attn_sink_bwd", {&sinks, &o, &dout, &lse, &dsinks});
+  if (!compute_enabled_) return;
+  const int op = op_begin("attn_sink_bwd");
+  do_attn_sink_bwd(s, sinks, o, dout, lse, dsinks);
+  op_end(op);
+}
+
 }  // namespace cpbench

@@ -197,6 +197,12 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     Tensor& w_o = reg.add("w_o", {Ol, s.D}, s.dtype, Held::weight, "w_o",
                           ExportRule::slice(o0 * s.D, k.helix_ || weights_exporter));
     be.upload(input_matrix_block(k.env_.seed, InputId::w_o, s.D, o0, Ol, 0, s.D, law(InputId::w_o)), w_o);
+    if (s.sinks) {  // every head's logit on every rank (root exports); each rank's gradient share
+      k.sink_logits_ = reg.add("sinks", {s.H}, DType::f32, Held::weight, "sinks", ExportRule::slice(0, root));
+      be.upload(input_matrix_block(k.env_.seed, InputId::sinks, s.H, 0, 1, 0, s.H, law(InputId::sinks)), k.sink_logits_);
+      k.sink_grad_ = reg.add("dsinks", {s.H}, DType::f32, Held::grad, "dsinks", ExportRule::slice(0));
+      k.sinks_ = SinkHeads(k.sink_logits_, k.sink_grad_, tr * k.hl_, k.hl_);
+    }
 
     // Forward activations kept for backward: xn, rstd on this rank's tokens; qkv, q, k, v, o
     // on the wide rows for this rank's heads.
@@ -295,6 +301,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       b.gemm(false, true, BW, Hl, s.D, 1.0f, dw, s.D, reg["w_o"], s.D, 0.0f, k.do_, Hl);
       b.gemm(true, false, Hl, s.D, BW, 1.0f, k.o_, Hl, dw, s.D, 0.0f, reg["dw_o"], s.D);
     }
+    if (k.sinks_.on()) b.fill(k.sink_grad_, 0.0f);  // the core's level adds its rows' share
     k.core_backward();
     // dq, dk, dv -> dqkv (run dtype), then un-rotate
     merge_and_unrope_dqkv(b, qkv_layout(), s.rope, k.wide_positions(), s.rope_theta,
@@ -669,6 +676,8 @@ void Block::decode_attention() {
       b.attn_merge(a, o_acc32_, lse_acc_, all.view(r * part_n, {s.B, 1, dhq_, s.d}),
                    all.view(r * part_n + on, {s.B, dhq_, 1}));
   }
+  // Every member now holds the same merged rows of its dhq_ heads: the sinks, once, in float32.
+  sinks_.narrow(dq0_, dhq_).forward(b, a, o_acc32_, lse_acc_);
   if (decode_u_ == 1) {
     if (f32) b.copy_2d(o_, on, o_acc32_, on, 1, on);
     else b.convert(o_, o_acc32_);
@@ -714,6 +723,8 @@ void Block::helix_merge(const AttnShape& a) {
   for (int r = 1; r < R; ++r)
     b.attn_merge(m, o_acc32_, lse_acc_, helix_recv_.view(r * chunk, {s.B, 1, hx_, s.d}),
                  helix_recv_.view(r * chunk + xo, {s.B, hx_, 1}));
+  // The owner's merged rows of its hx_ heads (global from hx0_): the sinks, once, in float32.
+  if (sinks_.on()) SinkHeads(sink_logits_, sink_grad_, hx0_, hx_).forward(b, m, o_acc32_, lse_acc_);
   if (s.dtype == DType::f32) b.copy_2d(o_, xo, o_acc32_, xo, 1, xo);
   else b.convert(o_, o_acc32_);
   // Kept for verification: this step's o and lse as column step_ of o_steps_, lse_steps_.

@@ -38,6 +38,7 @@
 
 #include "bench/block/kv_cache.h"
 #include "bench/block/qkv.h"
+#include "bench/parts/attn_sinks.h"
 #include "bench/parts/ring_layout.h"
 #include "bench/parts/tp_level.h"
 #include "bench/strategy.h"
@@ -238,6 +239,12 @@ class Block : public Strategy {
   double qkv_model_share_ = 1.0;
   // The attention core's tensors: views of registry entries (the registry owns them).
   Tensor q_, k_, v_, o_, do_, dq_, dk_, dv_;
+  // --sinks (attn_sinks.h): the logits [H] (replicated) and this rank's share of their gradient
+  // [H] (registry entries "sinks", "dsinks"); sinks_ their views for this rank's hl_ query heads,
+  // which a core applies (or narrows to its level's heads) where its rows' o and lse are final.
+  // Off (the default SinkHeads) without --sinks.
+  Tensor sink_logits_, sink_grad_;
+  SinkHeads sinks_;
   // --cached C: the keys and values the queries attend, [B, Cr + n, gl, d] per batch row this
   // rank's Cr cached tokens (seeded at setup, never rewritten) then its n new ones (k_, v_
   // copied in every forward, as an engine appends them to its cache): cache_'s k and v (kv_cache.h;

@@ -122,9 +122,12 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
 }
 
 void RingLevel::setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer,
-                      const RingCoreShape& cs, const RingLayoutPart& layout) {
+                      const RingCoreShape& cs, const RingLayoutPart& layout, SinkHeads sinks) {
   check_travel("RingLevel", cs.travel, sch);
   if (sch.kind == RingScheduleKind::double_) check_double_ring_loop(cs.travel);
+  be_ = &be;
+  cs_ = cs;
+  sinks_ = std::move(sinks);
   sch_ = sch;
   travel_ = cs.travel;
   const LayerShape& s = layout.shape();
@@ -166,17 +169,29 @@ void RingLevel::setup(Backend& be, const RingSchedule& sch, Communicator& ring, 
 
 void RingLevel::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o) {
   switch (sch_.kind) {
-    case RingScheduleKind::single: single_.forward(q, k, v, o, hops_.single); return;  // the shape's policy
+    case RingScheduleKind::single: single_.forward(q, k, v, o, hops_.single); break;  // the shape's policy
     case RingScheduleKind::double_:
       if (travel_ == RingTravel::q) double_.forward_pass_q(q, k, v, o, hops_.dbl);
       else double_.forward(q, k, v, o, hops_.dbl);
-      return;
-    case RingScheduleKind::groups: groups_.forward(q, k, v, o); return;
+      break;
+    case RingScheduleKind::groups: groups_.forward(q, k, v, o); break;
   }
+  // The rows' o and lse are final here, whichever schedule merged them: the sinks, once.
+  Tensor lse_rows = lse();  // a view of the core's lse
+  sinks_.forward(*be_, rows_shape(), o, lse_rows);
+}
+
+AttnShape RingLevel::rows_shape() const {
+  AttnShape a;
+  const Tensor& l = lse();  // [B, hq, n]
+  a.B = l.shape.at(0); a.hq = int(l.shape.at(1)); a.nq = a.nk = l.shape.at(2);
+  a.hk = cs_.hk; a.d = cs_.d; a.causal = false;  // the sinks read no keys: the mask does not matter
+  return a;
 }
 
 void RingLevel::backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout,
                          Tensor& dq, Tensor& dk, Tensor& dv) {
+  sinks_.backward(*be_, rows_shape(), o, dout, lse());  // reads the final rows only
   switch (sch_.kind) {
     case RingScheduleKind::single: single_.backward(q, k, v, o, dout, dq, dk, dv, hops_.single); return;
     case RingScheduleKind::double_: double_.backward(q, k, v, o, dout, dq, dk, dv, hops_.dbl); return;

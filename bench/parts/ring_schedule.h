@@ -21,6 +21,7 @@
 #pragma once
 #include <string>
 
+#include "bench/parts/attn_sinks.h"
 #include "bench/parts/ring_layout.h"
 #include "bench/parts/double_ring_core.h"
 #include "bench/parts/dynamic_ring_core.h"
@@ -84,15 +85,20 @@ class RingLevel {
  public:
   // single: `ring` is the ring's communicator; double: `ring` the inner ring, `outer` the windows;
   // groups: `ring` the CP group. `cs` as the cores take it (RingCoreShape), its travel policy
-  // included.
+  // included. `sinks`: the sinks of the cs.hq heads (attn_sinks.h; off by default), applied once
+  // to the level's final rows after every schedule's last merge.
   void setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer, const RingCoreShape& cs,
-             const RingLayoutPart& layout);
+             const RingLayoutPart& layout, SinkHeads sinks = {});
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o);
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout, Tensor& dq,
                 Tensor& dk, Tensor& dv);
   const Tensor& lse() const;
 
  private:
+  AttnShape rows_shape() const;  // the level's query rows [B, n, cs.hq, d], for the sinks
+  Backend* be_ = nullptr;
+  RingCoreShape cs_;
+  SinkHeads sinks_;
   RingSchedule sch_;
   RingTravel travel_ = RingTravel::kv;
   RingHops hops_;

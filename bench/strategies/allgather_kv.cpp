@@ -110,6 +110,7 @@ class AllgatherKV final : public Block {
     const Positions all = Positions::contiguous(0, shape().N);
     gather_kv();
     be().attn_fwd(attn_shape(), q_, k_full(), v_full(), pos_, all, o_, lse_);
+    sinks_.forward(be(), attn_shape(), o_, lse_);
   }
 
   void core_backward() override {
@@ -118,6 +119,7 @@ class AllgatherKV final : public Block {
     const int P = c.size();
     const int64_t e = kv_elems(), Gd = int64_t(s.G) * s.d, full = s.B * s.N * Gd;
     const Positions all = Positions::contiguous(0, s.N);
+    sinks_.backward(be(), attn_shape(), o_, do_, lse_);
     be().attn_bwd_delta(attn_shape(), o_, do_, delta_);
     gather_kv();  // the gathered copy was not kept across the layer
     // dK | dV of the whole sequence, natural order, float32 (slot A: the gathered copy is dead)

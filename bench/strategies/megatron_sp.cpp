@@ -132,10 +132,12 @@ class MegatronSP final : public Block {
   void core_forward() override {
     const Positions all = wide_positions();
     be().attn_fwd(attn_shape(), q_, k_, v_, all, all, o_, lse_);
+    sinks_.forward(be(), attn_shape(), o_, lse_);
   }
   void core_backward() override {
     const Positions all = wide_positions();
     Backend& b = be();
+    sinks_.backward(b, attn_shape(), o_, do_, lse_);
     b.attn_bwd_delta(attn_shape(), o_, do_, delta_);
     b.fill(dq_, 0.0f);
     b.fill(dk_, 0.0f);

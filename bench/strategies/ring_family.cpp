@@ -107,9 +107,9 @@ void RingFamily::core_setup() {
   cs.travel = s.pass.travel;
   cs.nk = key_pos_.count();
   if (sch.kind == RingScheduleKind::double_)
-    level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P));
+    level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P), sinks_);
   else
-    level_.setup(be(), sch, *mesh().cp, nullptr, cs, layout(s, P));
+    level_.setup(be(), sch, *mesh().cp, nullptr, cs, layout(s, P), sinks_);
 }
 
 void RingFamily::export_lse(std::vector<float>& global) {

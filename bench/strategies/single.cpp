@@ -53,9 +53,11 @@ class Single final : public Block {
   }
   void core_forward() override {
     be().attn_fwd(attn_shape(), q_, kc_, vc_, pos_, key_pos_, o_, lse_);
+    sinks_.forward(be(), attn_shape(), o_, lse_);
   }
   void core_backward() override {
     Backend& b = be();
+    sinks_.backward(b, attn_shape(), o_, do_, lse_);
     b.attn_bwd_delta(attn_shape(), o_, do_, delta_);
     b.fill(dq_, 0.0f);
     b.fill(dk_, 0.0f);

@@ -154,6 +154,8 @@ void UlyssesRingLayer::core_setup() {
   dk_r_ = alloc_f32({s.B, n, gl, s.d});
   dv_r_ = alloc_f32({s.B, n, gl, s.d});
   ulysses_.setup(be(), mesh().group("ulysses"), us);
+  // --sinks: those of the query heads the all-to-all gives this member (slice u of the TP rank's).
+  const SinkHeads ring_sinks = sinks_.narrow(mesh().group("ulysses").rank() * hl, hl);
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
@@ -174,9 +176,9 @@ void UlyssesRingLayer::core_setup() {
   const RingSchedule sch = ring_schedule(env_.spec);
   if (double_ring())
     ring_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs,
-                ring_layout(s, env_.spec));
+                ring_layout(s, env_.spec), ring_sinks);
   else
-    ring_.setup(be(), sch, mesh().group("ring"), nullptr, cs, ring_layout(s, env_.spec));
+    ring_.setup(be(), sch, mesh().group("ring"), nullptr, cs, ring_layout(s, env_.spec), ring_sinks);
 }
 
 void UlyssesRingLayer::core_forward() {

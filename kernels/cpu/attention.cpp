@@ -528,5 +528,7 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
 // ---- merge and delta: the fp32 instantiations of attention_rows.h ----------------------------
 template void attn_merge<float>(const AttnShape&, float*, float*, const float*, const float*, int);
 template void attn_bwd_delta<float>(const AttnShape&, const float*, const float*, float*, int);
+template void attn_sink_fwd<float>(const AttnShape&, const float*, float*, float*, int);
+template void attn_sink_bwd<float>(const AttnShape&, const float*, const float*, const float*, const float*, float*, int);
 
 }  // namespace cpbench::cpu

@@ -315,7 +315,9 @@ void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
                                  const float*, const float*, const Positions&, const Positions&,    \
                                  float*, float*, float*, int);                                      \
   template void attn_merge<T>(const AttnShape&, T*, float*, const T*, const float*, int);           \
-  template void attn_bwd_delta<T>(const AttnShape&, const T*, const T*, float*, int);
+  template void attn_bwd_delta<T>(const AttnShape&, const T*, const T*, float*, int);                \
+  template void attn_sink_fwd<T>(const AttnShape&, const float*, T*, float*, int);                   \
+  template void attn_sink_bwd<T>(const AttnShape&, const float*, const T*, const T*, const float*, float*, int);
 CPB_ATTN_LOWP(bf16_t)
 CPB_ATTN_LOWP(fp16_t)
 #undef CPB_ATTN_LOWP

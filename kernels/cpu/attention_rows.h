@@ -61,6 +61,58 @@ void attn_merge(const AttnShape& s, T* o_acc, float* lse_acc, const T* o_blk, co
   }
 }
 
+// The sinks (Backend::attn_sink_fwd): lse' = log(e^lse + e^sink) and the weight e^(lse - lse')
+// in double, each o element scaled in fp32 and stored in T; a row with lse = -inf gets o = 0.
+template <class T>
+void attn_sink_fwd(const AttnShape& s, const float* sinks, T* o, float* lse, int threads) {
+  const int64_t B = s.B, nq = s.nq;
+  const int hq = s.hq, d = s.d;
+  const int64_t rows = B * nq;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t bi = 0; bi < rows; ++bi) {
+    const int64_t b = bi / nq, i = bi % nq;
+    for (int h = 0; h < hq; ++h) {
+      float& l = lse[(b * hq + h) * nq + i];
+      T* oh = o + (bi * hq + h) * d;
+      const double sk = sinks[h];
+      if (l == kNegInf) {  // no key: only the sink, which has no value
+        std::fill(oh, oh + d, from_f32<T>(0.0f));
+        l = static_cast<float>(sk);
+        continue;
+      }
+      const double mx = std::max(double(l), sk);
+      const double lse2 = mx + std::log(std::exp(double(l) - mx) + std::exp(sk - mx));
+      const float w = static_cast<float>(std::exp(double(l) - lse2));
+      for (int c = 0; c < d; ++c) oh[c] = from_f32<T>(w * to_f32(oh[c]));
+      l = static_cast<float>(lse2);
+    }
+  }
+}
+
+// dsinks[h] -= sum over (b, i) of e^(sink - lse') * rowsum(dout * o'), per head in double in the
+// order (b, i) (deterministic for any thread count), added to dsinks once.
+template <class T>
+void attn_sink_bwd(const AttnShape& s, const float* sinks, const T* o, const T* dout, const float* lse,
+                   float* dsinks, int threads) {
+  const int64_t B = s.B, nq = s.nq;
+  const int hq = s.hq, d = s.d;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int h = 0; h < hq; ++h) {
+    double acc = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < nq; ++i) {
+        const float l = lse[(b * hq + h) * nq + i];
+        if (l == kNegInf) continue;  // unreachable after attn_sink_fwd (lse' >= sink)
+        const T* a = o + ((b * nq + i) * hq + h) * d;
+        const T* c = dout + ((b * nq + i) * hq + h) * d;
+        double dot = 0;
+        for (int e = 0; e < d; ++e) dot += double(to_f32(a[e])) * double(to_f32(c[e]));
+        acc += std::exp(double(sinks[h]) - double(l)) * dot;
+      }
+    dsinks[h] = static_cast<float>(double(dsinks[h]) - acc);
+  }
+}
+
 // delta = rowsum(do * o) over d, in double: 8 interleaved lanes (lane u takes elements
 // e = u mod 8 of the whole groups of 8), combined ((0+4)+(1+5))+((2+6)+(3+7)), then the tail
 // elements in order; rounded to fp32 once.

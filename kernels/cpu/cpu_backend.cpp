@@ -252,6 +252,21 @@ void CpuBackend::do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Te
   });
 }
 
+void CpuBackend::do_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, Tensor& o, Tensor& lse) {
+  cpu::with_elem(o.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::attn_sink_fwd(s, f(sinks), e<T>(o), f(lse), threads_);
+  });
+}
+
+void CpuBackend::do_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o, const Tensor& dout,
+                                  const Tensor& lse, Tensor& dsinks) {
+  cpu::with_elem(o.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::attn_sink_bwd(s, f(sinks), e<T>(o), e<T>(dout), f(lse), f(dsinks), threads_);
+  });
+}
+
 void CpuBackend::do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& dout, const Tensor& lse, const Tensor& delta,
                              const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,

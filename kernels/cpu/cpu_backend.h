@@ -59,6 +59,9 @@ class CpuBackend final : public Backend {
                      const Tensor& lse_blk) override;
   void do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
                          Tensor& delta) override;
+  void do_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, Tensor& o, Tensor& lse) override;
+  void do_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o, const Tensor& dout,
+                        const Tensor& lse, Tensor& dsinks) override;
   void do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& dout, const Tensor& lse, const Tensor& delta,
                    const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,

@@ -70,6 +70,11 @@ void attn_merge(const AttnShape& s, T* o_acc, float* lse_acc, const T* o_blk, co
                 int threads);
 template <class T>
 void attn_bwd_delta(const AttnShape& s, const T* o, const T* dout, float* delta, int threads);
+template <class T>
+void attn_sink_fwd(const AttnShape& s, const float* sinks, T* o, float* lse, int threads);
+template <class T>
+void attn_sink_bwd(const AttnShape& s, const float* sinks, const T* o, const T* dout, const float* lse,
+                   float* dsinks, int threads);
 
 // ---- bf16/fp16 attention (attention_lowp.cpp) -----------------------------------------------------
 // The emulation of the GPU kernels' rounding points (DESIGN "Rounding points") in a fixed order of

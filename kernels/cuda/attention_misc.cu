@@ -1,4 +1,4 @@
-// Launchers of the merge and delta kernels (attention_misc_kernel.cuh).
+// Launchers of the merge, delta and sink kernels (attention_misc_kernel.cuh).
 #include <climits>
 #include <stdexcept>
 
@@ -33,6 +33,21 @@ void attn_bwd_delta(DType t, const void* o, const void* dout, float* delta, int6
   if (rows == 0) return;
   delta_kernel<<<blocks_for_rows(rows), 32 * kWarpsPerBlock, 0, s>>>(o, dout, int(t), delta, rows,
                                                                      nq, hq, d);
+  CUDA_CHECK_LAUNCH();
+}
+
+void attn_sink_fwd(DType t, const float* sinks, void* o, float* lse, int64_t B, int64_t nq, int hq, int d,
+                   cudaStream_t s) {
+  const int64_t rows = B * nq * hq;
+  if (rows == 0) return;
+  sink_fwd_kernel<<<blocks_for_rows(rows), 32 * kWarpsPerBlock, 0, s>>>(sinks, o, int(t), lse, rows, nq, hq, d);
+  CUDA_CHECK_LAUNCH();
+}
+
+void attn_sink_bwd(DType t, const float* sinks, const void* o, const void* dout, const float* lse, float* dsinks,
+                   int64_t B, int64_t nq, int hq, int d, cudaStream_t s) {
+  if (hq == 0 || B * nq == 0) return;
+  sink_bwd_kernel<<<unsigned(hq), 256, 0, s>>>(sinks, o, dout, int(t), lse, dsinks, B, nq, hq, d);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -65,5 +65,46 @@ __global__ void delta_kernel(const void* o, const void* dout, int t, float* delt
   if (lane == 0) delta[lse_index(r, nq, hq)] = s;
 }
 
+// The sinks (Backend::attn_sink_fwd), one warp per row: lse' = log(e^lse + e^sink[h]),
+// o' = o e^(lse - lse'); lse = -inf (no key): o' = 0, lse' = sink.
+__global__ void sink_fwd_kernel(const float* sinks, void* o, int t, float* lse, int64_t rows, int64_t nq, int hq,
+                                int d) {
+  const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (r >= rows) return;
+  const int64_t li = lse_index(r, nq, hq), base = r * d;
+  const float a = lse[li], sk = sinks[r % hq];
+  float w = 0.0f, l2 = sk;
+  if (a != -kInf) {
+    const float m = fmaxf(a, sk);
+    l2 = m + logf(expf(a - m) + expf(sk - m));
+    w = expf(a - l2);
+  }
+  for (int c = lane; c < d; c += 32) st_any(o, t, base + c, a == -kInf ? 0.0f : ld_any(o, t, base + c) * w);
+  __syncwarp();  // every lane has read lse[li] before lane 0 overwrites it
+  if (lane == 0) lse[li] = l2;
+}
+
+// The sinks' gradient, one block per head h (blockDim.x a multiple of 32): each thread takes rows
+// (b, i) strided by blockDim.x, dot(dout, o') over d and e^(sink - lse') in fp32; the block's sum
+// (a fixed order for a fixed blockDim) is subtracted from dsinks[h] by thread 0.
+__global__ void sink_bwd_kernel(const float* sinks, const void* o, const void* dout, int t, const float* lse,
+                                float* dsinks, int64_t B, int64_t nq, int hq, int d) {
+  const int h = int(blockIdx.x);
+  const float sk = sinks[h];
+  float acc = 0.0f;
+  for (int64_t bi = threadIdx.x; bi < B * nq; bi += blockDim.x) {
+    const int64_t b = bi / nq, i = bi % nq;
+    const float l = lse[(b * hq + h) * nq + i];
+    if (l == -kInf) continue;  // unreachable after the forward's sink (lse' >= sink)
+    const int64_t base = (bi * hq + h) * d;
+    float dot = 0.0f;
+    for (int c = 0; c < d; ++c) dot += ld_any(o, t, base + c) * ld_any(dout, t, base + c);
+    acc += expf(sk - l) * dot;
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) dsinks[h] -= acc;
+}
+
 }  // namespace
 }  // namespace cpbench::cuda::kern

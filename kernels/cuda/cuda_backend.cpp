@@ -121,6 +121,9 @@ class CudaBackendImpl final : public CudaBackend {
                      const Tensor& lse_blk) override;
   void do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
                          Tensor& delta) override;
+  void do_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, Tensor& o, Tensor& lse) override;
+  void do_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o, const Tensor& dout,
+                        const Tensor& lse, Tensor& dsinks) override;
   void do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& dout, const Tensor& lse, const Tensor& delta,
                    const Positions& qpos, const Positions& kpos, Tensor& dq, Tensor& dk,
@@ -616,6 +619,16 @@ void CudaBackendImpl::do_attn_bwd_delta(const AttnShape& s, const Tensor& o, con
                                         Tensor& delta) {
   cuda::attn_bwd_delta(o.dtype, o.data, dout.data, delta.ptr<float>(), s.B, s.nq, s.hq, s.d,
                        stream_);
+}
+
+void CudaBackendImpl::do_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, Tensor& o, Tensor& lse) {
+  cuda::attn_sink_fwd(o.dtype, sinks.ptr<float>(), o.data, lse.ptr<float>(), s.B, s.nq, s.hq, s.d, stream_);
+}
+
+void CudaBackendImpl::do_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o,
+                                       const Tensor& dout, const Tensor& lse, Tensor& dsinks) {
+  cuda::attn_sink_bwd(o.dtype, sinks.ptr<float>(), o.data, dout.data, lse.ptr<float>(), dsinks.ptr<float>(), s.B,
+                      s.nq, s.hq, s.d, stream_);
 }
 
 void CudaBackendImpl::do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k,

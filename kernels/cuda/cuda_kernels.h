@@ -100,5 +100,10 @@ void attn_merge(DType t, void* o_acc, float* lse_acc, const void* o_blk, const f
                 int64_t B, int64_t nq, int hq, int d, cudaStream_t s);
 void attn_bwd_delta(DType t, const void* o, const void* dout, float* delta, int64_t B, int64_t nq,
                     int hq, int d, cudaStream_t s);
+// Attention sinks (Backend::attn_sink_fwd / attn_sink_bwd): o in dtype t, sinks, lse, dsinks fp32.
+void attn_sink_fwd(DType t, const float* sinks, void* o, float* lse, int64_t B, int64_t nq, int hq, int d,
+                   cudaStream_t s);
+void attn_sink_bwd(DType t, const float* sinks, const void* o, const void* dout, const float* lse, float* dsinks,
+                   int64_t B, int64_t nq, int hq, int d, cudaStream_t s);
 
 }  // namespace cpbench::cuda

@@ -251,6 +251,16 @@ void SimBackend::do_attn_bwd_delta(const AttnShape&, const Tensor& o, const Tens
   execute(platform_.memory_seconds(double(o.bytes() + dout.bytes() + delta.bytes())));
 }
 
+// The sinks: element-wise passes over o and lse (read and write), like the merge.
+void SimBackend::do_attn_sink_fwd(const AttnShape&, const Tensor&, Tensor& o, Tensor& lse) {
+  execute(platform_.memory_seconds(2.0 * double(o.bytes() + lse.bytes())));
+}
+
+void SimBackend::do_attn_sink_bwd(const AttnShape&, const Tensor&, const Tensor& o, const Tensor& dout,
+                                  const Tensor& lse, Tensor&) {
+  execute(platform_.memory_seconds(double(o.bytes() + dout.bytes() + lse.bytes())));
+}
+
 void SimBackend::do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor&, const Tensor&, const Tensor&,
                              const Tensor&, const Tensor&, const Positions& qpos, const Positions& kpos, Tensor&,
                              Tensor&, Tensor&) {

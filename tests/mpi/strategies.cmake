@@ -167,6 +167,25 @@ list(APPEND _verify_matrix
   "p6_balance_dynamic_noncausal            6  1 --model tiny --seq 132 --heads 6 --kv-heads 3 --docs 90,13,29 --no-causal --balance dynamic --cp-cap 10 --strategies ring"
   "p8_balance_dynamic_outlier_window       8  1 --model tiny --seq 160 --heads 8 --kv-heads 4 --docs outlier --window 12 --balance dynamic --cp-cap 8 --strategies ring"
 )
+list(APPEND _verify_matrix
+  # --sinks (attention sinks, bench/parts/attn_sinks.h): each query row's sink counted once, after
+  # whatever merged its partials, on every strategy and mesh against single at 1e-5 (dsinks among
+  # the gradients): P = 2, 3, 4, 6, 8; causal, window, documents; train, prefill (pass-Q, q-a2a,
+  # cached, a double ring's rounds), decode (the ring's merge, usp's double ring level),
+  # --balance dynamic's groups; bf16 with the whole block at 2e-2. The dump test below checks them
+  # against float64.
+  "p2_sinks_window                         2  8 --model tiny --seq 100 --heads 4 --kv-heads 2 --window 30 --sinks"
+  "p3_sinks_docs_noncausal                 3  8 --model tiny --seq 150 --heads 6 --kv-heads 3 --docs 40,50,60 --no-causal --sinks"
+  "p4_sinks_window_docs_mesh_b2            4 15 --model tiny --seq 136 --heads 8 --kv-heads 2 --window 20 --docs random:10:60 --batch 2 --strategies ${_all},ring,ring-striped,double-ring --mesh all --sinks"
+  "p6_sinks_docs_mesh_usp_double           6 19 --model tiny --seq 144 --heads 6 --kv-heads 3 --docs 30,42,72 --strategies ${_all},double-ring --mesh all --usp-ring double --sinks"
+  "p8_sinks_window_docs_mesh_ringinner     8 19 --model tiny --seq 160 --heads 8 --kv-heads 4 --window 24 --docs equal:5 --strategies ${_all},ring,double-ring --mesh all --placement ring-inner --sinks"
+  "p4_sinks_pass_q_a2a_docs                4  3 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --pass prefill --ring-pass q-a2a --strategies ring,ring-zigzag,ring-striped --sinks"
+  "p4_sinks_cached_pass_q_usp_double_b2    4 13 --model tiny --seq 256 --cached 128 --batch 2 --pass prefill --ring-pass q --mesh all --strategies usp,double-ring --usp-ring double --heads 8 --kv-heads 2 --sinks"
+  "p4_sinks_balance_greedy_pass_q          4 14 --model tiny --seq 136 --heads 8 --kv-heads 4 --docs 30,50,56 --window 24 --balance greedy --pass prefill --ring-pass q --strategies ring,double-ring,usp --usp-ring double --mesh all --sinks"
+  "p8_sinks_decode_window_mesh             8 19 --model tiny --cached 160 --decode-steps 11 --heads 8 --kv-heads 2 --window 24 --pass decode --strategies ring,ring-zigzag,ring-striped,double-ring,megatron-sp,usp,ulysses --mesh all --sinks"
+  "p4_sinks_balance_dynamic_b2             4  1 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance dynamic --cp-cap 16 --strategies ring --sinks"
+  "p4_sinks_bf16_block_full_mesh           4 11 --model tiny --seq 96 --heads 8 --kv-heads 2 --dtype bf16 --strategies ${_all},ring --mesh all --block full --sinks"
+)
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
   list(POP_FRONT _args _name _np _min)
@@ -188,6 +207,12 @@ set_tests_properties(dump_p4_float64_block_full PROPERTIES LABELS "mpi;verify" T
 add_test(NAME dump_p4_float64_cached_decode
          COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_cached ${CPBENCH_TEST_OUT}/dump_decode && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --pass prefill --seq 128 --cached 64 --window 40 --batch 2 --strategies ring-zigzag,double-ring,usp --ulysses 2 --dump ${CPBENCH_TEST_OUT}/dump_cached && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_cached && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --block full --pass decode --cached 64 --decode-steps 5 --heads 8 --kv-heads 2 --strategies ring,usp,megatron-sp --ulysses 2 --dump ${CPBENCH_TEST_OUT}/dump_decode && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_decode && test -f ${CPBENCH_TEST_OUT}/dump_decode/usp_u2xr2/k_cache.npy")
 set_tests_properties(dump_p4_float64_cached_decode PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
+# --sinks against check_dump.py's float64 recomputation (the sink in each row's softmax, dsinks from
+# it): training with documents and a window on every strategy and mesh, B = 2; decode with Helix
+# (--mlp-tp 4: each owner's merged heads) and usp's Ulysses level.
+add_test(NAME dump_p4_float64_sinks
+         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_sinks ${CPBENCH_TEST_OUT}/dump_sinks_decode && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --seq 112 --heads 8 --kv-heads 2 --batch 2 --window 20 --docs 30,50,32 --mesh all --sinks --dump ${CPBENCH_TEST_OUT}/dump_sinks && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_sinks && test -f ${CPBENCH_TEST_OUT}/dump_sinks/usp_u2xr2/dsinks.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --block full --pass decode --cached 64 --decode-steps 3 --heads 8 --kv-heads 2 --mlp-tp 4 --strategies ring,usp --ulysses 2 --sinks --dump ${CPBENCH_TEST_OUT}/dump_sinks_decode && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_sinks_decode")
+set_tests_properties(dump_p4_float64_sinks PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 # Bad block options: refused on every rank before any work, naming the flag and the value.
 cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)
 cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)

@@ -3,7 +3,8 @@
 
 Recomputes DESIGN's layer (RMSNorm, QKV projection, RoPE at global positions, attention with
 the causal mask, output projection, residual; with meta.json's block "full" also the SwiGLU MLP
-sub-layer after it) and its backward from the dumped inputs alone, in float64 NumPy, and
+sub-layer after it; with meta "sinks" the attention sinks' logits in each row's softmax and their
+gradient dsinks) and its backward from the dumped inputs alone, in float64 NumPy, and
 compares every dumped result of every strategy with it by verify's rule
 (scripts/verify_bound.py: ||a - b|| <= tol * max(||b||, m), m from the float64 reference for dq
 and dk, 0 otherwise). Also checks that every strategy saw the same inputs. Exit 0 when all agree
@@ -41,6 +42,20 @@ def rope(x, pos, theta, inverse=False):
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
+def softmax_rows(s, inp, meta):
+    """Softmax over the keys of scores s [B, H, q, k] (-inf where hidden): probabilities and lse
+    [B, H, q]. With meta "sinks" (--sinks) the logit sinks[h] of inp joins each row's denominator
+    as a key with no value (GPT-OSS), so the probabilities of a row sum to less than 1."""
+    m = s.max(axis=-1, keepdims=True)
+    sink = None
+    if meta.get("sinks"):
+        sink = inp["sinks"].astype(np.float64)[None, :, None, None]  # [1, H, 1, 1]
+        m = np.maximum(m, sink)
+    e = np.exp(s - m)
+    l = e.sum(axis=-1, keepdims=True) + (np.exp(sink - m) if sink is not None else 0.0)
+    return e / l, (m + np.log(l))[..., 0]
+
+
 def reference(inp, meta):
     B, N, H, G, d, D = (meta[k] for k in ("B", "N", "H", "G", "d", "D"))
     eps, theta = meta["eps"], meta.get("rope_theta", 10000.0)
@@ -64,11 +79,7 @@ def reference(inp, meta):
     scale = 1.0 / np.sqrt(d)
     s = np.einsum("bqhd,bkhd->bhqk", q, kh) * scale
     s = np.where(vis[None, None], s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    p = np.exp(s - m)
-    l = p.sum(axis=-1, keepdims=True)
-    lse = (m + np.log(l))[..., 0]                    # [B, H, N]
-    p = p / l
+    p, lse = softmax_rows(s, inp, meta)              # [B, H, N, N], [B, H, N]
     o = np.einsum("bhqk,bkhd->bqhd", p, vh)
     h = x + o.reshape(B, N, H * d) @ wo
     mlp = {}
@@ -98,6 +109,9 @@ def reference(inp, meta):
     dp = np.einsum("bqhd,bkhd->bhqk", do, vh)
     delta = np.einsum("bqhd,bqhd->bhq", do, o)[..., None]
     ds = p * (dp - delta)
+    sinks = {}
+    if meta.get("sinks"):  # the sink's probability e^(sink - lse) times (0 - delta): it has no value
+        sinks = dict(dsinks=-(np.exp(inp["sinks"].astype(np.float64)[None, :, None] - lse) * delta[..., 0]).sum(axis=(0, 2)))
     dq = np.einsum("bhqk,bkhd->bqhd", ds, kh) * scale
     dkh = np.einsum("bhqk,bqhd->bkhd", ds, q) * scale
     dk = dkh.reshape(B, N, G, rep, d).sum(axis=3)
@@ -110,7 +124,7 @@ def reference(inp, meta):
     dxhat = dxn * w
     dx = dh + r * dxhat - x * r ** 3 * np.mean(dxhat * x, axis=-1, keepdims=True)
     return dict(y=y, dx=dx, dnorm_w=dnorm_w, dw_qkv=dw_qkv, dw_o=dw_o, q=q, k=k, v=v, o=o, do=do,
-                dq=dq, dk=dk, dv=dv, lse=lse, **mlp)
+                dq=dq, dk=dk, dv=dv, lse=lse, **mlp, **sinks)
 
 
 def uses_cache(meta):
@@ -153,11 +167,8 @@ def cached_reference(inp, meta):
     vis = visibility(dict(meta, N=C + T, causal=meta["causal"] or decode))[C:]
     s = np.einsum("bqhd,bkhd->bhqk", q, kh) / np.sqrt(d)
     s = np.where(vis[None, None], s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)  # finite: every query sees at least its own key
-    p = np.exp(s - m)
-    l = p.sum(axis=-1, keepdims=True)
-    lse = (m + np.log(l))[..., 0]  # [B, H, T]
-    o = np.einsum("bhqk,bkhd->bqhd", p / l, vh)
+    p, lse = softmax_rows(s, inp, meta)  # every query sees at least its own key
+    o = np.einsum("bhqk,bkhd->bqhd", p, vh)
     y = x + o.reshape(B, T, H * d) @ wo
     if meta.get("block") == "full":  # the SwiGLU MLP sub-layer, forward only
         w2, wg, wu, wd = (inp[k].astype(np.float64) for k in ("norm2_w", "w_gate", "w_up", "w_down"))
@@ -205,7 +216,7 @@ def main():
         # ([B, N - C, D] under --cached) feeds no forward tensor but is still compared across
         # strategies as an input; decode dumps none.
         input_names = ("x", "norm_w", "w_qkv", "w_o") + (("dy",) if meta.get("pass") != "decode" else ()) \
-            + mlp_inputs + (("k_cache", "v_cache") if cache else ())
+            + mlp_inputs + (("k_cache", "v_cache") if cache else ()) + (("sinks",) if meta.get("sinks") else ())
         missing = [k for k in input_names if k not in t]
         bad_shapes = [f"{k} shape {t[k].shape}, expected {want}" for k, want in input_shapes(meta).items()
                       if cache and k in t and t[k].shape != want]

@@ -538,3 +538,90 @@ TEST_CASE("vector loops: every ISA variant matches float64", "[attention][isa]")
     }
   }
 }
+
+// The sinks (Backend::attn_sink_fwd / attn_sink_bwd) on the CPU backend, every storage dtype,
+// against float64 from the same (rounded) inputs; rows with lse = -inf take o = 0, lse = sink.
+// Then the gradient against a central difference of L(sink) = sum(dout * o'(sink)) in float64
+// over the backend's fp32 forward: the formula is the derivative, not just a copy of it.
+TEST_CASE("attention sinks: forward and gradient against float64, every dtype", "[attention][sinks]") {
+  AttnShape s;
+  s.B = 2; s.nq = 37; s.nk = 37; s.hq = 3; s.hk = 1; s.d = 24;
+  const size_t no = size_t(s.B * s.nq * s.hq * s.d), nl = size_t(s.B * s.hq * s.nq);
+  const std::vector<float> o0 = randn(no, 61), dout = randn(no, 62), sinks = {1.5f, -0.25f, 0.0f};
+  std::vector<float> l0 = randn(nl, 63, 2.0f);
+  for (size_t i = 0; i < nl; i += 9) l0[i] = -kInf;
+  CpuBackend be(2);
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    INFO("dtype " << dtype_name(t));
+    Tensor o = be.alloc({s.B, s.nq, s.hq, s.d}, t, MemKind::activations);
+    Tensor dt = be.alloc({s.B, s.nq, s.hq, s.d}, t, MemKind::activations);
+    Tensor l = be.alloc({s.B, s.hq, s.nq}, DType::f32, MemKind::activations);
+    Tensor sk = be.alloc({s.hq}, DType::f32, MemKind::weights);
+    Tensor ds = be.alloc({s.hq}, DType::f32, MemKind::weights);
+    be.upload(o0, o);
+    be.upload(dout, dt);
+    be.upload(l0, l);
+    be.upload(sinks, sk);
+    be.upload({0.5f, 0.5f, 0.5f}, ds);  // accumulates
+    const std::vector<float> oin = be.download(o), din = be.download(dt);  // the rounded inputs
+    be.attn_sink_fwd(s, sk, o, l);
+    const std::vector<float> oout = be.download(o);
+    be.attn_sink_bwd(s, sk, o, dt, l, ds);
+    std::vector<double> o_ref(no), l_ref(nl), ds_ref(3, 0.5);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t i = 0; i < s.nq; ++i)
+        for (int h = 0; h < s.hq; ++h) {
+          const size_t li = size_t((b * s.hq + h) * s.nq + i), base = size_t(((b * s.nq + i) * s.hq + h) * s.d);
+          const double a = l0[li], sv = sinks[size_t(h)];
+          const double lse = a == -kInf ? sv : std::log(std::exp(a) + std::exp(sv));
+          l_ref[li] = lse;
+          double dot = 0;
+          for (int e = 0; e < s.d; ++e) {
+            o_ref[base + size_t(e)] = a == -kInf ? 0.0 : oin[base + size_t(e)] * std::exp(a - lse);
+            dot += double(oout[base + size_t(e)]) * din[base + size_t(e)];  // from the stored o'
+          }
+          ds_ref[size_t(h)] -= std::exp(sv - lse) * dot;
+        }
+    const double tol = t == DType::f32 ? 1e-6 : t == DType::bf16 ? 8e-3 : 1e-3;  // one rounding of o'
+    const test::Cmp co = compare(oout, o_ref), cl = compare(be.download(l), l_ref), cd = compare(be.download(ds), ds_ref);
+    INFO("o " << co.str() << "; lse " << cl.str() << "; dsinks " << cd.str());
+    CHECK(co.ok(tol));
+    CHECK(cl.ok(1e-6));
+    CHECK(cd.ok(1e-6));
+  }
+  // Central difference over the fp32 forward: dL/dsink[h] = (L(sink + e) - L(sink - e)) / 2e.
+  auto loss = [&](const std::vector<float>& sv) {
+    Tensor o = be.alloc({s.B, s.nq, s.hq, s.d}, DType::f32, MemKind::activations);
+    Tensor l = be.alloc({s.B, s.hq, s.nq}, DType::f32, MemKind::activations);
+    Tensor sk = be.alloc({s.hq}, DType::f32, MemKind::weights);
+    be.upload(o0, o);
+    be.upload(l0, l);
+    be.upload(sv, sk);
+    be.attn_sink_fwd(s, sk, o, l);
+    const std::vector<float> oo = be.download(o);
+    double sum = 0;
+    for (size_t i = 0; i < no; ++i) sum += double(oo[i]) * dout[i];
+    return sum;
+  };
+  Tensor o = be.alloc({s.B, s.nq, s.hq, s.d}, DType::f32, MemKind::activations);
+  Tensor dt = be.alloc({s.B, s.nq, s.hq, s.d}, DType::f32, MemKind::activations);
+  Tensor l = be.alloc({s.B, s.hq, s.nq}, DType::f32, MemKind::activations);
+  Tensor sk = be.alloc({s.hq}, DType::f32, MemKind::weights), ds = be.alloc({s.hq}, DType::f32, MemKind::weights);
+  be.upload(o0, o);
+  be.upload(dout, dt);
+  be.upload(l0, l);
+  be.upload(sinks, sk);
+  be.fill(ds, 0.0f);
+  be.attn_sink_fwd(s, sk, o, l);
+  be.attn_sink_bwd(s, sk, o, dt, l, ds);
+  const std::vector<float> grad = be.download(ds);
+  const float eps = 1e-2f;
+  for (int h = 0; h < s.hq; ++h) {
+    std::vector<float> up = sinks, dn = sinks;
+    up[size_t(h)] += eps;
+    dn[size_t(h)] -= eps;
+    const double fd = (loss(up) - loss(dn)) / (2.0 * eps);
+    INFO("head " << h << ": formula " << grad[size_t(h)] << ", central difference " << fd);
+    CHECK(std::abs(grad[size_t(h)] - fd) <= 1e-3 * std::max(1.0, std::abs(fd)));
+  }
+}

@@ -535,6 +535,55 @@ TEST_CASE("cuda emulated: attention merge and delta", "[cuda][emu][mutation]") {
   CHECK_REF("delta", delta.data(), d_ref, nl);
 }
 
+// The sinks (Backend::attn_sink_fwd / attn_sink_bwd) against float64: the forward's rescaled o
+// and lse (rows with lse = -inf get o = 0, lse = sink), then the gradient from the same rows added
+// to a nonzero dsinks (it accumulates); B * nq = 300 rows per head spans several strides of the
+// 256-thread block.
+TEST_CASE("cuda emulated: attention sinks", "[cuda][emu][mutation]") {
+  const int64_t B = 3, nq = 100;
+  const int hq = 2, d = 40;
+  const size_t no = size_t(B * nq * hq * d), nl = size_t(B * hq * nq);
+  const std::vector<float> o0 = bf16_values(no, 21), dout = bf16_values(no, 22), sk = {0.75f, -0.5f};
+  std::vector<float> l0 = bf16_values(nl, 23);
+  for (size_t i = 0; i < nl; ++i) l0[i] = i % 7 == 0 ? -INFINITY : 2.0f * l0[i];
+  Guarded<float> o(no, -7.0f), l(nl, -7.0f), ds(size_t(hq), -7.0f);
+  std::copy(o0.begin(), o0.end(), o.data());
+  std::copy(l0.begin(), l0.end(), l.data());
+  ds.data()[0] = 0.25f, ds.data()[1] = -1.0f;
+  cpb_emu::launch(&kern::sink_fwd_kernel, cpb_emu::Idx3{unsigned((B * nq * hq + 7) / 8), 1, 1}, 256, 0, sk.data(),
+                  static_cast<void*>(o.data()), kF32, l.data(), B * nq * hq, nq, hq, d);
+  cpb_emu::launch(&kern::sink_bwd_kernel, cpb_emu::Idx3{unsigned(hq), 1, 1}, 256, 0, sk.data(),
+                  static_cast<const void*>(o.data()), static_cast<const void*>(dout.data()), kF32,
+                  static_cast<const float*>(l.data()), ds.data(), B, nq, hq, d);
+  CHECK(o.guards_intact());
+  CHECK(l.guards_intact());
+  CHECK(ds.guards_intact());
+  std::vector<double> o_ref(no), l_ref(nl), ds_ref = {0.25, -1.0};
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < nq; ++i)
+      for (int h = 0; h < hq; ++h) {
+        const size_t li = size_t((b * hq + h) * nq + i), base = size_t(((b * nq + i) * hq + h) * d);
+        const double a = l0[li], s = sk[size_t(h)];
+        const double lse = a == -INFINITY ? s : std::log(std::exp(a) + std::exp(s));
+        const double w = a == -INFINITY ? 0.0 : std::exp(a - lse);
+        l_ref[li] = lse;
+        double dot = 0;
+        for (int x = 0; x < d; ++x) {
+          o_ref[base + size_t(x)] = w * o0[base + size_t(x)];
+          dot += o_ref[base + size_t(x)] * dout[base + size_t(x)];
+        }
+        ds_ref[size_t(h)] -= std::exp(s - lse) * dot;
+      }
+  // fp32 element-wise work: agreement to float32 rounding (CHECK_REF's 2e-2 is the tensor cores' bound).
+  for (const auto& [name, cmp] : {std::pair{"sink o", test::compare_n(o.data(), o_ref, no)},
+                                  std::pair{"sink lse", test::compare_n(l.data(), l_ref, nl)},
+                                  std::pair{"dsinks", test::compare_n(ds.data(), ds_ref, size_t(hq))}}) {
+    INFO(name << ": " << cmp.str());
+    CHECK(cmp.nonfinite_mismatch == 0);
+    CHECK(cmp.rel_l2 <= 1e-5);
+  }
+}
+
 // ---- the fp32 SIMT attention kernels ---------------------------------------------------------------
 namespace {
 

@@ -305,7 +305,7 @@ std::vector<AttnCase> attn_cases_f32_only() {
 
 }  // namespace
 
-TEST_CASE("cuda: attention forward, merge, delta and backward against the cpu backend", "[cuda]") {
+TEST_CASE("cuda: attention forward, merge, delta, backward and sinks against the cpu backend", "[cuda]") {
   SKIP_WITHOUT_CUDA();
   Backend& c = *backends().cpu;
   Backend& g = *backends().gpu;
@@ -371,6 +371,19 @@ TEST_CASE("cuda: attention forward, merge, delta and backward against the cpu ba
     c.attn_merge(s, coa, cla, co, cl);
     CHECK_CLOSE("merged o", g.download(goa), c.download(coa), tol(t));
     CHECK_CLOSE("merged lse", g.download(gla), c.download(cla), tol(t));
+
+    // The sinks on the merged rows (some of which still see no key: lse = -inf), then their
+    // gradient from those rows into a nonzero dsinks.
+    std::vector<float> sk = rnd(size_t(s.hq), 49, DType::f32, 2.0f), ds0 = rnd(size_t(s.hq), 50, DType::f32);
+    Tensor gsk = up(g, sk, {s.hq}, DType::f32), csk = up(c, sk, {s.hq}, DType::f32);
+    Tensor gds = up(g, ds0, {s.hq}, DType::f32), cds = up(c, ds0, {s.hq}, DType::f32);
+    g.attn_sink_fwd(s, gsk, goa, gla);
+    c.attn_sink_fwd(s, csk, coa, cla);
+    CHECK_CLOSE("sink o", g.download(goa), c.download(coa), tol(t));
+    CHECK_CLOSE("sink lse", g.download(gla), c.download(cla), tol(t));
+    g.attn_sink_bwd(s, gsk, goa, gdo, gla, gds);
+    c.attn_sink_bwd(s, csk, coa, cdo, cla, cds);
+    CHECK_CLOSE("dsinks", g.download(gds), c.download(cds), t == DType::f32 ? 1e-4 : tol(t));
   }
 }
 

@@ -354,6 +354,10 @@ class RecordingBackend final : public Backend {
   }
   void do_attn_merge(const AttnShape&, Tensor&, Tensor&, const Tensor&, const Tensor&) override { ran.push_back("attn_merge"); }
   void do_attn_bwd_delta(const AttnShape&, const Tensor&, const Tensor&, Tensor&) override { ran.push_back("attn_bwd_delta"); }
+  void do_attn_sink_fwd(const AttnShape&, const Tensor&, Tensor&, Tensor&) override { ran.push_back("attn_sink_fwd"); }
+  void do_attn_sink_bwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) override {
+    ran.push_back("attn_sink_bwd");
+  }
   void do_attn_bwd(const AttnShape&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                    const Tensor&, const Positions&, const Positions&, Tensor&, Tensor&, Tensor&) override {
     ran.push_back("attn_bwd");
