@@ -53,6 +53,8 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   LayerShape s;
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
   s.mask.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
+  s.partial_dtype = parse_dtype(partial_dtype);
+  s.acc_dtype = parse_dtype(acc_dtype);
   s.mask.window = window;
   s.sinks = sinks;
   if (!docs_spec.empty()) {
@@ -212,6 +214,22 @@ void finalize_config(RunConfig& c, int P) {
   // Every backend runs fp32, bf16 and fp16 (the cpu stores 16-bit tensors and rounds where the GPU
   // kernels round: DESIGN "Rounding points"); fp8 is refused by the option table.
   parse_dtype(c.dtype);  // throws on an unknown name
+  // What travels in a lower precision than the run's float32 partials and accumulators: only in a
+  // 16-bit run, and only where it is built (the K,V ring's running output and the train pass's
+  // dK,dV accumulators; the strategies refuse the schedules that do not round them).
+  for (const auto& [flag, value] : {std::pair{"--partial-dtype", c.partial_dtype}, std::pair{"--acc-dtype", c.acc_dtype}}) {
+    if (value != "f32" && value != "bf16")
+      throw std::invalid_argument(std::string(flag) + " must be f32 or bf16, got \"" + value + "\"");
+    if (value == "bf16" && parse_dtype(c.dtype) == DType::f32)
+      throw std::invalid_argument(std::string(flag) + " bf16 rounds what a 16-bit run keeps in float32: it needs --dtype bf16 or fp16 (got dtype=" +
+                                  c.dtype + ")");
+  }
+  if (c.acc_dtype == "bf16" && c.pass != "train")
+    throw std::invalid_argument("--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train (got pass=" +
+                                c.pass + ")");
+  if (c.partial_dtype == "bf16" && (c.pass == "decode" || ring_travel(parse_ring_travel(c.ring_pass)).queries_travel))
+    throw std::invalid_argument("--partial-dtype bf16 rounds the K,V ring's running output; the partials of pass-Q and decode stay float32 "
+                                "(not built yet; got pass=" + c.pass + " ring_pass=" + c.ring_pass + ")");
   if (c.comm != "mpi" && c.comm != "nccl")
     throw std::invalid_argument("comm must be mpi or nccl, got '" + c.comm + "'");
   if (c.backend == "cpu" && c.comm == "nccl")

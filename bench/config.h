@@ -53,6 +53,9 @@ struct RunConfig {
   uint64_t seed = 1234;
   int threads = 0;  // 0: cores of the node / ranks on the node
   std::string backend = "cpu", comm = "mpi", dtype = "fp32";
+  // --partial-dtype / --acc-dtype (issue 42, DESIGN "What travels, and in what precision"): the
+  // K,V ring's running output and its dK,dV accumulators, f32 (default) or bf16, in a 16-bit run.
+  std::string partial_dtype = "f32", acc_dtype = "f32";
   std::string out, trace, dump;
   double peak_tflops = 0;  // 0: device table or calibrated
   bool progress = true;

@@ -22,8 +22,8 @@ json dry_run_plan(const RunConfig& cfg, const std::vector<Job>& jobs, int P) {
     } else {
       const auto strat = job.info->make();
       // The same element sizes the harness gives the model: s of the communicated dtype, and
-      // fp32 accumulators for the ring gradients.
-      const int64_t elem = int64_t(dtype_size(shape.dtype)), acc = 4;
+      // s_acc of the ring gradients' accumulators (--acc-dtype; float32 by default).
+      const int64_t elem = int64_t(dtype_size(shape.dtype)), acc = shape.acc_bytes();
       const CommPrediction pred = strat->predicted_bytes(shape, P, job.mesh, elem, acc);
       j["status"] = "planned";
       j["predicted_bytes"] = {{"fwd", pred.fwd}, {"bwd", shape.forward_only() ? 0 : pred.bwd}};

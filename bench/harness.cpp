@@ -90,7 +90,7 @@ std::vector<JobResult> Harness::run(const std::vector<Job>& jobs, const Peak& pe
 namespace {
 // The model's bytes for `shape` (forward only under prefill: the backward's bytes are not sent).
 CommPrediction predicted_for(const Strategy& model, const LayerShape& shape, int P, const MeshSpec& mesh, int rank) {
-  CommPrediction predicted = model.predicted_bytes(shape, P, mesh, int64_t(dtype_size(shape.dtype)), 4, rank);
+  CommPrediction predicted = model.predicted_bytes(shape, P, mesh, int64_t(dtype_size(shape.dtype)), shape.acc_bytes(), rank);
   if (!shape.forward_only()) return predicted;
   CommPrediction fwd_only;
   for (const CommShare& c : predicted.shares)

@@ -217,6 +217,14 @@ std::vector<OptionSpec> make_table() {
        [](RunConfig& c, const json& v) { c.comm = v.get<std::string>(); }},
       {"dtype", "--dtype", OptKind::choice, "fp32 | bf16 | fp16 (fp8 is not emulated yet)", {"fp32", "bf16", "fp16"}, false,
        [](RunConfig& c, const json& v) { c.dtype = v.get<std::string>(); }},
+      {"partial_dtype", "--partial-dtype", OptKind::choice,
+       "f32 (default) | bf16: the K,V ring's running merged output of a bf16/fp16 run, kept in float32 or rounded "
+       "to bf16 at every merge", {"f32", "bf16"}, false,
+       [](RunConfig& c, const json& v) { c.partial_dtype = v.get<std::string>(); }},
+      {"acc_dtype", "--acc-dtype", OptKind::choice,
+       "f32 (default) | bf16: the ring's dK,dV accumulators that travel back to their owner in a bf16/fp16 run, "
+       "rounded to bf16 at every hop (s_acc = 2)", {"f32", "bf16"}, false,
+       [](RunConfig& c, const json& v) { c.acc_dtype = v.get<std::string>(); }},
       {"mem_limit", "--mem-limit", OptKind::size, "per-rank cap on tracked memory: bytes or 512MiB, 80GiB (0 = none)",
        {}, false, [](RunConfig& c, const json& v) { c.mem_limit_bytes = v.get<int64_t>(); }},
       {"timeout", "--timeout", OptKind::integer, "watchdog: seconds one blocked call or job may take (0 = none)",
@@ -279,6 +287,8 @@ std::vector<OptionSpec> make_table() {
       {"backend", "backend", [](const RunConfig& c) { return json(c.backend); }},
       {"comm", "comm", [](const RunConfig& c) { return json(c.comm); }},
       {"dtype", "dtype", [](const RunConfig& c) { return json(c.dtype); }},
+      {"partial_dtype", "partial_dtype", [](const RunConfig& c) { return json(c.partial_dtype); }},
+      {"acc_dtype", "acc_dtype", [](const RunConfig& c) { return json(c.acc_dtype); }},
       {"pass", "pass", [](const RunConfig& c) { return json(c.pass); }},
       {"balance", "balance", [](const RunConfig& c) { return json(c.balance); }},
       {"cp_cap", "cp_cap", [](const RunConfig& c) { return c.cp_cap >= 0 ? json(c.cp_cap) : json(nullptr); }},

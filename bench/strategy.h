@@ -66,6 +66,10 @@ struct LayerShape {
   float eps = 1e-5f;
   double rope_theta = 10000.0;
   DType dtype = DType::f32;
+  // --partial-dtype, --acc-dtype: the K,V ring's running merged output and the dK,dV accumulators
+  // that travel back to their owner: f32 (default) or bf16 (rounded at every merge / hop).
+  DType partial_dtype = DType::f32, acc_dtype = DType::f32;
+  int64_t acc_bytes() const { return int64_t(dtype_size(acc_dtype)); }  // s_acc of the byte model
   LayerMask mask;
   LayerPass pass;
   BalanceScheme balance = BalanceScheme::none;  // --balance: the ring family's token layout

@@ -42,6 +42,12 @@ def div(a, b):
     return q
 
 
+def acc_bytes(acc_dtype):
+    """s_acc of the ring's dK,dV accumulators for config.acc_dtype (--acc-dtype; absent before
+    schema 8): f32 4, bf16 2. Mirrors LayerShape::acc_bytes (bench/strategy.h)."""
+    return {None: ACC_BYTES, "f32": ACC_BYTES, "bf16": 2}[acc_dtype]
+
+
 def elem_bytes(dtype):
     """Bytes of one element of the run dtype (s): fp32 4, bf16 and fp16 2. Mirrors dtype_size
     (kernels/tensor.h); DESIGN "Communication"."""

@@ -57,7 +57,9 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
   if (ring.size() > 1) {
     const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
-    for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
+    for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
+    if (s.acc_dtype != DType::f32)
+      for (Tensor& t : acc32_) t = be.alloc({kv}, DType::f32, MemKind::activations);
     ring_travel(s.travel).setup(*this, travel_, ring.size());
   }
 }
@@ -84,7 +86,7 @@ void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape
   if (R > 1) {
     o_blk_ = be.alloc({s.B, s.n, s.hq, s.d}, s.dtype, MemKind::activations);
     lse_blk_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
-    if (s.dtype != DType::f32) {
+    if (s.running_f32()) {
       o_acc32_ = be.alloc({s.B, s.n, s.hq, s.d}, DType::f32, MemKind::activations);
       o_blk32_ = be.alloc({s.B, s.n, s.hq, s.d}, DType::f32, MemKind::activations);
     }
@@ -132,7 +134,7 @@ void RingCore::fwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, con
     return;
   }
   b.attn_fwd(a, q, kb, vb, qpos, kpos, o_blk_, lse_blk_);
-  if (f32) {
+  if (f32 || o_acc32_.empty()) {  // (--partial-dtype bf16: in the run dtype, rounded at every merge)
     b.attn_merge(a, o, lse_, o_blk_, lse_blk_);
   } else {  // merged in float32: a bf16 running output would round at every merge
     b.convert(o_blk32_, o_blk_);
@@ -226,6 +228,10 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   // the block travels on, and after the last step (i = h) back to the block's owner me-h (for
   // the full ring, h = R-1, that is the next rank). What arrives last, from rank me+h, is this
   // rank's own block with every rank's contribution.
+  // --acc-dtype bf16: the contribution is computed in float32 (acc32_[0]), the arriving bf16 sum
+  // widened into acc32_[1] and added, and the sum rounded to bf16 into the buffer that travels:
+  // one rounding per hop, as a bf16 accumulator would.
+  const bool acc16 = s_.acc_dtype != DType::f32;
   pack_kv(k, v, kv_[0]);
   Tensor& incoming = acc_[2];
   Hop acc_hop;
@@ -234,20 +240,32 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     Hop hop;
     if (i < h) hop = post_hop(c, cur, next, kv_[(i + 1) % 2], prev, kTagBwdKV);
     Tensor& scratch = acc_[i % 2];  // its send (step i-2) was waited for at step i-1
-    bwd_block(q, cur, (me - i + R) % R, dout, dq, scratch);
+    Tensor& sum = acc16 ? acc32_[0] : scratch;
+    bwd_block(q, cur, (me - i + R) % R, dout, dq, sum);
     if (i > 0) {
       c.wait(acc_hop.recv);
-      b.add(scratch, scratch, incoming);
+      if (acc16) {
+        b.convert(acc32_[1], incoming);
+        b.add(sum, sum, acc32_[1]);
+      } else {
+        b.add(sum, sum, incoming);
+      }
       c.wait(acc_hop.send);  // frees acc_[(i-1)%2] for step i+1
     }
+    if (acc16) b.convert(scratch, sum);
     const int to = i < h ? next : (me - h + R) % R, from = i < h ? prev : (me + h) % R;
     acc_hop = post_hop(c, scratch, to, incoming, from, kTagBwdAcc);
     if (i < h) wait_hop(c, hop);
   }
   c.wait(acc_hop.recv);  // this rank's own block, with every rank's contribution
   const int64_t e = s_.B * s_.n * s_.hk * s_.d;
-  b.copy_2d(dk, e, kv_view(incoming, 0), e, 1, e);
-  b.copy_2d(dv, e, kv_view(incoming, 1), e, 1, e);
+  if (acc16) {
+    b.convert(dk, kv_view(incoming, 0));
+    b.convert(dv, kv_view(incoming, 1));
+  } else {
+    b.copy_2d(dk, e, kv_view(incoming, 0), e, 1, e);
+    b.copy_2d(dv, e, kv_view(incoming, 1), e, 1, e);
+  }
   c.wait(acc_hop.send);
 }
 
@@ -288,8 +306,10 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   if (R > 1) {
     const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d, o = s.B * s.n * s.hq * s.d;
     bytes += o * es + rows * 4;                      // block o, lse
-    if (s.dtype != DType::f32) bytes += 2 * o * 4;   // float32 running and block output
-    bytes += 2 * kv * es + 3 * kv * 4;               // k|v double buffer, dk|dv accumulators
+    if (s.running_f32()) bytes += 2 * o * 4;         // float32 running and block output
+    const int64_t ea = int64_t(dtype_size(s.acc_dtype));
+    bytes += 2 * kv * es + 3 * kv * ea;              // k|v double buffer, dk|dv accumulators
+    if (s.acc_dtype != DType::f32) bytes += 2 * kv * 4;  // their float32 contribution and widened sum
     bytes += ring_travel(s.travel).buffer_bytes(s, R);
   }
   return bytes;

@@ -41,6 +41,11 @@ struct RingCoreShape {
   int64_t window = 0;  // sliding window (0 = none)
   DocStarts docs;      // packed documents (null = one)
   DType dtype = DType::f32;
+  // --partial-dtype, --acc-dtype (16-bit runs): bf16 keeps the running merged output in the run
+  // dtype (rounded at every merge, no float32 copy) and rounds the dK,dV accumulators to bf16
+  // at every hop (they travel at s_acc = 2). Float32 (default) is the rounding points of DESIGN.
+  DType partial_dtype = DType::f32, acc_dtype = DType::f32;
+  bool running_f32() const { return dtype != DType::f32 && partial_dtype == DType::f32; }
   // The travel policy (ring_travel.h): setup also allocates its buffers, forward() runs it.
   RingTravel travel = RingTravel::kv;
   // Keys (and values) per batch row on each ring rank: under --cached a rank's cache shard and
@@ -180,7 +185,8 @@ class RingCore {
   bool have_ = false;         // the running result holds a block (fwd_begin resets it)
   int me_ = 0;                // this rank's ring position
   Tensor kv_[2];   // k|v blocks, run dtype (double buffer: one computed on, one arriving)
-  Tensor acc_[3];  // dk|dv accumulators, float32: [0],[1] computed on / in flight, [2] arriving
+  Tensor acc_[3];  // dk|dv accumulators (acc_dtype): [0],[1] computed on / in flight, [2] arriving
+  Tensor acc32_[2];  // acc_dtype bf16: the float32 contribution of the block in hand, the arriving sum widened
   RingTravelBuffers travel_;  // the travel policy's (ring_travel.h)
 };
 

@@ -23,6 +23,14 @@ std::string travel_refusal(const std::string& who, RingTravel travel, const Ring
          (alt.empty() ? "" : alt + ")");
 }
 
+std::string precision_refusal(const std::string& who, const LayerShape& s, const RingSchedule& sch) {
+  if (s.acc_dtype == DType::f32 || sch.kind == RingScheduleKind::single) return "";
+  const std::string on = sch.kind == RingScheduleKind::double_ ? "a double ring (its own accumulator loop)"
+                                                               : "a ring per CP group (--balance dynamic)";
+  return who + ": --acc-dtype " + dtype_name(s.acc_dtype) + " rounds the accumulators of a single ring level; " + on +
+         " keeps them float32 (not built yet)";
+}
+
 // The double ring runs its own loops (DoubleRingCore): K,V travel and pass-Q's. A policy whose row
 // says it runs on a double ring but has no loop there is a programming error, not a silent q.
 void check_double_ring_loop(RingTravel travel) {
@@ -33,6 +41,11 @@ void check_double_ring_loop(RingTravel travel) {
 
 void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch) {
   const std::string why = travel_refusal(who, travel, sch);
+  if (!why.empty()) throw ConstraintError(why);
+}
+
+void check_precision(const std::string& who, const LayerShape& s, const RingSchedule& sch) {
+  const std::string why = precision_refusal(who, s, sch);
   if (!why.empty()) throw ConstraintError(why);
 }
 

@@ -35,6 +35,10 @@ class AllgatherKV final : public Block {
       e << "allgather-kv: seq=" << s.N << " is not divisible by 2*P=" << 2 * P;
       throw ConstraintError(e.str());
     }
+    if (s.acc_dtype != DType::f32)
+      throw ConstraintError(std::string("allgather-kv: --acc-dtype ") + dtype_name(s.acc_dtype) +
+                            " rounds a ring's traveling accumulators; its one reduce-scatter of dK,dV stays float32 "
+                            "(not built yet)");
   }
 
   CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem, int64_t acc,

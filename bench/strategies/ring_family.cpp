@@ -63,6 +63,7 @@ void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
     throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass " +
                           ring_travel(s.pass.travel).flag + " is built for the static and doc-zigzag/greedy layouts only");
   check_travel(name(), s.pass.travel, schedule(s, P, m));
+  check_precision(name(), s, schedule(s, P, m));
 }
 
 RingSchedule RingFamily::schedule(const LayerShape& s, int P, const MeshSpec& m) const {
@@ -103,6 +104,7 @@ void RingFamily::core_setup() {
   const RingSchedule sch = schedule(s, P, env_.spec);
   RingCoreShape cs;
   cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
+  cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
   cs.nk = key_pos_.count();
@@ -120,6 +122,7 @@ void RingFamily::export_lse(std::vector<float>& global) {
 int64_t RingFamily::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
   RingCoreShape cs;
   cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
+  cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.travel = s.pass.travel;
   cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
   return ring_level_activation_bytes(schedule(s, P, m), s, cs);

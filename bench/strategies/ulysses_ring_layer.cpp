@@ -60,6 +60,8 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
       << balance_name(s.balance) << " both choose the token layout; drop one";
   else if (m.inner_ring > 0 && !travel_refusal(name(), s.pass.travel, RingSchedule::double_ring(m.R, m.inner_ring)).empty())
     e << travel_refusal(name(), s.pass.travel, RingSchedule::double_ring(m.R, m.inner_ring));
+  else if (m.inner_ring > 0 && !precision_refusal(name(), s, RingSchedule::double_ring(m.R, m.inner_ring)).empty())
+    e << precision_refusal(name(), s, RingSchedule::double_ring(m.R, m.inner_ring));
   else if (zz && s.N % (2 * int64_t(P)) != 0)
     e << name() << ": seq=" << s.N << " is not divisible by 2*P=" << 2 * P << " (zigzag ring layout: "
       << 2 * m.R << " chunks, each split over ulysses=" << m.U << ")";
@@ -158,6 +160,7 @@ void UlyssesRingLayer::core_setup() {
   const SinkHeads ring_sinks = sinks_.narrow(mesh().group("ulysses").rank() * hl, hl);
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
+  cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
   if (s.pass.cached > 0) {
@@ -224,6 +227,7 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   const int64_t hl = Hc / m.U, gl = us.Ge() / m.U;
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
+  cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.travel = s.pass.travel;  // the travel policy's buffers (ring_travel.h)
   return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) + ulysses_level_activation_bytes(us) +
          ring_level_activation_bytes(ring_schedule(m), s, cs);

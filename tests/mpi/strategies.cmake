@@ -185,6 +185,11 @@ list(APPEND _verify_matrix
   "p8_sinks_decode_window_mesh             8 19 --model tiny --cached 160 --decode-steps 11 --heads 8 --kv-heads 2 --window 24 --pass decode --strategies ring,ring-zigzag,ring-striped,double-ring,megatron-sp,usp,ulysses --mesh all --sinks"
   "p4_sinks_balance_dynamic_b2             4  1 --model tiny --seq 136 --heads 8 --kv-heads 4 --batch 2 --docs 30,50,56 --window 20 --balance dynamic --cp-cap 16 --strategies ring --sinks"
   "p4_sinks_bf16_block_full_mesh           4 11 --model tiny --seq 96 --heads 8 --kv-heads 2 --dtype bf16 --strategies ${_all},ring --mesh all --block full --sinks"
+  # --partial-dtype / --acc-dtype bf16 (issue 42): the K,V ring's running output rounded at every
+  # merge, its dK,dV accumulators at every hop; the ring family and usp's single ring level against
+  # single at bf16's 2e-2, P = 4 and 8, with a window and documents at P = 8.
+  "p4_bf16_partial_acc_mesh                4 10 --model tiny --seq 128 --heads 8 --kv-heads 2 --dtype bf16 --partial-dtype bf16 --acc-dtype bf16 --strategies ring,ring-zigzag,ring-striped,usp,ulysses --mesh all"
+  "p8_bf16_acc_window_docs                 8  3 --model tiny --seq 160 --heads 8 --kv-heads 4 --dtype bf16 --acc-dtype bf16 --window 40 --docs 60,100 --strategies ring,ring-zigzag,usp --ulysses 2"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -213,6 +218,19 @@ set_tests_properties(dump_p4_float64_cached_decode PROPERTIES LABELS "mpi;verify
 add_test(NAME dump_p4_float64_sinks
          COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_sinks ${CPBENCH_TEST_OUT}/dump_sinks_decode && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --seq 112 --heads 8 --kv-heads 2 --batch 2 --window 20 --docs 30,50,32 --mesh all --sinks --dump ${CPBENCH_TEST_OUT}/dump_sinks && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_sinks && test -f ${CPBENCH_TEST_OUT}/dump_sinks/usp_u2xr2/dsinks.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --block full --pass decode --cached 64 --decode-steps 3 --heads 8 --kv-heads 2 --mlp-tp 4 --strategies ring,usp --ulysses 2 --sinks --dump ${CPBENCH_TEST_OUT}/dump_sinks_decode && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_sinks_decode")
 set_tests_properties(dump_p4_float64_sinks PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
+# scripts/numerics.py end to end on a small shape (P = 1, 2, 4; bf16; float32 and bf16
+# accumulators): errors against float64 from layer_reference.py, and what the rounding points
+# imply (tests/python/check_numerics.py).
+add_test(NAME numerics_p4_bf16
+         COMMAND sh -c "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/numerics.py --cpbench ${CPBENCH_BIN} --mpirun ${MPIEXEC_EXECUTABLE} --P 1,2,4 --seq 256 --heads 4 --kv-heads 2 --head-dim 64 --dim 128 --seeds 1 --variants f32,bf16-acc --out ${CPBENCH_TEST_OUT}/numerics_p4.json --markdown ${CPBENCH_TEST_OUT}/numerics_p4.md && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_numerics.py ${CPBENCH_TEST_OUT}/numerics_p4.json")
+set_tests_properties(numerics_p4_bf16 PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
+# What travels in bf16 (--partial-dtype, --acc-dtype): a 16-bit run, the passes and schedules that round it.
+cpbench_fail_test(acc_dtype_fp32_run 2 "--acc-dtype bf16 rounds what a 16-bit run keeps in float32: it needs --dtype bf16 or fp16 \\(got dtype=fp32\\)" run --model tiny --seq 64 --acc-dtype bf16)
+cpbench_fail_test(acc_dtype_prefill 2 "--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train \\(got pass=prefill\\)" run --model tiny --seq 64 --dtype bf16 --pass prefill --acc-dtype bf16)
+cpbench_fail_test(partial_dtype_pass_q 2 "--partial-dtype bf16 rounds the K,V ring's running output; the partials of pass-Q and decode stay float32" run --model tiny --seq 64 --dtype bf16 --pass prefill --ring-pass q --partial-dtype bf16)
+cpbench_fail_test(acc_dtype_unknown 2 "--acc-dtype must be f32 or bf16, got .fp8." run --model tiny --seq 64 --dtype bf16 --acc-dtype fp8)
+cpbench_fail_test(acc_dtype_double_ring 2 "double-ring: --acc-dtype bf16 rounds the accumulators of a single ring level; a double ring \\(its own accumulator loop\\) keeps them float32" run --model tiny --seq 64 --dtype bf16 --acc-dtype bf16 --strategies double-ring)
+cpbench_fail_test(acc_dtype_allgather_kv 2 "allgather-kv: --acc-dtype bf16 rounds a ring's traveling accumulators" run --model tiny --seq 64 --dtype bf16 --acc-dtype bf16 --strategies allgather-kv)
 # Bad block options: refused on every rank before any work, naming the flag and the value.
 cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)
 cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)

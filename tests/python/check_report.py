@@ -137,6 +137,17 @@ def cmd_model(a):
                   f"{r['label']} {ph}: ops of rank 0 do not add up to its bytes")
         if r["strategy"] != "single" and rep["config"]["world_size"] > 1:
             check(r["comm"]["fwd"]["bytes_sent"] > 0, f"{r['label']}: no bytes sent at P>1")
+        cfg = rep["config"]
+        if (r["strategy"] in ("ring", "ring-zigzag", "ring-striped") and cfg["pass"] == "train" and cfg["block"] == "attn"
+                and not cfg["mask"]["window"] and not cfg["mask"]["docs"] and cfg.get("balance", "none") == "none"):
+            # The full ring from cpmodel, independent of the C++ model: K,V P-1 hops each way and the
+            # dK,dV accumulators P sends of s_acc (config.acc_dtype: 2 for bf16, else 4).
+            P = cfg["world_size"]
+            fb = cpmodel.ring_kv_bytes(cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), cfg["kv_heads"] * cfg["head_dim"],
+                                       P - 1, cpmodel.elem_bytes(cfg["dtype"]), acc=cpmodel.acc_bytes(cfg.get("acc_dtype")))
+            for ph, want in zip(("fwd", "bwd"), fb):
+                check(r["comm"][ph]["per_rank"] == [want] * P,
+                      f"{r['label']} seq={r['seq']} {ph} (acc_dtype {cfg.get('acc_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
         check(r["flops"]["model"] > 0 and r["flops"]["hardware"] >= r["flops"]["model"], f"{r['label']}: flops {r['flops']}")
         silent = all(b == 0 for ph in ("fwd", "bwd") for b in r["comm"][ph]["per_rank"])
         ratio = r["overlap"]["ratio"]

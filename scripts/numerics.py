@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Error against float64 as the CP degree, the strategy and the precision of what travels grow
+(issue 42; docs/NUMERICS.md).
+
+For every P, precision variant, mask and seed this runs `cpbench verify --dump` in a 16-bit dtype
+(the CPU backend emulates bf16 at the GPU kernels' rounding points, DESIGN "Rounding points"),
+recomputes the layer in float64 from the dumped inputs (scripts/layer_reference.py, the reference
+check_dump.py uses) and measures, per strategy and tensor, the relative Frobenius error
+||x - x64|| / ||x64|| and the largest absolute error. `single` (the whole layer on one rank, no CP)
+at the same dtype is the baseline: `ratio` is a strategy's error over single's from the same run.
+Seeds give the median and the spread (min, max).
+
+Variants (what travels, --partial-dtype / --acc-dtype):
+  f32          the defaults: the ring's running output and its dK,dV accumulators in float32
+  bf16-partial --partial-dtype bf16: the running output rounded to bf16 at every merge
+  bf16-acc     --acc-dtype bf16: the accumulators rounded to bf16 at every hop (s_acc = 2)
+
+usage: numerics.py --cpbench build/bench/cpbench [--P 1,2,4,8,16] [--seq 1024] [--seeds 1,2,3]
+                   [--variants f32,bf16-partial,bf16-acc] [--masks causal,window,docs]
+                   [--out numerics.json] [--markdown numerics.md] [--plot numerics.png]
+Exit 0 when every run produced its dump, 1 otherwise (a verify failure against single is
+recorded, not fatal: the error is what this measures).
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from layer_reference import reference  # noqa: E402
+
+TENSORS = ("o", "dq", "dk", "dv")
+VARIANTS = {
+    "f32": [],
+    "bf16-partial": ["--partial-dtype", "bf16"],
+    "bf16-acc": ["--acc-dtype", "bf16"],
+}
+# The strategies each variant changes (a flag a strategy refuses is exit 2 when named; ulysses
+# and allgather-kv keep no ring running output or traveling accumulator to round).
+STRATEGIES = {
+    "f32": ["ring", "ring-zigzag", "double-ring", "usp", "ulysses", "allgather-kv"],
+    "bf16-partial": ["ring", "ring-zigzag", "double-ring", "usp"],
+    "bf16-acc": ["ring", "ring-zigzag", "usp"],
+}
+
+
+def mask_args(mask, N):
+    if mask == "causal":
+        return []
+    if mask == "window":
+        return ["--window", str(N // 8)]
+    if mask == "docs":
+        return ["--docs", "equal:4"]
+    raise SystemExit(f"numerics: unknown mask {mask!r} (causal, window, docs)")
+
+
+def runnable(strategies, P, H):
+    """The strategies the shape runs at P (ulysses needs P | H; usp's Ulysses degree 2 needs an
+    even P; the double ring's inner ring of 2 needs P >= 4)."""
+    out = []
+    for s in strategies:
+        if s == "ulysses" and (H % P != 0 or P == 1):
+            continue
+        if s == "usp" and P % 2 != 0:
+            continue
+        if s == "double-ring" and (P < 4 or P % 2 != 0):
+            continue
+        out.append(s)
+    return out
+
+
+def rel_fro(a, b):
+    n = float(np.linalg.norm(b))
+    return float(np.linalg.norm(a - b)) / n if n > 0 else float(np.linalg.norm(a - b))
+
+
+def measure(dump):
+    """{label: {tensor: (rel_fro, max_abs)}} of every strategy in a dump against float64."""
+    labels = sorted(d for d in os.listdir(dump) if os.path.isdir(os.path.join(dump, d)))
+    out, ref = {}, None
+    for lab in labels:
+        sd = os.path.join(dump, lab)
+        meta = json.load(open(os.path.join(sd, "meta.json")))
+        t = {f[:-4]: np.load(os.path.join(sd, f)) for f in os.listdir(sd) if f.endswith(".npy")}
+        if ref is None:  # every strategy saw the same inputs (check_dump.py checks it)
+            ref = reference(t, meta)
+        out[lab] = {n: (rel_fro(t[n].astype(np.float64), ref[n]), float(np.abs(t[n] - ref[n]).max())) for n in TENSORS}
+    return out
+
+
+def run(args, P, variant, mask, seed, work):
+    strategies = runnable(STRATEGIES[variant], P, args.heads)
+    if not strategies:
+        return None, "no strategy runs at this P"
+    dump = os.path.join(work, f"p{P}_{variant}_{mask}_{seed}")
+    cmd = [args.mpirun, "--oversubscribe", "-np", str(P), args.cpbench, "verify", "--no-progress",
+           "--seq", str(args.seq), "--heads", str(args.heads), "--kv-heads", str(args.kv_heads),
+           "--head-dim", str(args.head_dim), "--dim", str(args.dim), "--dtype", args.dtype, "--seed", str(seed),
+           "--strategies", ",".join(strategies), "--dump", dump] + VARIANTS[variant] + mask_args(mask, args.seq)
+    if "usp" in strategies:
+        cmd += ["--ulysses", "2"]
+    if "double-ring" in strategies:
+        cmd += ["--inner-ring", "2"]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_mpi_yield_when_idle="1")
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+    if not os.path.isdir(dump):
+        return None, f"exit {p.returncode}: {(p.stdout + p.stderr)[-400:]}"
+    try:
+        return measure(dump), ("" if p.returncode == 0 else f"verify exit {p.returncode}")
+    finally:
+        shutil.rmtree(dump, ignore_errors=True)
+
+
+def summarize(rows):
+    """Median and spread over seeds of each (P, variant, mask, label, tensor), and the ratio to
+    single's error of the same run (median over seeds)."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["P"], r["variant"], r["mask"], r["label"], r["tensor"]), []).append(r)
+    single = {(r["P"], r["variant"], r["mask"], r["seed"], r["tensor"]): r["rel_fro"] for r in rows if r["label"] == "single"}
+    out = []
+    for (P, variant, mask, label, tensor), rs in sorted(groups.items()):
+        errs = [r["rel_fro"] for r in rs]
+        ratios = [r["rel_fro"] / single[(P, variant, mask, r["seed"], tensor)] for r in rs
+                  if single.get((P, variant, mask, r["seed"], tensor))]
+        out.append({"P": P, "variant": variant, "mask": mask, "label": label, "tensor": tensor, "seeds": len(rs),
+                    "rel_fro_median": statistics.median(errs), "rel_fro_min": min(errs), "rel_fro_max": max(errs),
+                    "max_abs_median": statistics.median(r["max_abs"] for r in rs),
+                    "ratio_to_single_median": statistics.median(ratios) if ratios else None})
+    return out
+
+
+def family(label):
+    return label.split("[")[0].split("_")[0]
+
+
+def markdown(summary, args):
+    """One table per (mask, tensor): rows strategy x variant, columns P; cells the median relative
+    error (x 1e-3) and, in brackets, the ratio to single's."""
+    Ps = sorted({s["P"] for s in summary})
+    lines = [f"Relative Frobenius error against float64, x 1e-3 (median of {len(args.seeds)} seeds), and in "
+             f"brackets the ratio to `single`'s error in the same run; {args.dtype}, N = {args.seq}, B = 1, "
+             f"H = {args.heads}, G = {args.kv_heads}, d = {args.head_dim}, D = {args.dim}.", ""]
+    for mask in args.masks:
+        for tensor in TENSORS:
+            rows = {}
+            for s in summary:
+                if s["mask"] == mask and s["tensor"] == tensor and s["label"] != "single":
+                    rows.setdefault((family(s["label"]), s["variant"]), {})[s["P"]] = s
+            if not rows:
+                continue
+            lines += [f"**{tensor}, {mask}**", "", "| strategy | variant | " + " | ".join(f"P={p}" for p in Ps) + " |",
+                      "|---|---|" + "---|" * len(Ps)]
+            single_row = {s["P"]: s for s in summary if s["mask"] == mask and s["tensor"] == tensor
+                          and s["label"] == "single" and s["variant"] == "f32"}
+            if single_row:
+                lines.append("| single | f32 | " + " | ".join(
+                    f"{single_row[p]['rel_fro_median'] * 1e3:.3f}" if p in single_row else "" for p in Ps) + " |")
+            for (fam, variant), by_p in sorted(rows.items()):
+                cells = []
+                for p in Ps:
+                    s = by_p.get(p)
+                    r = s and s["ratio_to_single_median"]
+                    cells.append(f"{s['rel_fro_median'] * 1e3:.3f} ({r:.2f})" if s else "")
+                lines.append(f"| {fam} | {variant} | " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def plot(summary, args, path):
+    """Error against P per tensor (the first mask), one colour per strategy, one line style per variant."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(TENSORS), figsize=(4.2 * len(TENSORS), 4), sharey=False)
+    styles = {"f32": "-", "bf16-partial": "--", "bf16-acc": ":"}  # the variant by line style,
+    colors = {"single": "black", "ring": "tab:blue", "ring-zigzag": "tab:orange", "double-ring": "tab:green",
+              "usp": "tab:red", "ulysses": "tab:purple", "allgather-kv": "tab:brown"}  # the strategy by colour
+    mask = args.masks[0]
+    for ax, tensor in zip(axes, TENSORS):
+        lines = {}
+        for s in summary:
+            if s["mask"] == mask and s["tensor"] == tensor:
+                lines.setdefault((family(s["label"]), s["variant"]), []).append((s["P"], s["rel_fro_median"]))
+        for (fam, variant), pts in sorted(lines.items()):
+            if fam == "single" and variant != "f32":
+                continue
+            pts.sort()
+            ax.plot([p for p, _ in pts], [e for _, e in pts], styles.get(variant, "-"), marker="o", ms=3,
+                    color=colors.get(fam, "gray"), label=f"{fam} {variant}" if fam != "single" else "single")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{tensor} ({mask})")
+        ax.set_xlabel("P (CP degree)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel(f"relative error vs float64 ({args.dtype})")
+    handles, labels = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpbench", required=True)
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--P", default="1,2,4,8,16")
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--variants", default="f32,bf16-partial,bf16-acc")
+    ap.add_argument("--masks", default="causal")
+    ap.add_argument("--timeout", type=int, default=3600)
+    ap.add_argument("--out", help="JSON: every measurement and the summary")
+    ap.add_argument("--markdown", help="the tables (docs/NUMERICS.md's)")
+    ap.add_argument("--plot", help="PNG: error against P per tensor, first mask")
+    args = ap.parse_args()
+    Ps = [int(x) for x in args.P.split(",")]
+    args.seeds = [int(x) for x in args.seeds.split(",")]
+    args.masks = args.masks.split(",")
+    variants = args.variants.split(",")
+    for v in variants:
+        if v not in VARIANTS:
+            sys.exit(f"numerics: unknown variant {v!r} ({', '.join(VARIANTS)})")
+    rows, problems = [], []
+    work = tempfile.mkdtemp(prefix="cpbench-numerics-")
+    try:
+        for mask in args.masks:
+            for variant in variants:
+                for P in Ps:
+                    for seed in args.seeds:
+                        got, note = run(args, P, variant, mask, seed, work)
+                        print(f"P={P} {variant} {mask} seed={seed}: " + (note or "ok"), flush=True)
+                        if got is None:
+                            if note != "no strategy runs at this P":
+                                problems.append(f"P={P} {variant} {mask} seed={seed}: {note}")
+                            continue
+                        for label, errs in got.items():
+                            for tensor, (e, m) in errs.items():
+                                rows.append({"P": P, "variant": variant, "mask": mask, "seed": seed, "label": label,
+                                             "tensor": tensor, "rel_fro": e, "max_abs": m, "note": note})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summary = summarize(rows)
+    if args.out:
+        json.dump({"config": {k: v for k, v in vars(args).items()}, "rows": rows, "summary": summary},
+                  open(args.out, "w"), indent=1)
+    md = markdown(summary, args)
+    if args.markdown:
+        open(args.markdown, "w").write(md + "\n")
+    else:
+        print(md)
+    if args.plot:
+        plot(summary, args, args.plot)
+    for p in problems:
+        print("problem:", p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

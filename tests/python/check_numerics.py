@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""ctest numerics_p4: scripts/numerics.py's JSON from a small run (P = 1, 2, 4; bf16; f32 and
+bf16-acc variants) says what DESIGN's rounding points imply, deterministically (fixed seeds, the
+CPU's fixed summation orders):
+  - with float32 accumulators the ring family's dv error equals single's to 1% at every P (the
+    ring's float32 running output and accumulators add no rounding beyond the blocks');
+  - with --acc-dtype bf16 the ring's dv error is above its float32 error at P = 4 (one rounding
+    per hop) and equal to it at P = 1 (no hop);
+  - every run measured every tensor of every strategy it ran.
+usage: check_numerics.py NUMERICS_JSON
+"""
+import json
+import sys
+
+
+def main():
+    rep = json.load(open(sys.argv[1]))
+    s = {(x["P"], x["variant"], x["label"], x["tensor"]): x for x in rep["summary"]}
+    fails = []
+
+    def err(P, variant, label, tensor="dv"):
+        x = s.get((P, variant, label, tensor))
+        if x is None:
+            fails.append(f"no measurement of {label} {variant} {tensor} at P={P}")
+            return float("nan")
+        return x["rel_fro_median"]
+
+    for P in (1, 2, 4):
+        for lab in ("ring", "ring-zigzag"):
+            a, b = err(P, "f32", lab), err(P, "f32", "single")
+            if not abs(a - b) <= 0.01 * b:
+                fails.append(f"P={P} {lab} f32 dv error {a:.4e} is not single's {b:.4e} (1%)")
+    for lab in ("ring", "ring-zigzag"):
+        if not err(4, "bf16-acc", lab) > err(4, "f32", lab):
+            fails.append(f"P=4 {lab}: bf16 accumulators' dv error {err(4, 'bf16-acc', lab):.4e} is not above "
+                         f"float32's {err(4, 'f32', lab):.4e}")
+        if err(1, "bf16-acc", lab) != err(1, "f32", lab):
+            fails.append(f"P=1 {lab}: bf16 accumulators changed the error without a hop")
+    tensors = {x["tensor"] for x in rep["summary"]}
+    if tensors != {"o", "dq", "dk", "dv"}:
+        fails.append(f"tensors measured {sorted(tensors)}")
+    for f in fails:
+        print("FAIL:", f)
+    print(f"{len(rep['rows'])} measurements, {len(fails)} failures")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
