@@ -25,8 +25,8 @@ void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer
   const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
   for (Tensor& t : round_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : hop_) t = be.alloc({kv}, s.dtype, MemKind::comm);
-  for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
-  acc_out_ = be.alloc({kv}, DType::f32, MemKind::comm);
+  for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
+  acc_out_ = be.alloc({kv}, s.acc_dtype, MemKind::comm);
   if (ring_travel(s.travel).queries_travel) {
     const int64_t qn = s.B * s.n * s.hq * s.d, part = steps_.partial_elems();
     for (Tensor& t : qround_) t = be.alloc({qn}, s.dtype, MemKind::comm);
@@ -160,12 +160,10 @@ void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, const DoubleRingHops& hops) {
   check_hops(hops);
   if (s_.keys() != s_.n) throw std::logic_error("double ring core: backward needs as many keys as queries per rank (no cache)");
-  Backend& b = *be_;
   Communicator& in = *inner_;
   Communicator& out = *outer_;
   const int w = in.size(), W = out.size(), T = hops.rounds;
   steps_.bwd_begin(o, dout, dq);
-  const int64_t e = s_.B * s_.n * s_.hk * s_.d;
   const int me_in = in.rank(), me_out = out.rank();
   const int inext = (me_in + 1) % w, iprev = (me_in + w - 1) % w;
   const int onext = (me_out + 1) % W, oprev = (me_out + W - 1) % W;
@@ -183,16 +181,18 @@ void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v,
       RingCore::Hop inner_hop;
       if (j < J) inner_hop = steps_.post_hop(in, *cur, inext, hop_[j % 2], iprev, kTagInnerKV);
       Tensor& scratch = acc_[step++ % 2];  // its inner send was waited for at the previous step
-      steps_.bwd_block(q, *cur, owner(t, j), dout, dq, scratch);
+      Tensor sum = steps_.acc_sum(scratch);  // (--acc-dtype bf16: float32, rounded once below)
+      steps_.bwd_block(q, *cur, owner(t, j), dout, dq, sum);
       if (j == 0 && t > 0) {  // the block's sum over the previous windows
         steps_.wait_hop(out, acc_outer);
-        b.add(scratch, scratch, acc_out_);
+        steps_.add_arrived(sum, acc_out_);
       }
       if (j > 0) {  // and over the ranks before this one in the window
         in.wait(acc_inner.recv);
-        b.add(scratch, scratch, acc_[2]);
+        steps_.add_arrived(sum, acc_[2]);
         in.wait(acc_inner.send);
       }
+      steps_.store_acc(scratch, sum);
       // On with the block (j < J), or after the round's last step back J places to the rank
       // that started the round with it (J = w-1: the next rank, a full circle).
       if (J > 0) {
@@ -224,8 +224,7 @@ void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v,
     steps_.wait_hop(out, acc_outer);
     result = &acc_out_;
   }
-  b.copy_2d(dk, e, steps_.kv_view(*result, 0), e, 1, e);
-  b.copy_2d(dv, e, steps_.kv_view(*result, 1), e, 1, e);
+  steps_.acc_to_grads(*result, dk, dv);
 }
 
 int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
@@ -237,7 +236,8 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
   RingCoreShape steps = s;
   steps.travel = RingTravel::kv;
   int64_t bytes = RingCore::activation_bytes(steps, R);
-  bytes += R > 1 ? 2 * kv * es + kv * 4 : 4 * kv * es + 4 * kv * 4;
+  const int64_t ea = int64_t(dtype_size(s.acc_dtype));  // the accumulators' (--acc-dtype)
+  bytes += R > 1 ? 2 * kv * es + kv * ea : 4 * kv * es + 4 * kv * ea;
   if (ring_travel(s.travel).queries_travel) {
     const int64_t qn = s.B * s.n * s.hq * s.d, part = qn + s.B * s.hq * s.n;
     bytes += 4 * qn * es + 4 * part * 4;

@@ -58,8 +58,6 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
     const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
-    if (s.acc_dtype != DType::f32)
-      for (Tensor& t : acc32_) t = be.alloc({kv}, DType::f32, MemKind::activations);
     ring_travel(s.travel).setup(*this, travel_, ring.size());
   }
 }
@@ -83,6 +81,10 @@ void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape
   me_ = position;
   lse_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   delta_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
+  if (s.acc_dtype != DType::f32) {  // the float32 side of bf16 accumulators (acc_sum, add_arrived)
+    const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
+    for (Tensor& t : acc32_) t = be.alloc({kv}, DType::f32, MemKind::activations);
+  }
   if (R > 1) {
     o_blk_ = be.alloc({s.B, s.n, s.hq, s.d}, s.dtype, MemKind::activations);
     lse_blk_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
@@ -228,10 +230,8 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   // the block travels on, and after the last step (i = h) back to the block's owner me-h (for
   // the full ring, h = R-1, that is the next rank). What arrives last, from rank me+h, is this
   // rank's own block with every rank's contribution.
-  // --acc-dtype bf16: the contribution is computed in float32 (acc32_[0]), the arriving bf16 sum
-  // widened into acc32_[1] and added, and the sum rounded to bf16 into the buffer that travels:
-  // one rounding per hop, as a bf16 accumulator would.
-  const bool acc16 = s_.acc_dtype != DType::f32;
+  // (--acc-dtype bf16: the contribution and the sum in float32, rounded once into the buffer that
+  // travels: acc_sum, add_arrived, store_acc.)
   pack_kv(k, v, kv_[0]);
   Tensor& incoming = acc_[2];
   Hop acc_hop;
@@ -240,33 +240,48 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     Hop hop;
     if (i < h) hop = post_hop(c, cur, next, kv_[(i + 1) % 2], prev, kTagBwdKV);
     Tensor& scratch = acc_[i % 2];  // its send (step i-2) was waited for at step i-1
-    Tensor& sum = acc16 ? acc32_[0] : scratch;
+    Tensor sum = acc_sum(scratch);
     bwd_block(q, cur, (me - i + R) % R, dout, dq, sum);
     if (i > 0) {
       c.wait(acc_hop.recv);
-      if (acc16) {
-        b.convert(acc32_[1], incoming);
-        b.add(sum, sum, acc32_[1]);
-      } else {
-        b.add(sum, sum, incoming);
-      }
+      add_arrived(sum, incoming);
       c.wait(acc_hop.send);  // frees acc_[(i-1)%2] for step i+1
     }
-    if (acc16) b.convert(scratch, sum);
+    store_acc(scratch, sum);
     const int to = i < h ? next : (me - h + R) % R, from = i < h ? prev : (me + h) % R;
     acc_hop = post_hop(c, scratch, to, incoming, from, kTagBwdAcc);
     if (i < h) wait_hop(c, hop);
   }
   c.wait(acc_hop.recv);  // this rank's own block, with every rank's contribution
-  const int64_t e = s_.B * s_.n * s_.hk * s_.d;
-  if (acc16) {
-    b.convert(dk, kv_view(incoming, 0));
-    b.convert(dv, kv_view(incoming, 1));
-  } else {
-    b.copy_2d(dk, e, kv_view(incoming, 0), e, 1, e);
-    b.copy_2d(dv, e, kv_view(incoming, 1), e, 1, e);
-  }
+  acc_to_grads(incoming, dk, dv);
   c.wait(acc_hop.send);
+}
+
+Tensor RingCore::acc_sum(Tensor& acc) { return s_.acc_dtype == DType::f32 ? acc : acc32_[0].view(0, {acc.numel()}); }
+
+void RingCore::add_arrived(Tensor& sum, const Tensor& arrived) {
+  if (s_.acc_dtype == DType::f32) {
+    be_->add(sum, sum, arrived);
+    return;
+  }
+  Tensor wide = acc32_[1].view(0, {arrived.numel()});
+  be_->convert(wide, arrived);
+  be_->add(sum, sum, wide);
+}
+
+void RingCore::store_acc(Tensor& acc, const Tensor& sum) {
+  if (s_.acc_dtype != DType::f32) be_->convert(acc, sum);
+}
+
+void RingCore::acc_to_grads(const Tensor& acc, Tensor& dk, Tensor& dv) {
+  const int64_t e = s_.B * s_.n * s_.hk * s_.d;
+  if (s_.acc_dtype == DType::f32) {
+    be_->copy_2d(dk, e, kv_view(acc, 0), e, 1, e);
+    be_->copy_2d(dv, e, kv_view(acc, 1), e, 1, e);
+  } else {
+    be_->convert(dk, kv_view(acc, 0));
+    be_->convert(dv, kv_view(acc, 1));
+  }
 }
 
 void RingCore::q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part) {
@@ -303,13 +318,12 @@ void RingCore::pass_q_end(const Tensor& part, Tensor& o) {
 int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   const int64_t es = int64_t(dtype_size(s.dtype)), rows = s.B * s.hq * s.n;
   int64_t bytes = 2 * rows * 4;  // lse, delta
+  if (s.acc_dtype != DType::f32) bytes += 2 * (2 * s.B * s.keys() * s.hk * s.d) * 4;  // acc32_: contribution, widened sum
   if (R > 1) {
     const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d, o = s.B * s.n * s.hq * s.d;
     bytes += o * es + rows * 4;                      // block o, lse
     if (s.running_f32()) bytes += 2 * o * 4;         // float32 running and block output
-    const int64_t ea = int64_t(dtype_size(s.acc_dtype));
-    bytes += 2 * kv * es + 3 * kv * ea;              // k|v double buffer, dk|dv accumulators
-    if (s.acc_dtype != DType::f32) bytes += 2 * kv * 4;  // their float32 contribution and widened sum
+    bytes += 2 * kv * es + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
     bytes += ring_travel(s.travel).buffer_bytes(s, R);
   }
   return bytes;

@@ -123,6 +123,16 @@ class RingCore {
   // (nothing when no pair is visible).
   void bwd_keys(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& kpos, const Tensor& dout,
                 Tensor& dq, Tensor& dk, Tensor& dv);
+  // The accumulator steps under --acc-dtype (the traveling dK|dV buffers are in s.acc_dtype; with
+  // bf16 a block's contribution and the sums are float32 and each hop rounds once):
+  // acc_sum: where a block's float32 contribution is computed, for the traveling buffer `acc`
+  // (acc itself when float32, else a float32 scratch of its size); add_arrived: sum += an arrived
+  // accumulator (widened); store_acc: the sum into the buffer that travels (rounded; nothing when
+  // float32); acc_to_grads: dk, dv [B,n,hk,d] float32 from the last one.
+  Tensor acc_sum(Tensor& acc);
+  void add_arrived(Tensor& sum, const Tensor& arrived);
+  void store_acc(Tensor& acc, const Tensor& sum);
+  void acc_to_grads(const Tensor& acc, Tensor& dk, Tensor& dv);
   // The k or v half of a packed k|v (or dk|dv) buffer, shaped [B,n,hk,d].
   Tensor kv_view(const Tensor& buf, int which) const;
   // pass-Q steps, for a composition that runs its own Q schedule (double_ring_core.h). A partial

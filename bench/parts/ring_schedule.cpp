@@ -24,11 +24,9 @@ std::string travel_refusal(const std::string& who, RingTravel travel, const Ring
 }
 
 std::string precision_refusal(const std::string& who, const LayerShape& s, const RingSchedule& sch) {
-  if (s.acc_dtype == DType::f32 || sch.kind == RingScheduleKind::single) return "";
-  const std::string on = sch.kind == RingScheduleKind::double_ ? "a double ring (its own accumulator loop)"
-                                                               : "a ring per CP group (--balance dynamic)";
-  return who + ": --acc-dtype " + dtype_name(s.acc_dtype) + " rounds the accumulators of a single ring level; " + on +
-         " keeps them float32 (not built yet)";
+  if (s.acc_dtype == DType::f32 || sch.kind != RingScheduleKind::groups) return "";
+  return who + ": --acc-dtype " + dtype_name(s.acc_dtype) + " rounds the accumulators of a single or double ring; "
+         "a ring per CP group (--balance dynamic) keeps them float32 (not built yet)";
 }
 
 // The double ring runs its own loops (DoubleRingCore): K,V travel and pass-Q's. A policy whose row

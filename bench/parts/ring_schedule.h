@@ -52,8 +52,8 @@ struct RingSchedule {
 void check_travel(const std::string& who, RingTravel travel, const RingSchedule& sch);
 std::string travel_refusal(const std::string& who, RingTravel travel, const RingSchedule& sch);
 // Throws ConstraintError naming `who` when the shape's --acc-dtype is not float32 on a schedule that
-// keeps its accumulators float32 (the double ring's and the groups' own loops); precision_refusal
-// is its message ("" when the schedule rounds them: a single ring).
+// keeps its accumulators float32 (the groups' own loop); precision_refusal is its message ("" when
+// the schedule rounds them: a single or a double ring).
 void check_precision(const std::string& who, const LayerShape& s, const RingSchedule& sch);
 std::string precision_refusal(const std::string& who, const LayerShape& s, const RingSchedule& sch);
 // A double ring has loops for kv and q only (DoubleRingCore); any other policy is a logic_error.

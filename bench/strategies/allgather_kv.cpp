@@ -35,10 +35,6 @@ class AllgatherKV final : public Block {
       e << "allgather-kv: seq=" << s.N << " is not divisible by 2*P=" << 2 * P;
       throw ConstraintError(e.str());
     }
-    if (s.acc_dtype != DType::f32)
-      throw ConstraintError(std::string("allgather-kv: --acc-dtype ") + dtype_name(s.acc_dtype) +
-                            " rounds a ring's traveling accumulators; its one reduce-scatter of dK,dV stays float32 "
-                            "(not built yet)");
   }
 
   CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem, int64_t acc,
@@ -87,6 +83,10 @@ class AllgatherKV final : public Block {
     kv_full_ = reuse_as(slot_b_, s.dtype, {full});
     rs_send_ = reuse_as(slot_b_, DType::f32, {int64_t(P) * 2 * e});
     rs_recv_ = reuse_as(slot_a_, DType::f32, {2 * e});  // dK|dV are in the send buffer by then
+    if (s.acc_dtype != DType::f32) {  // --acc-dtype bf16: the reduce-scatter's send and receive in slot A
+      rs_send16_ = reuse_as(slot_a_, s.acc_dtype, {int64_t(P) * 2 * e});
+      rs_recv16_ = reuse_as(slot_a_, s.acc_dtype, {2 * e}, rs_send16_.bytes());
+    }
   }
 
   Tensor k_full() const { return kv_full_.view(0, {shape().B, shape().N, shape().G, shape().d}); }
@@ -137,6 +137,13 @@ class AllgatherKV final : public Block {
     natural_to_gathered(be(), dkv_full_.view(0, {full}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send_, 2 * e);
     Tensor rs_send_v = rs_send_.view(e, {rs_send_.numel() - e});
     natural_to_gathered(be(), dkv_full_.view(full, {full}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send_v, 2 * e);
+    if (s.acc_dtype != DType::f32) {  // each rank's dK|dV rounded once, summed by the collective (s_acc = 2)
+      be().convert(rs_send16_, rs_send_);
+      c.reduce_scatter(rs_send16_, rs_recv16_);
+      be().convert(dk_, rs_recv16_.view(0, {e}));
+      be().convert(dv_, rs_recv16_.view(e, {e}));
+      return;
+    }
     c.reduce_scatter(rs_send_, rs_recv_);
     be().copy_2d(dk_, e, rs_recv_.view(0, {e}), e, 1, e);
     be().copy_2d(dv_, e, rs_recv_.view(e, {e}), e, 1, e);
@@ -158,6 +165,7 @@ class AllgatherKV final : public Block {
   Tensor lse_, delta_, kv_send_;
   Tensor slot_a_, slot_b_;                                   // the two whole-sequence slots
   Tensor gathered_, dkv_full_, rs_recv_, kv_full_, rs_send_;  // views of the slots
+  Tensor rs_send16_, rs_recv16_;  // --acc-dtype bf16: the reduce-scatter's buffers, in slot A
 };
 
 }  // namespace

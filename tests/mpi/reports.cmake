@@ -22,10 +22,10 @@ cpbench_report_test(model_p2 2 "--model;tiny;--seq;96,120;--batch;2;${_fast}" "$
 # At bf16 (the cpu's 16-bit storage): every byte sent is s = 2 per element but the ring's fp32
 # dK,dV accumulators and the float32 partials, as the model says; every mesh of P = 4.
 cpbench_report_test(model_p4_bf16 4 "--model;tiny;--seq;96,120;--batch;2;--dtype;bf16;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 32")
-# --acc-dtype bf16 (and --partial-dtype bf16): the ring's dK,dV accumulators travel at s_acc = 2,
-# the ring family's and usp's single ring levels (every mesh of P = 4): measured = the C++ model,
-# and the ring family's = cpmodel's full ring with s_acc = 2 (check_report.py model).
-cpbench_report_test(model_p4_bf16_acc 4 "--model;tiny;--seq;96;--dtype;bf16;--acc-dtype;bf16;--partial-dtype;bf16;--strategies;ring,ring-zigzag,ring-striped,usp,ulysses;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
+# --acc-dtype bf16 (and --partial-dtype bf16): the dK,dV accumulators travel at s_acc = 2 (the
+# ring family, the double ring, allgather-kv's reduce-scatter, usp's ring level; every mesh of
+# P = 4): measured = the C++ model, and the ring family's = cpmodel's full ring with s_acc = 2.
+cpbench_report_test(model_p4_bf16_acc 4 "--model;tiny;--seq;96;--dtype;bf16;--acc-dtype;bf16;--partial-dtype;bf16;--strategies;ring,ring-zigzag,ring-striped,double-ring,allgather-kv,usp,ulysses;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 13")
 # The whole block: megatron-sp's MLP doubles its bytes (check_report.py recomputes DESIGN's formula),
 # every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.
 cpbench_report_test(model_p4_block_full 4 "--block;full;--seq;64,96;--heads;4;--kv-heads;2;--head-dim;16;--dim;64;--ffn-dim;96;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")

@@ -190,6 +190,7 @@ list(APPEND _verify_matrix
   # single at bf16's 2e-2, P = 4 and 8, with a window and documents at P = 8.
   "p4_bf16_partial_acc_mesh                4 10 --model tiny --seq 128 --heads 8 --kv-heads 2 --dtype bf16 --partial-dtype bf16 --acc-dtype bf16 --strategies ring,ring-zigzag,ring-striped,usp,ulysses --mesh all"
   "p8_bf16_acc_window_docs                 8  3 --model tiny --seq 160 --heads 8 --kv-heads 4 --dtype bf16 --acc-dtype bf16 --window 40 --docs 60,100 --strategies ring,ring-zigzag,usp --ulysses 2"
+  "p8_bf16_acc_double_ring_allgather_kv    8 25 --model tiny --seq 256 --heads 8 --kv-heads 2 --dtype bf16 --acc-dtype bf16 --strategies double-ring,allgather-kv,usp --usp-ring double --mesh all"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -229,8 +230,7 @@ cpbench_fail_test(acc_dtype_fp32_run 2 "--acc-dtype bf16 rounds what a 16-bit ru
 cpbench_fail_test(acc_dtype_prefill 2 "--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train \\(got pass=prefill\\)" run --model tiny --seq 64 --dtype bf16 --pass prefill --acc-dtype bf16)
 cpbench_fail_test(partial_dtype_pass_q 2 "--partial-dtype bf16 rounds the K,V ring's running output; the partials of pass-Q and decode stay float32" run --model tiny --seq 64 --dtype bf16 --pass prefill --ring-pass q --partial-dtype bf16)
 cpbench_fail_test(acc_dtype_unknown 2 "--acc-dtype must be f32 or bf16, got .fp8." run --model tiny --seq 64 --dtype bf16 --acc-dtype fp8)
-cpbench_fail_test(acc_dtype_double_ring 2 "double-ring: --acc-dtype bf16 rounds the accumulators of a single ring level; a double ring \\(its own accumulator loop\\) keeps them float32" run --model tiny --seq 64 --dtype bf16 --acc-dtype bf16 --strategies double-ring)
-cpbench_fail_test(acc_dtype_allgather_kv 2 "allgather-kv: --acc-dtype bf16 rounds a ring's traveling accumulators" run --model tiny --seq 64 --dtype bf16 --acc-dtype bf16 --strategies allgather-kv)
+cpbench_fail_test(acc_dtype_balance_dynamic 2 "ring: --acc-dtype bf16 rounds the accumulators of a single or double ring; a ring per CP group \\(--balance dynamic\\) keeps them float32" run --model tiny --seq 64 --dtype bf16 --acc-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
 # Bad block options: refused on every rank before any work, naming the flag and the value.
 cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)
 cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)
