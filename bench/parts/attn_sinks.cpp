@@ -5,11 +5,13 @@
 
 namespace cpbench {
 
-SinkHeads::SinkHeads(const Tensor& logits, const Tensor& grad, int h0, int hq)
-    : logits_(logits.view(h0, {hq})), grad_(grad.view(h0, {hq})), hq_(hq) {
+SinkHeads::SinkHeads(const Tensor& logits, const Tensor& grad, int h0, int hq) {
+  // Checked before the views are made: a view past the end would be a logic error too late.
   if (h0 < 0 || hq < 1 || h0 + hq > logits.numel() || logits.numel() != grad.numel())
     throw std::logic_error("sinks: heads [" + std::to_string(h0) + ", " + std::to_string(h0 + hq) +
                            ") outside the block's " + std::to_string(logits.numel()));
+  logits_ = logits.view(h0, {hq});
+  grad_ = grad.view(h0, {hq});
 }
 
 SinkHeads SinkHeads::narrow(int h0, int hq) const {

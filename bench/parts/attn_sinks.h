@@ -33,7 +33,6 @@ class SinkHeads {
 
  private:
   Tensor logits_, grad_;  // [hq] views
-  int hq_ = 0;
 };
 
 }  // namespace cpbench
