@@ -337,8 +337,7 @@ std::string head_sharding_error(int u, const LayerShape& s, const std::string& w
 inline int replicated_kv_heads(int u, const LayerShape& s) { return s.G >= u ? s.G : u; }
 
 // Names and global shapes of the tensors of the dump (DESIGN order; with the MLP's under
-// --block full).
-// (with the sinks' logits and gradient under --sinks).
+// --block full, and the sinks' logits and gradient under --sinks).
 std::vector<std::string> dump_tensor_names(bool full_block = false, bool sinks = false);
 std::vector<int64_t> global_tensor_shape(const std::string& name, const LayerShape& s);
 
