@@ -36,6 +36,24 @@ def softmax_rows(s, inp, meta):
     return e / l, (m + np.log(l))[..., 0]
 
 
+def project_qkv(x, w, wqkv, meta, rope_pos):
+    """The attention sub-layer's input side on x [B, T, D]: rstd r, xn = RMSNorm(x) * w, then
+    q [B, T, H, d], k, v [B, T, G, d] = xn @ w_qkv, q and k rotated at rope_pos [T] (when meta
+    "rope")."""
+    B, T = x.shape[0], x.shape[1]
+    H, G, d = meta["H"], meta["G"], meta["d"]
+    r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + meta["eps"])
+    xn = x * r * w
+    qkv = xn @ wqkv
+    q = qkv[..., : H * d].reshape(B, T, H, d)
+    k = qkv[..., H * d: (H + G) * d].reshape(B, T, G, d)
+    v = qkv[..., (H + G) * d:].reshape(B, T, G, d)
+    if meta["rope"]:
+        theta = meta.get("rope_theta", 10000.0)
+        q, k = rope(q, rope_pos, theta), rope(k, rope_pos, theta)
+    return r, xn, q, k, v
+
+
 def reference(inp, meta):
     B, N, H, G, d, D = (meta[k] for k in ("B", "N", "H", "G", "d", "D"))
     eps, theta = meta["eps"], meta.get("rope_theta", 10000.0)
@@ -45,14 +63,7 @@ def reference(inp, meta):
     lens = meta.get("doc_lens") or [N]
     rope_pos = pos - np.repeat(np.cumsum([0] + list(lens[:-1])), lens)
     vis = visibility(meta)
-    r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
-    xn = x * r * w
-    qkv = xn @ wqkv
-    q = qkv[..., : H * d].reshape(B, N, H, d)
-    k = qkv[..., H * d: (H + G) * d].reshape(B, N, G, d)
-    v = qkv[..., (H + G) * d:].reshape(B, N, G, d)
-    if meta["rope"]:
-        q, k = rope(q, rope_pos, theta), rope(k, rope_pos, theta)
+    r, xn, q, k, v = project_qkv(x, w, wqkv, meta, rope_pos)
     rep = H // G
     kh = np.repeat(k, rep, axis=2)  # query head h uses kv head h // rep
     vh = np.repeat(v, rep, axis=2)
@@ -126,19 +137,13 @@ def cached_reference(inp, meta):
     previous prefill wrote, so it is neither recomputed nor rotated here) then the new tokens'
     own k, v. Returns the forward tensors the pass dumps (decode has no q)."""
     B, H, G, d, D, C = (meta[k] for k in ("B", "H", "G", "d", "D", "cached"))
-    eps, theta = meta["eps"], meta.get("rope_theta", 10000.0)
+    eps = meta["eps"]
     decode = meta["pass"] == "decode"
     x, w, wqkv, wo = (inp[k].astype(np.float64) for k in ("x", "norm_w", "w_qkv", "w_o"))
     k_cache, v_cache = (inp[k].astype(np.float64) for k in ("k_cache", "v_cache"))
     T = x.shape[1]
     pos = C + np.arange(T)  # --cached excludes --docs, so RoPE positions are the global ones
-    r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
-    qkv = (x * r * w) @ wqkv
-    q = qkv[..., : H * d].reshape(B, T, H, d)
-    k = qkv[..., H * d: (H + G) * d].reshape(B, T, G, d)
-    v = qkv[..., (H + G) * d:].reshape(B, T, G, d)
-    if meta["rope"]:
-        q, k = rope(q, pos, theta), rope(k, pos, theta)
+    _, _, q, k, v = project_qkv(x, w, wqkv, meta, pos)
     rep = H // G
     kh = np.repeat(np.concatenate([k_cache, k], axis=1), rep, axis=2)  # [B, C + T, H, d]
     vh = np.repeat(np.concatenate([v_cache, v], axis=1), rep, axis=2)
