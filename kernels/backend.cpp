@@ -325,9 +325,9 @@ void check_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dou
   expect_dtype(op, "delta", delta, DType::f32);
 }
 
-void check_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, const Tensor& o,
-                         const Tensor& lse) {
-  const char* op = "attn_sink_fwd";
+namespace {
+// The rows both sink operations read: sinks [hq], o [B,nq,hq,d], lse [B,hq,nq] float32.
+void check_sink_rows(const char* op, const AttnShape& s, const Tensor& sinks, const Tensor& o, const Tensor& lse) {
   check_attn_shape(s, op);
   expect_numel(op, "sinks", sinks, s.hq, dims({s.hq}));
   expect_numel(op, "o", o, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
@@ -335,11 +335,17 @@ void check_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, const Tensor& 
   expect_dtype(op, "sinks", sinks, DType::f32);
   expect_dtype(op, "lse", lse, DType::f32);
 }
+}  // namespace
+
+void check_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, const Tensor& o,
+                         const Tensor& lse) {
+  check_sink_rows("attn_sink_fwd", s, sinks, o, lse);
+}
 
 void check_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o,
                          const Tensor& dout, const Tensor& lse, const Tensor& dsinks) {
   const char* op = "attn_sink_bwd";
-  check_attn_sink_fwd(s, sinks, o, lse);
+  check_sink_rows(op, s, sinks, o, lse);
   expect_numel(op, "dout", dout, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
   expect_numel(op, "dsinks", dsinks, s.hq, dims({s.hq}));
   expect_dtype(op, "dout", dout, o.dtype);

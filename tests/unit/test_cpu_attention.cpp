@@ -589,6 +589,14 @@ TEST_CASE("attention sinks: forward and gradient against float64, every dtype", 
     CHECK(cl.ok(1e-6));
     CHECK(cd.ok(1e-6));
   }
+  {  // the boundary checks name the operation and the tensor
+    Tensor o = be.alloc({s.B, s.nq, s.hq, s.d}, DType::f32, MemKind::activations);
+    Tensor l = be.alloc({s.B, s.hq, s.nq}, DType::f32, MemKind::activations);
+    Tensor sk = be.alloc({s.hq}, DType::f32, MemKind::weights), wrong = be.alloc({s.hq + 1}, DType::f32, MemKind::weights);
+    CHECK_THROWS_WITH(be.attn_sink_fwd(s, wrong, o, l), Catch::Contains("attn_sink_fwd") && Catch::Contains("sinks"));
+    CHECK_THROWS_WITH(be.attn_sink_bwd(s, sk, o, o, l, wrong), Catch::Contains("attn_sink_bwd") && Catch::Contains("dsinks"));
+    CHECK_THROWS_WITH(be.attn_sink_bwd(s, wrong, o, o, l, sk), Catch::Contains("attn_sink_bwd") && Catch::Contains("sinks"));
+  }
   // Central difference over the fp32 forward: dL/dsink[h] = (L(sink + e) - L(sink - e)) / 2e.
   auto loss = [&](const std::vector<float>& sv) {
     Tensor o = be.alloc({s.B, s.nq, s.hq, s.d}, DType::f32, MemKind::activations);
