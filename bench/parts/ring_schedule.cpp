@@ -188,6 +188,7 @@ void RingLevel::forward(const Tensor& q, const Tensor& k, const Tensor& v, Tenso
     case RingScheduleKind::groups: groups_.forward(q, k, v, o); break;
   }
   // The rows' o and lse are final here, whichever schedule merged them: the sinks, once.
+  if (!sinks_.on()) return;
   Tensor lse_rows = lse();  // a view of the core's lse
   sinks_.forward(*be_, rows_shape(), o, lse_rows);
 }
@@ -202,7 +203,7 @@ AttnShape RingLevel::rows_shape() const {
 
 void RingLevel::backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout,
                          Tensor& dq, Tensor& dk, Tensor& dv) {
-  sinks_.backward(*be_, rows_shape(), o, dout, lse());  // reads the final rows only
+  if (sinks_.on()) sinks_.backward(*be_, rows_shape(), o, dout, lse());  // reads the final rows only
   switch (sch_.kind) {
     case RingScheduleKind::single: single_.backward(q, k, v, o, dout, dq, dk, dv, hops_.single); return;
     case RingScheduleKind::double_: double_.backward(q, k, v, o, dout, dq, dk, dv, hops_.dbl); return;
