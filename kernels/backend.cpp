@@ -256,9 +256,14 @@ void check_attn_shape(const AttnShape& s, const char* op) {
   if (s.B < 1 || s.nq < 0 || s.nk < 0)
     fail(op, "need B >= 1, nq >= 0, nk >= 0 (got B=" + std::to_string(s.B) +
                  ", nq=" + std::to_string(s.nq) + ", nk=" + std::to_string(s.nk) + ")");
-  if (s.hq < 1 || s.hk < 1 || s.hq % s.hk != 0)
+  if (s.rep == 0 && s.head0 == 0 && (s.hq < 1 || s.hk < 1 || s.hq % s.hk != 0))
     fail(op, "query heads hq=" + std::to_string(s.hq) + " must be a positive multiple of kv heads hk=" +
                  std::to_string(s.hk));
+  if ((s.rep != 0 || s.head0 != 0) &&
+      (s.hq < 1 || s.rep < 1 || s.head0 < 0 || s.head0 >= s.rep || s.hk != (s.head0 + s.hq + s.rep - 1) / s.rep))
+    fail(op, "a head slice's GQA map needs hq >= 1, rep >= 1, 0 <= head0 < rep and hk = ceil((head0 + hq) / rep) "
+             "(got hq=" + std::to_string(s.hq) + ", hk=" + std::to_string(s.hk) + ", rep=" + std::to_string(s.rep) +
+             ", head0=" + std::to_string(s.head0) + ")");
   if (s.d < 1 || s.d > 256)
     fail(op, "head dim d=" + std::to_string(s.d) + " is not supported (1 <= d <= 256)");
   if (!std::isfinite(s.scale) || s.scale < 0)

@@ -55,12 +55,22 @@ struct AttnMask {
 // The attention problem of one block: queries at qpos attend keys at kpos.
 //   q  [B, nq, hq, d]   k, v [B, nk, hk, d]   o [B, nq, hq, d]   (dtype of the run)
 //   lse, delta [B, hq, nq] float32 (natural log)
-// Query head h uses kv head h / (hq / hk). scale = 1/sqrt(d). Visibility: mask() (causal alone
-// is today's rule, key pos <= query pos); a row that sees no key gets o = 0, lse = -inf and no
-// gradient.
+// Query head h uses kv head (h + head0) / group(), group() = hq / hk unless `rep` says otherwise:
+// a block holding a slice of a model's heads that does not start at a KV group's boundary
+// (Ulysses under --uneven-heads) has rep = the model's query heads per KV head and head0 = its
+// first query head's place in its KV head's group; then hk = ceil((head0 + hq) / rep) and the
+// first and last KV heads may serve fewer than rep of the block's query heads.
+// scale = 1/sqrt(d). Visibility: mask() (causal alone is today's rule, key pos <= query pos); a
+// row that sees no key gets o = 0, lse = -inf and no gradient.
 struct AttnShape {
   int64_t B = 1, nq = 0, nk = 0;
   int hq = 0, hk = 0, d = 0;
+  int rep = 0, head0 = 0;  // the GQA map above; rep 0: hq / hk, head0 0
+  int group() const { return rep > 0 ? rep : hq / hk; }
+  int kv_head(int h) const { return (h + head0) / group(); }
+  // The block's query heads that use kv head g: [q_begin(g), q_end(g)).
+  int q_begin(int g) const { return g * group() - head0 > 0 ? g * group() - head0 : 0; }
+  int q_end(int g) const { return (g + 1) * group() - head0 < hq ? (g + 1) * group() - head0 : hq; }
   bool causal = true;
   float scale = 0;      // 0 means 1/sqrt(d)
   int64_t window = 0;   // sliding window W (0 = none)

@@ -288,7 +288,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v,
               const Positions& qpos, const Positions& kpos, float* o, float* lse, int threads) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d, group = s.hq / s.hk;
+  const int hq = s.hq, hk = s.hk, d = s.d;
   if (nq == 0) return;
   const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
   const AttnMask mask = s.mask();
@@ -336,7 +336,7 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
     const int qi = order[it / (B * hq)];
     const int64_t bh = it % (B * hq);
     const int64_t b = bh / hq;
-    const int h = static_cast<int>(bh % hq), g = h / group;
+    const int h = static_cast<int>(bh % hq), g = s.kv_head(h);
     const TileInfo& qt = qtiles[qi];
     const int rows = qt.size;
     float* S = scratch(0, size_t(bq) * ldS);
@@ -387,7 +387,7 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
               const float* dout, const float* lse, const float* delta, const Positions& qpos,
               const Positions& kpos, float* dq, float* dk, float* dv, int threads) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d, group = s.hq / s.hk;
+  const int hq = s.hq, hk = s.hk, d = s.d;
   if (nq == 0 || nk == 0) return;
   const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
   const AttnMask mask = s.mask();
@@ -471,7 +471,7 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
           const int64_t koff = ((b * nk + kt.start) * hk + g) * d;
           const float *Kt = k + koff, *Vt = v + koff;
           float *dKt = dk + koff, *dVt = dv + koff;
-          for (int h = g * group; h < (g + 1) * group; ++h) {
+          for (int h = s.q_begin(g); h < s.q_end(g); ++h) {
             for (int i = c0; i < c1; ++i) {
               const PairPlan& pp = plan[j][i];
               if (pp.cols == 0) continue;

@@ -121,7 +121,7 @@ template <class T>
 void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const Positions& qpos,
                    const Positions& kpos, T* o, float* lse, int threads) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d, group = s.hq / s.hk;
+  const int hq = s.hq, hk = s.hk, d = s.d;
   if (nq == 0) return;
   const bool round_p = nq != 1;  // a decode step: the CUDA decode kernel's P·V is all fp32
   const Plan pl = make_plan(s, qpos, kpos);
@@ -131,7 +131,7 @@ void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t it = 0; it < items; ++it) {
     const int64_t b = it / (hq * nqt);
-    const int h = static_cast<int>(it / nqt % hq), g = h / group;
+    const int h = static_cast<int>(it / nqt % hq), g = s.kv_head(h);
     const int64_t i0 = (it % nqt) * kQT;
     const int rows = static_cast<int>(std::min<int64_t>(kQT, nq - i0));
     float* Q = scratch(0, size_t(kQT) * d);
@@ -203,7 +203,7 @@ void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
                    const float* lse, const float* delta, const Positions& qpos,
                    const Positions& kpos, float* dq, float* dk, float* dv, int threads) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d, group = s.hq / s.hk;
+  const int hq = s.hq, hk = s.hk, d = s.d;
   if (nq == 0 || nk == 0) return;
   const Plan pl = make_plan(s, qpos, kpos);
   const float sl2 = scale_log2(s), scale = attn_scale(s);
@@ -228,7 +228,7 @@ void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
     widen_tile_t(v + (b * nk * hk + g) * d, j0, hk, d, nj, Vt);
     std::fill(dK, dK + size_t(nj) * d, 0.0f);
     std::fill(dV, dV + size_t(nj) * d, 0.0f);
-    for (int h = g * group; h < (g + 1) * group; ++h)
+    for (int h = s.q_begin(g); h < s.q_end(g); ++h)
       for (int64_t i = 0; i < nq; ++i) {
         const float L = lse_log2(lse[(b * hq + h) * nq + i]);
         if (L == kNegInf || !pl.may_see(i, t)) continue;  // a row that saw no key has no gradient
@@ -258,7 +258,7 @@ void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t it = 0; it < qitems; ++it) {
     const int64_t b = it / (hq * nqt);
-    const int h = static_cast<int>(it / nqt % hq), g = h / group;
+    const int h = static_cast<int>(it / nqt % hq), g = s.kv_head(h);
     const int64_t i0 = (it % nqt) * kQT;
     const int rows = static_cast<int>(std::min<int64_t>(kQT, nq - i0));
     float* Q = scratch(0, size_t(kQT) * d);

@@ -41,6 +41,7 @@ struct BwdParams {
   float* dk;  // [B, nk, hk, D]
   float* dv;  // [B, nk, hk, D]
   int nq, nk, hq, hk;
+  int rep, head0;  // GQA map: query head h uses kv head (h + head0) / rep (AttnShape)
   MaskArg mask;
   float scale, scale_log2;
   PosArg qpos, kpos;
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(kBwdThreads) attn_bwd_kernel(const BwdParams p
   const int g = lane >> 2, t = lane & 3;
   const int lr = lane & 7, li = lane >> 3;
   const int nblk = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int kvh = h / (p.hq / p.hk);
+  const int kvh = (h + p.head0) / p.rep;
   const int n0 = nblk * BN;
   const int ncols = min(BN, p.nk - n0);
 

@@ -56,6 +56,8 @@ void attn_decode(const AttnArgs& a, float* scratch, int64_t scratch_floats, int 
   p.nk = a.nk;
   p.hq = a.hq;
   p.hk = a.hk;
+  p.rep = a.rep;
+  p.head0 = a.head0;
   p.d = a.d;
   p.splits = pl.splits;
   p.chunk = pl.chunk;

@@ -96,6 +96,7 @@ struct DecodeParams {
   float* lse;      // [B, hq, 1]      natural log, combine out
   int t;           // DType code (f32 0, bf16 1, f16 2)
   int nk, hq, hk, d;
+  int rep, head0;     // GQA map: query head h uses kv head (h + head0) / rep (AttnShape)
   int splits, chunk;  // decode_plan
   int group;          // decode_group(d)
   int vec;            // 1: d % 8 == 0 and q, k, v 16-byte aligned (vector loads)
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_split_kernel(const De
   const int c0 = gl * kDecVec;
   const int n = p.d - c0 < 0 ? 0 : (p.d - c0 < kDecVec ? p.d - c0 : kDecVec);  // my elements
   const bool vec = p.vec != 0;
-  const int g = h / (p.hq / p.hk);
+  const int g = (h + p.head0) / p.rep;
   const int64_t row = int64_t(b) * p.hq + h;
 
   float qf[kDecVec], acc[kDecVec];

@@ -31,6 +31,8 @@ F32Params f32_params(const AttnArgs& a) {
   p.nk = a.nk;
   p.hq = a.hq;
   p.hk = a.hk;
+  p.rep = a.rep;
+  p.head0 = a.head0;
   p.d = a.d;
   p.mask = a.mask;
   p.scale = a.scale;

@@ -31,6 +31,7 @@ struct F32Params {
   float* dk;          // [B, nk, hk, d]      bwd +=
   float* dv;          // [B, nk, hk, d]      bwd +=
   int B, nq, nk, hq, hk, d;
+  int rep, head0;  // GQA map: query head h uses kv head (h + head0) / rep (AttnShape)
   MaskArg mask;
   float scale;
   PosArg qpos, kpos;
@@ -60,7 +61,7 @@ __global__ void attn_fwd_f32_kernel(const F32Params p) {
   const int h = int(row % p.hq);
   const int64_t bi = row / p.hq;
   const int i = int(bi % p.nq), b = int(bi / p.nq);
-  const int g = h / (p.hq / p.hk);
+  const int g = (h + p.head0) / p.rep;
   float qr[kF32PerLane], acc[kF32PerLane];
   load_lane(qr, p.q + row * p.d, p.d, lane);
 #pragma unroll
@@ -100,7 +101,7 @@ __global__ void attn_bwd_dq_f32_kernel(const F32Params p) {
   const int h = int(row % p.hq);
   const int64_t bi = row / p.hq;
   const int i = int(bi % p.nq), b = int(bi / p.nq);
-  const int g = h / (p.hq / p.hk);
+  const int g = (h + p.head0) / p.rep;
   const int64_t li = (int64_t(b) * p.hq + h) * p.nq + i;
   const float L = p.lse_in[li];
   if (L == -kInf) return;  // sees no key
@@ -138,14 +139,15 @@ __global__ void attn_bwd_dkdv_f32_kernel(const F32Params p) {
   const int g = int(row % p.hk);
   const int64_t bj = row / p.hk;
   const int j = int(bj % p.nk), b = int(bj / p.nk);
-  const int group = p.hq / p.hk;
+  // The query heads that use kv head g (AttnShape::q_begin, q_end).
+  const int h_begin = max(g * p.rep - p.head0, 0), h_end = min((g + 1) * p.rep - p.head0, p.hq);
   float kr[kF32PerLane], vr[kF32PerLane], dka[kF32PerLane], dva[kF32PerLane];
   load_lane(kr, p.k + row * p.d, p.d, lane);
   load_lane(vr, p.v + row * p.d, p.d, lane);
 #pragma unroll
   for (int e = 0; e < kF32PerLane; ++e) dka[e] = dva[e] = 0.0f;
   const int kp = pos_at(p.kpos, j);
-  for (int h = g * group; h < (g + 1) * group; ++h) {
+  for (int h = h_begin; h < h_end; ++h) {
     for (int i = 0; i < p.nq; ++i) {
       int lo, hi;
       row_bounds(p.mask, pos_at(p.qpos, i), lo, hi);

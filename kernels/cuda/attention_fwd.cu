@@ -20,6 +20,8 @@ void launch_fwd(const AttnArgs& a, cudaStream_t s) {
   p.nk = a.nk;
   p.hq = a.hq;
   p.hk = a.hk;
+  p.rep = a.rep;
+  p.head0 = a.head0;
   p.mask = a.mask;
   p.scale_log2 = a.scale * kLog2e;
   p.qpos = a.qpos;

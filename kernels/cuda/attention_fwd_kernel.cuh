@@ -50,6 +50,7 @@ struct FwdParams {
   void* o;        // [B, nq, hq, D]
   float* lse;     // [B, hq, nq]
   int nq, nk, hq, hk;
+  int rep, head0;  // GQA map: query head h uses kv head (h + head0) / rep (AttnShape)
   MaskArg mask;
   float scale_log2;  // softmax scale * log2(e)
   PosArg qpos, kpos;
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(kFwdThreads) attn_fwd_kernel(const FwdParams p
   // Heavier (later, for causal) query blocks first.
   const int mblk = gridDim.x - 1 - blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z;
-  const int kvh = h / (p.hq / p.hk);
+  const int kvh = (h + p.head0) / p.rep;
   const int m0 = mblk * BM;
   const int mrows = min(BM, p.nq - m0);
   const int wrow = warp * (16 * WM);  // this warp's first row in the block

@@ -579,6 +579,8 @@ cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Po
   a.nk = int(s.nk);
   a.hq = s.hq;
   a.hk = s.hk;
+  a.rep = s.group();
+  a.head0 = s.head0;
   a.d = s.d;
   a.mask.causal = s.causal ? 1 : 0;
   a.mask.window = int32_t(s.window);  // check_attn_mask bounds it by 2^31-1

@@ -62,6 +62,7 @@ void rope(void* x, DType t, int64_t B, int64_t T, int heads, int d, int64_t pitc
 struct AttnArgs {
   DType dtype = DType::bf16;  // of q, k, v, o, dout (bf16 or fp16)
   int B = 1, nq = 0, nk = 0, hq = 0, hk = 0, d = 0;
+  int rep = 1, head0 = 0;  // GQA map: query head h uses kv head (h + head0) / rep (AttnShape)
   MaskArg mask;
   float scale = 0;  // resolved (never 0)
   PosArg qpos, kpos;

@@ -92,6 +92,10 @@ std::vector<Case> cases() {
   v.push_back({"partly masked rows", attn_case_shape(1, 90, 70, 2, 2, 32, true), P::contiguous(0, 90), P::contiguous(40, 70)});
   v.push_back({"GQA H8 G2 B2", attn_case_shape(2, 160, 160, 8, 2, 32, true), P::contiguous(0, 160), P::contiguous(0, 160)});
   v.push_back({"GQA H8 G2 B2 non-causal", attn_case_shape(2, 96, 130, 8, 2, 16, false), P::contiguous(0, 96), P::contiguous(0, 130)});
+  // --uneven-heads: 5 query heads starting 1 into a group of 3 (kv heads serve 2 and 3 of them;
+  // the default map hq / hk would give heads 0-1, 2-3, 4 to kv heads 0, 1, 2)
+  v.push_back({"head slice off the groups", attn_case_shape(1, 70, 70, 5, 2, 16, true, 0, nullptr, 3, 1),
+               P::contiguous(0, 70), P::contiguous(0, 70)});
   v.push_back({"MQA odd sizes d24", attn_case_shape(1, 37, 53, 4, 1, 24, true), P::contiguous(16, 37), P::contiguous(0, 53)});
   v.push_back({"MQA odd sizes d24 non-causal", attn_case_shape(2, 37, 53, 4, 1, 24, false), P::contiguous(0, 37), P::contiguous(0, 53)});
   v.push_back({"d256 odd sizes", attn_case_shape(1, 37, 53, 2, 1, 256, true), P::contiguous(20, 37), P::contiguous(0, 53)});
@@ -442,6 +446,16 @@ TEST_CASE("attention rejects bad shapes with clear errors", "[attention]") {
   Tensor k1 = be.alloc({1, 8, 1, 16}, DType::f32, MemKind::activations);
   CHECK_THROWS_WITH(be.attn_fwd(s, q, k1, k1, Positions::contiguous(0, 7), p, o, lse), Catch::Contains("qpos"));
   CHECK_NOTHROW(be.attn_fwd(s, q, k1, k1, p, p, o, lse));
+  // A head slice's map: 3 heads starting 2 into a group of 3 span 2 kv heads, not 1.
+  s.rep = 3;
+  s.head0 = 2;
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k1, k1, p, p, o, lse),
+                    Catch::Contains("hk = ceil((head0 + hq) / rep)") && Catch::Contains("hk=1") && Catch::Contains("head0=2"));
+  s.head0 = 3;
+  s.hk = 2;
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("0 <= head0 < rep"));
+  s.head0 = 2;
+  CHECK_NOTHROW(be.attn_fwd(s, q, k, k, p, p, o, lse));
 }
 
 // ---- the vector inner loops, every ISA level this CPU runs --------------------------------------

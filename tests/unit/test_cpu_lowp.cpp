@@ -339,6 +339,11 @@ std::vector<Case> cases() {
                P::contiguous(0, 100), P::contiguous(50, 100)});
   v.push_back({"no row sees a key", attn_case_shape(1, 64, 80, 2, 2, 32, true), P::contiguous(0, 64), P::contiguous(500, 80)});
   v.push_back({"decode step: one query row, GQA", attn_case_shape(2, 1, 300, 4, 2, 64, true), P::contiguous(299, 1), P::contiguous(0, 300)});
+  // --uneven-heads: 5 query heads starting 1 into a group of 4 (kv heads serve 3 and 2 of them)
+  v.push_back({"head slice off the groups", attn_case_shape(1, 60, 60, 5, 2, 32, true, 0, nullptr, 4, 1),
+               P::contiguous(0, 60), P::contiguous(0, 60)});
+  v.push_back({"decode step on a head slice", attn_case_shape(1, 1, 90, 3, 2, 32, true, 0, nullptr, 2, 1),
+               P::contiguous(89, 1), P::contiguous(0, 90)});
   v.push_back({"decode step past a window", attn_case_shape(1, 1, 200, 2, 2, 32, true, 90), P::contiguous(250, 1), P::contiguous(0, 200)});
   v.push_back({"explicit scale, d256", [] { auto s = attn_case_shape(1, 40, 70, 2, 1, 256, true); s.scale = 0.3f; return s; }(),
                P::contiguous(30, 40), P::contiguous(0, 70)});

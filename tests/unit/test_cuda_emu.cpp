@@ -80,9 +80,13 @@ struct Case {
   Positions qpos, kpos;
   int64_t window = 0;
   std::vector<int64_t> docs = {};  // document starts (empty: one document)
+  int rep = 0, head0 = 0;          // a head slice's GQA map (AttnShape; 0, 0: hq / hk)
 
+  int group() const { return rep > 0 ? rep : hq / hk; }
   AttnShape shape() const {
     AttnShape s;
+    s.rep = rep;
+    s.head0 = head0;
     s.causal = causal;
     s.window = window;
     if (!docs.empty()) s.docs = std::make_shared<const std::vector<int64_t>>(docs);
@@ -164,6 +168,8 @@ void run_case(const Case& c) {
   fp.nk = int(nk);
   fp.hq = c.hq;
   fp.hk = c.hk;
+  fp.rep = c.group();
+  fp.head0 = c.head0;
   std::vector<int32_t> docs32;
   fp.mask = mask_arg(c, docs32);
   fp.scale_log2 = scale * kLog2e;
@@ -215,6 +221,8 @@ void run_case(const Case& c) {
   bp.nk = int(nk);
   bp.hq = c.hq;
   bp.hk = c.hk;
+  bp.rep = c.group();
+  bp.head0 = c.head0;
   bp.mask = mask_arg(c, docs32);
   bp.scale = scale;
   bp.scale_log2 = scale * kLog2e;
@@ -613,6 +621,8 @@ void run_case_f32(const Case& c) {
   p.nk = int(nk);
   p.hq = c.hq;
   p.hk = c.hk;
+  p.rep = c.group();
+  p.head0 = c.head0;
   p.d = d;
   std::vector<int32_t> docs32;
   p.mask = mask_arg(c, docs32);
@@ -678,6 +688,13 @@ TEST_CASE("cuda emulated: fp32 attention under windows and documents", "[cuda][e
   run_case_f32({"f32 docs+window non-causal, 3 segments", 1, 2, 1, 40, false,
                 segs({{0, 1, 10}, {30, 2, 8}, {12, 1, 5}}), segs({{5, 1, 20}, {40, 1, 6}, {0, 3, 4}}), 6, {0, 11, 33}});
   run_case_f32({"f32 window: no row sees a key", 1, 2, 2, 16, false, Positions::contiguous(0, 10), Positions::contiguous(40, 12), 5});
+}
+
+TEST_CASE("cuda emulated: a head slice off the KV groups' boundaries (--uneven-heads)", "[cuda][emu]") {
+  // 5 query heads starting 1 into a group of 3: kv head 0 serves heads 0, 1 of this block (the
+  // group's last two), kv head 1 heads 2, 3, 4 (the default map hq / hk would read a kv head 2).
+  run_case<__nv_bfloat16, 64>({"slice", 1, 5, 2, 64, true, Positions::contiguous(0, 90), Positions::contiguous(0, 90), 0, {}, 3, 1});
+  run_case_f32({"f32 slice", 1, 5, 2, 32, true, Positions::contiguous(0, 20), Positions::contiguous(0, 20), 0, {}, 3, 1});
 }
 
 // ---- the position and mask helpers the kernels share (device_common.cuh, run on the host) -------

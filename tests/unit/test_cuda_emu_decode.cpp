@@ -228,6 +228,8 @@ Stats run_decode(const Run& r, uint64_t seed) {
   p.nk = int(nk);
   p.hq = kHq;
   p.hk = hk;
+  p.rep = kHq / hk;
+  p.head0 = 0;
   p.d = d;
   p.splits = pl.splits;
   p.chunk = pl.chunk;

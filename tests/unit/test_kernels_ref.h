@@ -84,8 +84,10 @@ Cmp compare(const std::vector<A>& a, const std::vector<B>& b) {
 
 // An attention problem's shape in one call (the kernel tests' case tables).
 inline AttnShape attn_case_shape(int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal,
-                                 int64_t window = 0, DocStarts docs = nullptr) {
+                                 int64_t window = 0, DocStarts docs = nullptr, int rep = 0, int head0 = 0) {
   AttnShape s;
+  s.rep = rep;
+  s.head0 = head0;
   s.B = B;
   s.nq = nq;
   s.nk = nk;
@@ -134,7 +136,8 @@ inline AttnRef attn_reference(const AttnShape& s, const std::vector<double>& q,
                               const std::vector<double>& dout, const Positions& qpos,
                               const Positions& kpos, bool with_grad) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d, grp = hq / hk;
+  const int hq = s.hq, hk = s.hk, d = s.d;
+  const int grp = s.rep > 0 ? s.rep : hq / hk;  // query head h uses kv head (h + head0) / grp
   const double scale = s.scale != 0 ? s.scale : 1.0 / std::sqrt(double(d));
   const std::vector<int64_t> qp = qpos.list(), kp = kpos.list();
   AttnRef r;
@@ -151,7 +154,7 @@ inline AttnRef attn_reference(const AttnShape& s, const std::vector<double>& q,
   std::vector<double> sc(static_cast<size_t>(nk)), p(sc), dp(sc);
   for (int64_t b = 0; b < B; ++b)
     for (int h = 0; h < hq; ++h) {
-      const int g = h / grp;
+      const int g = (h + s.head0) / grp;
       for (int64_t i = 0; i < nq; ++i) {
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < nk; ++j) {

@@ -52,7 +52,8 @@ inline Fwd attn_fwd(const AttnShape& s, const std::vector<float>& q, const std::
                     const std::vector<float>& v, const Positions& qpos, const Positions& kpos,
                     Round rnd, int key_tile) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d, grp = hq / hk;
+  const int hq = s.hq, hk = s.hk, d = s.d;
+  const int grp = s.rep > 0 ? s.rep : hq / hk;  // query head h uses kv head (h + head0) / grp
   const float sl2 = static_cast<float>(attn_scale(s) * kLog2e);
   const std::vector<int64_t> qp = qpos.list(), kp = kpos.list();
   Fwd r;
@@ -62,7 +63,7 @@ inline Fwd attn_fwd(const AttnShape& s, const std::vector<float>& q, const std::
   for (int64_t b = 0; b < B; ++b)
     for (int h = 0; h < hq; ++h)
       for (int64_t i = 0; i < nq; ++i) {
-        const int g = h / grp;
+        const int g = (h + s.head0) / grp;
         const float* qi = &q[size_t(((b * nq + i) * hq + h) * d)];
         float m = kNegInf, l = 0.0f;
         std::fill(O.begin(), O.end(), 0.0f);
@@ -107,7 +108,8 @@ inline void attn_bwd(const AttnShape& s, const std::vector<float>& q, const std:
                      const Positions& qpos, const Positions& kpos, Round rnd,
                      std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d, grp = hq / hk;
+  const int hq = s.hq, hk = s.hk, d = s.d;
+  const int grp = s.rep > 0 ? s.rep : hq / hk;  // query head h uses kv head (h + head0) / grp
   const float scale = attn_scale(s), sl2 = static_cast<float>(scale * kLog2e);
   const std::vector<int64_t> qp = qpos.list(), kp = kpos.list();
   std::vector<float> dQ(dq.size(), 0.0f), dK(dk.size(), 0.0f), dV(dv.size(), 0.0f);
@@ -118,7 +120,7 @@ inline void attn_bwd(const AttnShape& s, const std::vector<float>& q, const std:
         const float lv = lse[size_t((b * hq + h) * nq + i)];
         if (lv == kNegInf) continue;
         const float L = static_cast<float>(lv * kLog2e), dl = delta[size_t((b * hq + h) * nq + i)];
-        const int g = h / grp;
+        const int g = (h + s.head0) / grp;
         const size_t qo = size_t(((b * nq + i) * hq + h) * d);
         for (int64_t j = 0; j < nk; ++j) {
           if (!ref_visible(s, qp[size_t(i)], kp[size_t(j)])) continue;
