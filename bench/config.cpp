@@ -57,6 +57,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   s.acc_dtype = parse_dtype(acc_dtype);
   s.mask.window = window;
   s.sinks = sinks;
+  s.uneven_heads = uneven_heads;
   if (!docs_spec.empty()) {
     s.mask.doc_lens = resolve_doc_lens(docs_spec, N, seed + uint64_t(pack));
     auto starts = std::make_shared<std::vector<int64_t>>();

@@ -41,6 +41,7 @@ struct RunConfig {
   std::string shard = "optimizer";
   bool causal = true, rope = true;
   bool sinks = false;  // --sinks: a learned logit per query head in the softmax (GPT-OSS; bench/parts/attn_sinks.h)
+  bool uneven_heads = false;  // --uneven-heads: a Ulysses level splits heads it does not divide
   std::vector<std::string> strategies;  // empty: every registered strategy
   bool strategies_explicit = false;     // named by the user (errors instead of skips)
   int ulysses = 0, ring = 0;            // 0: unset

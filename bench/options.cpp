@@ -143,6 +143,10 @@ std::vector<OptionSpec> make_table() {
       {"sinks", "--sinks", OptKind::boolean,
        "attention sinks (GPT-OSS): a learned logit per query head in the softmax's denominator, no value", {}, false,
        [](RunConfig& c, const json& v) { c.sinks = v.get<bool>(); }},
+      {"uneven_heads", "--uneven-heads", OptKind::boolean,
+       "a Ulysses level (ulysses, usp) splits heads its degree does not divide: member u takes query heads "
+       "[u*H/U, (u+1)*H/U) (floors) and the KV heads they use; a tp level still needs divisibility", {}, false,
+       [](RunConfig& c, const json& v) { c.uneven_heads = v.get<bool>(); }},
       {"window", "--window", OptKind::integer, "sliding window W (>= 0; 0 = none)", {}, false,
        [](RunConfig& c, const json& v) { c.window = v.get<int64_t>(); }},
       {"docs", "--docs", OptKind::docs,
@@ -279,6 +283,7 @@ std::vector<OptionSpec> make_table() {
       {"causal", "causal", [](const RunConfig& c) { return json(c.causal); }},
       {"rope", "rope", [](const RunConfig& c) { return json(c.rope); }},
       {"sinks", "sinks", [](const RunConfig& c) { return json(c.sinks); }},
+      {"uneven_heads", "uneven_heads", [](const RunConfig& c) { return json(c.uneven_heads); }},
       {"strategies", "strategies", [](const RunConfig& c) { return json(c.strategies); }},
       {"warmup", "warmup", [](const RunConfig& c) { return json(c.warmup); }},
       {"iters", "iters", [](const RunConfig& c) { return json(c.iters); }},

@@ -63,6 +63,8 @@ struct LayerShape {
   int H = 0, G = 0, d = 0, D = 0;
   bool rope = true;
   bool sinks = false;  // --sinks: one learned logit per query head in the softmax (bench/parts/attn_sinks.h)
+  // --uneven-heads: a Ulysses level splits heads it does not divide (bench/parts/ulysses_level.h)
+  bool uneven_heads = false;
   float eps = 1e-5f;
   double rope_theta = 10000.0;
   DType dtype = DType::f32;
@@ -197,6 +199,9 @@ struct Capabilities {
   // Under --balance dynamic (train, prefill) its ranks send different amounts (ring: each rank's
   // groups hold different token counts): the harness asks predicted_bytes for each rank.
   bool bytes_per_rank = false;
+  // --uneven-heads: its Ulysses level splits heads it does not divide (ulysses, usp); its ranks
+  // then send different amounts (the harness asks predicted_bytes for each rank).
+  bool uneven_heads = false;
   bool supports(BalanceScheme b) const {
     return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);
   }
@@ -283,7 +288,9 @@ class Strategy {
                                          int rank = kBusiestRank) const = 0;
   // True when predicted_bytes differs between ranks for this shape (the harness then asks for each).
   bool predicts_per_rank(const LayerShape& s) const {
-    return capabilities().bytes_per_rank && !s.decode() && s.balance == BalanceScheme::dynamic;
+    if (s.decode()) return false;
+    return (capabilities().bytes_per_rank && s.balance == BalanceScheme::dynamic) ||
+           (capabilities().uneven_heads && s.uneven_heads);
   }
   // Analytic activation memory per rank (bytes of tensors saved or live across the layer);
   // reported beside the measured peak.

@@ -158,6 +158,31 @@ def ulysses_a2a_bytes(tokens, hq, hk, U, elem):
     return div(elem * tokens * (2 * hq + 2 * hk) * (U - 1), U)
 
 
+def ulysses_uneven_split(H, G, U):
+    """--uneven-heads: member j's query heads [qf[j], qf[j] + qn[j]) = [floor(j*H/U), floor((j+1)*H/U))
+    and the KV heads they use, [kf[j], kf[j] + kn[j]) with rep = H/G (a KV head whose query heads
+    straddle two members is in both ranges). Mirrors UlyssesShape::q_split, kv_split
+    (bench/parts/ulysses_level.cpp); DESIGN "Uneven heads"."""
+    rep = div(H, G)
+    qf = [j * H // U for j in range(U)]
+    qn = [(j + 1) * H // U - qf[j] for j in range(U)]
+    kf = [qf[j] // rep for j in range(U)]
+    kn = [(qf[j] + qn[j] - 1) // rep - kf[j] + 1 for j in range(U)]
+    return qf, qn, kf, kn
+
+
+def ulysses_uneven_bytes(tokens, H, G, d, U, u, elem):
+    """(fwd, bwd) bytes member u of a Ulysses group sends under --uneven-heads, `tokens` the rows it
+    exchanges (a TP group's under tp, H and G then a tp rank's heads): to each other member j,
+    forward q, k, v of j's heads of its tokens and o of its own heads of j's tokens, backward do of
+    j's heads and dq, dk, dv of its own. Mirrors ulysses_level_bytes_uneven
+    (bench/parts/ulysses_level.cpp); DESIGN "Uneven heads"."""
+    _, qn, _, kn = ulysses_uneven_split(H, G, U)
+    fwd = sum(elem * tokens * d * (qn[j] + 2 * kn[j] + qn[u]) for j in range(U) if j != u)
+    bwd = sum(elem * tokens * d * (qn[j] + qn[u] + 2 * kn[u]) for j in range(U) if j != u)
+    return fwd, bwd
+
+
 # --- ring level: single ring, the three travel policies --------------------------------------------
 
 def ring_kv_bytes(tokens, hk, K, elem, acc=ACC_BYTES):

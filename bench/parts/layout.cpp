@@ -4,32 +4,56 @@
 
 namespace cpbench {
 
+HeadSplit HeadSplit::even(int heads, int g) {
+  HeadSplit s;
+  s.heads = heads;
+  for (int j = 0; j < g; ++j) {
+    s.first.push_back(j * (heads / g));
+    s.count.push_back(heads / g);
+  }
+  return s;
+}
+
 namespace {
-int64_t chunk_cols(const std::vector<HeadTensor>& ts, int d, int g) {
+// Columns (per token row) of member j's chunk on the tokens side.
+int64_t chunk_cols(const std::vector<HeadTensor>& ts, int d, int j) {
   int64_t c = 0;
-  for (const auto& h : ts) c += int64_t(h.heads / g) * d;
+  for (const auto& h : ts) c += int64_t(h.split.count.at(size_t(j))) * d;
+  return c;
+}
+// Columns per token row on the sequence side: this member's heads of every tensor.
+int64_t seq_cols(const std::vector<SeqTensor>& ts, int d) {
+  int64_t c = 0;
+  for (const auto& h : ts) c += int64_t(h.heads) * d;
   return c;
 }
 }  // namespace
 
-void pack_heads_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T,
-                         int d, int g, Tensor& send) {
-  const int64_t cc = chunk_cols(src, d, g);
+std::vector<int64_t> chunk_elems(const std::vector<HeadTensor>& ts, int64_t B, int64_t T, int d) {
+  std::vector<int64_t> n;
+  for (int j = 0; j < ts.at(0).split.members(); ++j) n.push_back(B * T * chunk_cols(ts, d, j));
+  return n;
+}
+
+void pack_heads_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T, int d, Tensor& send) {
   const int64_t rows = B * T;
-  for (int j = 0; j < g; ++j) {
+  int64_t off = 0;  // chunk j's first element
+  for (int j = 0; j < src.at(0).split.members(); ++j) {
+    const int64_t cc = chunk_cols(src, d, j);
     int64_t col = 0;
     for (const auto& h : src) {
-      const int64_t w = int64_t(h.heads / g) * d;  // this tensor's columns per peer
-      Tensor dst = send.view(j * rows * cc + col, {rows * cc - col});
-      be.copy_2d(dst, cc, h.t->view(j * w, {h.t->numel() - j * w}), int64_t(h.heads) * d, rows, w);
+      const int64_t w = int64_t(h.split.count[size_t(j)]) * d, c0 = int64_t(h.split.first[size_t(j)]) * d;
+      Tensor dst = send.view(off + col, {send.numel() - off - col});
+      be.copy_2d(dst, cc, h.t->view(c0, {h.t->numel() - c0}), int64_t(h.split.heads) * d, rows, w);
       col += w;
     }
+    off += rows * cc;
   }
 }
 
 void unpack_peers_to_sequence(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d, int g,
-                              int nseg, const std::vector<HeadTensor>& dst) {
-  const int64_t cc = chunk_cols(dst, d, g);
+                              int nseg, const std::vector<SeqTensor>& dst) {
+  const int64_t cc = seq_cols(dst, d);
   const int64_t seg_len = T / nseg, gT = int64_t(g) * T;
   for (int j = 0; j < g; ++j)
     for (int64_t b = 0; b < B; ++b)
@@ -38,7 +62,7 @@ void unpack_peers_to_sequence(Backend& be, const Tensor& recv, int64_t B, int64_
         const int64_t dst_tok = b * gT + s * (gT / nseg) + j * seg_len;   // row in dst
         int64_t col = 0;
         for (const auto& h : dst) {
-          const int64_t w = int64_t(h.heads / g) * d;
+          const int64_t w = int64_t(h.heads) * d;
           Tensor out = h.t->view(dst_tok * w, {h.t->numel() - dst_tok * w});
           be.copy_2d(out, w, recv.view(src_row * cc + col, {recv.numel() - src_row * cc - col}), cc,
                      seg_len, w);
@@ -47,9 +71,9 @@ void unpack_peers_to_sequence(Backend& be, const Tensor& recv, int64_t B, int64_
       }
 }
 
-void pack_sequence_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T,
+void pack_sequence_to_peers(Backend& be, const std::vector<SeqTensor>& src, int64_t B, int64_t T,
                             int d, int g, int nseg, Tensor& send) {
-  const int64_t cc = chunk_cols(src, d, g);
+  const int64_t cc = seq_cols(src, d);
   const int64_t seg_len = T / nseg, gT = int64_t(g) * T;
   for (int j = 0; j < g; ++j)
     for (int64_t b = 0; b < B; ++b)
@@ -58,7 +82,7 @@ void pack_sequence_to_peers(Backend& be, const std::vector<HeadTensor>& src, int
         const int64_t src_tok = b * gT + s * (gT / nseg) + j * seg_len;
         int64_t col = 0;
         for (const auto& h : src) {
-          const int64_t w = int64_t(h.heads / g) * d;
+          const int64_t w = int64_t(h.heads) * d;
           Tensor out = send.view(dst_row * cc + col, {send.numel() - dst_row * cc - col});
           be.copy_2d(out, cc, h.t->view(src_tok * w, {h.t->numel() - src_tok * w}), w, seg_len, w);
           col += w;
@@ -66,19 +90,20 @@ void pack_sequence_to_peers(Backend& be, const std::vector<HeadTensor>& src, int
       }
 }
 
-void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d, int g,
+void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d,
                            const std::vector<HeadTensor>& dst) {
-  const int64_t cc = chunk_cols(dst, d, g);
   const int64_t rows = B * T;
-  for (int j = 0; j < g; ++j) {
+  int64_t off = 0;
+  for (int j = 0; j < dst.at(0).split.members(); ++j) {
+    const int64_t cc = chunk_cols(dst, d, j);
     int64_t col = 0;
     for (const auto& h : dst) {
-      const int64_t w = int64_t(h.heads / g) * d;
-      Tensor out = h.t->view(j * w, {h.t->numel() - j * w});
-      be.copy_2d(out, int64_t(h.heads) * d, recv.view(j * rows * cc + col, {recv.numel() - j * rows * cc - col}),
-                 cc, rows, w);
+      const int64_t w = int64_t(h.split.count[size_t(j)]) * d, c0 = int64_t(h.split.first[size_t(j)]) * d;
+      Tensor out = h.t->view(c0, {h.t->numel() - c0});
+      be.copy_2d(out, int64_t(h.split.heads) * d, recv.view(off + col, {recv.numel() - off - col}), cc, rows, w);
       col += w;
     }
+    off += rows * cc;
   }
 }
 

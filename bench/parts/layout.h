@@ -10,35 +10,53 @@
 
 namespace cpbench {
 
-// A tensor taking part in an exchange and its head count (q: H, k and v: G, ...).
+// How one tensor's heads are split over the g members of an exchange: member j takes heads
+// [first[j], first[j] + count[j]) of `heads`. Ranges may overlap: under --uneven-heads a KV head
+// whose query heads straddle two members goes to both (ulysses_level.h).
+struct HeadSplit {
+  int heads = 0;
+  std::vector<int> first, count;
+  int members() const { return static_cast<int>(first.size()); }
+  static HeadSplit even(int heads, int g);  // member j: [j*heads/g, (j+1)*heads/g), g divides heads
+};
+
+// A tensor on the tokens side of an exchange, [B, T, split.heads, d], and how its heads split.
 struct HeadTensor {
+  Tensor* t;
+  HeadSplit split;
+};
+// A tensor on the sequence side, [B, g*T, heads, d]: the heads this member takes.
+struct SeqTensor {
   Tensor* t;
   int heads;
 };
 
-// Tokens -> heads, before the forward all-to-all.
-// Each src is [B, T, heads_i, d]; send becomes [g, B, T, sum_i(heads_i/g) * d]: chunk j holds
-// head slice j of every tensor, concatenated (tensor 0 first).
-void pack_heads_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T,
-                         int d, int g, Tensor& send);
+// Elements of each member's chunk on the tokens side (B*T rows of its heads of every tensor).
+std::vector<int64_t> chunk_elems(const std::vector<HeadTensor>& ts, int64_t B, int64_t T, int d);
+
+// Tokens -> heads, before the forward all-to-all. Each src is [B, T, heads_i, d]; send becomes
+// the g chunks one after another (chunk_elems), chunk j [B, T, sum_i count_i[j] * d] holding
+// member j's heads of every tensor, concatenated (tensor 0 first).
+void pack_heads_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T, int d, Tensor& send);
 
 // Tokens -> heads, after the forward all-to-all.
-// recv is [g, B, T, sum_i(heads_i/g) * d] (chunk j from group rank j, holding that rank's T
-// tokens); each dst is [B, g*T, heads_i/g, d]. Peer j's tokens are `nseg` equal segments
-// (1: contiguous; 2: zigzag halves); segment s of peer j lands at token
+// recv is [g, B, T, sum_i(heads_i) * d] (chunk j from group rank j, holding that rank's T
+// tokens of this member's heads); each dst is [B, g*T, heads_i, d]. Peer j's tokens are `nseg`
+// equal segments (1: contiguous; 2: zigzag halves); segment s of peer j lands at token
 // s*(g*T/nseg) + j*(T/nseg), so that the gathered sequence is in position order.
 void unpack_peers_to_sequence(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d, int g,
-                              int nseg, const std::vector<HeadTensor>& dst);
+                              int nseg, const std::vector<SeqTensor>& dst);
 
 // Heads -> tokens, before the backward-direction all-to-all (inverse of the unpack above).
-// Each src is [B, g*T, heads_i/g, d] (heads_i counts the FULL head number); send becomes
-// [g, B, T, sum_i(heads_i/g) * d] where chunk j holds peer j's tokens.
-void pack_sequence_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T,
+// Each src is [B, g*T, heads_i, d]; send becomes [g, B, T, sum_i(heads_i) * d] where chunk j
+// holds peer j's tokens.
+void pack_sequence_to_peers(Backend& be, const std::vector<SeqTensor>& src, int64_t B, int64_t T,
                             int d, int g, int nseg, Tensor& send);
 
-// Heads -> tokens, after that all-to-all (inverse of pack_heads_to_peers).
-// recv [g, B, T, sum_i(heads_i/g) * d] -> each dst [B, T, heads_i, d], head slice j from peer j.
-void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d, int g,
+// Heads -> tokens, after that all-to-all (inverse of pack_heads_to_peers): recv holds the g
+// chunks one after another (chunk_elems); member j's heads land in each dst [B, T, heads_i, d]
+// at [first_i[j], first_i[j] + count_i[j]) (ranges must not overlap here).
+void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T, int d,
                            const std::vector<HeadTensor>& dst);
 
 // ---- around all_gather / reduce_scatter -------------------------------------------------------

@@ -26,6 +26,7 @@ bool invisible(const AttnShape& a, const Positions& qpos, const Positions& kpos)
 AttnShape RingCore::attn_shape() const {
   AttnShape a;
   a.B = s_.B; a.nq = s_.n; a.nk = s_.keys(); a.hq = s_.hq; a.hk = s_.hk; a.d = s_.d; a.causal = s_.causal;
+  a.rep = s_.rep; a.head0 = s_.head0;
   a.window = s_.window; a.docs = s_.docs;
   return a;
 }

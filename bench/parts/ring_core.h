@@ -37,6 +37,7 @@ namespace cpbench {
 struct RingCoreShape {
   int64_t B = 1, n = 0;  // batch, tokens per batch row on each ring rank
   int hq = 0, hk = 0, d = 0;
+  int rep = 0, head0 = 0;  // a head slice's GQA map (AttnShape; --uneven-heads); 0, 0: hq / hk
   bool causal = true;
   int64_t window = 0;  // sliding window (0 = none)
   DocStarts docs;      // packed documents (null = one)

@@ -197,7 +197,7 @@ AttnShape RingLevel::rows_shape() const {
   AttnShape a;
   const Tensor& l = lse();  // [B, hq, n]
   a.B = l.shape.at(0); a.hq = int(l.shape.at(1)); a.nq = a.nk = l.shape.at(2);
-  a.hk = cs_.hk; a.d = cs_.d; a.causal = false;  // the sinks read no keys: the mask does not matter
+  a.hk = cs_.hk; a.rep = cs_.rep; a.head0 = cs_.head0; a.d = cs_.d; a.causal = false;  // the sinks read no keys: the mask does not matter
   return a;
 }
 

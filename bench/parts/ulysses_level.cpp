@@ -1,5 +1,6 @@
 #include "bench/parts/ulysses_level.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "bench/block/qkv.h"
@@ -8,13 +9,53 @@
 
 namespace cpbench {
 
+HeadSplit UlyssesShape::q_split() const {
+  if (!uneven) return HeadSplit::even(H, U);
+  HeadSplit sp;
+  sp.heads = H;
+  for (int j = 0; j < U; ++j) {
+    sp.first.push_back(int(int64_t(j) * H / U));
+    sp.count.push_back(int(int64_t(j + 1) * H / U) - sp.first.back());
+  }
+  return sp;
+}
+
+HeadSplit UlyssesShape::kv_split() const {
+  if (!uneven) return HeadSplit::even(Ge(), U);
+  const HeadSplit q = q_split();
+  const int rep = H / G;
+  HeadSplit sp;
+  sp.heads = G;
+  for (int j = 0; j < U; ++j) {  // the KV heads of query heads [first, first + count)
+    const int g0 = q.first[size_t(j)] / rep, g1 = (q.first[size_t(j)] + q.count[size_t(j)] - 1) / rep;
+    sp.first.push_back(g0);
+    sp.count.push_back(g1 - g0 + 1);
+  }
+  return sp;
+}
+
+int UlyssesShape::kv_slots() const {
+  int n = 0;
+  for (int c : kv_split().count) n += c;
+  return n;
+}
+
 void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s) {
   if (group.size() != s.U) throw std::logic_error("UlyssesLevel: the group's size is not U");
+  if (s.uneven && (s.H < s.U || s.H % s.G != 0))
+    throw std::logic_error("UlyssesLevel: uneven heads need H >= U and G dividing H");
   be_ = &be;
   c_ = &group;
   s_ = s;
   const int f = s.kv_copies(), Ge = s.Ge();
-  const int64_t a2a = s.B * s.T * int64_t(s.H + 2 * Ge) * s.d;  // the largest exchange: q|k|v
+  // The largest exchange, q|k|v: every member's heads of my tokens (send) or my heads of every
+  // member's tokens (receive).
+  int64_t a2a = s.B * s.T * int64_t(s.H + 2 * Ge) * s.d;
+  if (s.uneven) {
+    int most = 0;
+    for (int j = 0; j < s.U; ++j) most = std::max(most, s.hq(j) + 2 * s.hk(j));
+    a2a = s.B * s.T * s.d * std::max<int64_t>(s.H + 2 * s.kv_slots(), int64_t(s.U) * most);
+  }
   send_ = be.alloc({a2a}, s.dtype, MemKind::comm);
   recv_ = be.alloc({a2a}, s.dtype, MemKind::comm);
   if (f > 1) {
@@ -23,12 +64,50 @@ void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s
     copy_run_ = be.alloc({s.B, s.T, s.G, s.d}, s.dtype, MemKind::activations);
     if (s.dtype != DType::f32) copy32_ = be.alloc({s.B, s.T, s.G, s.d}, DType::f32, MemKind::activations);
   }
+  if (s.uneven) {
+    k_rep_ = be.alloc({s.B, s.T, s.kv_slots(), s.d}, s.dtype, MemKind::activations);
+    v_rep_ = be.alloc({s.B, s.T, s.kv_slots(), s.d}, s.dtype, MemKind::activations);
+    copy_run_ = be.alloc({s.B, s.T, 1, s.d}, s.dtype, MemKind::activations);
+    if (s.dtype != DType::f32) copy32_ = be.alloc({s.B, s.T, 1, s.d}, DType::f32, MemKind::activations);
+    acc32_ = be.alloc({s.B, s.T, 1, s.d}, DType::f32, MemKind::activations);
+  }
+}
+
+void UlyssesLevel::exchange(const Tensor& send, const std::vector<int64_t>& send_n, Tensor& recv,
+                            const std::vector<int64_t>& recv_n) {
+  const int U = s_.U, me = c_->rank();
+  if (!s_.uneven) {
+    Tensor r = recv.view(0, {send_n[0] * U});
+    c_->all_to_all(send.view(0, {send_n[0] * U}), r);
+    return;
+  }
+  // Uneven chunks: receives posted first, then the sends; my own chunk is a local copy.
+  std::vector<int64_t> so(size_t(U) + 1, 0), ro(size_t(U) + 1, 0);
+  for (int j = 0; j < U; ++j) {
+    so[size_t(j) + 1] = so[size_t(j)] + send_n[size_t(j)];
+    ro[size_t(j) + 1] = ro[size_t(j)] + recv_n[size_t(j)];
+  }
+  std::vector<Tensor> rbuf(static_cast<size_t>(U)), sbuf(static_cast<size_t>(U));
+  std::vector<Request> reqs;
+  for (int j = 0; j < U; ++j)
+    if (j != me && recv_n[size_t(j)] > 0) {
+      rbuf[size_t(j)] = recv.view(ro[size_t(j)], {recv_n[size_t(j)]});
+      reqs.push_back(c_->irecv(rbuf[size_t(j)], j, 0));
+    }
+  for (int j = 0; j < U; ++j)
+    if (j != me && send_n[size_t(j)] > 0) {
+      sbuf[size_t(j)] = send.view(so[size_t(j)], {send_n[size_t(j)]});
+      reqs.push_back(c_->isend(sbuf[size_t(j)], j, 0));
+    }
+  Tensor mine = recv.view(ro[size_t(me)], {recv_n[size_t(me)]});
+  be_->copy_2d(mine, mine.numel(), send.view(so[size_t(me)], {send_n[size_t(me)]}), mine.numel(), 1, mine.numel());
+  for (Request& r : reqs) c_->wait(r);
 }
 
 void UlyssesLevel::scatter_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& q_r, Tensor& k_r,
                                Tensor& v_r) {
   const UlyssesShape& s = s_;
-  const int f = s.kv_copies(), Ge = s.Ge();
+  const int f = s.kv_copies(), me = c_->rank();
   Backend& b = *be_;
   // (Tensors are handles: the copies below name the same memory, for the exchange's list.)
   Tensor qq = q, kin = k, vin = v;
@@ -45,33 +124,39 @@ void UlyssesLevel::scatter_qkv(const Tensor& q, const Tensor& k, const Tensor& v
     kk = &k_rep_;
     vv = &v_rep_;
   }
-  // q, k, v: my tokens, all heads -> the group's tokens, head slice u
-  Tensor send = send_.view(0, {s.B * s.T * int64_t(s.H + 2 * Ge) * s.d});
-  Tensor recv = recv_.view(0, {send.numel()});
-  pack_heads_to_peers(b, {{&qq, s.H}, {kk, Ge}, {vv, Ge}}, s.B, s.T, s.d, s.U, send);
-  c_->all_to_all(send, recv);
-  unpack_peers_to_sequence(b, recv, s.B, s.T, s.d, s.U, s.nseg, {{&q_r, s.H}, {&k_r, Ge}, {&v_r, Ge}});
+  // q, k, v: my tokens, all heads -> the group's tokens, my heads
+  const std::vector<HeadTensor> heads = {{&qq, s.q_split()}, {kk, s.kv_split()}, {vv, s.kv_split()}};
+  const std::vector<int64_t> send_n = chunk_elems(heads, s.B, s.T, s.d);
+  const std::vector<int64_t> recv_n(size_t(s.U), send_n[size_t(me)]);
+  pack_heads_to_peers(b, heads, s.B, s.T, s.d, send_);
+  exchange(send_, send_n, recv_, recv_n);
+  unpack_peers_to_sequence(b, recv_, s.B, s.T, s.d, s.U, s.nseg,
+                           {{&q_r, s.hq(me)}, {&k_r, s.hk(me)}, {&v_r, s.hk(me)}});
 }
 
 void UlyssesLevel::gather_o(const Tensor& o_r, Tensor& o) {
   const UlyssesShape& s = s_;
+  const int me = c_->rank();
   // o: back to my tokens, all heads
-  Tensor send = send_.view(0, {s.B * s.T * s.H * s.d});
-  Tensor recv = recv_.view(0, {send.numel()});
   Tensor oo = o_r;
-  pack_sequence_to_peers(*be_, {{&oo, s.H}}, s.B, s.T, s.d, s.U, s.nseg, send);
-  c_->all_to_all(send, recv);
-  unpack_peers_to_heads(*be_, recv, s.B, s.T, s.d, s.U, {{&o, s.H}});
+  const std::vector<HeadTensor> heads = {{&o, s.q_split()}};
+  const std::vector<int64_t> recv_n = chunk_elems(heads, s.B, s.T, s.d);
+  const std::vector<int64_t> send_n(size_t(s.U), recv_n[size_t(me)]);
+  pack_sequence_to_peers(*be_, {{&oo, s.hq(me)}}, s.B, s.T, s.d, s.U, s.nseg, send_);
+  exchange(send_, send_n, recv_, recv_n);
+  unpack_peers_to_heads(*be_, recv_, s.B, s.T, s.d, heads);
 }
 
 void UlyssesLevel::scatter_do(const Tensor& dout, Tensor& do_r) {
   const UlyssesShape& s = s_;
-  Tensor send = send_.view(0, {s.B * s.T * s.H * s.d});
-  Tensor recv = recv_.view(0, {send.numel()});
+  const int me = c_->rank();
   Tensor dd = dout;
-  pack_heads_to_peers(*be_, {{&dd, s.H}}, s.B, s.T, s.d, s.U, send);
-  c_->all_to_all(send, recv);
-  unpack_peers_to_sequence(*be_, recv, s.B, s.T, s.d, s.U, s.nseg, {{&do_r, s.H}});
+  const std::vector<HeadTensor> heads = {{&dd, s.q_split()}};
+  const std::vector<int64_t> send_n = chunk_elems(heads, s.B, s.T, s.d);
+  const std::vector<int64_t> recv_n(size_t(s.U), send_n[size_t(me)]);
+  pack_heads_to_peers(*be_, heads, s.B, s.T, s.d, send_);
+  exchange(send_, send_n, recv_, recv_n);
+  unpack_peers_to_sequence(*be_, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&do_r, s.hq(me)}});
 }
 
 void UlyssesLevel::sum_kv_copies(const Tensor& copies, Tensor& dst) {
@@ -92,25 +177,68 @@ void UlyssesLevel::sum_kv_copies(const Tensor& copies, Tensor& dst) {
   }
 }
 
+void UlyssesLevel::sum_kv_slots(const Tensor& slots, Tensor& dst) {
+  const UlyssesShape& s = s_;
+  const HeadSplit kv = s.kv_split();
+  const int S = s.kv_slots();
+  const int64_t rows = s.B * s.T;
+  Backend& b = *be_;
+  // Slot order: member 0's heads, then member 1's, ...; KV head g is in the slots of the members
+  // whose range holds it, summed in member order.
+  for (int g = 0; g < s.G; ++g) {
+    int slot = 0, terms = 0;
+    for (int j = 0; j < s.U; ++j) {
+      const int first = kv.first[size_t(j)], cnt = kv.count[size_t(j)];
+      if (g >= first && g < first + cnt) {
+        const int64_t c0 = int64_t(slot + g - first) * s.d;
+        b.copy_2d(copy_run_, s.d, slots.view(c0, {slots.numel() - c0}), int64_t(S) * s.d, rows, s.d);
+        const Tensor* term = &copy_run_;
+        if (s.dtype != DType::f32) {  // summed in float32
+          b.convert(copy32_, copy_run_);
+          term = &copy32_;
+        }
+        if (terms++ == 0) b.copy_2d(acc32_, acc32_.numel(), *term, term->numel(), 1, term->numel());
+        else b.add(acc32_, acc32_, *term);
+      }
+      slot += cnt;
+    }
+    Tensor col = dst.view(int64_t(g) * s.d, {dst.numel() - int64_t(g) * s.d});
+    b.copy_2d(col, int64_t(s.G) * s.d, acc32_, s.d, rows, s.d);
+  }
+}
+
 void UlyssesLevel::gather_grads(const Tensor& dq_r, const Tensor& dk_r, const Tensor& dv_r, Tensor& dq, Tensor& dk,
                                 Tensor& dv, Tensor& dq_run, Tensor& dk_run, Tensor& dv_run) {
   const UlyssesShape& s = s_;
-  const int f = s.kv_copies(), Ge = s.Ge();
+  const int f = s.kv_copies(), me = c_->rank();
   const bool f32 = s.dtype == DType::f32;
   Backend& b = *be_;
-  Tensor send = send_.view(0, {s.B * s.T * int64_t(s.H + 2 * Ge) * s.d});
-  Tensor recv = recv_.view(0, {send.numel()});
   Tensor gq = dq_r, gk = dk_r, gv = dv_r;
-  pack_sequence_to_peers(b, {{&gq, s.H}, {&gk, Ge}, {&gv, Ge}}, s.B, s.T, s.d, s.U, s.nseg, send);
-  c_->all_to_all(send, recv);
   // Where each gradient lands: the float32 result directly (fp32, no replication), else a
-  // run-dtype buffer converted or summed over the copies afterwards.
+  // run-dtype buffer converted or summed over the copies (uneven: over the members' slots) afterwards.
   Tensor& dq_dst = f32 ? dq : dq_run;
-  Tensor& dk_dst = f > 1 ? k_rep_ : (f32 ? dk : dk_run);
-  Tensor& dv_dst = f > 1 ? v_rep_ : (f32 ? dv : dv_run);
-  unpack_peers_to_heads(b, recv, s.B, s.T, s.d, s.U, {{&dq_dst, s.H}, {&dk_dst, Ge}, {&dv_dst, Ge}});
+  Tensor& dk_dst = f > 1 || s.uneven ? k_rep_ : (f32 ? dk : dk_run);
+  Tensor& dv_dst = f > 1 || s.uneven ? v_rep_ : (f32 ? dv : dv_run);
+  HeadSplit kv = s.kv_split();
+  if (s.uneven) {  // member j's heads go to slots [sum of earlier members' counts, + count j)
+    int slot = 0;
+    kv.heads = s.kv_slots();
+    for (int j = 0; j < s.U; ++j) {
+      kv.first[size_t(j)] = slot;
+      slot += kv.count[size_t(j)];
+    }
+  }
+  const std::vector<HeadTensor> heads = {{&dq_dst, s.q_split()}, {&dk_dst, kv}, {&dv_dst, kv}};
+  const std::vector<int64_t> recv_n = chunk_elems(heads, s.B, s.T, s.d);
+  const std::vector<int64_t> send_n(size_t(s.U), recv_n[size_t(me)]);
+  pack_sequence_to_peers(b, {{&gq, s.hq(me)}, {&gk, s.hk(me)}, {&gv, s.hk(me)}}, s.B, s.T, s.d, s.U, s.nseg, send_);
+  exchange(send_, send_n, recv_, recv_n);
+  unpack_peers_to_heads(b, recv_, s.B, s.T, s.d, heads);
   if (!f32) b.convert(dq, dq_run);
-  if (f > 1) {
+  if (s.uneven) {
+    sum_kv_slots(k_rep_, dk);
+    sum_kv_slots(v_rep_, dv);
+  } else if (f > 1) {
     sum_kv_copies(k_rep_, dk);
     sum_kv_copies(v_rep_, dv);
   } else if (!f32) {
@@ -129,6 +257,18 @@ CommPrediction ulysses_level_bytes(const LayerShape& s, int P, int t, int U, int
   return p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
 }
 
+CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, const UlyssesShape& us, int u,
+                                          int64_t elem) {
+  const int64_t Tw = int64_t(t) * s.B * s.new_tokens() / P, d = s.d;
+  CommPrediction p;
+  for (int j = 0; j < us.U; ++j) {
+    if (j == u) continue;
+    p.add("ulysses", Phase::fwd, j - u, elem * Tw * d * (us.hq(j) + 2 * us.hk(j) + us.hq(u)));
+    p.add("ulysses", Phase::bwd, j - u, elem * Tw * d * (us.hq(j) + us.hq(u) + 2 * us.hk(u)));
+  }
+  return p;
+}
+
 CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t elem) {
   const int64_t hq = s.H / (int64_t(t) * U);  // query heads of one member of the head group
   CommPrediction p;
@@ -137,6 +277,12 @@ CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t e
 
 int64_t ulysses_level_activation_bytes(const UlyssesShape& s) {
   const int64_t es = int64_t(dtype_size(s.dtype)), Ge = s.Ge();
+  if (s.uneven) {  // setup's exchange buffers, the members' dk, dv slots and one slot's scratch
+    int most = 0;
+    for (int j = 0; j < s.U; ++j) most = std::max(most, s.hq(j) + 2 * s.hk(j));
+    const int64_t a2a = s.B * s.T * s.d * std::max<int64_t>(s.H + 2 * s.kv_slots(), int64_t(s.U) * most);
+    return 2 * a2a * es + s.B * s.T * s.d * (2 * s.kv_slots() * es + es + (s.dtype == DType::f32 ? 0 : 4) + 4);
+  }
   int64_t rep = 0;
   if (Ge > s.G) rep = s.B * s.T * s.d * (2 * Ge * es + s.G * es + (s.dtype == DType::f32 ? 0 : s.G * 4));
   return 2 * s.B * s.T * (s.H + 2 * Ge) * s.d * es + rep;

@@ -8,6 +8,14 @@
 // copy of head u/f, the one its query heads [u*H/U, (u+1)*H/U) use) and their gradients summed
 // back over the f copies (in float32) after the backward all-to-all.
 //
+// Uneven heads (--uneven-heads; DeepSpeed #6392, verl #1226): member u takes query heads
+// [floor(u*H/U), floor((u+1)*H/U)) and the KV heads those use, [first/rep, (last-1)/rep] with
+// rep = H/G; a KV head whose query heads straddle two members goes to both (no replication
+// factor: U need not divide H or G). The all-to-alls then move uneven amounts: U-1 sends and
+// receives per member (comm/'s point-to-point, what NCCL's all-to-all is) and a local copy of its
+// own chunk; the members' dk, dv of a shared KV head are summed in float32 after the backward
+// exchange. The member's attention runs on its slice with AttnShape's head-slice map (rep, head0).
+//
 // Token order: a member's T tokens are `nseg` equal segments (the zigzag's two chunks, else
 // one), and the group's tokens after the all-to-all are the members' segments interleaved so
 // that the sequence is in position order (bench/parts/layout.h's pack/unpack).
@@ -18,6 +26,7 @@
 #pragma once
 #include <cstdint>
 
+#include "bench/parts/layout.h"
 #include "bench/strategy.h"
 #include "kernels/backend.h"
 
@@ -31,9 +40,21 @@ struct UlyssesShape {
   int64_t B = 1, T = 0;
   int H = 0, G = 0, d = 0, U = 1, nseg = 1;
   DType dtype = DType::f32;
-  int kv_copies() const { return (G >= U ? G : U) / G; }  // f
+  bool uneven = false;  // --uneven-heads: the split above (no replication)
+  int kv_copies() const { return uneven ? 1 : (G >= U ? G : U) / G; }  // f
   int Ge() const { return G * kv_copies(); }               // KV heads after replication
   int64_t group_tokens() const { return int64_t(U) * T; }  // tokens per batch row after the exchange
+  // Which heads each member takes: query heads over H; KV heads over Ge (even: slice j of the
+  // copies) or over G (uneven: the ranges its query heads use, which may overlap).
+  HeadSplit q_split() const;
+  HeadSplit kv_split() const;
+  // Member u's attention problem: its query and KV head counts and the GQA map of its slice
+  // (AttnShape's rep and head0; 0, 0 when even).
+  int hq(int u) const { return q_split().count[size_t(u)]; }
+  int hk(int u) const { return kv_split().count[size_t(u)]; }
+  int head_rep() const { return uneven ? H / G : 0; }
+  int head0(int u) const { return uneven ? q_split().first[size_t(u)] % (H / G) : 0; }
+  int kv_slots() const;  // uneven: the KV heads the members hold together (sum of hk(u))
 };
 
 class UlyssesLevel {
@@ -58,13 +79,24 @@ class UlyssesLevel {
  private:
   // dk or dv of the f copies [B,T,G*f,d] (run dtype) summed into `dst` [B,T,G,d] float32.
   void sum_kv_copies(const Tensor& copies, Tensor& dst);
+  // Uneven: the members' dk or dv [B,T,kv_slots,d] (run dtype; member 0's heads first) summed
+  // per KV head into `dst` [B,T,G,d] float32.
+  void sum_kv_slots(const Tensor& slots, Tensor& dst);
+  // The exchange: all_to_all when the members' chunks are equal, else (uneven) one send and one
+  // receive per other member and a copy of this member's own chunk. send_n, recv_n: elements of
+  // each member's chunk, in member order.
+  void exchange(const Tensor& send, const std::vector<int64_t>& send_n, Tensor& recv,
+                const std::vector<int64_t>& recv_n);
 
   Backend* be_ = nullptr;
   Communicator* c_ = nullptr;
   UlyssesShape s_;
   Tensor send_, recv_;        // the largest exchange: q|k|v of T tokens
   Tensor k_rep_, v_rep_;      // f > 1: the replicated k, v [B,T,G*f,d]; in backward dk, dv copies
+                              // uneven: the members' dk, dv [B,T,kv_slots,d]
   Tensor copy_run_, copy32_;  // f > 1: one copy [B,T,G,d] (run dtype; float32 when not f32)
+                              // uneven: one slot [B,T,1,d]; acc32_ the sum of a head's slots
+  Tensor acc32_;
 };
 
 // ---- the byte model's terms (bytes sent per rank per layer) ------------------------------------
@@ -73,6 +105,12 @@ class UlyssesLevel {
 // new tokens per rank, Ge = max(G, t*U) the KV heads held after replication over the whole model
 // (DESIGN's usp model). U = 1: nothing.
 CommPrediction ulysses_level_bytes(const LayerShape& s, int P, int t, int U, int64_t elem);
+// --uneven-heads: member u's bytes, to each other member j (shares to one member, for the tiers):
+// forward its tokens' q, k, v of j's heads and o of its own heads for j's tokens, backward do of
+// j's heads and dq, dk, dv of its own: s*Tw*(hq(j) + 2*hk(j))*d + s*Tw*hq(u)*d forward,
+// s*Tw*hq(j)*d + s*Tw*(hq(u) + 2*hk(u))*d backward, Tw = t*B*(N-C)/P the tokens it exchanges
+// (the TP group's under a tp level, whose rank's heads the split is over).
+CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, const UlyssesShape& us, int u, int64_t elem);
 // Decode: each step the head group's merged o (B rows x H/(t*U) heads of d, run dtype) all-gathered
 // over the U members: S * s*B*(H/(t*U))*d*(U-1).
 CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t elem);

@@ -38,10 +38,12 @@ class Ulysses final : public UlyssesRingLayer {
     if (s.decode()) return check_decode(s, P, m);
     if (s.pass.cached > 0) return check_new_tokens(s, P, m);  // the layout places the new tokens only
     const int u = max_ulysses_degree(P, s);
-    const std::string heads = head_sharding_error(P, s, "P");
+    const std::string heads = s.uneven_heads ? heads_error(s, 1, P) : head_sharding_error(P, s, "P");
     std::ostringstream e;
     if (!heads.empty())
-      e << "ulysses: " << heads << "; " << (u == 1 ? "use a ring strategy" : "use usp with ulysses<=" + std::to_string(u));
+      e << "ulysses: " << heads << "; "
+        << (u == 1 || s.uneven_heads ? "use a ring strategy" : "use usp with ulysses<=" + std::to_string(u)
+                                                                    + " (or --uneven-heads)");
     else if (s.N % P != 0)
       e << "ulysses: P=" << P << " does not divide seq=" << s.N;
     if (!e.str().empty()) throw ConstraintError(e.str());

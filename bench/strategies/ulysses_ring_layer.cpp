@@ -13,7 +13,7 @@
 namespace cpbench {
 
 CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
-                                                 int64_t acc, int) const {
+                                                 int64_t acc, int rank) const {
   if (m.U < 1 || m.R < 1 || m.tp < 1) throw std::logic_error(name() + ": attention_bytes needs a resolved mesh");
   if (s.decode())  // the merge over the ring level: one ring, or the inner rings then across them
     return decode_prediction(s, P, m, m.inner_ring > 0 ? std::vector<MergeLevel>{{"ring_inner", m.inner_ring}, {"ring_outer", m.R / m.inner_ring}}
@@ -21,12 +21,40 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
                              m.U, elem, acc);
   // Under --cached the all-to-all and the Q blocks carry the new tokens (Tn = B*(N-C)/P per rank)
   // and a K,V block the ring index's cache shard too: B*(C/R + U*Tn/B)*(Ge/U)*d = T*Ge*d, as without.
-  const int64_t T = s.B * s.N / P, Tn = s.B * s.new_tokens() / P, hq = int64_t(s.H) * s.d;
-  const int64_t hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;  // Ge*d (ulysses_level.h)
+  const int64_t T = s.B * s.N / P, Tn = s.B * s.new_tokens() / P;
+  int64_t hq = int64_t(s.H) * s.d;
+  int64_t hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;  // Ge*d (ulysses_level.h)
+  int heads = s.H;
   // The tp level around the attention's GEMMs, as megatron-sp (the new tokens only; the MLP's:
   // the block's term), then the Ulysses level's all-to-alls.
   CommPrediction p = tp_sublayer_bytes(s, P, m.tp, "tp", elem);
-  p.add(ulysses_level_bytes(s, P, m.tp, m.U, elem));
+  if (!s.uneven_heads) {
+    p.add(ulysses_level_bytes(s, P, m.tp, m.U, elem));
+  } else {
+    // Uneven heads: member u's own all-to-all terms, and its ring carries its heads, hq(u) query and
+    // hk(u) KV heads of its ring index's t*U*T tokens (T*t*U*h(u) elements per T tokens). The busiest
+    // rank: the member sending the most.
+    const UlyssesShape us = ulysses_shape(s, 1, s.H / m.tp, replicated_kv_heads(m.tp, s) / m.tp, m.U);
+    int u = 0;
+    if (rank == kBusiestRank) {
+      int64_t most = -1;
+      for (int j = 0; j < m.U; ++j) {
+        const CommPrediction c = ulysses_level_bytes_uneven(s, P, m.tp, us, j, elem);
+        const int64_t ring = int64_t(us.hq(j)) * 2 + int64_t(us.hk(j)) * 4;  // ties: the widest member
+        if (c.fwd + c.bwd > most || (c.fwd + c.bwd == most && ring > 2 * us.hq(u) + 4 * us.hk(u))) {
+          most = c.fwd + c.bwd;
+          u = j;
+        }
+      }
+    } else {
+      const std::vector<int> g = Mesh::group_of(rank, mesh_desc(m), "ulysses");
+      u = int(std::find(g.begin(), g.end(), rank) - g.begin());
+    }
+    p.add(ulysses_level_bytes_uneven(s, P, m.tp, us, u, elem));
+    hq = int64_t(m.tp) * m.U * us.hq(u) * s.d;
+    hk = int64_t(m.tp) * m.U * us.hk(u) * s.d;
+    heads = m.tp * m.U * us.hq(u);
+  }
   // The ring level's term. pass-Q: a rank's Q block is its ring index's U*T tokens x H/U heads,
   // the same T*H*d elements as its own q; its partial's lse T*H.
   RingBlockSizes b;
@@ -34,9 +62,19 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
   b.hk = hk;
   b.tokens_q = Tn;
   b.hq = hq;
-  b.heads = s.H;
+  b.heads = heads;
   const RingSchedule sch = ring_schedule(m);
   return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), s.pass.travel, b, elem, acc));
+}
+
+std::string UlyssesRingLayer::heads_error(const LayerShape& s, int t, int U) {
+  const std::string what = t > 1 ? "tp*ulysses" : "ulysses";
+  if (!s.uneven_heads) return head_sharding_error(t * U, s, what);
+  std::ostringstream e;
+  if (s.H / t < U)
+    e << "ulysses=" << U << " exceeds the " << s.H / t << " query heads" << (t > 1 ? " of a tp rank" : "")
+      << " (--uneven-heads: every Ulysses member takes at least one)";
+  return e.str();
 }
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
@@ -45,7 +83,7 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
   const bool balanced = s.balance != BalanceScheme::none;
   const bool zz = zigzag_layout(m.ring_layout, s.mask.causal) && !balanced;
   const std::string tp_heads = m.tp >= 1 ? head_sharding_error(m.tp, s, "tp") : "";
-  const std::string heads = m.U >= 1 && m.tp >= 1 ? head_sharding_error(m.tp * m.U, s, m.tp > 1 ? "tp*ulysses" : "ulysses") : "";
+  const std::string heads = m.U >= 1 && m.tp >= 1 && tp_heads.empty() ? heads_error(s, m.tp, m.U) : "";
   if (m.tp < 1 || m.U < 1 || m.R < 1 || int64_t(m.tp) * m.U * m.R != P)
     e << name() << ": " << (m.tp != 1 ? "tp=" + std::to_string(m.tp) + " x " : std::string()) << "ulysses=" << m.U
       << " x ring=" << m.R << " must equal P=" << P;
@@ -75,7 +113,10 @@ void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& 
   std::ostringstream e;
   const std::string tp_heads = head_sharding_error(m.tp, s, "tp");
   const std::string heads = head_sharding_error(m.tp * m.U, s, m.tp > 1 ? "tp*ulysses" : "ulysses");
-  if (int64_t(m.tp) * m.U * m.R != P)
+  if (s.uneven_heads)
+    e << name() << ": --uneven-heads does not run --pass decode yet (its all-gather of o over ulysses=" << m.U
+      << " assumes equal head shares); drop --uneven-heads";
+  else if (int64_t(m.tp) * m.U * m.R != P)
     e << name() << ": " << (m.tp != 1 ? "tp=" + std::to_string(m.tp) + " x " : std::string()) << "ulysses=" << m.U
       << " x ring=" << m.R << " must equal P=" << P;
   else if (!tp_heads.empty())
@@ -146,7 +187,8 @@ void UlyssesRingLayer::core_setup() {
   const int Un = U();
   const int64_t Tw = wide_T(), n = int64_t(Un) * Tw;  // tokens per batch row of this rank's ring index
   const UlyssesShape us = ulysses_shape(s, Tw, hl_, gl_, Un, nseg());
-  const int hl = hl_ / Un, gl = us.Ge() / Un;
+  const int u = mesh().group("ulysses").rank();
+  const int hl = us.hq(u), gl = us.hk(u);  // this member's heads (H/U and Ge/U unless uneven)
   q_r_ = alloc({s.B, n, hl, s.d});
   k_r_ = alloc({s.B, n, gl, s.d});
   v_r_ = alloc({s.B, n, gl, s.d});
@@ -157,9 +199,10 @@ void UlyssesRingLayer::core_setup() {
   dv_r_ = alloc_f32({s.B, n, gl, s.d});
   ulysses_.setup(be(), mesh().group("ulysses"), us);
   // --sinks: those of the query heads the all-to-all gives this member (slice u of the TP rank's).
-  const SinkHeads ring_sinks = sinks_.narrow(mesh().group("ulysses").rank() * hl, hl);
+  const SinkHeads ring_sinks = sinks_.narrow(us.q_split().first[size_t(u)], hl);
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
+  cs.rep = us.head_rep(); cs.head0 = us.head0(u);
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
@@ -169,10 +212,10 @@ void UlyssesRingLayer::core_setup() {
     // head kv0), seeded as the roped k, v a previous prefill would have written; the new
     // tokens' rows are filled after each all-to-all.
     const Positions cache = Positions::segments({cache_shard(s, R(), ring_position(mesh()))});
-    const int u = mesh().group("ulysses").rank();
     const int64_t kv0 = first_kv_head(s, tp_.size(), tp_.rank());
     std::vector<int64_t> heads(static_cast<size_t>(gl));
-    for (int c = 0; c < gl; ++c) heads[size_t(c)] = kv0 + (int64_t(u) * gl + c) / us.kv_copies();  // original KV heads
+    for (int c = 0; c < gl; ++c)  // original KV heads
+      heads[size_t(c)] = kv0 + (us.uneven ? us.kv_split().first[size_t(u)] + c : (int64_t(u) * gl + c) / us.kv_copies());
     ring_cache_.setup(reg_, be(), env_.seed, s, cache, n, heads);
     cs.nk = ring_cache_.k().shape[1];
   }
@@ -212,9 +255,10 @@ void UlyssesRingLayer::export_lse(std::vector<float>& global) {
   // The ring core's lse [B, H/(tU), U*t*T] covers this TP rank's query heads' slice u,
   // [tr*H/t + u*H/(tU), +H/(tU)), of the tokens of this rank's ring index.
   const LayerShape& s = shape();
-  const int hl = hl_ / U();
-  add_lse_rows(global, be().download(ring_.lse()), s.B, s.H, s.N, tp_.rank() * hl_ + mesh().group("ulysses").rank() * hl,
-               hl, ring_layout(s, env_.spec).queries(ring_position(mesh())));
+  const UlyssesShape& us = ulysses_.shape();
+  const int u = mesh().group("ulysses").rank();
+  add_lse_rows(global, be().download(ring_.lse()), s.B, s.H, s.N, tp_.rank() * hl_ + us.q_split().first[size_t(u)],
+               us.hq(u), ring_layout(s, env_.spec).queries(ring_position(mesh())));
 }
 
 int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
@@ -224,7 +268,14 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P * m.tp, n = int64_t(m.U) * T;
   const int Hc = s.H / m.tp, Gc = replicated_kv_heads(m.tp, s) / m.tp;
   const UlyssesShape us = ulysses_shape(s, T, Hc, Gc, m.U);
-  const int64_t hl = Hc / m.U, gl = us.Ge() / m.U;
+  int64_t hl = Hc / m.U, gl = us.Ge() / m.U;
+  if (us.uneven) {  // the member with the most heads
+    hl = gl = 0;
+    for (int u = 0; u < m.U; ++u) {
+      hl = std::max<int64_t>(hl, us.hq(u));
+      gl = std::max<int64_t>(gl, us.hk(u));
+    }
+  }
   RingCoreShape cs;
   cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;

@@ -68,13 +68,17 @@ class UlyssesRingLayer : public Block {
   //    on either ring level (single, double) and under a tp level (the TP rank's heads).
   static Capabilities layer_capabilities() {
     Capabilities c;
-    c.decode = c.cached = true;
+    c.decode = c.cached = c.uneven_heads = true;
     return c;
   }
   // check() under --pass decode: the mesh, the heads over tp x ulysses, an equal cache shard per
   // ring position, and Helix on a single merge level only.
   void check_decode(const LayerShape& s, int P, const MeshSpec& m) const;
-  // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (head_sharding_error)
+  // The heads error of a t x U mesh ("" when it runs): head_sharding_error over t*U, or under
+  // --uneven-heads only t's (a tp level splits w_qkv by heads) and at least one query head per
+  // Ulysses member.
+  static std::string heads_error(const LayerShape& s, int t, int U);
+  // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (heads_error)
   // and the layout's chunks divide N. `hint` follows a head error ("use ulysses<=2").
   void check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m, const std::string& hint) const;
   static bool zigzag_layout(RingLayout requested, bool causal) {
@@ -134,6 +138,7 @@ class UlyssesRingLayer : public Block {
   static UlyssesShape ulysses_shape(const LayerShape& s, int64_t T, int H, int G, int U, int nseg = 1) {
     UlyssesShape u;
     u.B = s.B; u.T = T; u.H = H; u.G = G; u.d = s.d; u.U = U; u.nseg = nseg; u.dtype = s.dtype;
+    u.uneven = s.uneven_heads;
     return u;
   }
 

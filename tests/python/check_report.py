@@ -827,6 +827,50 @@ def cmd_layout(a):
     check(seen >= a.min_ok, f"{seen} balanced results, expected at least {a.min_ok}")
 
 
+def cmd_uneven(a):
+    """--uneven-heads (usp, ulysses): the split recomputed in Python (cpmodel.ulysses_uneven_split) and
+    every member's Ulysses bytes (cpmodel.ulysses_uneven_bytes) against the MEASURED bytes: on a mesh
+    with a Ulysses level only (R = 1, t = 1) every rank's total, elsewhere rank 0's ulysses-group
+    ops (member 0); the per-rank model the report carries equals the measured bytes of every rank;
+    and the model FLOPs rank by rank follow the query heads each holds (equal heads, equal FLOPs;
+    more heads, more FLOPs)."""
+    rep = json.load(open(a.report))
+    cfg = rep["config"]
+    check(cfg.get("uneven_heads") is True, f"config.uneven_heads {cfg.get('uneven_heads')}")
+    P, s = cfg["world_size"], cpmodel.elem_bytes(cfg["dtype"])
+    B, H, G, d = cfg["batch"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+    seen, split_seen = 0, False
+    for r in ok_results(rep):
+        if r["strategy"] not in ("usp", "ulysses"):
+            continue
+        m = r["mesh"]
+        t, U, R = m["tp"], m["ulysses"], m["ring"]
+        if U == 1:
+            continue
+        seen += 1
+        Ht, Gt = H // t, max(G, t) // t  # a tp rank's heads (KV replicated over tp when t > G)
+        _, qn, _, _ = cpmodel.ulysses_uneven_split(Ht, Gt, U)
+        split_seen |= len(set(qn)) > 1
+        tokens = t * cpmodel.tokens_per_rank(B, r["seq"], P)
+        for i, ph in enumerate(("fwd", "bwd")):
+            c = r["comm"][ph]
+            check(c["per_rank"] == c["predicted_per_rank"],
+                  f"{r['label']} {ph}: measured per rank {c['per_rank']} != the model's {c['predicted_per_rank']}")
+            got0 = sum(op["bytes_sent"] for op in c["ops"] if op["group"] == "ulysses")
+            want0 = cpmodel.ulysses_uneven_bytes(tokens, Ht, Gt, d, U, 0, s)[i]
+            check(got0 == want0, f"{r['label']} {ph}: rank 0's Ulysses bytes {got0} != cpmodel's {want0}")
+            if R == 1 and t == 1:
+                want = [cpmodel.ulysses_uneven_bytes(tokens, Ht, Gt, d, U, u, s)[i] for u in range(P)]
+                check(c["per_rank"] == want, f"{r['label']} {ph}: per rank {c['per_rank']} != cpmodel's {want}")
+        if R == 1 and t == 1:
+            fl = r["balance"]["model_flops_per_rank"]
+            ok = all((qn[x] == qn[y]) == (fl[x] == fl[y]) and (qn[x] < qn[y]) == (fl[x] < fl[y])
+                     for x in range(P) for y in range(P))
+            check(ok, f"{r['label']}: model FLOPs per rank {fl} do not follow the query heads {qn}")
+    check(seen >= a.min_ok, f"only {seen} Ulysses results with U > 1 checked (want {a.min_ok})")
+    check(split_seen, "no result split the heads unevenly")
+
+
 def cmd_dynamic(a):
     """ring --balance dynamic: each document's CP group size recomputed here from its length and the
     cap; then, from the tokens each rank holds of each group size (the report's
@@ -915,12 +959,15 @@ def main():
     rs = sub.add_parser("resample"); rs.add_argument("report"); rs.add_argument("--min-ok", type=int, default=1)
     lay = sub.add_parser("layout"); lay.add_argument("report"); lay.add_argument("--min-ok", type=int, default=1)
     dy = sub.add_parser("dynamic"); dy.add_argument("report"); dy.add_argument("--min-ok", type=int, default=1)
+    un = sub.add_parser("uneven"); un.add_argument("report"); un.add_argument("--min-ok", type=int, default=1)
     dy.add_argument("--min-spread", type=int, default=1)
     ig = sub.add_parser("integrity"); ig.add_argument("report"); ig.add_argument("console")
     ig.add_argument("--kinds", required=True); ig.add_argument("--min-ok", type=int, default=1)
     a = ap.parse_args()
     if a.cmd == "dynamic":
         cmd_dynamic(a)
+    elif a.cmd == "uneven":
+        cmd_uneven(a)
     elif a.cmd == "layout":
         cmd_layout(a)
     elif a.cmd == "resample":
