@@ -79,7 +79,10 @@ class MegatronSP final : public Block {
       else if (s.D % P != 0)
         e << "megatron-sp: P=" << P << " does not divide dim=" << s.D
           << " (--pass decode all-reduces each sub-layer's output as D/P columns per rank)";
-    } else if (!heads.empty())  // train, prefill: the sequence over the P ranks too
+    } else if (!heads.empty() && s.uneven_heads)  // a tp level splits w_qkv by heads: --uneven-heads does not apply
+      e << "megatron-sp: " << heads << " (its tp level splits w_qkv by heads; --uneven-heads splits a Ulysses "
+        << "level only: use ulysses or usp)";
+    else if (!heads.empty())  // train, prefill: the sequence over the P ranks too
       e << "megatron-sp: " << heads << "; "
         << (max_ulysses_degree(P, s) == 1 ? std::string("use a ring strategy (or usp with ulysses=1)")
                                           : "use usp with ulysses<=" + std::to_string(max_ulysses_degree(P, s)));

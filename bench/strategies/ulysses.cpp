@@ -19,7 +19,8 @@ class Ulysses final : public UlyssesRingLayer {
     return {"ulysses",
             "DeepSpeed Ulysses: all-to-all q,k,v from token shards to head shards,\n"
             "attention on the full sequence for H/P heads, all-to-all o back.",
-            "P divides heads; P divides kv_heads or is a multiple (kv heads replicated); P divides seq",
+            "P divides heads; P divides kv_heads or is a multiple (kv heads replicated) -- or, with --uneven-heads, "
+            "P <= heads; P divides seq",
             "all-to-all over all P ranks: (P-K)/(P-1) of its bytes cross nodes when P > K ranks per node",
             layer_capabilities()};
   }

@@ -88,7 +88,8 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
     e << name() << ": " << (m.tp != 1 ? "tp=" + std::to_string(m.tp) + " x " : std::string()) << "ulysses=" << m.U
       << " x ring=" << m.R << " must equal P=" << P;
   else if (!tp_heads.empty())
-    e << name() << ": " << tp_heads << " (w_qkv is split by heads)";
+    e << name() << ": " << tp_heads << " (w_qkv is split by heads"
+      << (s.uneven_heads ? "; --uneven-heads splits the Ulysses level only)" : ")");
   else if (!heads.empty())
     e << name() << ": " << heads << "; " << hint;
   else if (s.full_block && s.F % m.tp != 0)

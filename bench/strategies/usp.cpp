@@ -31,7 +31,8 @@ class Usp final : public UlyssesRingLayer {
     StrategyDesc d{"usp",
                    "Unified sequence parallelism: optional tensor-parallel level innermost (--tp t), Ulysses\n"
                    "all-to-all inside U groups, ring (zigzag when causal) across R; t x U x R = P (--mesh all).",
-                   "t and t*U divide heads; t, t*U divide kv_heads or are multiples (kv heads replicated); t*U*R = P; "
+                   "t and t*U divide heads; t, t*U divide kv_heads or are multiples (kv heads replicated) -- with "
+                   "--uneven-heads only t, and U <= heads/t; t*U*R = P; "
                    "t divides ffn_dim (--block full); 2P divides seq (zigzag) or P divides seq (contiguous, --balance)",
                    "tp all-gather/reduce-scatter on contiguous ranks (innermost), all-to-all inside Ulysses groups (keep "
                    "them in a node: --placement ulysses-inner), ring hops across the R groups",
