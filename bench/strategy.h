@@ -288,9 +288,8 @@ class Strategy {
                                          int rank = kBusiestRank) const = 0;
   // True when predicted_bytes differs between ranks for this shape (the harness then asks for each).
   bool predicts_per_rank(const LayerShape& s) const {
-    if (s.decode()) return false;
-    return (capabilities().bytes_per_rank && s.balance == BalanceScheme::dynamic) ||
-           (capabilities().uneven_heads && s.uneven_heads);
+    if (capabilities().uneven_heads && s.uneven_heads) return true;
+    return capabilities().bytes_per_rank && !s.decode() && s.balance == BalanceScheme::dynamic;
   }
   // Analytic activation memory per rank (bytes of tensors saved or live across the layer);
   // reported beside the measured peak.

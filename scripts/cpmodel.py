@@ -414,14 +414,15 @@ def decode_tp_bytes(steps, B, D, t, elem):
     return steps * 2 * elem * div(B * D, t) * (t - 1)
 
 
-def decode_bytes(steps, B, H, d, D, merges, U, tp_levels, elem, acc=ACC_BYTES):
+def decode_bytes(steps, B, H, d, D, merges, U, tp_levels, elem, acc=ACC_BYTES, hq=None):
     """{level: bytes} of one decode iteration's forward (bwd 0): the merges on H/(tU) query heads,
     the head group's o all-gather, and each sub-layer's tp all-reduce. tp_levels: one
     (level, degree) per sub-layer, attention first (today [("tp", t)] * sublayers(block)); the
-    attention's degree t splits the heads. Mirrors Block::decode_prediction (bench/block/block.cpp);
-    DESIGN "Decode"."""
+    attention's degree t splits the heads. `hq`: the member's own query heads under --uneven-heads
+    (ulysses_uneven_split). Mirrors Block::decode_prediction (bench/block/block.cpp); DESIGN
+    "Decode", "Uneven heads"."""
     t = tp_levels[0][1] if tp_levels else 1
-    hq = div(H, t * U)
+    hq = div(H, t * U) if hq is None else hq
     out = decode_merge_bytes(steps, B, hq, d, merges, acc)
     if U > 1:
         out["ulysses"] = decode_head_gather_bytes(steps, B, hq, d, U, elem)
@@ -451,7 +452,7 @@ def is_helix(mesh, t, P):
     return P > 1 and mesh.get("mlp_tp") == P and t < P
 
 
-def decode_block_bytes(steps, B, H, d, D, merges, U, t, mesh, P, block, elem, acc=ACC_BYTES):
+def decode_block_bytes(steps, B, H, d, D, merges, U, t, mesh, P, block, elem, acc=ACC_BYTES, hq=None):
     """{level: bytes} of one decode iteration of the layer (attention, and the MLP under --block
     full on its own level, mlp_degree): decode_bytes, or under Helix (is_helix)
     helix_attention_bytes over the single merge level plus the MLP's all-reduce over all P. Mirrors
@@ -459,7 +460,7 @@ def decode_block_bytes(steps, B, H, d, D, merges, U, t, mesh, P, block, elem, ac
     "Per-sub-layer meshes"."""
     mlp = [(mlp_level(mesh), mlp_degree(mesh, t))] * (sublayers(block) - 1)
     if not is_helix(mesh, t, P):
-        return decode_bytes(steps, B, H, d, D, merges, U, [("tp", t)] + mlp, elem, acc)
+        return decode_bytes(steps, B, H, d, D, merges, U, [("tp", t)] + mlp, elem, acc, hq)
     level, size = merges[0] if merges else ("cp", 1)
     out = helix_attention_bytes(steps, B, H, d, D, P, level, size, elem, acc)
     for lv, deg in mlp:

@@ -488,6 +488,22 @@ void Block::setup(StrategyEnv& env) {
     // k_'s first head: the TP rank's first KV head (its max(G,t)/t, replicated when t > G).
     dkv_local_ = dkv0_ - int(first_kv_head(s, t, tr));
     dkv_exporter_ = (member * dgk_) % (Ge / s.G) == 0;
+    if (s.uneven_heads && decode_u_ > 1) {  // the Ulysses level's split of the TP rank's heads
+      UlyssesShape us;
+      us.H = s.H / t; us.G = replicated_kv_heads(t, s) / t; us.U = decode_u_; us.uneven = true;
+      const HeadSplit q = us.q_split(), kv = us.kv_split();
+      const int u = decode_ui_;
+      dhq_ = q.count[size_t(u)];
+      dq0_ = q.first[size_t(u)];
+      dgk_ = kv.count[size_t(u)];
+      dkv_local_ = kv.first[size_t(u)];
+      dkv0_ = int(first_kv_head(s, t, tr)) + dkv_local_;
+      dgrep_ = us.head_rep();
+      dhead0_ = us.head0(u);
+      // The first copy over tp exports (t > G), and a straddled head by the earlier member.
+      dkv_exporter_ = (tr * us.G) % (replicated_kv_heads(t, s) / s.G) == 0;
+      dkv_skip_ = u > 0 && kv.first[size_t(u)] == kv.first[size_t(u) - 1] + kv.count[size_t(u) - 1] - 1 ? 1 : 0;
+    }
     helix_ = helix(s, env_.spec, env_.world->size());
     if (helix_) {  // slice decode_r_ of the member's dhq_ heads (check_mlp_mesh: P divides H)
       hx_ = dhq_ / decode_p_;
@@ -585,17 +601,24 @@ CommPrediction Block::predicted_bytes(const LayerShape& s, int P, const MeshSpec
 }
 
 CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSpec& m,
-                                        const std::vector<MergeLevel>& merges, int U, int64_t elem, int64_t acc) {
+                                        const std::vector<MergeLevel>& merges, int U, int64_t elem, int64_t acc,
+                                        int member) {
   if (helix(s, m, P))  // one merge level (usp's check refuses Helix on a double ring level)
     return merges.empty() ? helix_attention_bytes(s, P, "cp", 1, elem, acc)
                           : helix_attention_bytes(s, P, merges[0].level, merges[0].size, elem, acc);
   CommPrediction p;
   const int t = m.tp;
-  const int64_t hq = s.H / (int64_t(t) * U);  // query heads of one member of the head group
+  int64_t hq = s.H / (int64_t(t) * U);  // query heads of one member of the head group
+  if (s.uneven_heads && U > 1) {  // this member's own (the busiest: the most)
+    UlyssesShape us;
+    us.H = s.H / t; us.G = replicated_kv_heads(t, s) / t; us.U = U; us.uneven = true;
+    const std::vector<int>& n = us.q_split().count;
+    hq = member >= 0 ? n.at(size_t(member)) : *std::max_element(n.begin(), n.end());
+  }
   const int64_t partial = acc * s.B * hq * s.d + 4 * s.B * hq;  // o (float32) and lse of one step
   for (const MergeLevel& l : merges)
     if (l.size > 1) p.add(l.level, Phase::fwd, 0, s.pass.steps * partial * (l.size - 1));
-  if (U > 1) p.add(ulysses_decode_bytes(s, t, U, elem));
+  if (U > 1) p.add(ulysses_decode_bytes(s, t, U, elem, int(hq)));
   // The tp level: an all-reduce of w_o's B x D output rows (the MLP's: mlp_bytes).
   return p.add(tp_sublayer_bytes(s, P, t, "tp", elem));
 }
@@ -623,7 +646,8 @@ void Block::decode_setup() {
   // This member's query heads, and (not under Helix, whose owners merge by heads) the head
   // group's merged o.
   if (decode_u_ > 1) q_heads_ = reg_.add("decode_q_heads", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
-  if (decode_u_ > 1 && !helix_) o_heads_ = reg_.add("decode_o_heads", {decode_u_ * s.B * hd}, s.dtype, Held::comm);
+  if (decode_u_ > 1 && !helix_)  // every member's merged o (uneven shares: the TP rank's hl_ heads)
+    o_heads_ = reg_.add("decode_o_heads", {s.uneven_heads ? s.B * hl_ * s.d : decode_u_ * s.B * hd}, s.dtype, Held::comm);
   if (decode_u_ > 1 || s.dtype != DType::f32)
     o_part_run_ = reg_.add("decode_o_run", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
 }
@@ -633,6 +657,7 @@ void Block::decode_attention() {
   Backend& b = be();
   AttnShape a;
   a.B = s.B; a.nq = 1; a.nk = key_pos_.count(); a.hq = dhq_; a.hk = dgk_; a.d = s.d;
+  a.rep = dgrep_; a.head0 = dhead0_;
   a.causal = true;  // a decode token sees every earlier key; the mask hides slots not written yet
   a.window = s.mask.window;
   const int64_t hd = int64_t(dhq_) * s.d, Hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * dhq_, part_n = on + ln;
@@ -684,10 +709,27 @@ void Block::decode_attention() {
   } else {  // the head group's merged o (run dtype), member u's heads into o's columns [u*hd, +hd)
     if (f32) b.copy_2d(o_part_run_, on, o_acc32_, on, 1, on);
     else b.convert(o_part_run_, o_acc32_);
-    g.heads->all_gather(o_part_run_, o_heads_);
-    for (int m = 0; m < decode_u_; ++m) {
-      Tensor od = o_.view(m * hd, {(s.B - 1) * Hd + hd});
-      b.copy_2d(od, Hd, o_heads_.view(m * on, {on}), hd, s.B, hd);
+    if (!s.uneven_heads) {
+      g.heads->all_gather(o_part_run_, o_heads_);
+      for (int m = 0; m < decode_u_; ++m) {
+        Tensor od = o_.view(m * hd, {(s.B - 1) * Hd + hd});
+        b.copy_2d(od, Hd, o_heads_.view(m * on, {on}), hd, s.B, hd);
+      }
+    } else {  // uneven shares: member m's B x count_m heads from o_heads_'s B*d*first_m
+      UlyssesShape us;
+      us.H = hl_; us.G = gl_; us.U = decode_u_; us.uneven = true;
+      const HeadSplit qs = us.q_split();
+      std::vector<int64_t> so(size_t(decode_u_), 0), sn(size_t(decode_u_), on), ro, rn;
+      for (int m = 0; m < decode_u_; ++m) {
+        ro.push_back(s.B * int64_t(qs.first[size_t(m)]) * s.d);
+        rn.push_back(s.B * int64_t(qs.count[size_t(m)]) * s.d);
+      }
+      exchange_uneven(b, *g.heads, o_part_run_, so, sn, o_heads_, ro, rn);
+      for (int m = 0; m < decode_u_; ++m) {
+        const int64_t w = int64_t(qs.count[size_t(m)]) * s.d;
+        Tensor od = o_.view(int64_t(qs.first[size_t(m)]) * s.d, {(s.B - 1) * Hd + w});
+        b.copy_2d(od, Hd, o_heads_.view(ro[size_t(m)], {rn[size_t(m)]}), w, s.B, w);
+      }
     }
   }
   // Kept for verification: this step's o and lse as column step_ of o_steps_, lse_steps_.
@@ -747,7 +789,7 @@ void Block::export_decode(const std::string& name, std::vector<float>& global) {
     const int64_t c0 = int64_t(dkv0_) * s.d;
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t i = decode_r_, j = 0; i < S; i += decode_p_, ++j)
-        for (int64_t e = 0; e < w; ++e)
+        for (int64_t e = int64_t(dkv_skip_) * s.d; e < w; ++e)  // a straddled head: the earlier member's
           global[size_t((b * S + i) * gw + c0 + e)] += c[size_t((b * nk + Cr + j) * w + e)];
     return;
   }

@@ -144,8 +144,11 @@ class Block : public Strategy {
     std::string level;
     int size = 1;
   };
+  // `member`: under --uneven-heads the rank's Ulysses index (its own query heads set its partial
+  // and its share of the gather; kBusiestRank: the member with the most).
   static CommPrediction decode_prediction(const LayerShape& s, int P, const MeshSpec& m,
-                                          const std::vector<MergeLevel>& merges, int U, int64_t elem, int64_t acc);
+                                          const std::vector<MergeLevel>& merges, int U, int64_t elem, int64_t acc,
+                                          int member = kBusiestRank);
 
   class SubLayer;  // one sub-layer of the block (block.cpp: attention, the MLP)
 
@@ -259,12 +262,14 @@ class Block : public Strategy {
   // output [B, S, hl, d] and lse [B, hl, S] for verification.
   // decode_u_, decode_ui_ the head group's size and this rank's index; dhq_ query heads from
   // dq0_, dgk_ KV heads (replicated when U > G) from original head dkv0_, exported by the first
-  // of their copies (dkv_exporter_).
+  // of their copies (dkv_exporter_). --uneven-heads (ulysses_level.h's split): dgrep_, dhead0_ the
+  // slice's GQA map, dkv_skip_ its leading KV heads an earlier member exports (a straddled head).
   int64_t step_ = 0;
   DecodeGroups decode_groups_;  // decode_groups(), looked up once at setup (the steps use it)
   int decode_p_ = 1, decode_r_ = 0, decode_u_ = 1, decode_ui_ = 0;
   int dhq_ = 0, dq0_ = 0, dgk_ = 0, dkv0_ = 0, dkv_local_ = 0;  // dkv_local_: dkv0_ in k_'s heads
   bool dkv_exporter_ = true;
+  int dgrep_ = 0, dhead0_ = 0, dkv_skip_ = 0;
   Tensor part_, gathered_, o_acc32_, lse_acc_, o_steps_, lse_steps_;
   // Helix: this rank owns hx_ = H/P query heads from global head hx0_ (slice decode_r_ of its
   // member's dhq_); the partials travel by destination (helix_send_, one chunk per merge-group

@@ -73,35 +73,46 @@ void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s
   }
 }
 
+void exchange_uneven(Backend& be, Communicator& c, const Tensor& send, const std::vector<int64_t>& send_off,
+                     const std::vector<int64_t>& send_n, Tensor& recv, const std::vector<int64_t>& recv_off,
+                     const std::vector<int64_t>& recv_n) {
+  const int U = c.size(), me = c.rank();
+  // Receives posted first, then the sends; my own chunk is a local copy.
+  std::vector<Tensor> rbuf(static_cast<size_t>(U)), sbuf(static_cast<size_t>(U));
+  std::vector<Request> reqs;
+  for (int j = 0; j < U; ++j)
+    if (j != me && recv_n[size_t(j)] > 0) {
+      rbuf[size_t(j)] = recv.view(recv_off[size_t(j)], {recv_n[size_t(j)]});
+      reqs.push_back(c.irecv(rbuf[size_t(j)], j, 0));
+    }
+  for (int j = 0; j < U; ++j)
+    if (j != me && send_n[size_t(j)] > 0) {
+      sbuf[size_t(j)] = send.view(send_off[size_t(j)], {send_n[size_t(j)]});
+      reqs.push_back(c.isend(sbuf[size_t(j)], j, 0));
+    }
+  if (recv_n[size_t(me)] > 0) {
+    Tensor mine = recv.view(recv_off[size_t(me)], {recv_n[size_t(me)]});
+    be.copy_2d(mine, mine.numel(), send.view(send_off[size_t(me)], {send_n[size_t(me)]}), mine.numel(), 1,
+               mine.numel());
+  }
+  for (Request& r : reqs) c.wait(r);
+}
+
 void UlyssesLevel::exchange(const Tensor& send, const std::vector<int64_t>& send_n, Tensor& recv,
                             const std::vector<int64_t>& recv_n) {
-  const int U = s_.U, me = c_->rank();
+  const int U = s_.U;
   if (!s_.uneven) {
     Tensor r = recv.view(0, {send_n[0] * U});
     c_->all_to_all(send.view(0, {send_n[0] * U}), r);
     return;
   }
-  // Uneven chunks: receives posted first, then the sends; my own chunk is a local copy.
-  std::vector<int64_t> so(size_t(U) + 1, 0), ro(size_t(U) + 1, 0);
-  for (int j = 0; j < U; ++j) {
-    so[size_t(j) + 1] = so[size_t(j)] + send_n[size_t(j)];
-    ro[size_t(j) + 1] = ro[size_t(j)] + recv_n[size_t(j)];
+  // Uneven chunks, one after another in member order.
+  std::vector<int64_t> so(size_t(U), 0), ro(size_t(U), 0);
+  for (int j = 1; j < U; ++j) {
+    so[size_t(j)] = so[size_t(j) - 1] + send_n[size_t(j) - 1];
+    ro[size_t(j)] = ro[size_t(j) - 1] + recv_n[size_t(j) - 1];
   }
-  std::vector<Tensor> rbuf(static_cast<size_t>(U)), sbuf(static_cast<size_t>(U));
-  std::vector<Request> reqs;
-  for (int j = 0; j < U; ++j)
-    if (j != me && recv_n[size_t(j)] > 0) {
-      rbuf[size_t(j)] = recv.view(ro[size_t(j)], {recv_n[size_t(j)]});
-      reqs.push_back(c_->irecv(rbuf[size_t(j)], j, 0));
-    }
-  for (int j = 0; j < U; ++j)
-    if (j != me && send_n[size_t(j)] > 0) {
-      sbuf[size_t(j)] = send.view(so[size_t(j)], {send_n[size_t(j)]});
-      reqs.push_back(c_->isend(sbuf[size_t(j)], j, 0));
-    }
-  Tensor mine = recv.view(ro[size_t(me)], {recv_n[size_t(me)]});
-  be_->copy_2d(mine, mine.numel(), send.view(so[size_t(me)], {send_n[size_t(me)]}), mine.numel(), 1, mine.numel());
-  for (Request& r : reqs) c_->wait(r);
+  exchange_uneven(*be_, *c_, send, so, send_n, recv, ro, recv_n);
 }
 
 void UlyssesLevel::scatter_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& q_r, Tensor& k_r,
@@ -269,8 +280,8 @@ CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, con
   return p;
 }
 
-CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t elem) {
-  const int64_t hq = s.H / (int64_t(t) * U);  // query heads of one member of the head group
+CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t elem, int hq_member) {
+  const int64_t hq = hq_member > 0 ? hq_member : s.H / (int64_t(t) * U);  // query heads of one member of the head group
   CommPrediction p;
   return p.add("ulysses", Phase::fwd, 0, s.pass.steps * elem * s.B * hq * s.d * (U - 1));
 }

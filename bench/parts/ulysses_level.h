@@ -99,6 +99,14 @@ class UlyssesLevel {
   Tensor acc32_;
 };
 
+// The exchange of uneven chunks: `send` elements [send_off[j], +send_n[j]) go to member j of `c`,
+// member i's arrive at `recv` [recv_off[i], +recv_n[i]); U-1 receives and sends (point-to-point,
+// tag 0; NCCL posts them as one group) and a local copy of this member's own chunk. An all-gather
+// of uneven shares is the case of equal send offsets.
+void exchange_uneven(Backend& be, Communicator& c, const Tensor& send, const std::vector<int64_t>& send_off,
+                     const std::vector<int64_t>& send_n, Tensor& recv, const std::vector<int64_t>& recv_off,
+                     const std::vector<int64_t>& recv_n);
+
 // ---- the byte model's terms (bytes sent per rank per layer) ------------------------------------
 // Train and prefill: q, k, v out and o back in forward, do out and dq, dk, dv back in backward,
 // each an all-to-all keeping 1/U: s*Tn*(2*H*d + 2*d*Ge)*(U-1)/U per direction, Tn = B*(N-C)/P
@@ -113,7 +121,8 @@ CommPrediction ulysses_level_bytes(const LayerShape& s, int P, int t, int U, int
 CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, const UlyssesShape& us, int u, int64_t elem);
 // Decode: each step the head group's merged o (B rows x H/(t*U) heads of d, run dtype) all-gathered
 // over the U members: S * s*B*(H/(t*U))*d*(U-1).
-CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t elem);
+// Under --uneven-heads member u's own hq(u) heads: S * s*B*hq(u)*d*(U-1) (`hq` > 0 gives it).
+CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t elem, int hq = 0);
 // Bytes the level keeps allocated per rank: the two exchange buffers (q|k|v of T tokens) and,
 // under replication, the replicated k, v and one copy's buffers.
 int64_t ulysses_level_activation_bytes(const UlyssesShape& s);

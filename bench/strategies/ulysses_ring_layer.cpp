@@ -18,7 +18,7 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
   if (s.decode())  // the merge over the ring level: one ring, or the inner rings then across them
     return decode_prediction(s, P, m, m.inner_ring > 0 ? std::vector<MergeLevel>{{"ring_inner", m.inner_ring}, {"ring_outer", m.R / m.inner_ring}}
                                                  : std::vector<MergeLevel>{{"ring", m.R}},
-                             m.U, elem, acc);
+                             m.U, elem, acc, ulysses_index(rank, m));
   // Under --cached the all-to-all and the Q blocks carry the new tokens (Tn = B*(N-C)/P per rank)
   // and a K,V block the ring index's cache shard too: B*(C/R + U*Tn/B)*(Ge/U)*d = T*Ge*d, as without.
   const int64_t T = s.B * s.N / P, Tn = s.B * s.new_tokens() / P;
@@ -35,8 +35,9 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
     // hk(u) KV heads of its ring index's t*U*T tokens (T*t*U*h(u) elements per T tokens). The busiest
     // rank: the member sending the most.
     const UlyssesShape us = ulysses_shape(s, 1, s.H / m.tp, replicated_kv_heads(m.tp, s) / m.tp, m.U);
-    int u = 0;
-    if (rank == kBusiestRank) {
+    int u = ulysses_index(rank, m);
+    if (u == kBusiestRank) {
+      u = 0;
       int64_t most = -1;
       for (int j = 0; j < m.U; ++j) {
         const CommPrediction c = ulysses_level_bytes_uneven(s, P, m.tp, us, j, elem);
@@ -46,9 +47,6 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
           u = j;
         }
       }
-    } else {
-      const std::vector<int> g = Mesh::group_of(rank, mesh_desc(m), "ulysses");
-      u = int(std::find(g.begin(), g.end(), rank) - g.begin());
     }
     p.add(ulysses_level_bytes_uneven(s, P, m.tp, us, u, elem));
     hq = int64_t(m.tp) * m.U * us.hq(u) * s.d;
@@ -65,6 +63,12 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
   b.heads = heads;
   const RingSchedule sch = ring_schedule(m);
   return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), s.pass.travel, b, elem, acc));
+}
+
+int UlyssesRingLayer::ulysses_index(int rank, const MeshSpec& m) const {
+  if (rank == kBusiestRank) return kBusiestRank;
+  const std::vector<int> g = Mesh::group_of(rank, mesh_desc(m), "ulysses");
+  return int(std::find(g.begin(), g.end(), rank) - g.begin());
 }
 
 std::string UlyssesRingLayer::heads_error(const LayerShape& s, int t, int U) {
@@ -113,17 +117,18 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
 void UlyssesRingLayer::check_decode(const LayerShape& s, int P, const MeshSpec& m) const {
   std::ostringstream e;
   const std::string tp_heads = head_sharding_error(m.tp, s, "tp");
-  const std::string heads = head_sharding_error(m.tp * m.U, s, m.tp > 1 ? "tp*ulysses" : "ulysses");
-  if (s.uneven_heads)
-    e << name() << ": --uneven-heads does not run --pass decode yet (its all-gather of o over ulysses=" << m.U
-      << " assumes equal head shares); drop --uneven-heads";
-  else if (int64_t(m.tp) * m.U * m.R != P)
+  const std::string heads = tp_heads.empty() ? heads_error(s, m.tp, m.U) : "";
+  if (int64_t(m.tp) * m.U * m.R != P)
     e << name() << ": " << (m.tp != 1 ? "tp=" + std::to_string(m.tp) + " x " : std::string()) << "ulysses=" << m.U
       << " x ring=" << m.R << " must equal P=" << P;
   else if (!tp_heads.empty())
-    e << name() << ": " << tp_heads << " (w_qkv is split by heads)";
+    e << name() << ": " << tp_heads << " (w_qkv is split by heads"
+      << (s.uneven_heads ? "; --uneven-heads splits the Ulysses level only)" : ")");
   else if (!heads.empty())
     e << name() << ": " << heads << " (--pass decode shards the heads over " << (m.tp > 1 ? "tp x ulysses)" : "ulysses)");
+  else if (s.uneven_heads && m.U > 1 && helix(s, m, P))
+    e << name() << ": Helix decode (--mlp-tp " << m.mlp_tp << " = P) splits each member's heads evenly over the "
+      << "merge level; it does not run --uneven-heads";
   else if (s.full_block && s.F % m.tp != 0)
     e << name() << ": tp=" << m.tp << " does not divide ffn_dim=" << s.F << " (w_gate, w_up split by columns)";
   else if (s.D % m.tp != 0)

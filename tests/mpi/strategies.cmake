@@ -195,12 +195,14 @@ list(APPEND _verify_matrix
   # use (a straddled KV head held by two members), against single at 1e-5: P = 2, 3, 4, 6, 8; MQA,
   # GQA with straddles (H 6 / G 3 over 4, H 9 / G 3 over 2), a tp level under it (t3xu2: 3 heads over
   # 2), causal, window + documents and non-causal, B = 2, prefill (--cached with pass-Q on the double
-  # ring) with sinks, bf16 with the whole block.
+  # ring) with sinks, bf16 with the whole block, decode (the merged o gathered in uneven shares; the
+  # cache's straddled KV heads exported once) with a window and sinks.
   "p2_uneven_heads_bf16_block_full         2  2 --model tiny --seq 64 --heads 3 --kv-heads 1 --head-dim 16 --dim 48 --ffn-dim 64 --dtype bf16 --block full --strategies ulysses,usp --ulysses 2 --uneven-heads"
   "p3_uneven_heads_mqa_window_docs         3  3 --model tiny --seq 150 --heads 5 --kv-heads 1 --window 30 --docs 40,50,60 --strategies ulysses,usp --mesh all --uneven-heads"
   "p4_uneven_heads_cached_pass_q_sinks     4  6 --model tiny --seq 256 --cached 128 --pass prefill --ring-pass q --heads 6 --kv-heads 3 --strategies usp --usp-ring double --mesh all --sinks --uneven-heads"
   "p6_uneven_heads_tp_noncausal            6  7 --model tiny --seq 144 --heads 9 --kv-heads 3 --no-causal --strategies ulysses,usp --mesh all --uneven-heads"
   "p8_uneven_heads_b2                      8  5 --model tiny --seq 160 --heads 6 --kv-heads 2 --batch 2 --strategies usp --mesh all --uneven-heads"
+  "p6_uneven_heads_decode_window_sinks     6  7 --model tiny --cached 144 --decode-steps 7 --heads 9 --kv-heads 3 --dim 48 --window 40 --pass decode --strategies usp,ulysses --mesh all --sinks --uneven-heads"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -236,10 +238,10 @@ add_test(NAME numerics_p4_bf16
          COMMAND sh -c "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/numerics.py --cpbench ${CPBENCH_BIN} --mpirun ${MPIEXEC_EXECUTABLE} --P 1,2,4 --seq 256 --heads 4 --kv-heads 2 --head-dim 64 --dim 128 --seeds 1 --variants f32,bf16-acc --out ${CPBENCH_TEST_OUT}/numerics_p4.json --markdown ${CPBENCH_TEST_OUT}/numerics_p4.md && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_numerics.py ${CPBENCH_TEST_OUT}/numerics_p4.json")
 set_tests_properties(numerics_p4_bf16 PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 # What travels in bf16 (--partial-dtype, --acc-dtype): a 16-bit run, the passes and schedules that round it.
-# --uneven-heads: a tp level still needs divisibility, a Ulysses member at least one head, decode not yet.
+# --uneven-heads: a tp level still needs divisibility, a Ulysses member at least one head, Helix even shares.
 cpbench_fail_test(uneven_heads_megatron_sp 4 "megatron-sp: P=4 does not divide heads=6 \\(its tp level splits w_qkv by heads; --uneven-heads splits a Ulysses level only" run --model tiny --seq 64 --heads 6 --kv-heads 3 --strategies megatron-sp --uneven-heads)
 cpbench_fail_test(uneven_heads_too_few 4 "ulysses: ulysses=4 exceeds the 3 query heads \\(--uneven-heads: every Ulysses member takes at least one\\)" run --model tiny --seq 64 --heads 3 --kv-heads 1 --strategies ulysses --uneven-heads)
-cpbench_fail_test(uneven_heads_decode 4 "usp: --uneven-heads does not run --pass decode yet" run --model tiny --cached 64 --pass decode --heads 6 --kv-heads 3 --strategies usp --ulysses 4 --uneven-heads)
+cpbench_fail_test(uneven_heads_helix 4 "usp: Helix decode \\(--mlp-tp 4 = P\\) splits each member's heads evenly over the merge level; it does not run --uneven-heads" run --model tiny --block full --cached 64 --pass decode --heads 8 --kv-heads 2 --strategies usp --ulysses 2 --mlp-tp 4 --uneven-heads)
 cpbench_fail_test(acc_dtype_fp32_run 2 "--acc-dtype bf16 rounds what a 16-bit run keeps in float32: it needs --dtype bf16 or fp16 \\(got dtype=fp32\\)" run --model tiny --seq 64 --acc-dtype bf16)
 cpbench_fail_test(acc_dtype_prefill 2 "--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train \\(got pass=prefill\\)" run --model tiny --seq 64 --dtype bf16 --pass prefill --acc-dtype bf16)
 cpbench_fail_test(partial_dtype_pass_q 2 "--partial-dtype bf16 rounds the K,V ring's running output; the partials of pass-Q and decode stay float32" run --model tiny --seq 64 --dtype bf16 --pass prefill --ring-pass q --partial-dtype bf16)

@@ -167,6 +167,8 @@ def cmd_model(a):
         check(band == ({"lo": sim_band["lo"], "hi": sim_band["hi"]} if sim_band else None),
               f"{r['label']}: timing.step_ms.band {band}, expected {sim_band} (only simulated reports have one)")
         cfg = rep["config"]
+        if cfg.get("uneven_heads") and r["strategy"] in ("usp", "ulysses") and r["mesh"]["ulysses"] > 1:
+            continue  # each rank its own heads, bytes and cache: check_report.py uneven
         C = cfg.get("cached", 0)
         if cfg["pass"] == "prefill":  # the serving figures, from the config alone
             # The cache shard: C/R tokens (single C; the ring family R = P) for max(G, tU)/(tU) KV heads.
@@ -827,6 +829,17 @@ def cmd_layout(a):
     check(seen >= a.min_ok, f"{seen} balanced results, expected at least {a.min_ok}")
 
 
+def mesh_coord(levels, rank, name):
+    """Rank's coordinate on the mesh level `name` (levels innermost first, as results[].mesh.levels):
+    its index in that level's group."""
+    stride = 1
+    for x in levels:
+        if x["name"] == name:
+            return rank // stride % x["size"]
+        stride *= x["size"]
+    return 0
+
+
 def cmd_uneven(a):
     """--uneven-heads (usp, ulysses): the split recomputed in Python (cpmodel.ulysses_uneven_split) and
     every member's Ulysses bytes (cpmodel.ulysses_uneven_bytes) against the MEASURED bytes: on a mesh
@@ -851,6 +864,19 @@ def cmd_uneven(a):
         Ht, Gt = H // t, max(G, t) // t  # a tp rank's heads (KV replicated over tp when t > G)
         _, qn, _, _ = cpmodel.ulysses_uneven_split(Ht, Gt, U)
         split_seen |= len(set(qn)) > 1
+        if cfg["pass"] == "decode":
+            # Each rank's member u: its partial of qn[u] heads over the merge levels, its share of the
+            # head group's o gather, tp's all-reduce (cpmodel.decode_block_bytes with hq = qn[u]).
+            S = cfg["decode_steps"]
+            want = []
+            for q in range(P):
+                u = mesh_coord(m["levels"], q, "ulysses")
+                lv = cpmodel.decode_block_bytes(S, B, H, d, cfg["dim"], cpmodel.decode_merge_levels(r["strategy"], m, R),
+                                                U, t, m, P, cfg["block"], s, hq=qn[u])
+                want.append(sum(lv.values()))
+            check(r["comm"]["fwd"]["per_rank"] == want and r["comm"]["fwd"]["per_rank"] == r["comm"]["fwd"]["predicted_per_rank"],
+                  f"{r['label']} decode: per rank {r['comm']['fwd']['per_rank']} != cpmodel's {want}")
+            continue
         tokens = t * cpmodel.tokens_per_rank(B, r["seq"], P)
         for i, ph in enumerate(("fwd", "bwd")):
             c = r["comm"][ph]
