@@ -197,6 +197,7 @@ list(APPEND _verify_matrix
   # 2), causal, window + documents and non-causal, B = 2, prefill (--cached with pass-Q on the double
   # ring) with sinks, bf16 with the whole block, decode (the merged o gathered in uneven shares; the
   # cache's straddled KV heads exported once) with a window and sinks.
+  "p2_uneven_heads_docs                    2  3 --model tiny --seq 100 --heads 3 --kv-heads 1 --docs 30,70 --strategies ulysses,usp --mesh all --uneven-heads"
   "p2_uneven_heads_bf16_block_full         2  2 --model tiny --seq 64 --heads 3 --kv-heads 1 --head-dim 16 --dim 48 --ffn-dim 64 --dtype bf16 --block full --strategies ulysses,usp --ulysses 2 --uneven-heads"
   "p3_uneven_heads_mqa_window_docs         3  3 --model tiny --seq 150 --heads 5 --kv-heads 1 --window 30 --docs 40,50,60 --strategies ulysses,usp --mesh all --uneven-heads"
   "p4_uneven_heads_cached_pass_q_sinks     4  6 --model tiny --seq 256 --cached 128 --pass prefill --ring-pass q --heads 6 --kv-heads 3 --strategies usp --usp-ring double --mesh all --sinks --uneven-heads"
