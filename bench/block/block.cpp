@@ -489,8 +489,7 @@ void Block::setup(StrategyEnv& env) {
     dkv_local_ = dkv0_ - int(first_kv_head(s, t, tr));
     dkv_exporter_ = (member * dgk_) % (Ge / s.G) == 0;
     if (s.uneven_heads && decode_u_ > 1) {  // the Ulysses level's split of the TP rank's heads
-      UlyssesShape us;
-      us.H = s.H / t; us.G = replicated_kv_heads(t, s) / t; us.U = decode_u_; us.uneven = true;
+      const UlyssesShape us = UlyssesShape::uneven_split(s.H / t, replicated_kv_heads(t, s) / t, decode_u_);
       const HeadSplit q = us.q_split(), kv = us.kv_split();
       const int u = decode_ui_;
       dhq_ = q.count[size_t(u)];
@@ -610,9 +609,7 @@ CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSp
   const int t = m.tp;
   int64_t hq = s.H / (int64_t(t) * U);  // query heads of one member of the head group
   if (s.uneven_heads && U > 1) {  // this member's own (the busiest: the most)
-    UlyssesShape us;
-    us.H = s.H / t; us.G = replicated_kv_heads(t, s) / t; us.U = U; us.uneven = true;
-    const std::vector<int>& n = us.q_split().count;
+    const std::vector<int> n = UlyssesShape::uneven_split(s.H / t, replicated_kv_heads(t, s) / t, U).q_split().count;
     hq = member >= 0 ? n.at(size_t(member)) : *std::max_element(n.begin(), n.end());
   }
   const int64_t partial = acc * s.B * hq * s.d + 4 * s.B * hq;  // o (float32) and lse of one step
@@ -716,9 +713,7 @@ void Block::decode_attention() {
         b.copy_2d(od, Hd, o_heads_.view(m * on, {on}), hd, s.B, hd);
       }
     } else {  // uneven shares: member m's B x count_m heads from o_heads_'s B*d*first_m
-      UlyssesShape us;
-      us.H = hl_; us.G = gl_; us.U = decode_u_; us.uneven = true;
-      const HeadSplit qs = us.q_split();
+      const HeadSplit qs = UlyssesShape::uneven_split(hl_, gl_, decode_u_).q_split();
       std::vector<int64_t> so(size_t(decode_u_), 0), sn(size_t(decode_u_), on), ro, rn;
       for (int m = 0; m < decode_u_; ++m) {
         ro.push_back(s.B * int64_t(qs.first[size_t(m)]) * s.d);

@@ -40,6 +40,19 @@ int UlyssesShape::kv_slots() const {
   return n;
 }
 
+int64_t UlyssesShape::exchange_elems() const {
+  if (!uneven) return B * T * int64_t(H + 2 * Ge()) * d;
+  int most = 0;
+  for (int j = 0; j < U; ++j) most = std::max(most, hq(j) + 2 * hk(j));
+  return B * T * d * std::max<int64_t>(H + 2 * kv_slots(), int64_t(U) * most);
+}
+
+UlyssesShape UlyssesShape::uneven_split(int H, int G, int U) {
+  UlyssesShape s;
+  s.H = H; s.G = G; s.U = U; s.uneven = true;
+  return s;
+}
+
 void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s) {
   if (group.size() != s.U) throw std::logic_error("UlyssesLevel: the group's size is not U");
   if (s.uneven && (s.H < s.U || s.H % s.G != 0))
@@ -48,14 +61,7 @@ void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s
   c_ = &group;
   s_ = s;
   const int f = s.kv_copies(), Ge = s.Ge();
-  // The largest exchange, q|k|v: every member's heads of my tokens (send) or my heads of every
-  // member's tokens (receive).
-  int64_t a2a = s.B * s.T * int64_t(s.H + 2 * Ge) * s.d;
-  if (s.uneven) {
-    int most = 0;
-    for (int j = 0; j < s.U; ++j) most = std::max(most, s.hq(j) + 2 * s.hk(j));
-    a2a = s.B * s.T * s.d * std::max<int64_t>(s.H + 2 * s.kv_slots(), int64_t(s.U) * most);
-  }
+  const int64_t a2a = s.exchange_elems();
   send_ = be.alloc({a2a}, s.dtype, MemKind::comm);
   recv_ = be.alloc({a2a}, s.dtype, MemKind::comm);
   if (f > 1) {
@@ -288,12 +294,8 @@ CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t e
 
 int64_t ulysses_level_activation_bytes(const UlyssesShape& s) {
   const int64_t es = int64_t(dtype_size(s.dtype)), Ge = s.Ge();
-  if (s.uneven) {  // setup's exchange buffers, the members' dk, dv slots and one slot's scratch
-    int most = 0;
-    for (int j = 0; j < s.U; ++j) most = std::max(most, s.hq(j) + 2 * s.hk(j));
-    const int64_t a2a = s.B * s.T * s.d * std::max<int64_t>(s.H + 2 * s.kv_slots(), int64_t(s.U) * most);
-    return 2 * a2a * es + s.B * s.T * s.d * (2 * s.kv_slots() * es + es + (s.dtype == DType::f32 ? 0 : 4) + 4);
-  }
+  if (s.uneven)  // setup's exchange buffers, the members' dk, dv slots and one slot's scratch
+    return 2 * s.exchange_elems() * es + s.B * s.T * s.d * (2 * s.kv_slots() * es + es + (s.dtype == DType::f32 ? 0 : 4) + 4);
   int64_t rep = 0;
   if (Ge > s.G) rep = s.B * s.T * s.d * (2 * Ge * es + s.G * es + (s.dtype == DType::f32 ? 0 : s.G * 4));
   return 2 * s.B * s.T * (s.H + 2 * Ge) * s.d * es + rep;

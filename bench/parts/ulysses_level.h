@@ -55,6 +55,11 @@ struct UlyssesShape {
   int head_rep() const { return uneven ? H / G : 0; }
   int head0(int u) const { return uneven ? q_split().first[size_t(u)] % (H / G) : 0; }
   int kv_slots() const;  // uneven: the KV heads the members hold together (sum of hk(u))
+  // Elements of the largest exchange, q|k|v: every member's heads of my tokens (send) or my heads
+  // of every member's tokens (receive).
+  int64_t exchange_elems() const;
+  // The uneven split of H query and G KV heads over U members alone (for decode and the models).
+  static UlyssesShape uneven_split(int H, int G, int U);
 };
 
 class UlyssesLevel {
