@@ -71,7 +71,12 @@ struct LayerShape {
   // --partial-dtype, --acc-dtype: the K,V ring's running merged output and the dK,dV accumulators
   // that travel back to their owner: f32 (default) or bf16 (rounded at every merge / hop).
   DType partial_dtype = DType::f32, acc_dtype = DType::f32;
-  int64_t acc_bytes() const { return int64_t(dtype_size(acc_dtype)); }  // s_acc of the byte model
+  // The byte model's s_acc: the dK,dV accumulators' bytes (train), and in a forward-only pass the
+  // partials' s_part (pass-Q's o: --partial-dtype; decode's partials stay float32).
+  int64_t acc_bytes() const {
+    if (forward_only()) return pass.travel != RingTravel::kv ? int64_t(dtype_size(partial_dtype)) : 4;
+    return int64_t(dtype_size(acc_dtype));
+  }
   LayerMask mask;
   LayerPass pass;
   BalanceScheme balance = BalanceScheme::none;  // --balance: the ring family's token layout

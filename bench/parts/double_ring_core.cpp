@@ -31,8 +31,8 @@ void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer
     const int64_t qn = s.B * s.n * s.hq * s.d, part = steps_.partial_elems();
     for (Tensor& t : qround_) t = be.alloc({qn}, s.dtype, MemKind::comm);
     for (Tensor& t : qhop_) t = be.alloc({qn}, s.dtype, MemKind::comm);
-    for (Tensor& t : part_) t = be.alloc({part}, DType::f32, MemKind::comm);
-    part_out_ = be.alloc({part}, DType::f32, MemKind::comm);
+    for (Tensor& t : part_) t = be.alloc({part}, steps_.partial_dtype(), MemKind::comm);
+    part_out_ = be.alloc({part}, steps_.partial_dtype(), MemKind::comm);
   }
 }
 
@@ -239,8 +239,8 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
   const int64_t ea = int64_t(dtype_size(s.acc_dtype));  // the accumulators' (--acc-dtype)
   bytes += R > 1 ? 2 * kv * es + kv * ea : 4 * kv * es + 4 * kv * ea;
   if (ring_travel(s.travel).queries_travel) {
-    const int64_t qn = s.B * s.n * s.hq * s.d, part = qn + s.B * s.hq * s.n;
-    bytes += 4 * qn * es + 4 * part * 4;
+    const int64_t qn = s.B * s.n * s.hq * s.d, part = qn * int64_t(dtype_size(s.partial_dtype)) + s.B * s.hq * s.n * 4;
+    bytes += 4 * qn * es + 4 * part;  // 4 Q blocks, 4 partials (o in s_part, lse float32)
   }
   return bytes;
 }

@@ -69,7 +69,14 @@ bool RingCore::any_visible(const Positions& qpos, const Positions& kpos) const {
 
 Tensor RingCore::part_o(const Tensor& buf) const { return buf.view(0, {s_.B, s_.n, s_.hq, s_.d}); }
 Tensor RingCore::part_lse(const Tensor& buf) const {
-  return buf.view(s_.B * s_.n * s_.hq * s_.d, {s_.B, s_.hq, s_.n});
+  const int64_t o = s_.B * s_.n * s_.hq * s_.d, rows = s_.B * s_.hq * s_.n;
+  if (buf.dtype == DType::f32) return buf.view(o, {s_.B, s_.hq, s_.n});
+  // A 16-bit partial: the float32 lse in the 2*rows elements after o (o is even: 4-byte aligned).
+  if (o % 2 != 0) throw std::logic_error("ring core: a 16-bit partial needs an even o (an even head dim)");
+  Tensor l = buf.view(o, {rows * 4 / int64_t(dtype_size(buf.dtype))});
+  l.dtype = DType::f32;
+  l.shape = {s_.B, s_.hq, s_.n};
+  return l;
 }
 
 void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
@@ -295,9 +302,9 @@ void RingCore::q_block(const Tensor& q, int owner, const Tensor& k, const Tensor
     b.fill(sl, -std::numeric_limits<float>::infinity());
     return;
   }
-  if (s_.dtype == DType::f32) {
+  if (so.dtype == s_.dtype) {  // the kernel writes the partial's dtype (fp32, or bf16 partials of a bf16 run)
     b.attn_fwd(a, q, k, v, qpos, kpos, so, sl);
-  } else {  // the kernel writes the run dtype; the partial is float32
+  } else {  // the kernel writes the run dtype, converted to the partial's
     b.attn_fwd(a, q, k, v, qpos, kpos, o_blk_, sl);
     b.convert(so, o_blk_);
   }
@@ -312,7 +319,7 @@ void RingCore::pass_q_end(const Tensor& part, Tensor& o) {
   Backend& b = *be_;
   const int64_t qn = s_.B * s_.n * s_.hq * s_.d, rows = s_.B * s_.hq * s_.n;
   b.copy_2d(lse_, rows, part_lse(part), rows, 1, rows);
-  if (s_.dtype == DType::f32) b.copy_2d(o, qn, part_o(part), qn, 1, qn);
+  if (o.dtype == part.dtype) b.copy_2d(o, qn, part_o(part), qn, 1, qn);
   else b.convert(o, part_o(part));
 }
 

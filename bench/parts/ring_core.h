@@ -137,11 +137,17 @@ class RingCore {
   // The k or v half of a packed k|v (or dk|dv) buffer, shaped [B,n,hk,d].
   Tensor kv_view(const Tensor& buf, int which) const;
   // pass-Q steps, for a composition that runs its own Q schedule (double_ring_core.h). A partial
-  // is float32 [o B*n*hq*d | lse B*hq*n] (partial_elems()). q_block: this rank's K,V
+  // is [o B*n*hq*d | lse B*hq*n], one buffer of partial_elems() elements of partial_dtype(): o in
+  // float32, or under --partial-dtype bf16 in bf16 (rounded at every merge), its lse float32
+  // either way (a float32 view of the elements after o; an even head dim keeps it aligned), so a
+  // partial travels as one message of s_part*o + 4*lse bytes. q_block: this rank's K,V
   // contribution to the Q block `q` of ring position `owner`, written into `part` (o = 0,
   // lse = -inf when no pair is visible); merge_partial: `in` merged into `part` (online
   // softmax); pass_q_end: the final partial to o (run dtype) and lse(), as forward() leaves them.
-  int64_t partial_elems() const { return s_.B * s_.n * s_.hq * s_.d + s_.B * s_.hq * s_.n; }
+  DType partial_dtype() const { return s_.partial_dtype; }
+  int64_t partial_elems() const {
+    return s_.B * s_.n * s_.hq * s_.d + s_.B * s_.hq * s_.n * 4 / int64_t(dtype_size(s_.partial_dtype));
+  }
   void q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part);
   void merge_partial(Tensor& part, const Tensor& in);
   void pass_q_end(const Tensor& part, Tensor& o);
@@ -156,7 +162,7 @@ class RingCore {
   bool any_visible(const Positions& qpos, const Positions& kpos) const;
   Tensor& lse_out() { return lse_; }     // the forward's lse, written by a policy
   Tensor& block_out() { return o_blk_; }  // one block's output in the run dtype (R > 1)
-  Tensor part_o(const Tensor& buf) const;    // a partial's o half, [B,n,hq,d] float32
+  Tensor part_o(const Tensor& buf) const;    // a partial's o half, [B,n,hq,d] (partial_dtype())
   Tensor part_lse(const Tensor& buf) const;  // its lse half, [B,hq,n] float32
 
   // DESIGN's ring hop truncation: K_eff, the farthest hop k (1..R-1) at which some ring rank r
@@ -179,8 +185,8 @@ class RingCore {
   // `level`: the mesh level the ring runs on ("cp" or "ring"), for the per-tier prediction.
   static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc,
                                         int hops = -1, const std::string& level = "ring");
-  // One Q block's partial (the pass-Q policies): o (`acc` bytes per element) and lse (float32)
-  // over `heads` rows per token.
+  // One Q block's partial (the pass-Q policies): o (`acc` = s_part bytes per element: 4, or 2
+  // under --partial-dtype bf16) and lse (float32) over `heads` rows per token.
   static int64_t partial_bytes(int64_t tokens_q, int64_t hq, int64_t heads, int64_t acc) {
     return acc * tokens_q * hq + 4 * tokens_q * heads;
   }

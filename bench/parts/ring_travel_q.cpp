@@ -10,19 +10,21 @@
 namespace cpbench {
 
 // Buffers: t[0], t[1] the Q blocks (run dtype, double buffer); t[2], t[3], t[4] the partials
-// o|lse (float32; [2],[3] computed on / in flight, [4] arriving).
+// o|lse (ring_core.h: float32, or o in bf16 under --partial-dtype bf16; [2],[3] computed on / in
+// flight, [4] arriving).
 void travel_q_setup(RingCore& core, RingTravelBuffers& bufs, int) {
   const RingCoreShape& s = core.shape();
   Backend& be = core.backend();
   const int64_t qn = s.B * s.n * s.hq * s.d;
   bufs.t.clear();
   for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({qn}, s.dtype, MemKind::comm));
-  for (int i = 0; i < 3; ++i) bufs.t.push_back(be.alloc({core.partial_elems()}, DType::f32, MemKind::comm));
+  for (int i = 0; i < 3; ++i) bufs.t.push_back(be.alloc({core.partial_elems()}, core.partial_dtype(), MemKind::comm));
 }
 
 int64_t travel_q_buffer_bytes(const RingCoreShape& s, int) {
   const int64_t o = s.B * s.n * s.hq * s.d, rows = s.B * s.hq * s.n;
-  return 2 * o * int64_t(dtype_size(s.dtype)) + 3 * (o + rows) * 4;  // q double buffer, o|lse partials
+  const int64_t part = o * int64_t(dtype_size(s.partial_dtype)) + rows * 4;
+  return 2 * o * int64_t(dtype_size(s.dtype)) + 3 * part;  // q double buffer, o|lse partials
 }
 
 void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -41,7 +43,6 @@ void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, 
   if (bufs.t.size() != 5) throw std::logic_error("ring travel q: forward needs the core set up with travel q");
   Tensor* qbuf = &bufs.t[0];
   Tensor* part = &bufs.t[2];
-  const bool f32 = s.dtype == DType::f32;
   const int64_t qn = s.B * s.n * s.hq * s.d, part_n = core.partial_elems();
   // Step i: this rank holds the Q block of rank j = me+i (for i > 0 in qbuf, arrived from the
   // next rank) and in part[2] the partial the ranks before it on the Q's path built. It
@@ -65,9 +66,9 @@ void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, 
     Tensor so = core.part_o(scratch), sl = core.part_lse(scratch);
     const bool visible = i == 0 || core.any_visible(qpos, kpos);
     if (visible) {
-      if (f32) {
+      if (so.dtype == s.dtype) {  // the kernel writes the partial's dtype
         b.attn_fwd(a, cur, k, v, qpos, kpos, so, sl);
-      } else {  // the kernel writes the run dtype; the partial is float32
+      } else {  // the kernel writes the run dtype, converted to the partial's
         b.attn_fwd(a, cur, k, v, qpos, kpos, core.block_out(), sl);
         b.convert(so, core.block_out());
       }

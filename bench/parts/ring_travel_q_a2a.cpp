@@ -21,13 +21,14 @@ void travel_q_a2a_setup(RingCore& core, RingTravelBuffers& bufs, int R) {
   const int64_t qn = s.B * s.n * s.hq * s.d, part = core.partial_elems();
   bufs.t.clear();
   for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({qn}, s.dtype, MemKind::comm));
-  for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({R * part}, DType::f32, MemKind::comm));
+  for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({R * part}, core.partial_dtype(), MemKind::comm));
   bufs.hops.resize(size_t(R));
 }
 
 int64_t travel_q_a2a_buffer_bytes(const RingCoreShape& s, int R) {
   const int64_t o = s.B * s.n * s.hq * s.d, rows = s.B * s.hq * s.n;
-  return 2 * o * int64_t(dtype_size(s.dtype)) + 2 * int64_t(R) * (o + rows) * 4;  // q double buffer, R partials sent and received
+  const int64_t part = o * int64_t(dtype_size(s.partial_dtype)) + rows * 4;
+  return 2 * o * int64_t(dtype_size(s.dtype)) + 2 * int64_t(R) * part;  // q double buffer, R partials sent and received
 }
 
 void travel_q_a2a_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k,

@@ -227,7 +227,7 @@ def cmd_model(a):
         if cfg.get("ring_pass") in ("q", "q-a2a") and r["strategy"] != "single" and not cfg["mask"]["window"] \
                 and not cfg["mask"]["docs"] and (r["mesh"].get("tp") or 1) == 1:  # (usp's tp terms: matches_model above)
             # DESIGN's pass-Q formula (cpmodel.ring_level_bytes): Q goes K = P-1 hops (no window, no documents),
-            # its float32 partial (o, lse) K hops with it plus one send back to the owner. Under
+            # its partial (o in s_part: --partial-dtype, lse float32) K hops with it plus one send back to the owner. Under
             # --cached only the (N-C)/P new queries of a rank travel.
             # usp (t = 1): the ring is its R ring indices (K = R - 1), and the Ulysses all-to-all of
             # q, k, v (KV heads replicated to max(G, U)) comes first: s*T*(2*H*d + 2*Ge*d)*(U-1)/U.
@@ -243,7 +243,7 @@ def cmd_model(a):
             want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
                 T, cpmodel.tokens_per_rank(cfg["batch"], r["seq"] - C, P), cfg["heads"], cfg["kv_heads"],
                 cfg["head_dim"], cfg["dim"], 1, U, R, cpmodel.elem_bytes(cfg["dtype"]), cfg["block"],
-                travel=cfg["ring_pass"], w=w, mesh=r["mesh"]))[0]
+                acc=cpmodel.part_bytes(cfg.get("partial_dtype")), travel=cfg["ring_pass"], w=w, mesh=r["mesh"]))[0]
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if r["mesh"].get("mlp_tp") and cfg["pass"] != "decode":
@@ -813,7 +813,8 @@ def cmd_layout(a):
         T, elem = cpmodel.tokens_per_rank(cfg["batch"], N, P), cpmodel.elem_bytes(cfg["dtype"])
         hk = cpmodel.replicated_kv_heads(cfg["kv_heads"], t * U) * cfg["head_dim"]
         if cfg.get("ring_pass") == "q":  # pass-Q: the Q block (H heads) and its partial, K hops and one back
-            fwd, bwd = cpmodel.pass_q_bytes(T, cfg["heads"] * cfg["head_dim"], cfg["heads"], K, elem)
+            fwd, bwd = cpmodel.pass_q_bytes(T, cfg["heads"] * cfg["head_dim"], cfg["heads"], K, elem,
+                                            acc=cpmodel.part_bytes(cfg.get("partial_dtype")))
         else:
             fwd, bwd = cpmodel.for_pass(cpmodel.ring_kv_bytes(T, hk, K, elem), cfg["pass"])
         level = "ring" if usp else "cp"
