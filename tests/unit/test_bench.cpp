@@ -93,7 +93,7 @@ TEST_CASE("plan: default strategies that cannot run are skipped, named ones are 
       saw_ulysses = true;
       CHECK(j.skip ==
             "ulysses: P=4 and kv_heads=6: one must divide the other (kv heads are split, or replicated "
-            "P/kv_heads times); use usp with ulysses<=2");
+            "P/kv_heads times); use usp with ulysses<=2 (or --uneven-heads)");
     } else if (j.info->name == "single") {
       CHECK(j.skip.empty());
     }
