@@ -228,12 +228,11 @@ void finalize_config(RunConfig& c, int P) {
   if (c.acc_dtype == "bf16" && c.pass != "train")
     throw std::invalid_argument("--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train (got pass=" +
                                 c.pass + ")");
-  if (c.partial_dtype == "bf16" && c.pass == "decode")
-    throw std::invalid_argument("--partial-dtype bf16 rounds the K,V ring's running output and pass-Q's partials; decode's partials "
-                                "stay float32 (not built yet; got pass=decode)");
-  if (c.partial_dtype == "bf16" && ring_travel(parse_ring_travel(c.ring_pass)).queries_travel && c.head_dim % 2 != 0)
-    throw std::invalid_argument("--partial-dtype bf16 with --ring-pass " + c.ring_pass + " sends each bf16 o with its float32 lse in one "
-                                "message: it needs an even head_dim (got head_dim=" + std::to_string(c.head_dim) + ")");
+  if (c.partial_dtype == "bf16" && (c.pass == "decode" || ring_travel(parse_ring_travel(c.ring_pass)).queries_travel) &&
+      c.head_dim % 2 != 0)
+    throw std::invalid_argument("--partial-dtype bf16 under " + (c.pass == "decode" ? std::string("--pass decode") : "--ring-pass " + c.ring_pass) +
+                                " sends each bf16 o with its float32 lse in one message: it needs an even head_dim (got head_dim=" +
+                                std::to_string(c.head_dim) + ")");
   if (c.comm != "mpi" && c.comm != "nccl")
     throw std::invalid_argument("comm must be mpi or nccl, got '" + c.comm + "'");
   if (c.backend == "cpu" && c.comm == "nccl")

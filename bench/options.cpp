@@ -222,8 +222,8 @@ std::vector<OptionSpec> make_table() {
       {"dtype", "--dtype", OptKind::choice, "fp32 | bf16 | fp16 (fp8 is not emulated yet)", {"fp32", "bf16", "fp16"}, false,
        [](RunConfig& c, const json& v) { c.dtype = v.get<std::string>(); }},
       {"partial_dtype", "--partial-dtype", OptKind::choice,
-       "f32 (default) | bf16: the K,V ring's running merged output and pass-Q's partials of a bf16/fp16 run, kept "
-       "in float32 or rounded to bf16 at every merge (pass-Q's then travel at 2 bytes)", {"f32", "bf16"}, false,
+       "f32 (default) | bf16: the K,V ring's running merged output and pass-Q's and decode's partials of a bf16/fp16 "
+       "run, kept in float32 or rounded to bf16 at every merge (the partials then travel at 2 bytes)", {"f32", "bf16"}, false,
        [](RunConfig& c, const json& v) { c.partial_dtype = v.get<std::string>(); }},
       {"acc_dtype", "--acc-dtype", OptKind::choice,
        "f32 (default) | bf16: the ring's dK,dV accumulators that travel back to their owner in a bf16/fp16 run, "

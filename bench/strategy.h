@@ -72,10 +72,9 @@ struct LayerShape {
   // that travel back to their owner: f32 (default) or bf16 (rounded at every merge / hop).
   DType partial_dtype = DType::f32, acc_dtype = DType::f32;
   // The byte model's s_acc: the dK,dV accumulators' bytes (train), and in a forward-only pass the
-  // partials' s_part (pass-Q's o: --partial-dtype; decode's partials stay float32).
+  // partials' s_part (pass-Q's and decode's o: --partial-dtype).
   int64_t acc_bytes() const {
-    if (forward_only()) return pass.travel != RingTravel::kv ? int64_t(dtype_size(partial_dtype)) : 4;
-    return int64_t(dtype_size(acc_dtype));
+    return int64_t(dtype_size(forward_only() ? partial_dtype : acc_dtype));
   }
   LayerMask mask;
   LayerPass pass;

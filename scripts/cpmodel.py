@@ -49,9 +49,9 @@ def acc_bytes(acc_dtype):
 
 
 def part_bytes(partial_dtype):
-    """s_part of pass-Q's partials (their o; lse stays float32) for config.partial_dtype
-    (--partial-dtype; absent before schema 8): f32 4, bf16 2. Mirrors LayerShape::acc_bytes in a
-    forward pass (bench/strategy.h); DESIGN "What travels"."""
+    """s_part of pass-Q's and decode's partials (their o; lse stays float32) for
+    config.partial_dtype (--partial-dtype; absent before schema 8): f32 4, bf16 2. Mirrors
+    LayerShape::acc_bytes in a forward pass (bench/strategy.h); DESIGN "What travels"."""
     return {None: ACC_BYTES, "f32": ACC_BYTES, "bf16": 2}[partial_dtype]
 
 

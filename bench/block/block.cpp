@@ -622,21 +622,22 @@ CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSp
 
 void Block::decode_setup() {
   const LayerShape& s = env_.shape;
-  const int64_t S = s.pass.steps, hd = int64_t(dhq_) * s.d, part_n = s.B * hd + s.B * dhq_;
-  // This rank's partial (o float32, then lse), every merge-group member's after the all-gather,
-  // the running merge; allocated once (the timed steps allocate nothing).
-  part_ = reg_.add("decode_partial", {part_n}, DType::f32, Held::comm);
+  const DType pd = s.partial_dtype;
+  const int64_t S = s.pass.steps, hd = int64_t(dhq_) * s.d, part_n = part_elems(s.B * hd, s.B * dhq_, pd);
+  // This rank's partial (o, then lse), every merge-group member's after the all-gather, the
+  // running merge; allocated once (the timed steps allocate nothing).
+  part_ = reg_.add("decode_partial", {part_n}, pd, Held::comm);
   const DecodeGroups& g = decode_groups_;
   const int levels = std::max(g.merge ? g.merge->size() : 1, g.merge_outer ? g.merge_outer->size() : 1);
   // The heads a rank ends with: its member's dhq_, or under Helix the hx_ it owns.
   const int merged = helix_ ? hx_ : dhq_;
   if (helix_) {  // the partial's chunks by destination, and those that arrive (as many)
-    helix_send_ = reg_.add("helix_send", {part_n}, DType::f32, Held::comm);
-    helix_recv_ = reg_.add("helix_recv", {part_n}, DType::f32, Held::comm);
+    helix_send_ = reg_.add("helix_send", {part_n}, pd, Held::comm);
+    helix_recv_ = reg_.add("helix_recv", {part_n}, pd, Held::comm);
   } else {
-    gathered_ = reg_.add("decode_gathered", {levels * part_n}, DType::f32, Held::comm);
+    gathered_ = reg_.add("decode_gathered", {levels * part_n}, pd, Held::comm);
   }
-  o_acc32_ = reg_.add("decode_o_acc", {s.B, 1, merged, s.d}, DType::f32, Held::activation);
+  o_acc_ = reg_.add("decode_o_acc", {s.B, 1, merged, s.d}, pd, Held::activation);
   lse_acc_ = reg_.add("decode_lse", {s.B, merged, 1}, DType::f32, Held::activation);
   o_steps_ = reg_.add("decode_o_steps", {s.B, S, helix_ ? hx_ : hl_, s.d}, s.dtype, Held::activation);
   lse_steps_ = reg_.add("decode_lse_steps", {s.B, merged, S}, DType::f32, Held::activation);
@@ -649,6 +650,16 @@ void Block::decode_setup() {
     o_part_run_ = reg_.add("decode_o_run", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
 }
 
+Tensor Block::part_lse(const Tensor& buf, int64_t offset, int64_t rows, std::vector<int64_t> shape) {
+  if (buf.dtype == DType::f32) return buf.view(offset, std::move(shape));
+  // A 16-bit partial: the float32 lse in 2*rows elements (the offset is even: 4-byte aligned).
+  if (offset % 2 != 0) throw std::logic_error("decode: a 16-bit partial's lse at an odd offset (an odd head dim)");
+  Tensor l = buf.view(offset, {rows * 4 / int64_t(dtype_size(buf.dtype))});
+  l.dtype = DType::f32;
+  l.shape = std::move(shape);
+  return l;
+}
+
 void Block::decode_attention() {
   const LayerShape& s = env_.shape;
   Backend& b = be();
@@ -657,19 +668,19 @@ void Block::decode_attention() {
   a.rep = dgrep_; a.head0 = dhead0_;
   a.causal = true;  // a decode token sees every earlier key; the mask hides slots not written yet
   a.window = s.mask.window;
-  const int64_t hd = int64_t(dhq_) * s.d, Hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * dhq_, part_n = on + ln;
-  const bool f32 = s.dtype == DType::f32;
+  const int64_t hd = int64_t(dhq_) * s.d, Hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * dhq_;
+  const int64_t part_n = part_elems(on, ln, part_.dtype);
   // This member's query heads (the head group's u-th H/U of q's).
   const Tensor* q = &q_;
   if (decode_u_ > 1) {
     b.copy_2d(q_heads_, hd, q_.view(int64_t(dq0_) * s.d, {(s.B - 1) * Hd + hd}), Hd, s.B, hd);
     q = &q_heads_;
   }
-  // This rank's shard: its partial o (float32) and lse, straight into the send buffer.
-  Tensor po = part_.view(0, {s.B, 1, dhq_, s.d}), pl = part_.view(on, {s.B, dhq_, 1});
-  if (f32) {
+  // This rank's shard: its partial o (the partial dtype) and lse, straight into the send buffer.
+  Tensor po = part_.view(0, {s.B, 1, dhq_, s.d}), pl = part_lse(part_, on, ln, {s.B, dhq_, 1});
+  if (po.dtype == s.dtype) {  // the kernel writes the partial's dtype
     b.attn_fwd(a, *q, kc_, vc_, pos_, key_pos_, po, pl);
-  } else {  // the kernel writes the run dtype; the partial travels in float32
+  } else {  // the kernel writes the run dtype, converted to the partial's
     b.attn_fwd(a, *q, kc_, vc_, pos_, key_pos_, o_part_run_, pl);
     b.convert(po, o_part_run_);
   }
@@ -681,31 +692,31 @@ void Block::decode_attention() {
   // order on every rank, so every member holds the same o); with an outer merge level the merged
   // partial goes round it the same way.
   const DecodeGroups& g = decode_groups_;
-  b.copy_2d(o_acc32_, on, part_, on, 1, on);
-  b.copy_2d(lse_acc_, ln, part_.view(on, {ln}), ln, 1, ln);
+  b.copy_2d(o_acc_, on, part_, on, 1, on);
+  b.copy_2d(lse_acc_, ln, pl, ln, 1, ln);
   for (Communicator* level : {g.merge, g.merge_outer}) {
     if (!level || level->size() == 1) continue;
     if (level == g.merge_outer) {  // the inner level's merged partial is what travels
-      b.copy_2d(part_, on, o_acc32_, on, 1, on);
-      Tensor pl_dst = part_.view(on, {ln});
-      b.copy_2d(pl_dst, ln, lse_acc_, ln, 1, ln);
+      b.copy_2d(part_, on, o_acc_, on, 1, on);
+      b.copy_2d(pl, ln, lse_acc_, ln, 1, ln);
     }
     Tensor all = gathered_.view(0, {level->size() * part_n});
     level->all_gather(part_, all);
-    b.copy_2d(o_acc32_, on, all, on, 1, on);
-    b.copy_2d(lse_acc_, ln, all.view(on, {ln}), ln, 1, ln);
+    b.copy_2d(o_acc_, on, all, on, 1, on);
+    b.copy_2d(lse_acc_, ln, part_lse(all, on, ln, {ln}), ln, 1, ln);
     for (int r = 1; r < level->size(); ++r)
-      b.attn_merge(a, o_acc32_, lse_acc_, all.view(r * part_n, {s.B, 1, dhq_, s.d}),
-                   all.view(r * part_n + on, {s.B, dhq_, 1}));
+      b.attn_merge(a, o_acc_, lse_acc_, all.view(r * part_n, {s.B, 1, dhq_, s.d}),
+                   part_lse(all, r * part_n + on, ln, {s.B, dhq_, 1}));
   }
-  // Every member now holds the same merged rows of its dhq_ heads: the sinks, once, in float32.
-  sinks_.narrow(dq0_, dhq_).forward(b, a, o_acc32_, lse_acc_);
+  // Every member now holds the same merged rows of its dhq_ heads: the sinks, once (on float32,
+  // or under bf16 partials on the bf16 merge).
+  sinks_.narrow(dq0_, dhq_).forward(b, a, o_acc_, lse_acc_);
   if (decode_u_ == 1) {
-    if (f32) b.copy_2d(o_, on, o_acc32_, on, 1, on);
-    else b.convert(o_, o_acc32_);
+    if (o_.dtype == o_acc_.dtype) b.copy_2d(o_, on, o_acc_, on, 1, on);
+    else b.convert(o_, o_acc_);
   } else {  // the head group's merged o (run dtype), member u's heads into o's columns [u*hd, +hd)
-    if (f32) b.copy_2d(o_part_run_, on, o_acc32_, on, 1, on);
-    else b.convert(o_part_run_, o_acc32_);
+    if (o_part_run_.dtype == o_acc_.dtype) b.copy_2d(o_part_run_, on, o_acc_, on, 1, on);
+    else b.convert(o_part_run_, o_acc_);
     if (!s.uneven_heads) {
       g.heads->all_gather(o_part_run_, o_heads_);
       for (int m = 0; m < decode_u_; ++m) {
@@ -739,14 +750,15 @@ void Block::helix_merge(const AttnShape& a) {
   const LayerShape& s = env_.shape;
   Backend& b = be();
   const int R = decode_p_;
-  const int64_t hd = int64_t(dhq_) * s.d, on = s.B * hd, xd = int64_t(hx_) * s.d;
-  const int64_t xo = s.B * xd, xl = s.B * hx_, chunk = xo + xl;  // one destination's o, lse
+  const int64_t hd = int64_t(dhq_) * s.d, on = s.B * hd, xd = int64_t(hx_) * s.d, ln = s.B * dhq_;
+  const int64_t xo = s.B * xd, xl = s.B * hx_, chunk = part_elems(xo, xl, part_.dtype);  // one destination's o, lse
+  const Tensor pl = part_lse(part_, on, ln, {ln});
   // Chunk j of the send buffer: heads [j*hx_, (j+1)*hx_) of this rank's partial, o then lse, for
   // merge-group member j (who owns them).
   for (int j = 0; j < R; ++j) {
-    Tensor od = helix_send_.view(j * chunk, {xo}), ld = helix_send_.view(j * chunk + xo, {xl});
+    Tensor od = helix_send_.view(j * chunk, {xo}), ld = part_lse(helix_send_, j * chunk + xo, xl, {xl});
     b.copy_2d(od, xd, part_.view(j * xd, {on - j * xd}), hd, s.B, xd);
-    b.copy_2d(ld, hx_, part_.view(on + j * hx_, {s.B * dhq_ - j * hx_}), dhq_, s.B, hx_);
+    b.copy_2d(ld, hx_, pl.view(j * hx_, {ln - j * hx_}), dhq_, s.B, hx_);
   }
   // One all-to-all: chunk r of helix_recv_ is member r's partial of the heads this rank owns;
   // merged in member order as the all-gather path merges.
@@ -755,15 +767,15 @@ void Block::helix_merge(const AttnShape& a) {
   AttnShape m = a;
   m.hq = hx_;
   m.hk = 1;  // the merge reads no keys: only the query heads count
-  b.copy_2d(o_acc32_, xo, helix_recv_, xo, 1, xo);
-  b.copy_2d(lse_acc_, xl, helix_recv_.view(xo, {xl}), xl, 1, xl);
+  b.copy_2d(o_acc_, xo, helix_recv_, xo, 1, xo);
+  b.copy_2d(lse_acc_, xl, part_lse(helix_recv_, xo, xl, {xl}), xl, 1, xl);
   for (int r = 1; r < R; ++r)
-    b.attn_merge(m, o_acc32_, lse_acc_, helix_recv_.view(r * chunk, {s.B, 1, hx_, s.d}),
-                 helix_recv_.view(r * chunk + xo, {s.B, hx_, 1}));
-  // The owner's merged rows of its hx_ heads (global from hx0_): the sinks, once, in float32.
-  if (sinks_.on()) SinkHeads(sink_logits_, sink_grad_, hx0_, hx_).forward(b, m, o_acc32_, lse_acc_);
-  if (s.dtype == DType::f32) b.copy_2d(o_, xo, o_acc32_, xo, 1, xo);
-  else b.convert(o_, o_acc32_);
+    b.attn_merge(m, o_acc_, lse_acc_, helix_recv_.view(r * chunk, {s.B, 1, hx_, s.d}),
+                 part_lse(helix_recv_, r * chunk + xo, xl, {s.B, hx_, 1}));
+  // The owner's merged rows of its hx_ heads (global from hx0_): the sinks, once.
+  if (sinks_.on()) SinkHeads(sink_logits_, sink_grad_, hx0_, hx_).forward(b, m, o_acc_, lse_acc_);
+  if (o_.dtype == o_acc_.dtype) b.copy_2d(o_, xo, o_acc_, xo, 1, xo);
+  else b.convert(o_, o_acc_);
   // Kept for verification: this step's o and lse as column step_ of o_steps_, lse_steps_.
   const int64_t S = s.pass.steps;
   Tensor od = o_steps_.view(step_ * xd, {(s.B - 1) * S * xd + xd});
@@ -891,9 +903,11 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
 int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U, int t) {
   // x, y of the S steps, o_steps (the TP rank's H/t heads; run dtype) and lse_steps; the cache
   // shard with its slots [B, C/R + ceil(S/R), max(G,tU)/(tU), d] twice; the partials of H/(tU)
-  // heads (this rank's and R gathered, float32); one step's tensors are B rows and left out.
+  // heads (this rank's and R gathered: o in s_part, lse float32); one step's tensors are B rows
+  // and left out.
   const int64_t es = int64_t(dtype_size(s.dtype)), S = s.pass.steps, shards = int64_t(t) * U;
-  const int64_t Hd = int64_t(s.H) * s.d, slots = (S + R - 1) / R, part = s.B * (Hd + s.H) / shards * 4;
+  const int64_t Hd = int64_t(s.H) * s.d, slots = (S + R - 1) / R;
+  const int64_t part = s.B * (Hd * s.acc_bytes() + s.H * 4) / shards;
   const int64_t heads = replicated_kv_heads(int(shards), s) / shards;
   return s.B * S * (2 * s.D + Hd / t) * es + s.B * s.H / shards * S * 4 +
          2 * s.B * (s.pass.cached / R + slots) * heads * s.d * es + (R > 1 ? R + 1 : 1) * part;

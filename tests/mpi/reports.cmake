@@ -32,7 +32,8 @@ cpbench_report_test(model_p4_bf16_acc 4 "--model;tiny;--seq;96;--dtype;bf16;--ac
 cpbench_report_test(uneven_heads_p6 6 "--model;tiny;--seq;144;--heads;9;--kv-heads;3;--strategies;ulysses,usp;--mesh;all;--uneven-heads;${_fast}" "${_py} ${_chk} uneven REPORT --min-ok 5 && ${_py} ${_chk} model REPORT --min-ok 7")
 # ... and decode: each rank's partial and its share of the o gather from its own heads.
 cpbench_report_test(uneven_heads_decode_p6 6 "--model;tiny;--cached;144;--decode-steps;5;--heads;9;--kv-heads;3;--dim;48;--pass;decode;--strategies;ulysses,usp;--mesh;all;--uneven-heads;${_fast}" "${_py} ${_chk} uneven REPORT --min-ok 5 && ${_py} ${_chk} model REPORT --min-ok 7")
-# pass-Q's partials in bf16: every pass-Q result's bytes = cpmodel's with s_part = 2 (and the C++ model).
+# pass-Q's and decode's partials in bf16: every result's bytes = cpmodel's with s_part = 2 (and the C++ model).
+cpbench_report_test(model_p4_bf16_partial_decode 4 "--model;tiny;--cached;64;--decode-steps;3;--heads;8;--kv-heads;2;--dtype;bf16;--partial-dtype;bf16;--pass;decode;--strategies;ring,double-ring,usp,megatron-sp;--usp-ring;double;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p4_bf16_partial_pass_q 4 "--model;tiny;--seq;128;--heads;8;--kv-heads;2;--dtype;bf16;--partial-dtype;bf16;--pass;prefill;--ring-pass;q;--strategies;ring,ring-zigzag,ring-striped,double-ring,usp;--usp-ring;double;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")
 # The whole block: megatron-sp's MLP doubles its bytes (check_report.py recomputes DESIGN's formula),
 # every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.

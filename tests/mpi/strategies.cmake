@@ -190,9 +190,12 @@ list(APPEND _verify_matrix
   # single at bf16's 2e-2, P = 4 and 8, with a window and documents at P = 8.
   "p4_bf16_partial_acc_mesh                4 10 --model tiny --seq 128 --heads 8 --kv-heads 2 --dtype bf16 --partial-dtype bf16 --acc-dtype bf16 --strategies ring,ring-zigzag,ring-striped,usp,ulysses --mesh all"
   "p8_bf16_acc_window_docs                 8  3 --model tiny --seq 160 --heads 8 --kv-heads 4 --dtype bf16 --acc-dtype bf16 --window 40 --docs 60,100 --strategies ring,ring-zigzag,usp --ulysses 2"
-  # pass-Q's partials in bf16 (--partial-dtype bf16 --ring-pass q, q-a2a): o rounded at every merge
-  # and travelling at s_part = 2 on the single ring, the double ring and usp's ring levels.
+  # pass-Q's and decode's partials in bf16 (--partial-dtype bf16): o rounded at every merge and
+  # travelling at s_part = 2 (pass-Q's q and q-a2a on the single ring, the double ring and usp's
+  # ring levels; decode's all-gathers on every mesh, the double ring level, Helix's all-to-all).
   "p4_bf16_partial_pass_q_mesh             4 16 --model tiny --seq 128 --heads 8 --kv-heads 2 --dtype bf16 --partial-dtype bf16 --pass prefill --ring-pass q --strategies ring,ring-zigzag,ring-striped,double-ring,usp --usp-ring double --mesh all"
+  "p8_bf16_partial_decode_mesh             8 19 --model tiny --cached 160 --decode-steps 5 --heads 8 --kv-heads 2 --dtype bf16 --partial-dtype bf16 --pass decode --strategies ring,ring-zigzag,ring-striped,double-ring,megatron-sp,usp,ulysses --usp-ring double --mesh all"
+  "p4_bf16_partial_decode_helix_sinks      4  2 --model tiny --block full --cached 64 --decode-steps 3 --heads 8 --kv-heads 2 --dtype bf16 --partial-dtype bf16 --pass decode --mlp-tp 4 --strategies ring,usp --ulysses 2 --sinks"
   "p3_bf16_partial_q_a2a_cached_window     3  3 --model tiny --seq 150 --cached 60 --heads 6 --kv-heads 3 --dtype bf16 --partial-dtype bf16 --pass prefill --ring-pass q-a2a --window 40 --strategies ring,ring-zigzag,ring-striped"
   "p8_bf16_acc_double_ring_allgather_kv    8 25 --model tiny --seq 256 --heads 8 --kv-heads 2 --dtype bf16 --acc-dtype bf16 --strategies double-ring,allgather-kv,usp --usp-ring double --mesh all"
   # --uneven-heads (issue 43): Ulysses members take floor(u*H/U).. query heads and the KV heads those
@@ -249,8 +252,8 @@ cpbench_fail_test(uneven_heads_too_few 4 "ulysses: ulysses=4 exceeds the 3 query
 cpbench_fail_test(uneven_heads_helix 4 "usp: Helix decode \\(--mlp-tp 4 = P\\) splits each member's heads evenly over the merge level; it does not run --uneven-heads" run --model tiny --block full --cached 64 --pass decode --heads 8 --kv-heads 2 --strategies usp --ulysses 2 --mlp-tp 4 --uneven-heads)
 cpbench_fail_test(acc_dtype_fp32_run 2 "--acc-dtype bf16 rounds what a 16-bit run keeps in float32: it needs --dtype bf16 or fp16 \\(got dtype=fp32\\)" run --model tiny --seq 64 --acc-dtype bf16)
 cpbench_fail_test(acc_dtype_prefill 2 "--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train \\(got pass=prefill\\)" run --model tiny --seq 64 --dtype bf16 --pass prefill --acc-dtype bf16)
-cpbench_fail_test(partial_dtype_decode 2 "--partial-dtype bf16 rounds the K,V ring's running output and pass-Q's partials; decode's partials stay float32" run --model tiny --cached 64 --dtype bf16 --pass decode --partial-dtype bf16)
-cpbench_fail_test(partial_dtype_pass_q_odd_d 2 "--partial-dtype bf16 with --ring-pass q sends each bf16 o with its float32 lse in one message: it needs an even head_dim \\(got head_dim=15\\)" run --model tiny --seq 64 --head-dim 15 --dtype bf16 --pass prefill --ring-pass q --partial-dtype bf16)
+cpbench_fail_test(partial_dtype_pass_q_odd_d 2 "--partial-dtype bf16 under --ring-pass q sends each bf16 o with its float32 lse in one message: it needs an even head_dim \\(got head_dim=15\\)" run --model tiny --seq 64 --head-dim 15 --dtype bf16 --pass prefill --ring-pass q --partial-dtype bf16)
+cpbench_fail_test(partial_dtype_decode_odd_d 2 "--partial-dtype bf16 under --pass decode sends each bf16 o with its float32 lse in one message: it needs an even head_dim \\(got head_dim=15\\)" run --model tiny --cached 64 --head-dim 15 --dtype bf16 --pass decode --partial-dtype bf16)
 cpbench_fail_test(acc_dtype_unknown 2 "--acc-dtype must be f32 or bf16, got .fp8." run --model tiny --seq 64 --dtype bf16 --acc-dtype fp8)
 cpbench_fail_test(acc_dtype_balance_dynamic 2 "ring: --acc-dtype bf16 rounds the accumulators of a single or double ring; a ring per CP group \\(--balance dynamic\\) keeps them float32" run --model tiny --seq 64 --dtype bf16 --acc-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
 # Bad block options: refused on every rank before any work, naming the flag and the value.

@@ -182,7 +182,7 @@ def cmd_model(a):
             fit_check(r, cfg, P)
         if cfg["pass"] == "decode":
             # DESIGN's decode figures (cpmodel): seq is C; each of the S steps all-gathers
-            # every rank's float32 (o [B, H, d], lse [B, H]) to the P-1 others; nothing in the
+            # every rank's partial (o [B, H, d] in s_part: --partial-dtype; lse [B, H] float32) to the P-1 others; nothing in the
             # backward; the cache shard C/P (single: C); tpot = the step median / S.
             P, inf, S = cfg["world_size"], r["inference"], cfg["decode_steps"]
             t, U, R = head_ring_split(r, P)
@@ -204,7 +204,7 @@ def cmd_model(a):
             # the partials over the merge level, w_o's all-reduce over all P (cpmodel.helix_attention_bytes).
             levels = cpmodel.decode_block_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"],
                                                 cpmodel.decode_merge_levels(r["strategy"], r["mesh"], R), U, t,
-                                                r["mesh"], P, cfg["block"], e)
+                                                r["mesh"], P, cfg["block"], e, acc=cpmodel.part_bytes(cfg.get("partial_dtype")))
             want = sum(levels.values())
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} decode: fwd {r['comm']['fwd']['per_rank']} != {want} (t={t}, U={U}, R={R})")
@@ -873,7 +873,8 @@ def cmd_uneven(a):
             for q in range(P):
                 u = mesh_coord(m["levels"], q, "ulysses")
                 lv = cpmodel.decode_block_bytes(S, B, H, d, cfg["dim"], cpmodel.decode_merge_levels(r["strategy"], m, R),
-                                                U, t, m, P, cfg["block"], s, hq=qn[u])
+                                                U, t, m, P, cfg["block"], s, acc=cpmodel.part_bytes(cfg.get("partial_dtype")),
+                                                hq=qn[u])
                 want.append(sum(lv.values()))
             check(r["comm"]["fwd"]["per_rank"] == want and r["comm"]["fwd"]["per_rank"] == r["comm"]["fwd"]["predicted_per_rank"],
                   f"{r['label']} decode: per rank {r['comm']['fwd']['per_rank']} != cpmodel's {want}")
