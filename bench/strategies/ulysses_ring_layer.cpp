@@ -21,6 +21,20 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
                              m.U, elem, acc, ulysses_index(rank, m));
   // Under --cached the all-to-all and the Q blocks carry the new tokens (Tn = B*(N-C)/P per rank)
   // and a K,V block the ring index's cache shard too: B*(C/R + U*Tn/B)*(Ge/U)*d = T*Ge*d, as without.
+  if (!s.uneven_heads) return member_bytes(s, P, m, elem, acc, -1);
+  // Uneven heads: each member's own terms; the busiest rank is the member that sends the most.
+  const int u = ulysses_index(rank, m);
+  if (u != kBusiestRank) return member_bytes(s, P, m, elem, acc, u);
+  CommPrediction most;
+  for (int j = 0; j < m.U; ++j) {
+    CommPrediction c = member_bytes(s, P, m, elem, acc, j);
+    if (j == 0 || c.fwd + c.bwd > most.fwd + most.bwd) most = std::move(c);
+  }
+  return most;
+}
+
+CommPrediction UlyssesRingLayer::member_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
+                                              int64_t acc, int u) const {
   const int64_t T = s.B * s.N / P, Tn = s.B * s.new_tokens() / P;
   int64_t hq = int64_t(s.H) * s.d;
   int64_t hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;  // Ge*d (ulysses_level.h)
@@ -28,26 +42,12 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
   // The tp level around the attention's GEMMs, as megatron-sp (the new tokens only; the MLP's:
   // the block's term), then the Ulysses level's all-to-alls.
   CommPrediction p = tp_sublayer_bytes(s, P, m.tp, "tp", elem);
-  if (!s.uneven_heads) {
+  if (u < 0) {
     p.add(ulysses_level_bytes(s, P, m.tp, m.U, elem));
   } else {
     // Uneven heads: member u's own all-to-all terms, and its ring carries its heads, hq(u) query and
-    // hk(u) KV heads of its ring index's t*U*T tokens (T*t*U*h(u) elements per T tokens). The busiest
-    // rank: the member sending the most.
-    const UlyssesShape us = ulysses_shape(s, 1, s.H / m.tp, replicated_kv_heads(m.tp, s) / m.tp, m.U);
-    int u = ulysses_index(rank, m);
-    if (u == kBusiestRank) {
-      u = 0;
-      int64_t most = -1;
-      for (int j = 0; j < m.U; ++j) {
-        const CommPrediction c = ulysses_level_bytes_uneven(s, P, m.tp, us, j, elem);
-        const int64_t ring = int64_t(us.hq(j)) * 2 + int64_t(us.hk(j)) * 4;  // ties: the widest member
-        if (c.fwd + c.bwd > most || (c.fwd + c.bwd == most && ring > 2 * us.hq(u) + 4 * us.hk(u))) {
-          most = c.fwd + c.bwd;
-          u = j;
-        }
-      }
-    }
+    // hk(u) KV heads of its ring index's t*U*T tokens (T*t*U*h(u) elements per T tokens).
+    const UlyssesShape us = UlyssesShape::uneven_split(s.H / m.tp, replicated_kv_heads(m.tp, s) / m.tp, m.U);
     p.add(ulysses_level_bytes_uneven(s, P, m.tp, us, u, elem));
     hq = int64_t(m.tp) * m.U * us.hq(u) * s.d;
     hk = int64_t(m.tp) * m.U * us.hk(u) * s.d;
@@ -259,7 +259,8 @@ void UlyssesRingLayer::core_backward() {
 
 void UlyssesRingLayer::export_lse(std::vector<float>& global) {
   // The ring core's lse [B, H/(tU), U*t*T] covers this TP rank's query heads' slice u,
-  // [tr*H/t + u*H/(tU), +H/(tU)), of the tokens of this rank's ring index.
+  // [tr*H/t + u*H/(tU), +H/(tU)) (uneven: the split's [first(u), +hq(u))), of the tokens of this
+  // rank's ring index.
   const LayerShape& s = shape();
   const UlyssesShape& us = ulysses_.shape();
   const int u = mesh().group("ulysses").rank();

@@ -80,6 +80,8 @@ class UlyssesRingLayer : public Block {
   static std::string heads_error(const LayerShape& s, int t, int U);
   // World rank `rank`'s index in its Ulysses group on mesh m (kBusiestRank passes through).
   int ulysses_index(int rank, const MeshSpec& m) const;
+  // The attention's bytes of Ulysses member u (-1: every member alike, the even split).
+  CommPrediction member_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc, int u) const;
   // Throws ConstraintError "<name>: ..." unless U x R = P, U shards the heads (heads_error)
   // and the layout's chunks divide N. `hint` follows a head error ("use ulysses<=2").
   void check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m, const std::string& hint) const;
