@@ -5,6 +5,7 @@
 
 #include "bench/inputs.h"
 #include "bench/parts/layout.h"
+#include "bench/parts/ring_core.h"
 #include "bench/parts/sublayer_mesh.h"
 #include "bench/parts/ulysses_level.h"
 #include "comm/communicator.h"
@@ -623,7 +624,7 @@ CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSp
 void Block::decode_setup() {
   const LayerShape& s = env_.shape;
   const DType pd = s.partial_dtype;
-  const int64_t S = s.pass.steps, hd = int64_t(dhq_) * s.d, part_n = part_elems(s.B * hd, s.B * dhq_, pd);
+  const int64_t S = s.pass.steps, hd = int64_t(dhq_) * s.d, part_n = RingCore::partial_elems(s.B * hd, s.B * dhq_, pd);
   // This rank's partial (o, then lse), every merge-group member's after the all-gather, the
   // running merge; allocated once (the timed steps allocate nothing).
   part_ = reg_.add("decode_partial", {part_n}, pd, Held::comm);
@@ -650,16 +651,6 @@ void Block::decode_setup() {
     o_part_run_ = reg_.add("decode_o_run", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
 }
 
-Tensor Block::part_lse(const Tensor& buf, int64_t offset, int64_t rows, std::vector<int64_t> shape) {
-  if (buf.dtype == DType::f32) return buf.view(offset, std::move(shape));
-  // A 16-bit partial: the float32 lse in 2*rows elements (the offset is even: 4-byte aligned).
-  if (offset % 2 != 0) throw std::logic_error("decode: a 16-bit partial's lse at an odd offset (an odd head dim)");
-  Tensor l = buf.view(offset, {rows * 4 / int64_t(dtype_size(buf.dtype))});
-  l.dtype = DType::f32;
-  l.shape = std::move(shape);
-  return l;
-}
-
 void Block::decode_attention() {
   const LayerShape& s = env_.shape;
   Backend& b = be();
@@ -669,7 +660,7 @@ void Block::decode_attention() {
   a.causal = true;  // a decode token sees every earlier key; the mask hides slots not written yet
   a.window = s.mask.window;
   const int64_t hd = int64_t(dhq_) * s.d, Hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * dhq_;
-  const int64_t part_n = part_elems(on, ln, part_.dtype);
+  const int64_t part_n = RingCore::partial_elems(on, ln, part_.dtype);
   // This member's query heads (the head group's u-th H/U of q's).
   const Tensor* q = &q_;
   if (decode_u_ > 1) {
@@ -677,7 +668,7 @@ void Block::decode_attention() {
     q = &q_heads_;
   }
   // This rank's shard: its partial o (the partial dtype) and lse, straight into the send buffer.
-  Tensor po = part_.view(0, {s.B, 1, dhq_, s.d}), pl = part_lse(part_, on, ln, {s.B, dhq_, 1});
+  Tensor po = part_.view(0, {s.B, 1, dhq_, s.d}), pl = RingCore::lse_view(part_, on, ln, {s.B, dhq_, 1});
   if (po.dtype == s.dtype) {  // the kernel writes the partial's dtype
     b.attn_fwd(a, *q, kc_, vc_, pos_, key_pos_, po, pl);
   } else {  // the kernel writes the run dtype, converted to the partial's
@@ -703,10 +694,10 @@ void Block::decode_attention() {
     Tensor all = gathered_.view(0, {level->size() * part_n});
     level->all_gather(part_, all);
     b.copy_2d(o_acc_, on, all, on, 1, on);
-    b.copy_2d(lse_acc_, ln, part_lse(all, on, ln, {ln}), ln, 1, ln);
+    b.copy_2d(lse_acc_, ln, RingCore::lse_view(all, on, ln, {ln}), ln, 1, ln);
     for (int r = 1; r < level->size(); ++r)
       b.attn_merge(a, o_acc_, lse_acc_, all.view(r * part_n, {s.B, 1, dhq_, s.d}),
-                   part_lse(all, r * part_n + on, ln, {s.B, dhq_, 1}));
+                   RingCore::lse_view(all, r * part_n + on, ln, {s.B, dhq_, 1}));
   }
   // Every member now holds the same merged rows of its dhq_ heads: the sinks, once (on float32,
   // or under bf16 partials on the bf16 merge).
@@ -751,12 +742,12 @@ void Block::helix_merge(const AttnShape& a) {
   Backend& b = be();
   const int R = decode_p_;
   const int64_t hd = int64_t(dhq_) * s.d, on = s.B * hd, xd = int64_t(hx_) * s.d, ln = s.B * dhq_;
-  const int64_t xo = s.B * xd, xl = s.B * hx_, chunk = part_elems(xo, xl, part_.dtype);  // one destination's o, lse
-  const Tensor pl = part_lse(part_, on, ln, {ln});
+  const int64_t xo = s.B * xd, xl = s.B * hx_, chunk = RingCore::partial_elems(xo, xl, part_.dtype);  // one destination's o, lse
+  const Tensor pl = RingCore::lse_view(part_, on, ln, {ln});
   // Chunk j of the send buffer: heads [j*hx_, (j+1)*hx_) of this rank's partial, o then lse, for
   // merge-group member j (who owns them).
   for (int j = 0; j < R; ++j) {
-    Tensor od = helix_send_.view(j * chunk, {xo}), ld = part_lse(helix_send_, j * chunk + xo, xl, {xl});
+    Tensor od = helix_send_.view(j * chunk, {xo}), ld = RingCore::lse_view(helix_send_, j * chunk + xo, xl, {xl});
     b.copy_2d(od, xd, part_.view(j * xd, {on - j * xd}), hd, s.B, xd);
     b.copy_2d(ld, hx_, pl.view(j * hx_, {ln - j * hx_}), dhq_, s.B, hx_);
   }
@@ -768,10 +759,10 @@ void Block::helix_merge(const AttnShape& a) {
   m.hq = hx_;
   m.hk = 1;  // the merge reads no keys: only the query heads count
   b.copy_2d(o_acc_, xo, helix_recv_, xo, 1, xo);
-  b.copy_2d(lse_acc_, xl, part_lse(helix_recv_, xo, xl, {xl}), xl, 1, xl);
+  b.copy_2d(lse_acc_, xl, RingCore::lse_view(helix_recv_, xo, xl, {xl}), xl, 1, xl);
   for (int r = 1; r < R; ++r)
     b.attn_merge(m, o_acc_, lse_acc_, helix_recv_.view(r * chunk, {s.B, 1, hx_, s.d}),
-                 part_lse(helix_recv_, r * chunk + xo, xl, {s.B, hx_, 1}));
+                 RingCore::lse_view(helix_recv_, r * chunk + xo, xl, {s.B, hx_, 1}));
   // The owner's merged rows of its hx_ heads (global from hx0_): the sinks, once.
   if (sinks_.on()) SinkHeads(sink_logits_, sink_grad_, hx0_, hx_).forward(b, m, o_acc_, lse_acc_);
   if (o_.dtype == o_acc_.dtype) b.copy_2d(o_, xo, o_acc_, xo, 1, xo);

@@ -271,11 +271,9 @@ class Block : public Strategy {
   bool dkv_exporter_ = true;
   int dgrep_ = 0, dhead0_ = 0, dkv_skip_ = 0;
   // A partial is [o | lse] in one buffer of the partial dtype (--partial-dtype: o float32, or bf16
-  // rounded at every merge; lse float32 either way, a float32 view of the elements after o):
-  // part_lse() makes that view; o_acc_ the running merge in the partial dtype.
+  // rounded at every merge; lse float32 either way): RingCore's format (ring_core.h,
+  // partial_elems, lse_view); o_acc_ the running merge in the partial dtype.
   Tensor part_, gathered_, o_acc_, lse_acc_, o_steps_, lse_steps_;
-  static Tensor part_lse(const Tensor& buf, int64_t offset, int64_t rows, std::vector<int64_t> shape);
-  static int64_t part_elems(int64_t o, int64_t rows, DType dt) { return o + rows * 4 / int64_t(dtype_size(dt)); }
   // Helix: this rank owns hx_ = H/P query heads from global head hx0_ (slice decode_r_ of its
   // member's dhq_); the partials travel by destination (helix_send_, one chunk per merge-group
   // member) and arrive in helix_recv_.

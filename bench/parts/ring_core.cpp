@@ -69,13 +69,16 @@ bool RingCore::any_visible(const Positions& qpos, const Positions& kpos) const {
 
 Tensor RingCore::part_o(const Tensor& buf) const { return buf.view(0, {s_.B, s_.n, s_.hq, s_.d}); }
 Tensor RingCore::part_lse(const Tensor& buf) const {
-  const int64_t o = s_.B * s_.n * s_.hq * s_.d, rows = s_.B * s_.hq * s_.n;
-  if (buf.dtype == DType::f32) return buf.view(o, {s_.B, s_.hq, s_.n});
-  // A 16-bit partial: the float32 lse in the 2*rows elements after o (o is even: 4-byte aligned).
-  if (o % 2 != 0) throw std::logic_error("ring core: a 16-bit partial needs an even o (an even head dim)");
-  Tensor l = buf.view(o, {rows * 4 / int64_t(dtype_size(buf.dtype))});
+  return lse_view(buf, s_.B * s_.n * s_.hq * s_.d, s_.B * s_.hq * s_.n, {s_.B, s_.hq, s_.n});
+}
+
+Tensor RingCore::lse_view(const Tensor& buf, int64_t offset, int64_t rows, std::vector<int64_t> shape) {
+  if (buf.dtype == DType::f32) return buf.view(offset, std::move(shape));
+  // A 16-bit partial: the float32 lse in 2*rows elements (an even offset: 4-byte aligned).
+  if (offset % 2 != 0) throw std::logic_error("partial: a 16-bit partial's lse at an odd offset (an odd head dim)");
+  Tensor l = buf.view(offset, {rows * 4 / int64_t(dtype_size(buf.dtype))});
   l.dtype = DType::f32;
-  l.shape = {s_.B, s_.hq, s_.n};
+  l.shape = std::move(shape);
   return l;
 }
 

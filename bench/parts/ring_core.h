@@ -145,9 +145,12 @@ class RingCore {
   // lse = -inf when no pair is visible); merge_partial: `in` merged into `part` (online
   // softmax); pass_q_end: the final partial to o (run dtype) and lse(), as forward() leaves them.
   DType partial_dtype() const { return s_.partial_dtype; }
-  int64_t partial_elems() const {
-    return s_.B * s_.n * s_.hq * s_.d + s_.B * s_.hq * s_.n * 4 / int64_t(dtype_size(s_.partial_dtype));
-  }
+  int64_t partial_elems() const { return partial_elems(s_.B * s_.n * s_.hq * s_.d, s_.B * s_.hq * s_.n, s_.partial_dtype); }
+  // The format itself, shared with decode's partials (Block): the elements of a partial of `o` o
+  // elements and `rows` lse rows in dtype dt, and the float32 view of its lse at element `offset`
+  // of `buf` (a 16-bit buffer: the 2*rows elements there, reinterpreted; the offset must be even).
+  static int64_t partial_elems(int64_t o, int64_t rows, DType dt) { return o + rows * 4 / int64_t(dtype_size(dt)); }
+  static Tensor lse_view(const Tensor& buf, int64_t offset, int64_t rows, std::vector<int64_t> shape);
   void q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part);
   void merge_partial(Tensor& part, const Tensor& in);
   void pass_q_end(const Tensor& part, Tensor& o);
