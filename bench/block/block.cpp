@@ -503,6 +503,17 @@ void Block::setup(StrategyEnv& env) {
       // The first copy over tp exports (t > G), and a straddled head by the earlier member.
       dkv_exporter_ = (tr * us.G) % (replicated_kv_heads(t, s) / s.G) == 0;
       dkv_skip_ = u > 0 && kv.first[size_t(u)] == kv.first[size_t(u) - 1] + kv.count[size_t(u) - 1] - 1 ? 1 : 0;
+      // The gather of the merged o in uneven shares: this member's B x dhq_ heads to every member;
+      // member m's B x count_m arrive at B*d*first_m (the TP rank's heads in order).
+      const int64_t on = s.B * int64_t(dhq_) * s.d;
+      ogather_send_off_.assign(size_t(decode_u_), 0);
+      ogather_send_n_.assign(size_t(decode_u_), on);
+      ogather_recv_off_.clear();
+      ogather_recv_n_.clear();
+      for (int m = 0; m < decode_u_; ++m) {
+        ogather_recv_off_.push_back(s.B * int64_t(q.first[size_t(m)]) * s.d);
+        ogather_recv_n_.push_back(s.B * int64_t(q.count[size_t(m)]) * s.d);
+      }
     }
     helix_ = helix(s, env_.spec, env_.world->size());
     if (helix_) {  // slice decode_r_ of the member's dhq_ heads (check_mlp_mesh: P divides H)
@@ -714,18 +725,13 @@ void Block::decode_attention() {
         Tensor od = o_.view(m * hd, {(s.B - 1) * Hd + hd});
         b.copy_2d(od, Hd, o_heads_.view(m * on, {on}), hd, s.B, hd);
       }
-    } else {  // uneven shares: member m's B x count_m heads from o_heads_'s B*d*first_m
-      const HeadSplit qs = UlyssesShape::uneven_split(hl_, gl_, decode_u_).q_split();
-      std::vector<int64_t> so(size_t(decode_u_), 0), sn(size_t(decode_u_), on), ro, rn;
+    } else {  // uneven shares (from setup): member m's B x count_m heads at o_heads_'s B*d*first_m
+      exchange_uneven(b, *g.heads, o_part_run_, ogather_send_off_, ogather_send_n_, o_heads_, ogather_recv_off_,
+                      ogather_recv_n_);
       for (int m = 0; m < decode_u_; ++m) {
-        ro.push_back(s.B * int64_t(qs.first[size_t(m)]) * s.d);
-        rn.push_back(s.B * int64_t(qs.count[size_t(m)]) * s.d);
-      }
-      exchange_uneven(b, *g.heads, o_part_run_, so, sn, o_heads_, ro, rn);
-      for (int m = 0; m < decode_u_; ++m) {
-        const int64_t w = int64_t(qs.count[size_t(m)]) * s.d;
-        Tensor od = o_.view(int64_t(qs.first[size_t(m)]) * s.d, {(s.B - 1) * Hd + w});
-        b.copy_2d(od, Hd, o_heads_.view(ro[size_t(m)], {rn[size_t(m)]}), w, s.B, w);
+        const int64_t w = ogather_recv_n_[size_t(m)] / s.B, c0 = ogather_recv_off_[size_t(m)] / s.B;
+        Tensor od = o_.view(c0, {(s.B - 1) * Hd + w});
+        b.copy_2d(od, Hd, o_heads_.view(ogather_recv_off_[size_t(m)], {ogather_recv_n_[size_t(m)]}), w, s.B, w);
       }
     }
   }

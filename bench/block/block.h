@@ -270,6 +270,9 @@ class Block : public Strategy {
   int dhq_ = 0, dq0_ = 0, dgk_ = 0, dkv0_ = 0, dkv_local_ = 0;  // dkv_local_: dkv0_ in k_'s heads
   bool dkv_exporter_ = true;
   int dgrep_ = 0, dhead0_ = 0, dkv_skip_ = 0;
+  // --uneven-heads: the head group's gather of the merged o in uneven shares (exchange_uneven's
+  // offsets and sizes, elements), fixed at setup.
+  std::vector<int64_t> ogather_send_off_, ogather_send_n_, ogather_recv_off_, ogather_recv_n_;
   // A partial is [o | lse] in one buffer of the partial dtype (--partial-dtype: o float32, or bf16
   // rounded at every merge; lse float32 either way): RingCore's format (ring_core.h,
   // partial_elems, lse_view); o_acc_ the running merge in the partial dtype.

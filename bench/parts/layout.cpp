@@ -18,7 +18,7 @@ namespace {
 // Columns (per token row) of member j's chunk on the tokens side.
 int64_t chunk_cols(const std::vector<HeadTensor>& ts, int d, int j) {
   int64_t c = 0;
-  for (const auto& h : ts) c += int64_t(h.split.count.at(size_t(j))) * d;
+  for (const auto& h : ts) c += int64_t(h.split->count.at(size_t(j))) * d;
   return c;
 }
 // Columns per token row on the sequence side: this member's heads of every tensor.
@@ -31,20 +31,20 @@ int64_t seq_cols(const std::vector<SeqTensor>& ts, int d) {
 
 std::vector<int64_t> chunk_elems(const std::vector<HeadTensor>& ts, int64_t B, int64_t T, int d) {
   std::vector<int64_t> n;
-  for (int j = 0; j < ts.at(0).split.members(); ++j) n.push_back(B * T * chunk_cols(ts, d, j));
+  for (int j = 0; j < ts.at(0).split->members(); ++j) n.push_back(B * T * chunk_cols(ts, d, j));
   return n;
 }
 
 void pack_heads_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_t B, int64_t T, int d, Tensor& send) {
   const int64_t rows = B * T;
   int64_t off = 0;  // chunk j's first element
-  for (int j = 0; j < src.at(0).split.members(); ++j) {
+  for (int j = 0; j < src.at(0).split->members(); ++j) {
     const int64_t cc = chunk_cols(src, d, j);
     int64_t col = 0;
     for (const auto& h : src) {
-      const int64_t w = int64_t(h.split.count[size_t(j)]) * d, c0 = int64_t(h.split.first[size_t(j)]) * d;
+      const int64_t w = int64_t(h.split->count[size_t(j)]) * d, c0 = int64_t(h.split->first[size_t(j)]) * d;
       Tensor dst = send.view(off + col, {send.numel() - off - col});
-      be.copy_2d(dst, cc, h.t->view(c0, {h.t->numel() - c0}), int64_t(h.split.heads) * d, rows, w);
+      be.copy_2d(dst, cc, h.t->view(c0, {h.t->numel() - c0}), int64_t(h.split->heads) * d, rows, w);
       col += w;
     }
     off += rows * cc;
@@ -94,13 +94,13 @@ void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T
                            const std::vector<HeadTensor>& dst) {
   const int64_t rows = B * T;
   int64_t off = 0;
-  for (int j = 0; j < dst.at(0).split.members(); ++j) {
+  for (int j = 0; j < dst.at(0).split->members(); ++j) {
     const int64_t cc = chunk_cols(dst, d, j);
     int64_t col = 0;
     for (const auto& h : dst) {
-      const int64_t w = int64_t(h.split.count[size_t(j)]) * d, c0 = int64_t(h.split.first[size_t(j)]) * d;
+      const int64_t w = int64_t(h.split->count[size_t(j)]) * d, c0 = int64_t(h.split->first[size_t(j)]) * d;
       Tensor out = h.t->view(c0, {h.t->numel() - c0});
-      be.copy_2d(out, int64_t(h.split.heads) * d, recv.view(off + col, {recv.numel() - off - col}), cc, rows, w);
+      be.copy_2d(out, int64_t(h.split->heads) * d, recv.view(off + col, {recv.numel() - off - col}), cc, rows, w);
       col += w;
     }
     off += rows * cc;

@@ -20,10 +20,11 @@ struct HeadSplit {
   static HeadSplit even(int heads, int g);  // member j: [j*heads/g, (j+1)*heads/g), g divides heads
 };
 
-// A tensor on the tokens side of an exchange, [B, T, split.heads, d], and how its heads split.
+// A tensor on the tokens side of an exchange, [B, T, split->heads, d], and how its heads split
+// (the split outlives the call: the Ulysses level keeps its splits from setup).
 struct HeadTensor {
   Tensor* t;
-  HeadSplit split;
+  const HeadSplit* split;
 };
 // A tensor on the sequence side, [B, g*T, heads, d]: the heads this member takes.
 struct SeqTensor {

@@ -77,6 +77,45 @@ void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s
     if (s.dtype != DType::f32) copy32_ = be.alloc({s.B, s.T, 1, s.d}, DType::f32, MemKind::activations);
     acc32_ = be.alloc({s.B, s.T, 1, s.d}, DType::f32, MemKind::activations);
   }
+  const int me = group.rank();
+  q_split_ = s.q_split();
+  kv_split_ = s.kv_split();
+  hq_ = q_split_.count[size_t(me)];
+  hk_ = kv_split_.count[size_t(me)];
+  // The backward's KV heads: uneven, member j's go to slots [earlier members' counts, + count j)
+  // of the members' dk, dv (summed per head afterwards); even, where the forward took them.
+  slot_split_ = kv_split_;
+  if (s.uneven) {
+    int slot = 0;
+    slot_split_.heads = s.kv_slots();
+    for (int j = 0; j < s.U; ++j) {
+      slot_split_.first[size_t(j)] = slot;
+      slot += slot_split_.count[size_t(j)];
+    }
+  }
+  const std::vector<int64_t> q_n = chunk_elems({{nullptr, &q_split_}}, s.B, s.T, s.d);
+  qkv_ = Chunks::to_heads(chunk_elems({{nullptr, &q_split_}, {nullptr, &kv_split_}, {nullptr, &kv_split_}}, s.B, s.T, s.d), me);
+  o_ = Chunks::to_tokens(q_n, me);
+  do_ = Chunks::to_heads(q_n, me);
+  grads_ = Chunks::to_tokens(chunk_elems({{nullptr, &q_split_}, {nullptr, &slot_split_}, {nullptr, &slot_split_}}, s.B, s.T, s.d), me);
+}
+
+UlyssesLevel::Chunks UlyssesLevel::Chunks::to_heads(const std::vector<int64_t>& n, int me) {
+  Chunks c;
+  c.send_n = n;
+  c.recv_n.assign(n.size(), n[size_t(me)]);
+  for (size_t j = 0; j < n.size(); ++j) {  // one chunk after another
+    c.send_off.push_back(j == 0 ? 0 : c.send_off[j - 1] + c.send_n[j - 1]);
+    c.recv_off.push_back(j == 0 ? 0 : c.recv_off[j - 1] + c.recv_n[j - 1]);
+  }
+  return c;
+}
+
+UlyssesLevel::Chunks UlyssesLevel::Chunks::to_tokens(const std::vector<int64_t>& n, int me) {
+  Chunks c = to_heads(n, me);
+  std::swap(c.send_n, c.recv_n);
+  std::swap(c.send_off, c.recv_off);
+  return c;
 }
 
 void exchange_uneven(Backend& be, Communicator& c, const Tensor& send, const std::vector<int64_t>& send_off,
@@ -104,27 +143,20 @@ void exchange_uneven(Backend& be, Communicator& c, const Tensor& send, const std
   for (Request& r : reqs) c.wait(r);
 }
 
-void UlyssesLevel::exchange(const Tensor& send, const std::vector<int64_t>& send_n, Tensor& recv,
-                            const std::vector<int64_t>& recv_n) {
-  const int U = s_.U;
+void UlyssesLevel::exchange(const Tensor& send, const Chunks& c, Tensor& recv) {
   if (!s_.uneven) {
-    Tensor r = recv.view(0, {send_n[0] * U});
-    c_->all_to_all(send.view(0, {send_n[0] * U}), r);
+    const int64_t n = c.send_n[0] * s_.U;
+    Tensor r = recv.view(0, {n});
+    c_->all_to_all(send.view(0, {n}), r);
     return;
   }
-  // Uneven chunks, one after another in member order.
-  std::vector<int64_t> so(size_t(U), 0), ro(size_t(U), 0);
-  for (int j = 1; j < U; ++j) {
-    so[size_t(j)] = so[size_t(j) - 1] + send_n[size_t(j) - 1];
-    ro[size_t(j)] = ro[size_t(j) - 1] + recv_n[size_t(j) - 1];
-  }
-  exchange_uneven(*be_, *c_, send, so, send_n, recv, ro, recv_n);
+  exchange_uneven(*be_, *c_, send, c.send_off, c.send_n, recv, c.recv_off, c.recv_n);
 }
 
 void UlyssesLevel::scatter_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& q_r, Tensor& k_r,
                                Tensor& v_r) {
   const UlyssesShape& s = s_;
-  const int f = s.kv_copies(), me = c_->rank();
+  const int f = s.kv_copies();
   Backend& b = *be_;
   // (Tensors are handles: the copies below name the same memory, for the exchange's list.)
   Tensor qq = q, kin = k, vin = v;
@@ -142,38 +174,26 @@ void UlyssesLevel::scatter_qkv(const Tensor& q, const Tensor& k, const Tensor& v
     vv = &v_rep_;
   }
   // q, k, v: my tokens, all heads -> the group's tokens, my heads
-  const std::vector<HeadTensor> heads = {{&qq, s.q_split()}, {kk, s.kv_split()}, {vv, s.kv_split()}};
-  const std::vector<int64_t> send_n = chunk_elems(heads, s.B, s.T, s.d);
-  const std::vector<int64_t> recv_n(size_t(s.U), send_n[size_t(me)]);
-  pack_heads_to_peers(b, heads, s.B, s.T, s.d, send_);
-  exchange(send_, send_n, recv_, recv_n);
-  unpack_peers_to_sequence(b, recv_, s.B, s.T, s.d, s.U, s.nseg,
-                           {{&q_r, s.hq(me)}, {&k_r, s.hk(me)}, {&v_r, s.hk(me)}});
+  pack_heads_to_peers(b, {{&qq, &q_split_}, {kk, &kv_split_}, {vv, &kv_split_}}, s.B, s.T, s.d, send_);
+  exchange(send_, qkv_, recv_);
+  unpack_peers_to_sequence(b, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&q_r, hq_}, {&k_r, hk_}, {&v_r, hk_}});
 }
 
 void UlyssesLevel::gather_o(const Tensor& o_r, Tensor& o) {
   const UlyssesShape& s = s_;
-  const int me = c_->rank();
   // o: back to my tokens, all heads
   Tensor oo = o_r;
-  const std::vector<HeadTensor> heads = {{&o, s.q_split()}};
-  const std::vector<int64_t> recv_n = chunk_elems(heads, s.B, s.T, s.d);
-  const std::vector<int64_t> send_n(size_t(s.U), recv_n[size_t(me)]);
-  pack_sequence_to_peers(*be_, {{&oo, s.hq(me)}}, s.B, s.T, s.d, s.U, s.nseg, send_);
-  exchange(send_, send_n, recv_, recv_n);
-  unpack_peers_to_heads(*be_, recv_, s.B, s.T, s.d, heads);
+  pack_sequence_to_peers(*be_, {{&oo, hq_}}, s.B, s.T, s.d, s.U, s.nseg, send_);
+  exchange(send_, o_, recv_);
+  unpack_peers_to_heads(*be_, recv_, s.B, s.T, s.d, {{&o, &q_split_}});
 }
 
 void UlyssesLevel::scatter_do(const Tensor& dout, Tensor& do_r) {
   const UlyssesShape& s = s_;
-  const int me = c_->rank();
   Tensor dd = dout;
-  const std::vector<HeadTensor> heads = {{&dd, s.q_split()}};
-  const std::vector<int64_t> send_n = chunk_elems(heads, s.B, s.T, s.d);
-  const std::vector<int64_t> recv_n(size_t(s.U), send_n[size_t(me)]);
-  pack_heads_to_peers(*be_, heads, s.B, s.T, s.d, send_);
-  exchange(send_, send_n, recv_, recv_n);
-  unpack_peers_to_sequence(*be_, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&do_r, s.hq(me)}});
+  pack_heads_to_peers(*be_, {{&dd, &q_split_}}, s.B, s.T, s.d, send_);
+  exchange(send_, do_, recv_);
+  unpack_peers_to_sequence(*be_, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&do_r, hq_}});
 }
 
 void UlyssesLevel::sum_kv_copies(const Tensor& copies, Tensor& dst) {
@@ -196,8 +216,8 @@ void UlyssesLevel::sum_kv_copies(const Tensor& copies, Tensor& dst) {
 
 void UlyssesLevel::sum_kv_slots(const Tensor& slots, Tensor& dst) {
   const UlyssesShape& s = s_;
-  const HeadSplit kv = s.kv_split();
-  const int S = s.kv_slots();
+  const HeadSplit& kv = kv_split_;
+  const int S = slot_split_.heads;
   const int64_t rows = s.B * s.T;
   Backend& b = *be_;
   // Slot order: member 0's heads, then member 1's, ...; KV head g is in the slots of the members
@@ -227,7 +247,7 @@ void UlyssesLevel::sum_kv_slots(const Tensor& slots, Tensor& dst) {
 void UlyssesLevel::gather_grads(const Tensor& dq_r, const Tensor& dk_r, const Tensor& dv_r, Tensor& dq, Tensor& dk,
                                 Tensor& dv, Tensor& dq_run, Tensor& dk_run, Tensor& dv_run) {
   const UlyssesShape& s = s_;
-  const int f = s.kv_copies(), me = c_->rank();
+  const int f = s.kv_copies();
   const bool f32 = s.dtype == DType::f32;
   Backend& b = *be_;
   Tensor gq = dq_r, gk = dk_r, gv = dv_r;
@@ -236,21 +256,9 @@ void UlyssesLevel::gather_grads(const Tensor& dq_r, const Tensor& dk_r, const Te
   Tensor& dq_dst = f32 ? dq : dq_run;
   Tensor& dk_dst = f > 1 || s.uneven ? k_rep_ : (f32 ? dk : dk_run);
   Tensor& dv_dst = f > 1 || s.uneven ? v_rep_ : (f32 ? dv : dv_run);
-  HeadSplit kv = s.kv_split();
-  if (s.uneven) {  // member j's heads go to slots [sum of earlier members' counts, + count j)
-    int slot = 0;
-    kv.heads = s.kv_slots();
-    for (int j = 0; j < s.U; ++j) {
-      kv.first[size_t(j)] = slot;
-      slot += kv.count[size_t(j)];
-    }
-  }
-  const std::vector<HeadTensor> heads = {{&dq_dst, s.q_split()}, {&dk_dst, kv}, {&dv_dst, kv}};
-  const std::vector<int64_t> recv_n = chunk_elems(heads, s.B, s.T, s.d);
-  const std::vector<int64_t> send_n(size_t(s.U), recv_n[size_t(me)]);
-  pack_sequence_to_peers(b, {{&gq, s.hq(me)}, {&gk, s.hk(me)}, {&gv, s.hk(me)}}, s.B, s.T, s.d, s.U, s.nseg, send_);
-  exchange(send_, send_n, recv_, recv_n);
-  unpack_peers_to_heads(b, recv_, s.B, s.T, s.d, heads);
+  pack_sequence_to_peers(b, {{&gq, hq_}, {&gk, hk_}, {&gv, hk_}}, s.B, s.T, s.d, s.U, s.nseg, send_);
+  exchange(send_, grads_, recv_);
+  unpack_peers_to_heads(b, recv_, s.B, s.T, s.d, {{&dq_dst, &q_split_}, {&dk_dst, &slot_split_}, {&dv_dst, &slot_split_}});
   if (!f32) b.convert(dq, dq_run);
   if (s.uneven) {
     sum_kv_slots(k_rep_, dk);

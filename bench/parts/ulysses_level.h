@@ -87,11 +87,16 @@ class UlyssesLevel {
   // Uneven: the members' dk or dv [B,T,kv_slots,d] (run dtype; member 0's heads first) summed
   // per KV head into `dst` [B,T,G,d] float32.
   void sum_kv_slots(const Tensor& slots, Tensor& dst);
+  // One exchange's chunks (elements, member order), fixed at setup: from the tokens side each
+  // member gets its heads (send sizes `n`, every receive this member's n[me]), or back (the reverse).
+  struct Chunks {
+    std::vector<int64_t> send_off, send_n, recv_off, recv_n;
+    static Chunks to_heads(const std::vector<int64_t>& n, int me);
+    static Chunks to_tokens(const std::vector<int64_t>& n, int me);
+  };
   // The exchange: all_to_all when the members' chunks are equal, else (uneven) one send and one
-  // receive per other member and a copy of this member's own chunk. send_n, recv_n: elements of
-  // each member's chunk, in member order.
-  void exchange(const Tensor& send, const std::vector<int64_t>& send_n, Tensor& recv,
-                const std::vector<int64_t>& recv_n);
+  // receive per other member and a copy of this member's own chunk.
+  void exchange(const Tensor& send, const Chunks& c, Tensor& recv);
 
   Backend* be_ = nullptr;
   Communicator* c_ = nullptr;
@@ -102,6 +107,11 @@ class UlyssesLevel {
   Tensor copy_run_, copy32_;  // f > 1: one copy [B,T,G,d] (run dtype; float32 when not f32)
                               // uneven: one slot [B,T,1,d]; acc32_ the sum of a head's slots
   Tensor acc32_;
+  // The splits (query heads; KV heads; under uneven heads the members' KV slots of the backward),
+  // this member's head counts and the exchanges' chunks, from setup: the steps compute none.
+  HeadSplit q_split_, kv_split_, slot_split_;
+  int hq_ = 0, hk_ = 0;
+  Chunks qkv_, o_, do_, grads_;
 };
 
 // The exchange of uneven chunks: `send` elements [send_off[j], +send_n[j]) go to member j of `c`,
