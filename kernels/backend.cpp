@@ -264,8 +264,10 @@ void check_attn_shape(const AttnShape& s, const char* op) {
     fail(op, "a head slice's GQA map needs hq >= 1, rep >= 1, 0 <= head0 < rep and hk = ceil((head0 + hq) / rep) "
              "(got hq=" + std::to_string(s.hq) + ", hk=" + std::to_string(s.hk) + ", rep=" + std::to_string(s.rep) +
              ", head0=" + std::to_string(s.head0) + ")");
-  if (s.d < 1 || s.d > 256)
-    fail(op, "head dim d=" + std::to_string(s.d) + " is not supported (1 <= d <= 256)");
+  if (s.d < 1 || s.d > 1024)
+    fail(op, "head dim d=" + std::to_string(s.d) + " is not supported (1 <= d <= 1024)");
+  if (s.d_v < 0 || s.vdim() > 1024)
+    fail(op, "value head dim d_v=" + std::to_string(s.d_v) + " is not supported (0 = d, or 1 <= d_v <= 1024)");
   if (!std::isfinite(s.scale) || s.scale < 0)
     fail(op, "scale must be finite and >= 0 (0 means 1/sqrt(d))");
   check_attn_mask(s.mask(), op);
@@ -293,8 +295,8 @@ void check_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const 
   check_attn_shape(s, op);
   expect_numel(op, "q", q, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
   expect_numel(op, "k", k, s.B * s.nk * s.hk * s.d, dims({s.B, s.nk, s.hk, s.d}));
-  expect_numel(op, "v", v, s.B * s.nk * s.hk * s.d, dims({s.B, s.nk, s.hk, s.d}));
-  expect_numel(op, "o", o, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "v", v, s.B * s.nk * s.hk * s.vdim(), dims({s.B, s.nk, s.hk, s.vdim()}));
+  expect_numel(op, "o", o, s.B * s.nq * s.hq * s.vdim(), dims({s.B, s.nq, s.hq, s.vdim()}));
   expect_numel(op, "lse", lse, s.B * s.hq * s.nq, dims({s.B, s.hq, s.nq}));
   expect_dtype(op, "k", k, q.dtype);
   expect_dtype(op, "v", v, q.dtype);
@@ -308,9 +310,9 @@ void check_attn_merge(const AttnShape& s, const Tensor& o_acc, const Tensor& lse
                       const Tensor& o_blk, const Tensor& lse_blk) {
   const char* op = "attn_merge";
   check_attn_shape(s, op);
-  const int64_t no = s.B * s.nq * s.hq * s.d, nl = s.B * s.hq * s.nq;
-  expect_numel(op, "o_acc", o_acc, no, dims({s.B, s.nq, s.hq, s.d}));
-  expect_numel(op, "o_blk", o_blk, no, dims({s.B, s.nq, s.hq, s.d}));
+  const int64_t no = s.B * s.nq * s.hq * s.vdim(), nl = s.B * s.hq * s.nq;
+  expect_numel(op, "o_acc", o_acc, no, dims({s.B, s.nq, s.hq, s.vdim()}));
+  expect_numel(op, "o_blk", o_blk, no, dims({s.B, s.nq, s.hq, s.vdim()}));
   expect_numel(op, "lse_acc", lse_acc, nl, dims({s.B, s.hq, s.nq}));
   expect_numel(op, "lse_blk", lse_blk, nl, dims({s.B, s.hq, s.nq}));
   expect_dtype(op, "o_blk", o_blk, o_acc.dtype);
@@ -322,20 +324,20 @@ void check_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dou
                           const Tensor& delta) {
   const char* op = "attn_bwd_delta";
   check_attn_shape(s, op);
-  const int64_t no = s.B * s.nq * s.hq * s.d;
-  expect_numel(op, "o", o, no, dims({s.B, s.nq, s.hq, s.d}));
-  expect_numel(op, "dout", dout, no, dims({s.B, s.nq, s.hq, s.d}));
+  const int64_t no = s.B * s.nq * s.hq * s.vdim();
+  expect_numel(op, "o", o, no, dims({s.B, s.nq, s.hq, s.vdim()}));
+  expect_numel(op, "dout", dout, no, dims({s.B, s.nq, s.hq, s.vdim()}));
   expect_numel(op, "delta", delta, s.B * s.hq * s.nq, dims({s.B, s.hq, s.nq}));
   expect_dtype(op, "dout", dout, o.dtype);
   expect_dtype(op, "delta", delta, DType::f32);
 }
 
 namespace {
-// The rows both sink operations read: sinks [hq], o [B,nq,hq,d], lse [B,hq,nq] float32.
+// The rows both sink operations read: sinks [hq], o [B,nq,hq,dv], lse [B,hq,nq] float32.
 void check_sink_rows(const char* op, const AttnShape& s, const Tensor& sinks, const Tensor& o, const Tensor& lse) {
   check_attn_shape(s, op);
   expect_numel(op, "sinks", sinks, s.hq, dims({s.hq}));
-  expect_numel(op, "o", o, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "o", o, s.B * s.nq * s.hq * s.vdim(), dims({s.B, s.nq, s.hq, s.vdim()}));
   expect_numel(op, "lse", lse, s.B * s.hq * s.nq, dims({s.B, s.hq, s.nq}));
   expect_dtype(op, "sinks", sinks, DType::f32);
   expect_dtype(op, "lse", lse, DType::f32);
@@ -351,7 +353,7 @@ void check_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& 
                          const Tensor& dout, const Tensor& lse, const Tensor& dsinks) {
   const char* op = "attn_sink_bwd";
   check_sink_rows(op, s, sinks, o, lse);
-  expect_numel(op, "dout", dout, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
+  expect_numel(op, "dout", dout, s.B * s.nq * s.hq * s.vdim(), dims({s.B, s.nq, s.hq, s.vdim()}));
   expect_numel(op, "dsinks", dsinks, s.hq, dims({s.hq}));
   expect_dtype(op, "dout", dout, o.dtype);
   expect_dtype(op, "dsinks", dsinks, DType::f32);
@@ -364,17 +366,19 @@ void check_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const 
   const char* op = "attn_bwd";
   check_attn_shape(s, op);
   const int64_t nqe = s.B * s.nq * s.hq * s.d, nke = s.B * s.nk * s.hk * s.d;
+  const int64_t noe = s.B * s.nq * s.hq * s.vdim(), nve = s.B * s.nk * s.hk * s.vdim();
   const std::string qs = dims({s.B, s.nq, s.hq, s.d}), ks = dims({s.B, s.nk, s.hk, s.d});
+  const std::string os = dims({s.B, s.nq, s.hq, s.vdim()}), vs = dims({s.B, s.nk, s.hk, s.vdim()});
   const std::string ls = dims({s.B, s.hq, s.nq});
   expect_numel(op, "q", q, nqe, qs);
   expect_numel(op, "k", k, nke, ks);
-  expect_numel(op, "v", v, nke, ks);
-  expect_numel(op, "dout", dout, nqe, qs);
+  expect_numel(op, "v", v, nve, vs);
+  expect_numel(op, "dout", dout, noe, os);
   expect_numel(op, "lse", lse, s.B * s.hq * s.nq, ls);
   expect_numel(op, "delta", delta, s.B * s.hq * s.nq, ls);
   expect_numel(op, "dq", dq, nqe, qs);
   expect_numel(op, "dk", dk, nke, ks);
-  expect_numel(op, "dv", dv, nke, ks);
+  expect_numel(op, "dv", dv, nve, vs);
   expect_dtype(op, "k", k, q.dtype);
   expect_dtype(op, "v", v, q.dtype);
   expect_dtype(op, "dout", dout, q.dtype);

@@ -53,7 +53,9 @@ struct AttnMask {
 };
 
 // The attention problem of one block: queries at qpos attend keys at kpos.
-//   q  [B, nq, hq, d]   k, v [B, nk, hk, d]   o [B, nq, hq, d]   (dtype of the run)
+//   q  [B, nq, hq, d]   k [B, nk, hk, d]   v [B, nk, hk, dv]   o [B, nq, hq, dv]   (dtype of the run)
+// with d = d_qk, the dim of the scores' dot products, and dv = vdim() the values' (MLA: d = d_nope +
+// d_rope = 192, dv = 128; its absorbed decode 576 and 512; 0 = d, every GQA model).
 //   lse, delta [B, hq, nq] float32 (natural log)
 // Query head h uses kv head (h + head0) / group(), group() = hq / hk unless `rep` says otherwise:
 // a block holding a slice of a model's heads that does not start at a KV group's boundary
@@ -65,6 +67,8 @@ struct AttnMask {
 struct AttnShape {
   int64_t B = 1, nq = 0, nk = 0;
   int hq = 0, hk = 0, d = 0;
+  int d_v = 0;             // the values' head dim; 0: d
+  int vdim() const { return d_v > 0 ? d_v : d; }
   int rep = 0, head0 = 0;  // the GQA map above; rep 0: hq / hk, head0 0
   int group() const { return rep > 0 ? rep : hq / hk; }
   int kv_head(int h) const { return (h + head0) / group(); }
@@ -180,13 +184,13 @@ class Backend {
   void attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse);
   // Online-softmax merge of a block's partial result into the running one:
-  // o_acc, lse_acc [B,nq,hq,d] / [B,hq,nq] <- merge(o_acc, lse_acc, o_blk, lse_blk)
+  // o_acc, lse_acc [B,nq,hq,dv] / [B,hq,nq] <- merge(o_acc, lse_acc, o_blk, lse_blk)
   void attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc, const Tensor& o_blk,
                   const Tensor& lse_blk);
-  // delta [B,hq,nq] float32 = rowsum(do * o) over d (FlashAttention-2 preprocessing)
+  // delta [B,hq,nq] float32 = rowsum(do * o) over dv (FlashAttention-2 preprocessing)
   void attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout, Tensor& delta);
   // Backward of one block given the FINAL lse and delta of the query rows.
-  // Accumulates: dq [B,nq,hq,d] += ..., dk, dv [B,nk,hk,d] += ... (all float32 accumulators).
+  // Accumulates: dq [B,nq,hq,d] += ..., dk [B,nk,hk,d], dv [B,nk,hk,dv] += ... (float32 accumulators).
   void attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Tensor& dout, const Tensor& lse, const Tensor& delta, const Positions& qpos,
                 const Positions& kpos, Tensor& dq, Tensor& dk, Tensor& dv);
@@ -274,7 +278,7 @@ std::vector<std::string> available_backends();
 // count_attn add per call, and what the report's expected FLOPs are built from (bench/metrics.h
 // expected_job_flops), so the counter and the model it is checked against cannot drift apart.
 double gemm_flops(int64_t m, int64_t n, int64_t k);      // 2*m*n*k
-double attn_fwd_flops(const AttnShape& s, int64_t pairs);  // QK^T and PV: 4*d*hq*B per visible pair
+double attn_fwd_flops(const AttnShape& s, int64_t pairs);  // QK^T and PV: 2*(d+dv)*hq*B per visible pair
 // The attention backward relative to its forward: model FLOPs 2x, hardware 2.5x (the backward
 // recomputes the scores).
 inline constexpr double kAttnBwdModelFactor = 2.0, kAttnBwdHardwareFactor = 2.5;

@@ -6,8 +6,8 @@ namespace cpbench {
 double gemm_flops(int64_t m, int64_t n, int64_t k) { return 2.0 * double(m) * double(n) * double(k); }
 
 double attn_fwd_flops(const AttnShape& s, int64_t pairs) {
-  // QK^T and PV, 2*d FLOPs each per visible (query, key) pair and query head.
-  return 4.0 * double(s.d) * double(s.hq) * double(s.B) * double(pairs);
+  // QK^T (2*d) and PV (2*dv) FLOPs per visible (query, key) pair and query head.
+  return 2.0 * double(s.d + s.vdim()) * double(s.hq) * double(s.B) * double(pairs);
 }
 
 void Backend::count_gemm(int64_t m, int64_t n, int64_t k, double model_share) {

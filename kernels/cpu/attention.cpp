@@ -288,7 +288,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v,
               const Positions& qpos, const Positions& kpos, float* o, float* lse, int threads) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d;
+  const int hq = s.hq, hk = s.hk, d = s.d, dv = s.vdim();  // scores over d, values dv
   if (nq == 0) return;
   const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
   const AttnMask mask = s.mask();
@@ -325,7 +325,7 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
 
   const float alpha = scale_log2(s);  // scores in log2 units
-  const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d;
+  const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d, ldv = int64_t(hk) * dv;
   const int64_t ldS = round_up(bk, 16);
   const int64_t items = int64_t(nqt) * B * hq;
   const VecOps& ops = vec_ops();
@@ -340,42 +340,42 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
     const TileInfo& qt = qtiles[qi];
     const int rows = qt.size;
     float* S = scratch(0, size_t(bq) * ldS);
-    float* O = scratch(1, size_t(bq) * d);
+    float* O = scratch(1, size_t(bq) * dv);
     float* m = scratch(2, size_t(2) * bq);
     float* l = m + bq;
-    std::fill(O, O + size_t(rows) * d, 0.0f);
+    std::fill(O, O + size_t(rows) * dv, 0.0f);
     std::fill(m, m + rows, kNegInf);
     std::fill(l, l + rows, 0.0f);
     const float* Qt = q + ((b * nq + qt.start) * hq + h) * d;
     for (const Visit& vis : plan[qi]) {
       const TileInfo& kt = ktiles[vis.kt];
       const float* Kt = k + ((b * nk + kt.start) * hk + g) * d;
-      const float* Vt = v + ((b * nk + kt.start) * hk + g) * d;
+      const float* Vt = v + ((b * nk + kt.start) * hk + g) * dv;
       for_each_band(qt, kt, vis.p, rb, kp.data(), band, [&](const Band& bd) {
         const float* Qb = Qt + int64_t(bd.r0) * ldq;
-        const float *Kb = Kt + int64_t(bd.c0) * ldk, *Vb = Vt + int64_t(bd.c0) * ldk;
-        float* Ob = O + int64_t(bd.r0) * d;
+        const float *Kb = Kt + int64_t(bd.c0) * ldk, *Vb = Vt + int64_t(bd.c0) * ldv;
+        float* Ob = O + int64_t(bd.r0) * dv;
         sgemm(false, true, bd.rows, bd.cols, d, alpha, Qb, ldq, Kb, ldk, 0.0f, S, ldS);
         if (bd.masked) {
           const int64_t r = qt.start + bd.r0;
           ops.mask_tile(S, ldS, bd.rows, bd.cols, rb.lo.data() + r, rb.hi.data() + r,
                         kp.data() + kt.start + bd.c0);
         }
-        ops.softmax_tile(S, ldS, bd.rows, bd.cols, m + bd.r0, l + bd.r0, Ob, d, d);
-        sgemm(false, false, bd.rows, d, bd.cols, 1.0f, S, ldS, Vb, ldk, 1.0f, Ob, d);
+        ops.softmax_tile(S, ldS, bd.rows, bd.cols, m + bd.r0, l + bd.r0, Ob, dv, dv);
+        sgemm(false, false, bd.rows, dv, bd.cols, 1.0f, S, ldS, Vb, ldv, 1.0f, Ob, dv);
       });
     }
     // o = O / l, lse = ln 2 * (m + log2 l); rows without a visible key: o = 0, lse = -inf.
     float* lrow = lse + (b * hq + h) * nq + qt.start;
     for (int r = 0; r < rows; ++r) {
-      float* orow = o + ((b * nq + qt.start + r) * hq + h) * d;
-      const float* Orow = O + size_t(r) * d;
+      float* orow = o + ((b * nq + qt.start + r) * hq + h) * dv;
+      const float* Orow = O + size_t(r) * dv;
       if (l[r] > 0.0f) {
         const float inv = 1.0f / l[r];
-        for (int c = 0; c < d; ++c) orow[c] = Orow[c] * inv;
+        for (int c = 0; c < dv; ++c) orow[c] = Orow[c] * inv;
         lrow[r] = lse_of(m[r], l[r]);
       } else {
-        std::fill(orow, orow + d, 0.0f);
+        std::fill(orow, orow + dv, 0.0f);
         lrow[r] = kNegInf;
       }
     }
@@ -385,9 +385,9 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
 // ---- backward ---------------------------------------------------------------------------------
 void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v,
               const float* dout, const float* lse, const float* delta, const Positions& qpos,
-              const Positions& kpos, float* dq, float* dk, float* dv, int threads) {
+              const Positions& kpos, float* dq, float* dk, float* dv_acc, int threads) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d;
+  const int hq = s.hq, hk = s.hk, d = s.d, dv = s.vdim();  // q, k over d; v, o over dv
   if (nq == 0 || nk == 0) return;
   const std::vector<int32_t> qp = positions32(qpos), kp = positions32(kpos);
   const AttnMask mask = s.mask();
@@ -404,7 +404,7 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
 
   const float scale = attn_scale(s);
   const float alpha = scale_log2(s);
-  const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d;
+  const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d, ldo = int64_t(hq) * dv, ldv = int64_t(hk) * dv;
   const int64_t ldS = round_up(bk, 16);
   const VecOps& ops = vec_ops();
   const int T = std::max(1, threads);
@@ -468,16 +468,16 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
         for (int64_t it : my) {
           const int g = static_cast<int>(it / nkt), j = static_cast<int>(it % nkt);
           const TileInfo& kt = ktiles[j];
-          const int64_t koff = ((b * nk + kt.start) * hk + g) * d;
-          const float *Kt = k + koff, *Vt = v + koff;
-          float *dKt = dk + koff, *dVt = dv + koff;
+          const int64_t koff = ((b * nk + kt.start) * hk + g) * d, voff = ((b * nk + kt.start) * hk + g) * dv;
+          const float *Kt = k + koff, *Vt = v + voff;
+          float *dKt = dk + koff, *dVt = dv_acc + voff;
           for (int h = s.q_begin(g); h < s.q_end(g); ++h) {
             for (int i = c0; i < c1; ++i) {
               const PairPlan& pp = plan[j][i];
               if (pp.cols == 0) continue;
               const TileInfo& qt = qtiles[i];
-              const int64_t qoff = ((b * nq + qt.start) * hq + h) * d;
-              const float *Qt = q + qoff, *dOt = dout + qoff;
+              const int64_t qoff = ((b * nq + qt.start) * hq + h) * d, ooff = ((b * nq + qt.start) * hq + h) * dv;
+              const float *Qt = q + qoff, *dOt = dout + ooff;
               float* dQt = dQ + ((qt.start - row0) * hq + h) * d;
               const float* lrow = lse + (b * hq + h) * nq + qt.start;
               const float* drow = delta + (b * hq + h) * nq + qt.start;
@@ -488,8 +488,9 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
               for_each_band(qt, kt, pp, rb, kp.data(), band, [&](const Band& bd) {
                 const int rows = bd.rows, cols = bd.cols;
                 const int64_t ro = int64_t(bd.r0) * ldq, co = int64_t(bd.c0) * ldk;
-                const float *Kb = Kt + co, *Vb = Vt + co;
-                float *dKb = dKt + co, *dVb = dVt + co;
+                const int64_t roo = int64_t(bd.r0) * ldo, cov = int64_t(bd.c0) * ldv;
+                const float *Kb = Kt + co, *Vb = Vt + cov;
+                float *dKb = dKt + co, *dVb = dVt + cov;
                 // P = exp2(alpha Q K^T - lse2), masked entries 0.
                 sgemm(false, true, rows, cols, d, alpha, Qt + ro, ldq, Kb, ldk, 0.0f, S, ldS);
                 if (bd.masked) {
@@ -499,8 +500,8 @@ void attn_bwd(const AttnShape& s, const float* q, const float* k, const float* v
                 }
                 ops.prob_tile(S, ldS, rows, cols, lse2 + bd.r0);
                 // dV += P^T dO;  dP = dO V^T;  dS = P (dP - delta)
-                sgemm(true, false, cols, d, rows, 1.0f, S, ldS, dOt + ro, ldq, 1.0f, dVb, ldk);
-                sgemm(false, true, rows, cols, d, 1.0f, dOt + ro, ldq, Vb, ldk, 0.0f, dP, ldS);
+                sgemm(true, false, cols, dv, rows, 1.0f, S, ldS, dOt + roo, ldo, 1.0f, dVb, ldv);
+                sgemm(false, true, rows, cols, dv, 1.0f, dOt + roo, ldo, Vb, ldv, 0.0f, dP, ldS);
                 ops.dsoftmax_tile(S, dP, ldS, rows, cols, dl + bd.r0);
                 // dK += scale dS^T Q;  dQ += scale dS K
                 sgemm(true, false, cols, d, rows, scale, dP, ldS, Qt + ro, ldq, 1.0f, dKb, ldk);

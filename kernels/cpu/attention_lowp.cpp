@@ -103,11 +103,12 @@ void dots(const float* x, const float* Kt, int d, int nj, float* out) {
 
 // The backward's per-pair terms of one query row against a key tile: P = exp2(s2 - L) with
 // s2 = (q . k) * scale_log2 and L = lse in log2 units, dS = P (dP - delta) with dP = do . v, all
-// fp32 and unrounded (each pass rounds what it multiplies). Shared by both passes.
-void pair_terms(const float* q, const float* dO, const float* Kt, const float* Vt, int d, int nj,
+// fp32 and unrounded (each pass rounds what it multiplies); q . k over d, do . v over dv. Shared by
+// both passes.
+void pair_terms(const float* q, const float* dO, const float* Kt, const float* Vt, int d, int dv, int nj,
                 float sl2, float L, float dl, float* P, float* dS) {
   dots(q, Kt, d, nj, P);
-  dots(dO, Vt, d, nj, dS);
+  dots(dO, Vt, dv, nj, dS);
   for (int j = 0; j < nj; ++j) {
     P[j] = std::exp2(P[j] * sl2 - L);
     dS[j] = P[j] * (dS[j] - dl);
@@ -121,7 +122,7 @@ template <class T>
 void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const Positions& qpos,
                    const Positions& kpos, T* o, float* lse, int threads) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d;
+  const int hq = s.hq, hk = s.hk, d = s.d, dv = s.vdim();  // q, k over d; v, o over dv
   if (nq == 0) return;
   const bool round_p = nq != 1;  // a decode step: the CUDA decode kernel's P·V is all fp32
   const Plan pl = make_plan(s, qpos, kpos);
@@ -135,14 +136,14 @@ void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
     const int64_t i0 = (it % nqt) * kQT;
     const int rows = static_cast<int>(std::min<int64_t>(kQT, nq - i0));
     float* Q = scratch(0, size_t(kQT) * d);
-    float* O = scratch(1, size_t(kQT) * d);
+    float* O = scratch(1, size_t(kQT) * dv);
     float* m = scratch(2, size_t(2) * kQT);
     float* l = m + kQT;
     float* Kt = scratch(3, size_t(kBK) * d);
-    float* V = scratch(4, size_t(kBK) * d);
+    float* V = scratch(4, size_t(kBK) * dv);
     float* S = scratch(5, kBK);
     for (int r = 0; r < rows; ++r) widen_row(q + ((b * nq + i0 + r) * hq + h) * d, d, Q + r * d);
-    std::fill(O, O + size_t(rows) * d, 0.0f);
+    std::fill(O, O + size_t(rows) * dv, 0.0f);
     std::fill(m, m + rows, kNegInf);
     std::fill(l, l + rows, 0.0f);
     for (int64_t t = 0; t < pl.ntiles; ++t) {
@@ -152,7 +153,7 @@ void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
       const int64_t j0 = t * kBK;
       const int nj = static_cast<int>(std::min<int64_t>(kBK, nk - j0));
       widen_tile_t(k + (b * nk * hk + g) * d, j0, hk, d, nj, Kt);
-      widen_tile(v + (b * nk * hk + g) * d, j0, hk, d, nj, V);
+      widen_tile(v + (b * nk * hk + g) * dv, j0, hk, dv, nj, V);
       for (int r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
         if (!pl.may_see(i, t)) continue;  // a shortcut: the tile's scores would all be -inf
@@ -172,25 +173,25 @@ void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
         }
         l[r] = l[r] * alpha + sum;  // the row sum of the fp32 P
         m[r] = mn;
-        float* Or = O + r * d;
-        for (int c = 0; c < d; ++c) Or[c] *= alpha;
+        float* Or = O + r * dv;
+        for (int c = 0; c < dv; ++c) Or[c] *= alpha;
         for (int j = 0; j < nj; ++j) {
           const float p = round_p ? round_to<T>(S[j]) : S[j];  // P in the input dtype before P·V
-          const float* vr = V + j * d;
-          for (int c = 0; c < d; ++c) Or[c] += p * vr[c];
+          const float* vr = V + j * dv;
+          for (int c = 0; c < dv; ++c) Or[c] += p * vr[c];
         }
       }
     }
     // o = O / l rounded once, lse fp32; a row that saw no key: o = 0, lse = -inf.
     float* lrow = lse + (b * hq + h) * nq + i0;
     for (int r = 0; r < rows; ++r) {
-      T* orow = o + ((b * nq + i0 + r) * hq + h) * d;
+      T* orow = o + ((b * nq + i0 + r) * hq + h) * dv;
       if (l[r] > 0.0f) {
         const float inv = 1.0f / l[r];
-        for (int c = 0; c < d; ++c) orow[c] = from_f32<T>(O[r * d + c] * inv);
+        for (int c = 0; c < dv; ++c) orow[c] = from_f32<T>(O[r * dv + c] * inv);
         lrow[r] = lse_of(m[r], l[r]);
       } else {
-        std::fill(orow, orow + d, from_f32<T>(0.0f));
+        std::fill(orow, orow + dv, from_f32<T>(0.0f));
         lrow[r] = kNegInf;
       }
     }
@@ -201,9 +202,9 @@ void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
 template <class T>
 void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const T* dout,
                    const float* lse, const float* delta, const Positions& qpos,
-                   const Positions& kpos, float* dq, float* dk, float* dv, int threads) {
+                   const Positions& kpos, float* dq, float* dk, float* dv_acc, int threads) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d;
+  const int hq = s.hq, hk = s.hk, d = s.d, dv = s.vdim();  // q, k over d; v, o over dv
   if (nq == 0 || nk == 0) return;
   const Plan pl = make_plan(s, qpos, kpos);
   const float sl2 = scale_log2(s), scale = attn_scale(s);
@@ -217,39 +218,37 @@ void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
     const int64_t j0 = t * kBK;
     const int nj = static_cast<int>(std::min<int64_t>(kBK, nk - j0));
     float* Kt = scratch(0, size_t(kBK) * d);
-    float* Vt = scratch(1, size_t(kBK) * d);
+    float* Vt = scratch(1, size_t(kBK) * dv);
     float* dK = scratch(2, size_t(kBK) * d);
-    float* dV = scratch(3, size_t(kBK) * d);
-    float* qr = scratch(4, size_t(2) * d);
+    float* dV = scratch(3, size_t(kBK) * dv);
+    float* qr = scratch(4, size_t(d) + dv);
     float* dor = qr + d;
     float* P = scratch(5, size_t(2) * kBK);
     float* dS = P + kBK;
     widen_tile_t(k + (b * nk * hk + g) * d, j0, hk, d, nj, Kt);
-    widen_tile_t(v + (b * nk * hk + g) * d, j0, hk, d, nj, Vt);
+    widen_tile_t(v + (b * nk * hk + g) * dv, j0, hk, dv, nj, Vt);
     std::fill(dK, dK + size_t(nj) * d, 0.0f);
-    std::fill(dV, dV + size_t(nj) * d, 0.0f);
+    std::fill(dV, dV + size_t(nj) * dv, 0.0f);
     for (int h = s.q_begin(g); h < s.q_end(g); ++h)
       for (int64_t i = 0; i < nq; ++i) {
         const float L = lse_log2(lse[(b * hq + h) * nq + i]);
         if (L == kNegInf || !pl.may_see(i, t)) continue;  // a row that saw no key has no gradient
         widen_row(q + ((b * nq + i) * hq + h) * d, d, qr);
-        widen_row(dout + ((b * nq + i) * hq + h) * d, d, dor);
-        pair_terms(qr, dor, Kt, Vt, d, nj, sl2, L, delta[(b * hq + h) * nq + i], P, dS);
+        widen_row(dout + ((b * nq + i) * hq + h) * dv, dv, dor);
+        pair_terms(qr, dor, Kt, Vt, d, dv, nj, sl2, L, delta[(b * hq + h) * nq + i], P, dS);
         for (int j = 0; j < nj; ++j) {
           if (!pl.visible(i, j0 + j)) continue;
           const float p = round_to<T>(P[j]), ds = round_to<T>(dS[j]);  // before dV += Pᵀ dO, dK += dSᵀ Q
-          float *dKj = dK + j * d, *dVj = dV + j * d;
-          for (int c = 0; c < d; ++c) dVj[c] += p * dor[c];
+          float *dKj = dK + j * d, *dVj = dV + j * dv;
+          for (int c = 0; c < dv; ++c) dVj[c] += p * dor[c];
           for (int c = 0; c < d; ++c) dKj[c] += ds * qr[c];
         }
       }
     for (int j = 0; j < nj; ++j) {
       float* dkr = dk + ((b * nk + j0 + j) * hk + g) * d;
-      float* dvr = dv + ((b * nk + j0 + j) * hk + g) * d;
-      for (int c = 0; c < d; ++c) {
-        dkr[c] += scale * dK[j * d + c];
-        dvr[c] += dV[j * d + c];
-      }
+      float* dvr = dv_acc + ((b * nk + j0 + j) * hk + g) * dv;
+      for (int c = 0; c < d; ++c) dkr[c] += scale * dK[j * d + c];
+      for (int c = 0; c < dv; ++c) dvr[c] += dV[j * dv + c];
     }
   }
 
@@ -262,18 +261,18 @@ void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
     const int64_t i0 = (it % nqt) * kQT;
     const int rows = static_cast<int>(std::min<int64_t>(kQT, nq - i0));
     float* Q = scratch(0, size_t(kQT) * d);
-    float* dO = scratch(1, size_t(kQT) * d);
+    float* dO = scratch(1, size_t(kQT) * dv);
     float* dQ = scratch(2, size_t(kQT) * d);
     float* Kt = scratch(3, size_t(kBK) * d);
-    float* Vt = scratch(4, size_t(kBK) * d);
+    float* Vt = scratch(4, size_t(kBK) * dv);
     float* K = scratch(5, size_t(kBK) * d);
     float* P = scratch(6, size_t(2) * kBK);
     float* dS = P + kBK;
     float* L = scratch(7, kQT);
     for (int r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r, off = ((b * nq + i) * hq + h) * d;
+      const int64_t i = i0 + r, off = ((b * nq + i) * hq + h) * d, ooff = ((b * nq + i) * hq + h) * dv;
       widen_row(q + off, d, Q + r * d);
-      widen_row(dout + off, d, dO + r * d);
+      widen_row(dout + ooff, dv, dO + r * dv);
       L[r] = lse_log2(lse[(b * hq + h) * nq + i]);
     }
     std::fill(dQ, dQ + size_t(rows) * d, 0.0f);
@@ -285,12 +284,12 @@ void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
       const int nj = static_cast<int>(std::min<int64_t>(kBK, nk - j0));
       const T* kb = k + (b * nk * hk + g) * d;
       widen_tile_t(kb, j0, hk, d, nj, Kt);
-      widen_tile_t(v + (b * nk * hk + g) * d, j0, hk, d, nj, Vt);
+      widen_tile_t(v + (b * nk * hk + g) * dv, j0, hk, dv, nj, Vt);
       widen_tile(kb, j0, hk, d, nj, K);
       for (int r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
         if (L[r] == kNegInf || !pl.may_see(i, t)) continue;
-        pair_terms(Q + r * d, dO + r * d, Kt, Vt, d, nj, sl2, L[r], delta[(b * hq + h) * nq + i], P, dS);
+        pair_terms(Q + r * d, dO + r * dv, Kt, Vt, d, dv, nj, sl2, L[r], delta[(b * hq + h) * nq + i], P, dS);
         float* dQr = dQ + r * d;
         for (int j = 0; j < nj; ++j) {
           if (!pl.visible(i, j0 + j)) continue;

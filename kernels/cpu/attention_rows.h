@@ -26,13 +26,13 @@ inline float lse_of(float m, float l) { return static_cast<float>(kLn2 * (double
 inline float lse_log2(float lse) { return lse == kNegInf ? kNegInf : static_cast<float>(lse * kLog2e); }
 
 // Calls f(lse index, o row offset) for every (batch b, query row i, head h) of s: lse, delta are
-// [B, hq, nq] ((b*hq + h)*nq + i), o rows [B, nq, hq, d] ((b*nq + i)*hq + h)*d. The query rows
+// [B, hq, nq] ((b*hq + h)*nq + i), o rows [B, nq, hq, dv] ((b*nq + i)*hq + h)*dv. The query rows
 // are split over the threads (each (b, i, h) is visited by one thread, so the per-row kernels
 // below are deterministic for any thread count).
 template <class F>
 void for_each_row(const AttnShape& s, int threads, F&& f) {
   const int64_t nq = s.nq, rows = s.B * s.nq;
-  const int hq = s.hq, d = s.d;
+  const int hq = s.hq, d = s.vdim();
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t bi = 0; bi < rows; ++bi) {
     const int64_t b = bi / nq, i = bi % nq;
@@ -45,7 +45,7 @@ void for_each_row(const AttnShape& s, int threads, F&& f) {
 template <class T>
 void attn_merge(const AttnShape& s, T* o_acc, float* lse_acc, const T* o_blk, const float* lse_blk,
                 int threads) {
-  const int d = s.d;
+  const int d = s.vdim();
   for_each_row(s, threads, [&](int64_t li, int64_t row, int) {
     float& la = lse_acc[li];
     const float lb = lse_blk[li];
@@ -74,7 +74,7 @@ void attn_merge(const AttnShape& s, T* o_acc, float* lse_acc, const T* o_blk, co
 // in double, each o element scaled in fp32 and stored in T; a row with lse = -inf gets o = 0.
 template <class T>
 void attn_sink_fwd(const AttnShape& s, const float* sinks, T* o, float* lse, int threads) {
-  const int d = s.d;
+  const int d = s.vdim();
   for_each_row(s, threads, [&](int64_t li, int64_t row, int h) {
     float& l = lse[li];
     T* oh = o + row;
@@ -98,7 +98,7 @@ template <class T>
 void attn_sink_bwd(const AttnShape& s, const float* sinks, const T* o, const T* dout, const float* lse,
                    float* dsinks, int threads) {
   const int64_t B = s.B, nq = s.nq;
-  const int hq = s.hq, d = s.d;
+  const int hq = s.hq, d = s.vdim();
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int h = 0; h < hq; ++h) {
     double acc = 0;
@@ -116,12 +116,12 @@ void attn_sink_bwd(const AttnShape& s, const float* sinks, const T* o, const T* 
   }
 }
 
-// delta = rowsum(do * o) over d, in double: 8 interleaved lanes (lane u takes elements
+// delta = rowsum(do * o) over dv, in double: 8 interleaved lanes (lane u takes elements
 // e = u mod 8 of the whole groups of 8), combined ((0+4)+(1+5))+((2+6)+(3+7)), then the tail
 // elements in order; rounded to fp32 once.
 template <class T>
 void attn_bwd_delta(const AttnShape& s, const T* o, const T* dout, float* delta, int threads) {
-  const int d = s.d;
+  const int d = s.vdim();
   for_each_row(s, threads, [&](int64_t li, int64_t row, int) {
     const T* a = o + row;
     const T* c = dout + row;

@@ -102,6 +102,14 @@ std::vector<Case> cases() {
   v.push_back({"d256 non-causal", attn_case_shape(2, 37, 53, 2, 2, 256, false), P::contiguous(0, 37), P::contiguous(0, 53)});
   v.push_back({"single query row", attn_case_shape(1, 1, 200, 2, 2, 64, true), P::contiguous(150, 1), P::contiguous(0, 200)});
   v.push_back({"d not a multiple of 16", attn_case_shape(1, 70, 90, 3, 3, 40, true), P::contiguous(30, 70), P::contiguous(0, 90)});
+  // Two head dims (MLA): scores over d_qk, values and outputs d_v wide; expanded heads (d_v < d),
+  // the absorbed decode's MQA over a latent (d_v close to d, one KV head) and d_v > d.
+  v.push_back({"d_v 32 < d 48, causal", attn_case_shape(1, 90, 110, 2, 2, 48, true, 0, nullptr, 0, 0, 32),
+               P::contiguous(20, 90), P::contiguous(0, 110)});
+  v.push_back({"d_v 40 > d 24, GQA, docs + window", attn_case_shape(2, 70, 70, 4, 2, 24, true, 20, docs({0, 30}), 0, 0, 40),
+               P::contiguous(0, 70), P::contiguous(0, 70)});
+  v.push_back({"absorbed MQA d 72 d_v 64, one row", attn_case_shape(2, 1, 150, 4, 1, 72, true, 0, nullptr, 0, 0, 64),
+               P::contiguous(149, 1), P::contiguous(0, 150)});
   v.push_back({"explicit scale", [&] { auto s = attn_case_shape(1, 50, 60, 2, 2, 32, true); s.scale = 0.3f; return s; }(),
                P::contiguous(20, 50), P::contiguous(0, 60)});
   for (const Case& c : mask_cases()) v.push_back(c);
@@ -110,6 +118,8 @@ std::vector<Case> cases() {
 
 std::vector<int64_t> qshape(const AttnShape& s) { return {s.B, s.nq, s.hq, s.d}; }
 std::vector<int64_t> kshape(const AttnShape& s) { return {s.B, s.nk, s.hk, s.d}; }
+std::vector<int64_t> oshape(const AttnShape& s) { return {s.B, s.nq, s.hq, s.vdim()}; }  // o, dout
+std::vector<int64_t> vshape(const AttnShape& s) { return {s.B, s.nk, s.hk, s.vdim()}; }  // v, dv
 std::vector<int64_t> lshape(const AttnShape& s) { return {s.B, s.hq, s.nq}; }
 
 Tensor upload(Backend& be, const std::vector<float>& h, std::vector<int64_t> shape) {
@@ -126,8 +136,8 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
   Inputs in;
   in.q = randn(size_t(s.B * s.nq * s.hq * s.d), seed + 1, c.input_scale);
   in.k = randn(size_t(s.B * s.nk * s.hk * s.d), seed + 2, c.input_scale);
-  in.v = randn(size_t(s.B * s.nk * s.hk * s.d), seed + 3);
-  in.dout = randn(size_t(s.B * s.nq * s.hq * s.d), seed + 4);
+  in.v = randn(size_t(s.B * s.nk * s.hk * s.vdim()), seed + 3);
+  in.dout = randn(size_t(s.B * s.nq * s.hq * s.vdim()), seed + 4);
   return in;
 }
 
@@ -138,9 +148,9 @@ void check_case(Backend& be, const Case& c, uint64_t seed) {
   const test::AttnRef ref = test::attn_reference(s, to_double(in.q), to_double(in.k), to_double(in.v),
                                                  to_double(in.dout), c.qpos, c.kpos, true);
   be.set_poison(true);
-  Tensor q = upload(be, in.q, qshape(s)), k = upload(be, in.k, kshape(s)), v = upload(be, in.v, kshape(s));
-  Tensor dout = upload(be, in.dout, qshape(s));
-  Tensor o = be.alloc(qshape(s), DType::f32, MemKind::activations);
+  Tensor q = upload(be, in.q, qshape(s)), k = upload(be, in.k, kshape(s)), v = upload(be, in.v, vshape(s));
+  Tensor dout = upload(be, in.dout, oshape(s));
+  Tensor o = be.alloc(oshape(s), DType::f32, MemKind::activations);
   Tensor lse = be.alloc(lshape(s), DType::f32, MemKind::activations);
   be.attn_fwd(s, q, k, v, c.qpos, c.kpos, o, lse);
   const std::vector<float> o_h = be.download(o), lse_h = be.download(lse);
@@ -157,8 +167,8 @@ void check_case(Backend& be, const Case& c, uint64_t seed) {
     for (int64_t i = 0; i < s.nq; ++i)
       for (int h = 0; h < s.hq; ++h) {
         double t = 0;
-        for (int e = 0; e < s.d; ++e) {
-          const size_t x = size_t(((b * s.nq + i) * s.hq + h) * s.d + e);
+        for (int e = 0; e < s.vdim(); ++e) {
+          const size_t x = size_t(((b * s.nq + i) * s.hq + h) * s.vdim() + e);
           t += ref.o[x] * double(in.dout[x]);
         }
         delta_ref[size_t((b * s.hq + h) * s.nq + i)] = t;
@@ -170,7 +180,7 @@ void check_case(Backend& be, const Case& c, uint64_t seed) {
   // Backward from zero accumulators: the gradients themselves.
   Tensor dq = be.alloc(qshape(s), DType::f32, MemKind::activations);
   Tensor dk = be.alloc(kshape(s), DType::f32, MemKind::activations);
-  Tensor dv = be.alloc(kshape(s), DType::f32, MemKind::activations);
+  Tensor dv = be.alloc(vshape(s), DType::f32, MemKind::activations);
   be.fill(dq, 0.0f);
   be.fill(dk, 0.0f);
   be.fill(dv, 0.0f);
@@ -419,6 +429,17 @@ TEST_CASE("attention counts FLOPs and logs compute and replay mode skips it", "[
   CHECK(be.compute_log()[0].phase == 0);
   CHECK(be.compute_log()[0].t1_ms >= be.compute_log()[0].t0_ms);
   CHECK(be.model_flops() == Approx(4.0 * 16 * 2 * (64 * 65 / 2)));
+  {  // two head dims: QK^T over d = 16, PV over d_v = 8
+    AttnShape s2 = s;
+    s2.d_v = 8;
+    Tensor v8 = upload(be, randn(64 * 2 * 8, 3), vshape(s2));
+    Tensor o8 = be.alloc(oshape(s2), DType::f32, MemKind::activations);
+    be.reset_flops();
+    be.attn_fwd(s2, q, k, v8, p, p, o8, lse);
+    CHECK(be.model_flops() == Approx(2.0 * (16 + 8) * 2 * (64 * 65 / 2)));
+    be.reset_flops();
+    be.compute_log().clear();
+  }
   be.set_compute_enabled(false);
   Tensor o2 = be.alloc(qshape(s), DType::f32, MemKind::activations), l2 = be.alloc(lshape(s), DType::f32, MemKind::activations);
   be.attn_fwd(s, q, k, k, p, p, o2, l2);
@@ -437,8 +458,14 @@ TEST_CASE("attention rejects bad shapes with clear errors", "[attention]") {
   CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("hq=3") && Catch::Contains("hk=2"));
   s.hq = 4;
   s.hk = 4;
-  s.d = 300;
-  CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("d=300"));
+  s.d = 1500;
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("d=1500") && Catch::Contains("1 <= d <= 1024"));
+  s.d = 16;
+  s.d_v = -1;
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("d_v=-1"));
+  s.d_v = 24;  // v and o are d_v wide: the 16-wide tensors are refused by name
+  CHECK_THROWS_WITH(be.attn_fwd(s, q, k, k, p, p, o, lse), Catch::Contains("v has 512 elements") && Catch::Contains("[1, 8, 4, 24]"));
+  s.d_v = 0;
   s.d = 16;
   s.hq = 3;
   s.hk = 1;

@@ -345,6 +345,11 @@ std::vector<Case> cases() {
   v.push_back({"decode step on a head slice", attn_case_shape(1, 1, 90, 3, 2, 32, true, 0, nullptr, 2, 1),
                P::contiguous(89, 1), P::contiguous(0, 90)});
   v.push_back({"decode step past a window", attn_case_shape(1, 1, 200, 2, 2, 32, true, 90), P::contiguous(250, 1), P::contiguous(0, 200)});
+  // Two head dims (MLA): expanded heads (d_v < d) and the absorbed decode step (MQA, d_v < d).
+  v.push_back({"d_v 32 < d 48, window", attn_case_shape(1, 100, 120, 2, 2, 48, true, 70, nullptr, 0, 0, 32),
+               P::contiguous(20, 100), P::contiguous(0, 120)});
+  v.push_back({"absorbed decode step: MQA d 72 d_v 64", attn_case_shape(2, 1, 130, 4, 1, 72, true, 0, nullptr, 0, 0, 64),
+               P::contiguous(129, 1), P::contiguous(0, 130)});
   v.push_back({"explicit scale, d256", [] { auto s = attn_case_shape(1, 40, 70, 2, 1, 256, true); s.scale = 0.3f; return s; }(),
                P::contiguous(30, 40), P::contiguous(0, 70)});
   return v;
@@ -352,6 +357,8 @@ std::vector<Case> cases() {
 
 std::vector<int64_t> qshape(const AttnShape& s) { return {s.B, s.nq, s.hq, s.d}; }
 std::vector<int64_t> kshape(const AttnShape& s) { return {s.B, s.nk, s.hk, s.d}; }
+std::vector<int64_t> oshape(const AttnShape& s) { return {s.B, s.nq, s.hq, s.vdim()}; }  // o, dout
+std::vector<int64_t> vshape(const AttnShape& s) { return {s.B, s.nk, s.hk, s.vdim()}; }  // v, dv
 std::vector<int64_t> lshape(const AttnShape& s) { return {s.B, s.hq, s.nq}; }
 
 // Forward, delta and backward of one case at one format and thread count, against the scalar
@@ -362,11 +369,11 @@ void check_case(const Fmt& f, const Case& c, int threads, uint64_t seed) {
   be.set_poison(true);
   const auto q = rounded(f, randn(size_t(s.B * s.nq * s.hq * s.d), seed + 1, 1.5f));
   const auto k = rounded(f, randn(size_t(s.B * s.nk * s.hk * s.d), seed + 2, 1.5f));
-  const auto v = rounded(f, randn(size_t(s.B * s.nk * s.hk * s.d), seed + 3));
-  const auto dout = rounded(f, randn(size_t(s.B * s.nq * s.hq * s.d), seed + 4));
-  Tensor tq = upload(be, f.dt, q, qshape(s)), tk = upload(be, f.dt, k, kshape(s)), tv = upload(be, f.dt, v, kshape(s));
-  Tensor tdo = upload(be, f.dt, dout, qshape(s));
-  Tensor o = make(be, f.dt, qshape(s)), lse = make(be, DType::f32, lshape(s));
+  const auto v = rounded(f, randn(size_t(s.B * s.nk * s.hk * s.vdim()), seed + 3));
+  const auto dout = rounded(f, randn(size_t(s.B * s.nq * s.hq * s.vdim()), seed + 4));
+  Tensor tq = upload(be, f.dt, q, qshape(s)), tk = upload(be, f.dt, k, kshape(s)), tv = upload(be, f.dt, v, vshape(s));
+  Tensor tdo = upload(be, f.dt, dout, oshape(s));
+  Tensor o = make(be, f.dt, oshape(s)), lse = make(be, DType::f32, lshape(s));
   be.attn_fwd(s, tq, tk, tv, c.qpos, c.kpos, o, lse);
   const auto ref = test::lowp::attn_fwd(s, q, k, v, c.qpos, c.kpos, f.rnd, cpu::kLowpKeyTile);
   const auto o_h = be.download(o), lse_h = be.download(lse);
@@ -381,7 +388,7 @@ void check_case(const Fmt& f, const Case& c, int threads, uint64_t seed) {
   // Accumulators start from random fp32 values.
   auto dq_h = randn(q.size(), seed + 5), dk_h = randn(k.size(), seed + 6), dv_h = randn(v.size(), seed + 7);
   Tensor dq = upload(be, DType::f32, dq_h, qshape(s)), dk = upload(be, DType::f32, dk_h, kshape(s)),
-         dv = upload(be, DType::f32, dv_h, kshape(s));
+         dv = upload(be, DType::f32, dv_h, vshape(s));
   const auto dq0 = dq_h, dk0 = dk_h, dv0 = dv_h;
   be.attn_bwd(s, tq, tk, tv, tdo, lse, delta, c.qpos, c.kpos, dq, dk, dv);
   test::lowp::attn_bwd(s, q, k, v, dout, ref.lse, delta_h, c.qpos, c.kpos, f.rnd, dq_h, dk_h, dv_h);

@@ -84,8 +84,10 @@ Cmp compare(const std::vector<A>& a, const std::vector<B>& b) {
 
 // An attention problem's shape in one call (the kernel tests' case tables).
 inline AttnShape attn_case_shape(int64_t B, int64_t nq, int64_t nk, int hq, int hk, int d, bool causal,
-                                 int64_t window = 0, DocStarts docs = nullptr, int rep = 0, int head0 = 0) {
+                                 int64_t window = 0, DocStarts docs = nullptr, int rep = 0, int head0 = 0,
+                                 int d_v = 0) {
   AttnShape s;
+  s.d_v = d_v;
   s.rep = rep;
   s.head0 = head0;
   s.B = B;
@@ -126,7 +128,7 @@ inline int64_t ref_visible_pairs(const AttnShape& s, const Positions& qpos, cons
 }
 
 struct AttnRef {
-  std::vector<double> o, lse;       // [B,nq,hq,d], [B,hq,nq]
+  std::vector<double> o, lse;       // [B,nq,hq,dv], [B,hq,nq]
   std::vector<double> dq, dk, dv;   // gradients of sum(o * dout)
 };
 
@@ -136,21 +138,21 @@ inline AttnRef attn_reference(const AttnShape& s, const std::vector<double>& q,
                               const std::vector<double>& dout, const Positions& qpos,
                               const Positions& kpos, bool with_grad) {
   const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d;
+  const int hq = s.hq, hk = s.hk, d = s.d, dv = s.vdim();  // q, k over d; v, o over dv
   const int grp = s.rep > 0 ? s.rep : hq / hk;  // query head h uses kv head (h + head0) / grp
   const double scale = s.scale != 0 ? s.scale : 1.0 / std::sqrt(double(d));
   const std::vector<int64_t> qp = qpos.list(), kp = kpos.list();
   AttnRef r;
-  r.o.assign(size_t(B * nq * hq * d), 0.0);
+  r.o.assign(size_t(B * nq * hq * dv), 0.0);
   r.lse.assign(size_t(B * hq * nq), -std::numeric_limits<double>::infinity());
   if (with_grad) {
-    r.dq.assign(r.o.size(), 0.0);
+    r.dq.assign(size_t(B * nq * hq * d), 0.0);
     r.dk.assign(size_t(B * nk * hk * d), 0.0);
-    r.dv.assign(r.dk.size(), 0.0);
+    r.dv.assign(size_t(B * nk * hk * dv), 0.0);
   }
   auto Q = [&](int64_t b, int64_t i, int h) { return &q[size_t(((b * nq + i) * hq + h) * d)]; };
   auto K = [&](int64_t b, int64_t j, int g) { return &k[size_t(((b * nk + j) * hk + g) * d)]; };
-  auto V = [&](int64_t b, int64_t j, int g) { return &v[size_t(((b * nk + j) * hk + g) * d)]; };
+  auto V = [&](int64_t b, int64_t j, int g) { return &v[size_t(((b * nk + j) * hk + g) * dv)]; };
   std::vector<double> sc(static_cast<size_t>(nk)), p(sc), dp(sc);
   for (int64_t b = 0; b < B; ++b)
     for (int h = 0; h < hq; ++h) {
@@ -171,17 +173,17 @@ inline AttnRef attn_reference(const AttnShape& s, const std::vector<double>& q,
           l += p[j];
         }
         for (int64_t j = 0; j < nk; ++j) p[j] /= l;
-        double* orow = &r.o[size_t(((b * nq + i) * hq + h) * d)];
+        double* orow = &r.o[size_t(((b * nq + i) * hq + h) * dv)];
         for (int64_t j = 0; j < nk; ++j)
-          for (int c = 0; c < d; ++c) orow[c] += p[j] * V(b, j, g)[c];
+          for (int c = 0; c < dv; ++c) orow[c] += p[j] * V(b, j, g)[c];
         r.lse[size_t((b * hq + h) * nq + i)] = mx + std::log(l);
         if (!with_grad) continue;
         // Softmax Jacobian: dS_j = p_j (dp_j - sum_l p_l dp_l), dp_j = dout . v_j.
-        const double* dorow = &dout[size_t(((b * nq + i) * hq + h) * d)];
+        const double* dorow = &dout[size_t(((b * nq + i) * hq + h) * dv)];
         double sum_pdp = 0;
         for (int64_t j = 0; j < nk; ++j) {
           double t = 0;
-          for (int c = 0; c < d; ++c) t += dorow[c] * V(b, j, g)[c];
+          for (int c = 0; c < dv; ++c) t += dorow[c] * V(b, j, g)[c];
           dp[j] = t;
           sum_pdp += p[j] * t;
         }
@@ -190,12 +192,12 @@ inline AttnRef attn_reference(const AttnShape& s, const std::vector<double>& q,
           if (p[j] == 0) continue;
           const double ds = p[j] * (dp[j] - sum_pdp);
           double* dkrow = &r.dk[size_t(((b * nk + j) * hk + g) * d)];
-          double* dvrow = &r.dv[size_t(((b * nk + j) * hk + g) * d)];
+          double* dvrow = &r.dv[size_t(((b * nk + j) * hk + g) * dv)];
           for (int c = 0; c < d; ++c) {
             dqrow[c] += scale * ds * K(b, j, g)[c];
             dkrow[c] += scale * ds * Q(b, i, h)[c];
-            dvrow[c] += p[j] * dorow[c];
           }
+          for (int c = 0; c < dv; ++c) dvrow[c] += p[j] * dorow[c];
         }
       }
     }
