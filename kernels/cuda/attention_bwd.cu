@@ -19,7 +19,7 @@ void launch_bwd(const AttnArgs& a, cudaStream_t s) {
   p.delta = a.delta;
   p.dq = a.dq;
   p.dk = a.dk;
-  p.dv = a.dv;
+  p.dv = a.dv_grad;
   p.nq = a.nq;
   p.nk = a.nk;
   p.hq = a.hq;
@@ -45,9 +45,10 @@ void attn_bwd(const AttnArgs& a, cudaStream_t s) {
   if (a.nq == 0 || a.nk == 0) return;
   if (a.hq > 65535 || a.B > 65535)
     throw std::invalid_argument("cuda attn_bwd: hq and B must be <= 65535 (grid limits)");
+  check_single_head_dim("cuda attn_bwd", a);
   // q, k, v, dout: cp.async's 16-byte chunks; dq, dk, dv: four-float atomics (atomic_add4).
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", a.q}, {"k", a.k}, {"v", a.v}, {"dout", a.dout},
-                           {"dq", a.dq}, {"dk", a.dk}, {"dv", a.dv}})
+                           {"dq", a.dq}, {"dk", a.dk}, {"dv", a.dv_grad}})
     check_aligned16("cuda attn_bwd", name, ptr);
   CPB_DISPATCH_HALF_DTYPE(a.dtype, T, CPB_DISPATCH_HEAD_DIM(a.d, D, launch_bwd<T, D>(a, s)));
 }

@@ -49,6 +49,15 @@ namespace cpbench::cuda {
                                   "fp16)");                                                       \
   }
 
+// The tensor-core kernels hold q, k, v, o in tiles of one head dim D: the values' head dim must
+// equal the scores' (MLA's dv != d runs in fp32, or through the decode kernel when nq == 1).
+inline void check_single_head_dim(const char* op, const AttnArgs& a) {
+  if (a.dv != a.d)
+    throw std::invalid_argument(std::string(op) + ": the " + dtype_name(a.dtype) +
+                                " tensor-core kernels take dv == d only (got d = " + std::to_string(a.d) +
+                                ", dv = " + std::to_string(a.dv) + "); fp32 takes two head dims");
+}
+
 // cp.async moves 16-byte chunks: every tensor row must start 16-byte aligned.
 inline void check_aligned16(const char* op, const char* name, const void* p) {
   if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0)

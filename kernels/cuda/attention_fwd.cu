@@ -43,6 +43,7 @@ void attn_fwd(const AttnArgs& a, cudaStream_t s) {
   if (a.nq == 0) return;
   if (a.hq > 65535 || a.B > 65535)
     throw std::invalid_argument("cuda attn_fwd: hq and B must be <= 65535 (grid limits)");
+  check_single_head_dim("cuda attn_fwd", a);
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"q", a.q}, {"k", a.k}, {"v", a.v}, {"o", a.o}})
     check_aligned16("cuda attn_fwd", name, ptr);
   CPB_DISPATCH_HALF_DTYPE(a.dtype, T, CPB_DISPATCH_HEAD_DIM(a.d, D, launch_fwd<T, D>(a, s)));

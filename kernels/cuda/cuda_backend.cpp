@@ -145,7 +145,7 @@ class CudaBackendImpl final : public CudaBackend {
   void* scratch(size_t bytes);
   // The decode kernels' partials (attn_fwd with nq == 1): a tensor of the backend's own
   // allocator, tracked as activations, grown when a call needs more and then kept. Its size
-  // depends on B * hq and d only (never on nk), so the first decode call of a run (a warm-up
+  // depends on B * hq and dv only (never on nk), so the first decode call of a run (a warm-up
   // step) allocates it and the timed steps allocate nothing.
   float* decode_scratch(int64_t floats);
   // Host waits under the deadline (host_wait_timeout_s) instead of cudaStreamSynchronize /
@@ -554,16 +554,33 @@ void CudaBackendImpl::do_rope(Tensor& x, int64_t B, int64_t T, int heads, int d,
 }
 
 void CudaBackendImpl::check_attn_support(const char* op, const AttnShape& s, DType dt) const {
-  // bf16/fp16: tensor-core kernels (d = 64, 128); fp32: SIMT kernels (any d <= 256).
-  if (dt != DType::f32 && !cuda::attn_head_dim_supported(s.d))
-    throw std::invalid_argument(std::string(op) + ": head dim " + std::to_string(s.d) +
-                                " is not supported by the cuda " + dtype_name(dt) +
-                                " kernels (built for d = " + cuda::attn_supported_head_dims() +
-                                "; fp32 takes any d <= 256)");
-  if (dt != DType::f32) {  // device capability: the kernel's shared memory against the opt-in limit
+  // The kernels do_attn_fwd / do_attn_bwd pick: attn_fwd with nq == 1 the decode kernels (any
+  // dtype), else fp32 the SIMT kernels; those take two head dims, d (q, k) and dv (v, o), each up
+  // to their limit. bf16/fp16 otherwise: the tensor-core kernels, built for d = 64, 128 and dv == d.
+  const bool decode = std::strcmp(op, "attn_fwd") == 0 && s.nq == 1;
+  const int d = s.d, dv = s.vdim();
+  const std::string dims = "d = " + std::to_string(d) + ", d_v = " + std::to_string(dv);
+  if (decode || dt == DType::f32) {
+    const int limit = decode ? cuda::kAttnDecodeMaxHeadDim : cuda::kAttnF32MaxHeadDim;
+    if (d > limit || dv > limit)
+      throw std::invalid_argument(std::string(op) + ": head dims " + dims + " are not supported by the cuda " +
+                                  (decode ? "decode (nq = 1)" : "fp32") + " kernels (d, d_v <= " +
+                                  std::to_string(limit) + ")");
+  } else {
+    if (!cuda::attn_head_dim_supported(d))
+      throw std::invalid_argument(std::string(op) + ": head dim " + std::to_string(d) +
+                                  " is not supported by the cuda " + dtype_name(dt) +
+                                  " kernels (built for d = " + cuda::attn_supported_head_dims() +
+                                  "; fp32 takes any d <= " + std::to_string(cuda::kAttnF32MaxHeadDim) + ")");
+    if (dv != d)
+      throw std::invalid_argument(std::string(op) + ": head dims " + dims + " are not supported by the cuda " +
+                                  dtype_name(dt) + " tensor-core kernels (built for d_v == d); fp32 takes two " +
+                                  "head dims (d, d_v <= " + std::to_string(cuda::kAttnF32MaxHeadDim) +
+                                  "), as does the decode kernel (attn_fwd with nq = 1) in any dtype");
+    // Device capability: the kernel's shared memory against the opt-in limit.
     const bool bwd = std::strcmp(op, "attn_bwd") == 0;
-    const std::string why = cuda::smem_shortfall(bwd ? "attn_bwd" : "attn_fwd", s.d,
-                                                 cuda::attn_smem_bytes(bwd, s.d), smem_optin_, device_desc_);
+    const std::string why = cuda::smem_shortfall(bwd ? "attn_bwd" : "attn_fwd", d,
+                                                 cuda::attn_smem_bytes(bwd, d), smem_optin_, device_desc_);
     if (!why.empty()) throw std::runtime_error(why + " (" + error_context() + ")");
   }
   if (s.B > INT32_MAX || s.nq > INT32_MAX || s.nk > INT32_MAX)
@@ -582,6 +599,7 @@ cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Po
   a.rep = s.group();
   a.head0 = s.head0;
   a.d = s.d;
+  a.dv = s.vdim();
   a.mask.causal = s.causal ? 1 : 0;
   a.mask.window = int32_t(s.window);  // check_attn_mask bounds it by 2^31-1
   a.mask.docs = device_docs(s.docs);
@@ -603,7 +621,7 @@ void CudaBackendImpl::do_attn_fwd(const AttnShape& s, const Tensor& q, const Ten
   a.lse = lse.ptr<float>();
   if (s.nq == 1) {  // a decode step: split along the keys (attention_decode_kernel.cuh)
     if (decode_target_blocks_ == 0) decode_target_blocks_ = cuda::attn_decode_target_blocks(device_);
-    const int64_t floats = cuda::attn_decode_scratch_floats(s.B, s.hq, s.d, decode_target_blocks_);
+    const int64_t floats = cuda::attn_decode_scratch_floats(s.B, s.hq, s.vdim(), decode_target_blocks_);
     cuda::attn_decode(a, decode_scratch(floats), floats, decode_target_blocks_, stream_);
   } else if (a.dtype == DType::f32)
     cuda::attn_fwd_f32(a, stream_);
@@ -614,23 +632,23 @@ void CudaBackendImpl::do_attn_fwd(const AttnShape& s, const Tensor& q, const Ten
 void CudaBackendImpl::do_attn_merge(const AttnShape& s, Tensor& o_acc, Tensor& lse_acc,
                                     const Tensor& o_blk, const Tensor& lse_blk) {
   cuda::attn_merge(o_acc.dtype, o_acc.data, lse_acc.ptr<float>(), o_blk.data,
-                   lse_blk.ptr<float>(), s.B, s.nq, s.hq, s.d, stream_);
+                   lse_blk.ptr<float>(), s.B, s.nq, s.hq, s.vdim(), stream_);
 }
 
 void CudaBackendImpl::do_attn_bwd_delta(const AttnShape& s, const Tensor& o, const Tensor& dout,
                                         Tensor& delta) {
-  cuda::attn_bwd_delta(o.dtype, o.data, dout.data, delta.ptr<float>(), s.B, s.nq, s.hq, s.d,
+  cuda::attn_bwd_delta(o.dtype, o.data, dout.data, delta.ptr<float>(), s.B, s.nq, s.hq, s.vdim(),
                        stream_);
 }
 
 void CudaBackendImpl::do_attn_sink_fwd(const AttnShape& s, const Tensor& sinks, Tensor& o, Tensor& lse) {
-  cuda::attn_sink_fwd(o.dtype, sinks.ptr<float>(), o.data, lse.ptr<float>(), s.B, s.nq, s.hq, s.d, stream_);
+  cuda::attn_sink_fwd(o.dtype, sinks.ptr<float>(), o.data, lse.ptr<float>(), s.B, s.nq, s.hq, s.vdim(), stream_);
 }
 
 void CudaBackendImpl::do_attn_sink_bwd(const AttnShape& s, const Tensor& sinks, const Tensor& o,
                                        const Tensor& dout, const Tensor& lse, Tensor& dsinks) {
   cuda::attn_sink_bwd(o.dtype, sinks.ptr<float>(), o.data, dout.data, lse.ptr<float>(), dsinks.ptr<float>(), s.B,
-                      s.nq, s.hq, s.d, stream_);
+                      s.nq, s.hq, s.vdim(), stream_);
 }
 
 void CudaBackendImpl::do_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k,
@@ -646,7 +664,7 @@ void CudaBackendImpl::do_attn_bwd(const AttnShape& s, const Tensor& q, const Ten
   a.delta = delta.ptr<float>();
   a.dq = dq.ptr<float>();
   a.dk = dk.ptr<float>();
-  a.dv = dv.ptr<float>();
+  a.dv_grad = dv.ptr<float>();
   if (a.dtype == DType::f32)
     cuda::attn_bwd_f32(a, stream_);
   else

@@ -2,7 +2,9 @@
 // cuda_backend.cpp is plain C++. Callers (CudaBackendImpl) have run the check_* boundary checks
 // of backend.cpp; these functions trust shapes and only reject what the kernels cannot do
 // (unsupported dtype or head dim) with std::invalid_argument.
-// Layouts as in backend.h: q/o/dq [B, nq, hq, d], k/v/dk/dv [B, nk, hk, d], lse/delta [B, hq, nq].
+// Layouts as in backend.h: q/dq [B, nq, hq, d], k/dk [B, nk, hk, d], v/dv [B, nk, hk, dv],
+// o/dout [B, nq, hq, dv], lse/delta [B, hq, nq]: d is the head dim of the scores (q . k), dv that
+// of the values (MLA: 192 and 128; every GQA model: dv = d).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -60,51 +62,60 @@ void rope(void* x, DType t, int64_t B, int64_t T, int heads, int d, int64_t pitc
 
 // ---- attention (attention_fwd.cu, attention_bwd.cu, attention_misc.cu) ----------------------
 struct AttnArgs {
-  DType dtype = DType::bf16;  // of q, k, v, o, dout (bf16 or fp16)
-  int B = 1, nq = 0, nk = 0, hq = 0, hk = 0, d = 0;
+  DType dtype = DType::bf16;  // of q, k, v, o, dout (tensor cores: bf16 or fp16; else any)
+  int B = 1, nq = 0, nk = 0, hq = 0, hk = 0;
+  int d = 0;   // head dim of q and k (the scores' dot products; scale = 1/sqrt(d) by default)
+  int dv = 0;  // head dim of v, o and dout (AttnShape::vdim(), resolved: never 0)
   int rep = 1, head0 = 0;  // GQA map: query head h uses kv head (h + head0) / rep (AttnShape)
   MaskArg mask;
   float scale = 0;  // resolved (never 0)
   PosArg qpos, kpos;
   const void* q = nullptr;     // [B, nq, hq, d]
   const void* k = nullptr;     // [B, nk, hk, d]
-  const void* v = nullptr;     // [B, nk, hk, d]
-  void* o = nullptr;           // fwd out [B, nq, hq, d]
+  const void* v = nullptr;     // [B, nk, hk, dv]
+  void* o = nullptr;           // fwd out [B, nq, hq, dv]
   float* lse = nullptr;        // fwd out [B, hq, nq]
-  const void* dout = nullptr;  // bwd in  [B, nq, hq, d]
+  const void* dout = nullptr;  // bwd in  [B, nq, hq, dv]
   const float* lse_in = nullptr;   // bwd in [B, hq, nq] (final)
   const float* delta = nullptr;    // bwd in [B, hq, nq]
   float* dq = nullptr;         // bwd += [B, nq, hq, d]
   float* dk = nullptr;         // bwd += [B, nk, hk, d]
-  float* dv = nullptr;         // bwd += [B, nk, hk, d]
+  float* dv_grad = nullptr;    // bwd += [B, nk, hk, dv] (v's gradient; `dv` is the head dim)
 };
-// bf16/fp16: the tensor-core kernels, built for these head dims.
+// bf16/fp16 (nq > 1, and every attn_bwd): the tensor-core kernels, built for these head dims
+// with dv == d only.
 bool attn_head_dim_supported(int d);
 const char* attn_supported_head_dims();  // "64, 128"
 void attn_fwd(const AttnArgs& a, cudaStream_t s);
 void attn_bwd(const AttnArgs& a, cudaStream_t s);
-// fp32: SIMT kernels (attention_f32.cu), any head dim <= 256; for verification, not speed.
+// fp32: SIMT kernels (attention_f32.cu), any d, dv <= kAttnF32MaxHeadDim; for verification, not
+// speed.
+constexpr int kAttnF32MaxHeadDim = 1024;
 void attn_fwd_f32(const AttnArgs& a, cudaStream_t s);
 void attn_bwd_f32(const AttnArgs& a, cudaStream_t s);
-// Decode (attention_decode.cu): nq == 1, any dtype (f32, bf16, f16), any head dim <= 256. The
-// keys are split along their index (flash decoding) and the partials merged by a second kernel;
-// the partials live in `scratch` (device memory, attn_decode_scratch_floats floats at least).
+// Decode (attention_decode.cu): nq == 1, any dtype (f32, bf16, f16), any d, dv <=
+// kAttnDecodeMaxHeadDim (MLA's absorbed decode: d = 576, dv = 512). The keys are split along
+// their index (flash decoding) and the partials merged by a second kernel; the partials live in
+// `scratch` (device memory, attn_decode_scratch_floats floats at least).
 // target_blocks: the blocks that fill the device once (SMs x resident split blocks per SM, from
 // attn_decode_target_blocks); it sets the split count (attention_decode_kernel.cuh, decode_plan).
+constexpr int kAttnDecodeMaxHeadDim = 1024;
 int attn_decode_target_blocks(int device);
-// Independent of nk: one buffer of this size serves every decode step of a run.
-int64_t attn_decode_scratch_floats(int64_t B, int hq, int d, int target_blocks);
+// Independent of nk: one buffer of this size serves every decode step of a run. The partials are
+// rows of dv floats (the value head dim).
+int64_t attn_decode_scratch_floats(int64_t B, int hq, int dv, int target_blocks);
 void attn_decode(const AttnArgs& a, float* scratch, int64_t scratch_floats, int target_blocks,
                  cudaStream_t s);
-// o_acc/o_blk in dtype t (any), lse fp32; rows = B*nq*hq of d elements.
+// The row kernels on o-shaped tensors: rows = B*nq*hq of dv elements (the value head dim), o_acc,
+// o_blk, o, dout in dtype t (any), lse, delta fp32.
 void attn_merge(DType t, void* o_acc, float* lse_acc, const void* o_blk, const float* lse_blk,
-                int64_t B, int64_t nq, int hq, int d, cudaStream_t s);
+                int64_t B, int64_t nq, int hq, int dv, cudaStream_t s);
 void attn_bwd_delta(DType t, const void* o, const void* dout, float* delta, int64_t B, int64_t nq,
-                    int hq, int d, cudaStream_t s);
+                    int hq, int dv, cudaStream_t s);
 // Attention sinks (Backend::attn_sink_fwd / attn_sink_bwd): o in dtype t, sinks, lse, dsinks fp32.
-void attn_sink_fwd(DType t, const float* sinks, void* o, float* lse, int64_t B, int64_t nq, int hq, int d,
+void attn_sink_fwd(DType t, const float* sinks, void* o, float* lse, int64_t B, int64_t nq, int hq, int dv,
                    cudaStream_t s);
 void attn_sink_bwd(DType t, const float* sinks, const void* o, const void* dout, const float* lse, float* dsinks,
-                   int64_t B, int64_t nq, int hq, int d, cudaStream_t s);
+                   int64_t B, int64_t nq, int hq, int dv, cudaStream_t s);
 
 }  // namespace cpbench::cuda

@@ -81,10 +81,13 @@ struct Case {
   int64_t window = 0;
   std::vector<int64_t> docs = {};  // document starts (empty: one document)
   int rep = 0, head0 = 0;          // a head slice's GQA map (AttnShape; 0, 0: hq / hk)
+  int d_v = 0;                     // the values' head dim (AttnShape; 0: d)
 
   int group() const { return rep > 0 ? rep : hq / hk; }
+  int dv() const { return d_v > 0 ? d_v : d; }
   AttnShape shape() const {
     AttnShape s;
+    s.d_v = d_v;
     s.rep = rep;
     s.head0 = head0;
     s.causal = causal;
@@ -490,9 +493,11 @@ TEST_CASE("cuda emulated: rope forward and inverse in a packed buffer, with docu
     }
 }
 
-TEST_CASE("cuda emulated: attention merge and delta", "[cuda][emu][mutation]") {
-  const int64_t B = 2, nq = 5;
-  const int hq = 3, d = 64;
+// The merge and delta kernels on o-shaped rows of d elements (the values' head dim dv of
+// AttnShape; the kernels take one row width).
+namespace {
+void run_merge_delta(int64_t B, int64_t nq, int hq, int d) {
+  INFO("B " << B << " nq " << nq << " hq " << hq << " row " << d);
   const size_t no = size_t(B * nq * hq * d), nl = size_t(B * hq * nq);
   const std::vector<float> oa = bf16_values(no, 7), ob = bf16_values(no, 8), dout = bf16_values(no, 9);
   std::vector<float> la = bf16_values(nl, 10), lb = bf16_values(nl, 11);
@@ -542,14 +547,18 @@ TEST_CASE("cuda emulated: attention merge and delta", "[cuda][emu][mutation]") {
   CHECK_REF("merged lse", l.data(), l_ref, nl);
   CHECK_REF("delta", delta.data(), d_ref, nl);
 }
+}  // namespace
+
+TEST_CASE("cuda emulated: attention merge and delta", "[cuda][emu][mutation]") { run_merge_delta(2, 5, 3, 64); }
 
 // The sinks (Backend::attn_sink_fwd / attn_sink_bwd) against float64: the forward's rescaled o
 // and lse (rows with lse = -inf get o = 0, lse = sink), then the gradient from the same rows added
 // to a nonzero dsinks (it accumulates); B * nq = 300 rows per head spans several strides of the
 // 256-thread block.
-TEST_CASE("cuda emulated: attention sinks", "[cuda][emu][mutation]") {
-  const int64_t B = 3, nq = 100;
-  const int hq = 2, d = 40;
+namespace {
+void run_sinks(int64_t B, int64_t nq, int d) {
+  const int hq = 2;
+  INFO("B " << B << " nq " << nq << " hq " << hq << " row " << d);
   const size_t no = size_t(B * nq * hq * d), nl = size_t(B * hq * nq);
   const std::vector<float> o0 = bf16_values(no, 21), dout = bf16_values(no, 22), sk = {0.75f, -0.5f};
   std::vector<float> l0 = bf16_values(nl, 23);
@@ -591,14 +600,39 @@ TEST_CASE("cuda emulated: attention sinks", "[cuda][emu][mutation]") {
     CHECK(cmp.rel_l2 <= 1e-5);
   }
 }
+}  // namespace
+
+TEST_CASE("cuda emulated: attention sinks", "[cuda][emu][mutation]") { run_sinks(3, 100, 40); }
+
+// MLA's o rows are dv wide (128 expanded, 512 absorbed) beside d = 192 / 576 of q and k: the
+// backend passes dv to these kernels. Rows wider than a warp's 32 lanes many times over, and one
+// that is not a multiple of 32.
+TEST_CASE("cuda emulated: merge, delta and sinks on MLA value rows (dv 128, 512, 72)", "[cuda][emu][mla]") {
+  for (int dv : {128, 512, 72}) {
+    run_merge_delta(1, 3, 2, dv);
+    run_sinks(1, 7, dv);
+  }
+}
 
 // ---- the fp32 SIMT attention kernels ---------------------------------------------------------------
 namespace {
 
+// Runs f(std::integral_constant<int, PL>) for the fp32 kernels' build the launcher picks for rows
+// of d and dv elements (kern::f32_per_lane: PL elements per lane).
+template <class F>
+void with_f32_build(int d, int dv, F&& f) {
+  const int pl = kern::f32_per_lane(d, dv);
+  REQUIRE(pl != 0);
+  if (pl == kern::kF32SmallPerLane) f(std::integral_constant<int, kern::kF32SmallPerLane>{});
+  else f(std::integral_constant<int, kern::kF32LargePerLane>{});
+}
+
 void run_case_f32(const Case& c) {
   const int64_t nq = c.qpos.count(), nk = c.kpos.count();
-  const int d = c.d;
+  const int d = c.d, dv = c.dv();  // q, k, dq, dk over d; v, o, dout, dv over dv
+  INFO(c.name << ": d " << d << " dv " << dv << " (" << kern::f32_per_lane(d, dv) << " elements per lane)");
   const size_t nqe = size_t(c.B * nq * c.hq * d), nke = size_t(c.B * nk * c.hk * d), nl = size_t(c.B * c.hq * nq);
+  const size_t noe = size_t(c.B * nq * c.hq * dv), nve = size_t(c.B * nk * c.hk * dv);
   std::mt19937_64 rng(99);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   auto rnd = [&](size_t n) {
@@ -606,10 +640,12 @@ void run_case_f32(const Case& c) {
     for (float& e : x) e = nd(rng);
     return x;
   };
-  const std::vector<float> q = rnd(nqe), k = rnd(nke), v = rnd(nke), dout = rnd(nqe);
+  const std::vector<float> q = rnd(nqe), k = rnd(nke), v = rnd(nve), dout = rnd(noe);
   const test::AttnRef ref = reference(c, q, k, v, dout);
+  REQUIRE(ref.o.size() == noe);
+  REQUIRE(ref.dv.size() == nve);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  Guarded<float> o(nqe, nan), lse(nl, nan), delta(nl, nan), dq(nqe, nan), dk(nke, nan), dv(nke, nan);
+  Guarded<float> o(noe, nan), lse(nl, nan), delta(nl, nan), dq(nqe, nan), dk(nke, nan), dvg(nve, nan);
   kern::F32Params p{};
   p.q = q.data();
   p.k = k.data();
@@ -624,26 +660,30 @@ void run_case_f32(const Case& c) {
   p.rep = c.group();
   p.head0 = c.head0;
   p.d = d;
+  p.dv = dv;
   std::vector<int32_t> docs32;
   p.mask = mask_arg(c, docs32);
   p.scale = 1.0f / std::sqrt(float(d));
   p.qpos = to_pos_arg(c.qpos);
   p.kpos = to_pos_arg(c.kpos);
   const int threads = 32 * kern::kF32Warps;
-  cpb_emu::launch(&kern::attn_fwd_f32_kernel, cpb_emu::Idx3{unsigned((c.B * nq * c.hq + 3) / 4), 1, 1}, threads, 0, p);
+  const cpb_emu::Idx3 q_grid{unsigned((c.B * nq * c.hq + 3) / 4), 1, 1}, k_grid{unsigned((c.B * nk * c.hk + 3) / 4), 1, 1};
+  with_f32_build(d, dv, [&](auto pl) {
+    cpb_emu::launch(&kern::attn_fwd_f32_kernel<decltype(pl)::value>, q_grid, threads, 0, p);
+  });
   CHECK(o.guards_intact());
   CHECK(lse.guards_intact());
-  CHECK_REF("o", o.data(), ref.o, nqe);
+  CHECK_REF("o", o.data(), ref.o, noe);
   CHECK_REF("lse", lse.data(), ref.lse, nl);
-  CHECK(test::compare_n(o.data(), ref.o, nqe).rel_l2 <= 1e-5);  // fp32 against float64
+  CHECK(test::compare_n(o.data(), ref.o, noe).rel_l2 <= 1e-5);  // fp32 against float64
   CHECK(test::compare_n(lse.data(), ref.lse, nl).rel_l2 <= 1e-5);
-  // delta from the kernel's o; gradients accumulate into non-zero values.
+  // delta (over dv) from the kernel's o; gradients accumulate into non-zero values.
   for (int b = 0; b < c.B; ++b)
     for (int64_t i = 0; i < nq; ++i)
       for (int h = 0; h < c.hq; ++h) {
         double s = 0;
-        for (int x = 0; x < d; ++x) {
-          const size_t e = size_t(((b * nq + i) * c.hq + h) * d + x);
+        for (int x = 0; x < dv; ++x) {
+          const size_t e = size_t(((b * nq + i) * c.hq + h) * dv + x);
           s += double(o.data()[e]) * double(dout[e]);
         }
         delta.data()[size_t((b * c.hq + h) * nq + i)] = float(s);
@@ -651,20 +691,22 @@ void run_case_f32(const Case& c) {
   std::vector<double> dq_want(ref.dq), dk_want(ref.dk), dv_want(ref.dv);
   for (size_t i = 0; i < nqe; ++i) dq_want[i] += (dq.data()[i] = 0.01f * float(i % 7));
   for (size_t i = 0; i < nke; ++i) dk_want[i] += (dk.data()[i] = 0.02f * float(i % 5));
-  for (size_t i = 0; i < nke; ++i) dv_want[i] += (dv.data()[i] = -0.01f * float(i % 3));
+  for (size_t i = 0; i < nve; ++i) dv_want[i] += (dvg.data()[i] = -0.01f * float(i % 3));
   p.dout = dout.data();
   p.lse_in = lse.data();
   p.delta = delta.data();
   p.dq = dq.data();
   p.dk = dk.data();
-  p.dv = dv.data();
-  cpb_emu::launch(&kern::attn_bwd_dq_f32_kernel, cpb_emu::Idx3{unsigned((c.B * nq * c.hq + 3) / 4), 1, 1}, threads, 0, p);
-  cpb_emu::launch(&kern::attn_bwd_dkdv_f32_kernel, cpb_emu::Idx3{unsigned((c.B * nk * c.hk + 3) / 4), 1, 1}, threads, 0, p);
+  p.dv_grad = dvg.data();
+  with_f32_build(d, dv, [&](auto pl) {
+    cpb_emu::launch(&kern::attn_bwd_dq_f32_kernel<decltype(pl)::value>, q_grid, threads, 0, p);
+    cpb_emu::launch(&kern::attn_bwd_dkdv_f32_kernel<decltype(pl)::value>, k_grid, threads, 0, p);
+  });
   CHECK(dq.guards_intact());
   CHECK(dk.guards_intact());
-  CHECK(dv.guards_intact());
+  CHECK(dvg.guards_intact());
   const test::Cmp cq = test::compare_n(dq.data(), dq_want, nqe), ck = test::compare_n(dk.data(), dk_want, nke),
-                  cv = test::compare_n(dv.data(), dv_want, nke);
+                  cv = test::compare_n(dvg.data(), dv_want, nve);
   INFO("dq " << cq.str() << "; dk " << ck.str() << "; dv " << cv.str());
   CHECK(cq.rel_l2 <= 1e-4);  // fp32 against float64
   CHECK(ck.rel_l2 <= 1e-4);
@@ -695,6 +737,26 @@ TEST_CASE("cuda emulated: a head slice off the KV groups' boundaries (--uneven-h
   // group's last two), kv head 1 heads 2, 3, 4 (the default map hq / hk would read a kv head 2).
   run_case<__nv_bfloat16, 64>({"slice", 1, 5, 2, 64, true, Positions::contiguous(0, 90), Positions::contiguous(0, 90), 0, {}, 3, 1});
   run_case_f32({"f32 slice", 1, 5, 2, 32, true, Positions::contiguous(0, 20), Positions::contiguous(0, 20), 0, {}, 3, 1});
+}
+
+// Two head dims (MLA): scores over d, values over dv, in both orders, across the two builds of the
+// kernels (8 elements per lane up to 256, 32 up to 1024).
+TEST_CASE("cuda emulated: fp32 attention with dv != d (MLA)", "[cuda][emu][mla]") {
+  run_case_f32({"f32 d48 dv32 causal", 1, 2, 2, 48, true, Positions::contiguous(0, 24), Positions::contiguous(0, 24),
+                0, {}, 0, 0, 32});
+  run_case_f32({"f32 d24 dv40 GQA window+docs non-causal, 2 segments", 2, 4, 2, 24, false,
+                segs({{0, 1, 12}, {30, 1, 8}}), segs({{4, 1, 20}, {34, 2, 6}}), 9, {0, 15, 33}, 0, 0, 40});
+  // MLA's expanded heads (d = 192: 128 + a 64-dim rope part, dv = 128), a zigzag block.
+  run_case_f32({"f32 d192 dv128 zigzag", 1, 2, 2, 192, true, Positions::two(0, 6, 30, 6), Positions::contiguous(0, 36),
+                0, {}, 0, 0, 128});
+  // Rows wider than 256 (the 32-per-lane build): dv alone past 256, then MLA's absorbed heads
+  // (MQA, d = 576, dv = 512) on a short causal block, with a head slice off the group boundary.
+  run_case_f32({"f32 d40 dv300 GQA", 1, 2, 1, 40, true, Positions::contiguous(4, 6), Positions::contiguous(0, 10),
+                0, {}, 0, 0, 300});
+  run_case_f32({"f32 d576 dv512 MQA causal", 1, 4, 1, 576, true, Positions::contiguous(8, 6), Positions::contiguous(0, 14),
+                0, {}, 0, 0, 512});
+  run_case_f32({"f32 d576 dv512 slice window", 1, 3, 2, 576, true, Positions::contiguous(0, 8), Positions::contiguous(0, 8),
+                5, {}, 2, 1, 512});
 }
 
 // ---- the position and mask helpers the kernels share (device_common.cuh, run on the host) -------

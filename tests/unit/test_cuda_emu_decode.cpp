@@ -2,9 +2,10 @@
 // build compiles: the split kernel and the combine kernel) on the host emulator of cuda_emu.h,
 // against a float64 reference computed here (direct softmax over the visible keys, the mask rule
 // written out: key visible iff kpos <= qpos and, with a window W, qpos - kpos < W), for fp32,
-// bf16 and fp16 storage. One query row per (b, h): q [B, 1, hq, d], k, v [B, nk, hk, d], o in the
-// storage dtype, lse float32 in natural log; a row that sees no key must get o = 0 exactly and
-// lse = -inf.
+// bf16 and fp16 storage. One query row per (b, h): q [B, 1, hq, d], k [B, nk, hk, d],
+// v [B, nk, hk, dv], o [B, 1, hq, dv] in the storage dtype (two head dims: scores over d, values
+// over dv, MLA's absorbed decode d = 576, dv = 512), lse float32 in natural log; a row that sees no
+// key must get o = 0 exactly and lse = -inf.
 //
 // Every buffer the kernels touch has guard zones and starts as NaN (inputs' guards, the partials
 // and the outputs): a read past a tensor, an unwritten element or a write out of bounds fails.
@@ -182,14 +183,28 @@ struct Run {
   Layout lay;
   int chunk = 0;     // 0: decode_plan's; else splits of this many keys
   bool vec = true;   // vector loads where the kernel may take them
+  int d_v = 0;       // the values' head dim (0: d)
+  int dv() const { return d_v > 0 ? d_v : d; }
 };
+
+// The split kernel's build the launcher picks (attention_decode.cu): NC passes over a row of
+// max(d, dv) elements.
+void launch_split(int passes, cpb_emu::Idx3 grid, const kern::DecodeParams& p) {
+  switch (passes) {
+    case 1: cpb_emu::launch(&kern::attn_decode_split_kernel<1>, grid, kern::kDecThreads, 0, p); break;
+    case 2: cpb_emu::launch(&kern::attn_decode_split_kernel<2>, grid, kern::kDecThreads, 0, p); break;
+    case 3: cpb_emu::launch(&kern::attn_decode_split_kernel<3>, grid, kern::kDecThreads, 0, p); break;
+    case 4: cpb_emu::launch(&kern::attn_decode_split_kernel<4>, grid, kern::kDecThreads, 0, p); break;
+    default: FAIL("no split kernel of " << passes << " passes");
+  }
+}
 
 template <typename E>
 Stats run_decode(const Run& r, uint64_t seed) {
-  const int d = r.d, hk = r.hk;
+  const int d = r.d, dv = r.dv(), hk = r.hk, width = std::max(d, dv);
   const int64_t nk = r.nk, rows = int64_t(kB) * kHq;
-  INFO(dtype_str<E>() << " hq " << kHq << " hk " << hk << " d " << d << " nk " << nk << ": " << r.lay.what
-                      << (r.vec ? "" : ", scalar loads"));
+  INFO(dtype_str<E>() << " hq " << kHq << " hk " << hk << " d " << d << " dv " << dv << " nk " << nk << ": "
+                      << r.lay.what << (r.vec ? "" : ", scalar loads"));
   REQUIRE(r.lay.kpos.count() == nk);
   kern::DecodePlan pl = kern::decode_plan(nk, rows, kTargetBlocks);
   if (r.chunk > 0) {
@@ -197,7 +212,8 @@ Stats run_decode(const Run& r, uint64_t seed) {
     pl.splits = int((nk + r.chunk - 1) / r.chunk);
   }
   INFO("splits " << pl.splits << " of " << pl.chunk << " keys");
-  const size_t nqe = size_t(rows) * d, nke = size_t(kB * nk * hk) * d;
+  const size_t nqe = size_t(rows) * d, nke = size_t(kB * nk * hk) * d, noe = size_t(rows) * dv,
+               nve = size_t(kB * nk * hk) * dv;
 
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -206,13 +222,14 @@ Stats run_decode(const Run& r, uint64_t seed) {
     for (float& e : x) e = from_e<E>(to_e<E>(nd(rng)));
     return x;
   };
-  const std::vector<float> q = rnd(nqe), k = rnd(nke), v = rnd(nke);
+  const std::vector<float> q = rnd(nqe), k = rnd(nke), v = rnd(nve);
   const E nan_e = to_e<E>(std::numeric_limits<float>::quiet_NaN());
   const float nan_f = std::numeric_limits<float>::quiet_NaN();
-  Guarded<E> tq(nqe, nan_e), tk(nke, nan_e), tv(nke, nan_e), to(nqe, nan_e);
+  Guarded<E> tq(nqe, nan_e), tk(nke, nan_e), tv(nve, nan_e), to(noe, nan_e);
   for (size_t i = 0; i < nqe; ++i) tq.data()[i] = to_e<E>(q[i]);
-  for (size_t i = 0; i < nke; ++i) tk.data()[i] = to_e<E>(k[i]), tv.data()[i] = to_e<E>(v[i]);
-  Guarded<float> lse(size_t(rows), nan_f), opart(size_t(rows * pl.splits) * d, nan_f),
+  for (size_t i = 0; i < nke; ++i) tk.data()[i] = to_e<E>(k[i]);
+  for (size_t i = 0; i < nve; ++i) tv.data()[i] = to_e<E>(v[i]);
+  Guarded<float> lse(size_t(rows), nan_f), opart(size_t(rows * pl.splits) * dv, nan_f),
       lpart(size_t(rows * pl.splits), nan_f);
 
   const float scale = 1.0f / std::sqrt(float(d));
@@ -231,10 +248,11 @@ Stats run_decode(const Run& r, uint64_t seed) {
   p.rep = kHq / hk;
   p.head0 = 0;
   p.d = d;
+  p.dv = dv;
   p.splits = pl.splits;
   p.chunk = pl.chunk;
-  p.group = kern::decode_group(d);
-  p.vec = r.vec && d % kern::kDecVec == 0;
+  p.group = kern::decode_group(width);
+  p.vec = r.vec && d % kern::kDecVec == 0 && dv % kern::kDecVec == 0;
   p.qp = int(r.lay.qpos);
   p.mask.causal = 1;
   p.mask.window = int32_t(r.lay.window);
@@ -242,8 +260,7 @@ Stats run_decode(const Run& r, uint64_t seed) {
   p.kpos = to_pos_arg(r.lay.kpos);
   auto& emu = cpb_emu::Emu::get();
   emu.clear_globals();
-  cpb_emu::launch(&kern::attn_decode_split_kernel, cpb_emu::Idx3{unsigned(kHq), unsigned(pl.splits), unsigned(kB)},
-                  kern::kDecThreads, 0, p);
+  launch_split(kern::decode_passes(width), cpb_emu::Idx3{unsigned(kHq), unsigned(pl.splits), unsigned(kB)}, p);
   CHECK(opart.guards_intact());
   CHECK(lpart.guards_intact());
   int64_t bad_part = 0;
@@ -268,9 +285,9 @@ Stats run_decode(const Run& r, uint64_t seed) {
   CHECK(lse.guards_intact());
 
   // Reference and tolerance.
-  const int kpb = kern::kDecWarps * (32 / kern::decode_group(d));
+  const int kpb = kern::kDecWarps * (32 / kern::decode_group(width));
   int log_slots = 0;
-  for (int s = 32 / kern::decode_group(d); s > 1; s >>= 1) ++log_slots;
+  for (int s = 32 / kern::decode_group(width); s > 1; s >>= 1) ++log_slots;
   const double depth = double((pl.chunk + kpb - 1) / kpb + log_slots + kern::kDecWarps + pl.splits);
   const std::vector<int64_t> kp = r.lay.kpos.list();
   const int64_t qp = r.lay.qpos, W = r.lay.window;
@@ -300,7 +317,7 @@ Stats run_decode(const Run& r, uint64_t seed) {
       }
       nvis_total += nvis;
       const double e_math = 4 * gamma_n(d + 2) * smax + 4 * gamma_n(4 * depth + 16);
-      std::vector<double> o_ref(size_t(d), 0.0), a_ref(size_t(d), 0.0);
+      std::vector<double> o_ref(size_t(dv), 0.0), a_ref(size_t(dv), 0.0);
       double lse_ref = -INFINITY;
       if (nvis > 0) {
         double l = 0;
@@ -309,13 +326,13 @@ Stats run_decode(const Run& r, uint64_t seed) {
         for (int64_t j = 0; j < nk; ++j) {
           if (!visible(j)) continue;
           const double w = std::exp(sc[size_t(j)] - mx) / l;
-          const float* vr = &v[size_t((b * nk + j) * hk + g) * d];
-          for (int c = 0; c < d; ++c) o_ref[size_t(c)] += w * vr[c], a_ref[size_t(c)] += w * std::abs(double(vr[c]));
+          const float* vr = &v[size_t((b * nk + j) * hk + g) * dv];
+          for (int c = 0; c < dv; ++c) o_ref[size_t(c)] += w * vr[c], a_ref[size_t(c)] += w * std::abs(double(vr[c]));
         }
         lse_ref = mx + std::log(l);
       }
-      for (int c = 0; c < d; ++c) {
-        const double got = from_e<E>(to.data()[size_t(row) * d + c]), want = o_ref[size_t(c)];
+      for (int c = 0; c < dv; ++c) {
+        const double got = from_e<E>(to.data()[size_t(row) * dv + c]), want = o_ref[size_t(c)];
         const double err = std::abs(got - want);
         const double tol = store_u<E>() * (std::abs(want) + e_math * a_ref[size_t(c)]) + e_math * a_ref[size_t(c)] +
                            store_floor<E>();
@@ -408,6 +425,12 @@ TEST_CASE("cuda emulated decode: split plan", "[cuda][emu][decode]") {
   CHECK(kern::decode_group(64) == 8);
   CHECK(kern::decode_group(128) == 16);
   CHECK(kern::decode_group(256) == 32);
+  // Rows wider than a warp's 256 elements: a warp per key, several passes (MLA's absorbed 576).
+  CHECK(kern::decode_group(576) == 32);
+  CHECK(kern::decode_passes(256) == 1);
+  CHECK(kern::decode_passes(257) == 2);
+  CHECK(kern::decode_passes(576) == 3);
+  CHECK(kern::decode_passes(kern::kDecMaxD) == kern::kDecMaxPasses);
 }
 
 TEST_CASE("cuda emulated decode: fp32, GQA and MHA, d 16/64/128, nk 1..2999, masks", "[cuda][emu][decode]") {
@@ -433,4 +456,36 @@ TEST_CASE("cuda emulated decode: fp32 head dims off the vector path (20, 256)", 
 // runs it with each one switched off): two splits, GQA, masked keys.
 TEST_CASE("cuda emulated decode: two splits, GQA, bf16 d64", "[cuda][emu][decode][mutation]") {
   run_decode<__nv_bfloat16>({2, 64, 300, cache_layout(300), 160}, 7);
+}
+
+// Two head dims (MLA): scores over d, values over dv. MQA (hk = 1: every query head on one kv head,
+// as MLA's absorbed decode runs) at d 72, dv 64 (16 threads per key; the threads past dv hold
+// only q and k columns); dv wider than d (24 / 40, and 20 / 36 off the vector path); dv alone
+// past 256, then d alone (two passes); and the absorbed decode itself, d 576, dv 512: a warp per key, three
+// passes, one split and three (forced chunks of 16 keys).
+template <typename E>
+void run_two_dims(uint64_t seed) {
+  Stats all;
+  auto add = [&](Run r) { all.add(run_decode<E>(r, seed++)); };
+  for (int64_t nk : {1, 33, 513}) add({1, 72, nk, cache_layout(nk), 0, true, 64});
+  add({1, 72, 300, window_layout(300), 0, true, 64});
+  add({1, 72, 300, none_causal_layout(300), 0, true, 64});
+  add({2, 24, 100, reversed_layout(100), 0, true, 40});
+  add({2, 20, 100, cache_layout(100), 0, true, 36});
+  add({2, 16, 60, window_layout(60), 0, true, 300});
+  add({1, 300, 40, cache_layout(40), 0, true, 16});  // d alone past 256, off the vector path
+  add({1, 576, 40, cache_layout(40), 0, true, 512});
+  add({1, 576, 40, window_layout(40), 16, true, 512});
+  add({1, 576, 40, cache_layout(40), 16, false, 512});
+  std::printf("decode emu %s, dv != d: %d runs, %lld o elements; max |o err| %.3g (%.3g of its tolerance), "
+              "max |lse err| %.3g (%.3g of its tolerance)\n",
+              dtype_str<E>(), all.runs, (long long)all.elements, all.max_err_o, all.max_ratio_o, all.max_err_lse,
+              all.max_ratio_lse);
+}
+
+TEST_CASE("cuda emulated decode: fp32, dv != d (MLA: MQA d 72 / dv 64, d 576 / dv 512)", "[cuda][emu][decode][mla]") {
+  run_two_dims<float>(600);
+}
+TEST_CASE("cuda emulated decode: bf16, dv != d (MLA: MQA d 72 / dv 64, d 576 / dv 512)", "[cuda][emu][decode][mla]") {
+  run_two_dims<__nv_bfloat16>(700);
 }

@@ -490,6 +490,14 @@ TEST_CASE("cuda: unsupported attention shapes are errors", "[cuda]") {
     Tensor l = g.alloc({1, 1, 16}, DType::f32, MemKind::activations);
     CHECK_THROWS_AS(g.attn_fwd(s, q, q, q, p, p, q, l), std::invalid_argument);
   }
+  // Two head dims (MLA) are the fp32 and decode kernels' only: the tensor-core kernels refuse them.
+  s.d = 64;
+  s.d_v = 32;
+  for (DType t : kHalfTypes) {
+    Tensor q = g.alloc({1, 16, 1, 64}, t, MemKind::activations), v = g.alloc({1, 16, 1, 32}, t, MemKind::activations);
+    Tensor l = g.alloc({1, 1, 16}, DType::f32, MemKind::activations);
+    CHECK_THROWS_WITH(g.attn_fwd(s, q, q, v, p, p, v, l), Catch::Contains("d_v = 32") && Catch::Contains("tensor-core"));
+  }
 }
 
 TEST_CASE("cuda: replay mode, compute log and events", "[cuda]") {
