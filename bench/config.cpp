@@ -32,6 +32,16 @@ const std::vector<ModelPreset>& model_presets() {
       p.ffn_dim = j.value("ffn_dim", int64_t(0));
       p.layers = j.value("layers", int64_t(0));
       p.vocab = j.value("vocab", int64_t(0));
+      p.moe = j.value("moe", false);
+      if (j.value("attention", std::string("gqa")) == "mla") {
+        const auto& m = j.at("mla");
+        p.mla = true;
+        p.mla_dims.q_rank = m.at("q_rank").get<int>();
+        p.mla_dims.kv_rank = m.at("kv_rank").get<int>();
+        p.mla_dims.d_nope = m.at("d_nope").get<int>();
+        p.mla_dims.d_rope = m.at("d_rope").get<int>();
+        p.mla_dims.d_v = m.at("d_v").get<int>();
+      }
       v.push_back(p);
     }
     return v;
@@ -58,6 +68,11 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   s.mask.window = window;
   s.sinks = sinks;
   s.uneven_heads = uneven_heads;
+  if (attention == "mla") {  // the core's heads: H query and H key heads of d_nope + d_rope, values d_v
+    s.mla = true;
+    s.mla_dims = mla_dims;
+    s.d_v = mla_dims.d_v;
+  }
   if (!docs_spec.empty()) {
     s.mask.doc_lens = resolve_doc_lens(docs_spec, N, seed + uint64_t(pack));
     auto starts = std::make_shared<std::vector<int64_t>>();
@@ -136,6 +151,46 @@ std::string strategy_entry_name(const std::string& entry) { return entry.substr(
 
 int planned_world_size(const RunConfig& c, int P) { return c.dry_run && c.world_size > 0 ? c.world_size : P; }
 
+// --attention and --mla-travel against the model preset (DESIGN "Attention variants"): MLA takes
+// its heads' dims from an MLA preset, so --kv-heads and --head-dim (GQA's) are refused with it;
+// the preset's expanded heads are H key heads of d_nope + d_rope.
+void resolve_attention(RunConfig& c, const ModelPreset& m) {
+  if (c.attention.empty()) c.attention = m.mla ? "mla" : "gqa";
+  if (c.attention != "gqa" && c.attention != "mla")
+    throw std::invalid_argument("attention must be gqa or mla, got '" + c.attention + "'");
+  if (c.attention == "gqa") {
+    if (m.mla)
+      throw std::invalid_argument("model '" + m.name + "' is an MLA model: --attention gqa has no heads to take from it "
+                                  "(use a GQA preset, or --attention mla)");
+    if (!c.mla_travel.empty())
+      throw std::invalid_argument("--mla-travel " + c.mla_travel + " chooses what MLA's levels move: it needs --attention mla (got attention=gqa)");
+    return;
+  }
+  if (!m.mla)
+    throw std::invalid_argument("--attention mla takes its ranks and head dims from an MLA model preset (deepseek-v3, "
+                                "deepseek-v2-lite, tiny-mla); model '" + m.name + "' has none");
+  if (c.kv_heads != 0 || c.head_dim != 0)
+    throw std::invalid_argument("--attention mla: its key heads and head dims are the preset's (H key heads of d_nope + d_rope = " +
+                                std::to_string(m.mla_dims.d_nope + m.mla_dims.d_rope) + ", values d_v = " +
+                                std::to_string(m.mla_dims.d_v) + "); do not give --kv-heads or --head-dim (got kv_heads=" +
+                                std::to_string(c.kv_heads) + ", head_dim=" + std::to_string(c.head_dim) + ")");
+  if (c.pass == "decode" || c.cached > 0)
+    throw std::invalid_argument("--attention mla with a KV cache (--pass decode, --cached) is not built yet: MLA's decode runs its "
+                                "absorbed form over the cached latent (got pass=" + c.pass + ", cached=" + std::to_string(c.cached) + ")");
+  if (c.mla_travel.empty()) c.mla_travel = "expanded";
+  if (c.mla_travel != "expanded" && c.mla_travel != "latent")
+    throw std::invalid_argument("mla_travel must be expanded or latent, got '" + c.mla_travel + "'");
+  if (c.mla_travel == "latent")
+    throw std::invalid_argument("--mla-travel latent (the compressed latent travels, each receiver up-projects) is not built yet: "
+                                "use --mla-travel expanded");
+  if (c.block == "full" && m.moe)
+    throw std::invalid_argument("model '" + m.name + "': its feed-forward layers are mixtures of experts, which --block full "
+                                "does not model (it has a dense SwiGLU MLP only); measure the attention sub-layer, --block attn");
+  c.mla_dims = m.mla_dims;
+  c.kv_heads = c.heads > 0 ? c.heads : m.heads;  // expanded: one key head per query head
+  c.head_dim = m.mla_dims.d_nope + m.mla_dims.d_rope;
+}
+
 void finalize_config(RunConfig& c, int P) {
   const ModelPreset* m = find_model(c.model);
   if (!m) {
@@ -143,6 +198,7 @@ void finalize_config(RunConfig& c, int P) {
     for (const auto& p : model_presets()) names += (names.empty() ? "" : ", ") + p.name;
     throw std::invalid_argument("unknown model preset '" + c.model + "' (presets: " + names + ")");
   }
+  resolve_attention(c, *m);
   if (c.heads == 0) c.heads = m->heads;
   if (c.kv_heads == 0) c.kv_heads = m->kv_heads;
   if (c.head_dim == 0) c.head_dim = m->head_dim;

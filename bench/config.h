@@ -16,6 +16,13 @@ struct ModelPreset {
   std::string name, description;
   int dim = 0, heads = 0, kv_heads = 0, head_dim = 0;
   int64_t ffn_dim = 0, layers = 0, vocab = 0;  // the MLP's F, the model's layers and vocabulary
+  // An MLA model (DeepSeek-V2/V3): "attention": "mla" and its ranks and head dims (kv_heads and
+  // head_dim then stand for the expanded heads: H and d_nope + d_rope).
+  bool mla = false;
+  MlaDims mla_dims;
+  // Its feed-forward layers are mixtures of experts, which the block does not model: --block full
+  // is refused rather than measured as a dense MLP of some width.
+  bool moe = false;
 };
 const std::vector<ModelPreset>& model_presets();  // embedded from configs/models/
 const ModelPreset* find_model(const std::string& name);
@@ -42,6 +49,12 @@ struct RunConfig {
   bool causal = true, rope = true;
   bool sinks = false;  // --sinks: a learned logit per query head in the softmax (GPT-OSS; bench/parts/attn_sinks.h)
   bool uneven_heads = false;  // --uneven-heads: a Ulysses level splits heads it does not divide
+  // --attention gqa|mla ("" until resolved: the model preset's). MLA's dims come from the preset
+  // (deepseek-v3, deepseek-v2-lite, tiny-mla); --mla-travel: what its ring or Ulysses level moves
+  // (expanded: per-head K, V; latent: the compressed c_kv and k_R, each receiver up-projecting).
+  std::string attention;
+  std::string mla_travel;  // "" = expanded under MLA; refused without MLA
+  MlaDims mla_dims;
   std::vector<std::string> strategies;  // empty: every registered strategy
   bool strategies_explicit = false;     // named by the user (errors instead of skips)
   int ulysses = 0, ring = 0;            // 0: unset

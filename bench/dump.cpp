@@ -91,6 +91,11 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
       // them; decode: decode_steps, one per step), and k_cache.npy, v_cache.npy hold the cache.
       {"cached", shape.pass.cached}, {"decode_steps", shape.pass.steps}};
   if (!shape.mask.doc_lens.empty()) meta["doc_lens"] = shape.mask.doc_lens;  // absent: one document
+  if (shape.mla) {  // --attention mla: its ranks and head dims (d = d_nope + d_rope, G = H)
+    const MlaDims& m = shape.mla_dims;
+    meta["attention"] = "mla";
+    meta["mla"] = {{"q_rank", m.q_rank}, {"kv_rank", m.kv_rank}, {"d_nope", m.d_nope}, {"d_rope", m.d_rope}, {"d_v", m.d_v}};
+  }
   std::ofstream mf(dir + "/meta.json");
   mf << meta.dump(2) << "\n";
   if (!mf) throw std::runtime_error("error writing " + dir + "/meta.json");

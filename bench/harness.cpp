@@ -325,7 +325,8 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   // Under --cached only the forward runs (persistent-KV prefill, decode): the gradients are not
   // compared. Decode compares the S new tokens' x, y, k, v (from the cache slots), o and lse and
   // the weights; its q is recomputed on every rank and has no sharded share to check.
-  std::vector<std::string> names = dump_tensor_names(cfg_.block == "full", cfg_.sinks);
+  std::vector<std::string> names =
+      dump_tensor_names(cfg_.block == "full", cfg_.sinks, cfg_.attention == "mla" ? &cfg_.mla_dims : nullptr);
   const bool decode = cfg_.pass == "decode";
   if (cfg_.cached > 0)
     names.erase(std::remove_if(names.begin(), names.end(),

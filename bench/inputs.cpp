@@ -29,7 +29,7 @@ float input_uniform(uint64_t seed, InputId id, uint64_t index) {
   return static_cast<float>(static_cast<double>(h >> 40) / double(1 << 23) - 1.0);
 }
 
-InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F) {
+InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F, int64_t fan_in) {
   switch (id) {
     case InputId::x: return {1.0f, 0.0f};
     case InputId::norm_w: return {0.1f, 1.0f};
@@ -49,6 +49,17 @@ InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F) {
     // softmax measurably, the first rows' most (a stand-in: no published distribution of trained
     // sink logits is used here).
     case InputId::sinks: return {2.0f, 1.0f};
+    // MLA: the norms' weights as the block's, the projections scaled by their fan-in (xn's D, or
+    // a latent's rank) so every activation keeps the unit scale of w_qkv's outputs.
+    case InputId::q_norm_w:
+    case InputId::kv_norm_w: return {0.1f, 1.0f};
+    case InputId::w_dq:
+    case InputId::w_uq:
+    case InputId::w_qr:
+    case InputId::w_dkv:
+    case InputId::w_kr:
+    case InputId::w_uk:
+    case InputId::w_uv: return {float(1.0 / std::sqrt(double(fan_in > 0 ? fan_in : 1))), 0.0f};
   }
   throw std::logic_error("input_law: unknown input");
 }

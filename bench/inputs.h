@@ -11,7 +11,10 @@ namespace cpbench {
 
 enum class InputId : uint64_t { x = 1, norm_w = 2, w_qkv = 3, w_o = 4, dy = 5, norm2_w = 6, w_gate = 7, w_up = 8, w_down = 9,
                             k_cache = 10, v_cache = 11,  // --cached: the seeded KV cache
-                            sinks = 12 };                // --sinks: the logit of each query head
+                            sinks = 12,                  // --sinks: the logit of each query head
+                            // --attention mla: its projections (bench/block/mla.h)
+                            w_dq = 13, q_norm_w = 14, w_uq = 15, w_qr = 16, w_dkv = 17, kv_norm_w = 18, w_kr = 19,
+                            w_uk = 20, w_uv = 21 };
 
 // Uniform in [-1, 1) from a counter-based hash (splitmix64).
 float input_uniform(uint64_t seed, InputId id, uint64_t index);
@@ -20,7 +23,8 @@ float input_uniform(uint64_t seed, InputId id, uint64_t index);
 struct InputLaw {
   float scale, offset;
 };
-InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F = 0);  // F: the MLP's width
+// F: the MLP's width; fan_in: an MLA projection's input width (its rows).
+InputLaw input_law(InputId id, int64_t D, int64_t Hd, int64_t F = 0, int64_t fan_in = 0);
 
 // Rows of a global [B, N, C] tensor at token positions `pos` (for every batch row), columns
 // [c0, c0 + nc): returns [B, pos.count(), nc] in that order.

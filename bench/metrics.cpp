@@ -1,5 +1,7 @@
 #include "bench/metrics.h"
 
+#include "bench/block/mla.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -257,11 +259,12 @@ GradSync grad_sync(const ModelEstimate& e) {
 std::optional<double> expected_job_flops(const LayerShape& s, int copies) {
   if (s.decode()) return std::nullopt;
   const int64_t rows = s.B * s.new_tokens();
-  const int64_t hd = int64_t(s.H) * s.d;
-  double gemm = gemm_flops(rows, s.qkv_cols(), s.D) + gemm_flops(rows, s.D, hd);
+  // The projections (w_qkv, or MLA's chain: bench/block/mla.h) and w_o over H values of vdim.
+  double gemm = (s.mla ? MlaProjections::forward_gemm_flops(s, rows) : gemm_flops(rows, s.qkv_cols(), s.D)) +
+                gemm_flops(rows, s.D, int64_t(s.H) * s.vdim());
   if (s.full_block) gemm += 2 * gemm_flops(rows, s.F, s.D) + gemm_flops(rows, s.D, s.F);  // gate, up; down
   AttnShape a;
-  a.B = s.B, a.hq = s.H, a.d = s.d;
+  a.B = s.B, a.hq = s.H, a.d = s.d, a.d_v = s.d_v;
   const AttnMask mask = s.mask.attn();
   const double attn = attn_fwd_flops(a, count_visible_pairs(Positions::contiguous(s.pass.cached, s.new_tokens()),
                                                             Positions::contiguous(0, s.N), mask));

@@ -147,6 +147,14 @@ std::vector<OptionSpec> make_table() {
        "a Ulysses level (ulysses, usp) splits heads its degree does not divide: member u takes query heads "
        "[u*H/U, (u+1)*H/U) (floors) and the KV heads they use; a tp level still needs divisibility", {}, false,
        [](RunConfig& c, const json& v) { c.uneven_heads = v.get<bool>(); }},
+      {"attention", "--attention", OptKind::choice,
+       "gqa | mla (multi-head latent attention, DeepSeek-V2/V3: ranks and head dims from an MLA model preset); "
+       "default: the model preset's",
+       {"gqa", "mla"}, false, [](RunConfig& c, const json& v) { c.attention = v.get<std::string>(); }},
+      {"mla_travel", "--mla-travel", OptKind::choice,
+       "--attention mla: what a ring or Ulysses level moves: expanded (per-head K, V; default) | latent (the "
+       "compressed c_kv and rope key; not built yet)",
+       {"expanded", "latent"}, false, [](RunConfig& c, const json& v) { c.mla_travel = v.get<std::string>(); }},
       {"window", "--window", OptKind::integer, "sliding window W (>= 0; 0 = none)", {}, false,
        [](RunConfig& c, const json& v) { c.window = v.get<int64_t>(); }},
       {"docs", "--docs", OptKind::docs,
@@ -284,6 +292,13 @@ std::vector<OptionSpec> make_table() {
       {"rope", "rope", [](const RunConfig& c) { return json(c.rope); }},
       {"sinks", "sinks", [](const RunConfig& c) { return json(c.sinks); }},
       {"uneven_heads", "uneven_heads", [](const RunConfig& c) { return json(c.uneven_heads); }},
+      {"attention", "attention", [](const RunConfig& c) { return json(c.attention.empty() ? "gqa" : c.attention); }},
+      {"mla_travel", "mla", [](const RunConfig& c) {
+         if (c.attention != "mla") return json(nullptr);
+         const MlaDims& m = c.mla_dims;
+         return json{{"q_rank", m.q_rank}, {"kv_rank", m.kv_rank}, {"d_nope", m.d_nope}, {"d_rope", m.d_rope},
+                     {"d_v", m.d_v}, {"travel", c.mla_travel}};
+       }},
       {"strategies", "strategies", [](const RunConfig& c) { return json(c.strategies); }},
       {"warmup", "warmup", [](const RunConfig& c) { return json(c.warmup); }},
       {"iters", "iters", [](const RunConfig& c) { return json(c.iters); }},

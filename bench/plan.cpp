@@ -32,6 +32,14 @@ MeshSpec named_mesh(const Strategy& strat, const std::string& entry, const MeshS
 }
 }  // namespace
 
+// The strategies that run --attention mla, from their capabilities.
+static std::string mla_strategies() {
+  std::string names;
+  for (const auto& i : strategy_registry())
+    if (i.can.mla) names += (names.empty() ? "" : ", ") + i.name;
+  return names;
+}
+
 std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node) {
   std::vector<Job> jobs;
   for (int64_t seq : cfg.seqs) {
@@ -71,6 +79,8 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
           if (!shape.decode() && shape.pass.cached > 0 && !can.cached)
             throw ConstraintError(strat->name() + ": --cached " + std::to_string(shape.pass.cached) +
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
+          if (shape.mla && !can.mla)
+            throw ConstraintError(strat->name() + ": --attention mla is built for " + mla_strategies() + " only");
           strat->check(shape, P, job.mesh);  // for the shape's pass (--cached, decode)
           check_mlp_mesh(strat->name(), shape, P, job.mesh);
           if (shape.queries_travel() && !can.pass_q)

@@ -198,29 +198,55 @@ std::string head_sharding_error(int u, const LayerShape& s, const std::string& w
   return e.str();
 }
 
-std::vector<std::string> dump_tensor_names(bool full_block, bool sinks) {
+std::vector<std::string> dump_tensor_names(bool full_block, bool sinks, const MlaDims* mla) {
   std::vector<std::string> n = {"x", "norm_w", "w_qkv", "w_o", "dy", "y", "dx", "dnorm_w", "dw_qkv", "dw_o",
                                 "q", "k",      "v",     "o",   "do", "dq", "dk", "dv",     "lse"};
+  if (mla) {  // MLA's projections (bench/block/mla.h) in w_qkv's place, then their gradients
+    std::vector<std::string> w = {"w_uq", "w_qr", "w_dkv", "kv_norm_w", "w_kr", "w_uk", "w_uv"};
+    if (mla->q_rank > 0) w.insert(w.begin(), {"w_dq", "q_norm_w"});
+    n.erase(std::remove(n.begin(), n.end(), "w_qkv"), n.end());
+    n.erase(std::remove(n.begin(), n.end(), "dw_qkv"), n.end());
+    for (const std::string& x : w) n.push_back(x);
+    for (const std::string& x : w) n.push_back("d" + x);
+  }
   if (full_block)  // the MLP sub-layer's weights and their gradients (DESIGN "The transformer block")
     for (const char* m : {"norm2_w", "w_gate", "w_up", "w_down", "dnorm2_w", "dw_gate", "dw_up", "dw_down"}) n.push_back(m);
   if (sinks) n.insert(n.end(), {"sinks", "dsinks"});  // --sinks: the logits [H] and their gradient
   return n;
 }
 
-std::vector<int64_t> global_tensor_shape(const std::string& n, const LayerShape& s) {
-  const int64_t Hd = int64_t(s.H) * s.d, N = s.token_rows();
+std::vector<int64_t> global_tensor_shape(const std::string& name, const LayerShape& s) {
+  const int64_t N = s.token_rows(), vd = s.vdim();
+  const std::string& n = name;
+  if (s.mla) {  // MLA's projections (bench/block/mla.h); a weight's gradient has its shape
+    const MlaDims& m = s.mla_dims;
+    std::string w = n;
+    if (w == "dq_norm_w" || w == "dkv_norm_w" || w.rfind("dw_", 0) == 0) w = w.substr(1);
+    const int64_t H = s.H, qin = m.q_rank > 0 ? m.q_rank : s.D;
+    if (w == "w_dq") return {s.D, m.q_rank};
+    if (w == "q_norm_w") return {m.q_rank};
+    if (w == "w_uq") return {qin, H * m.d_nope};
+    if (w == "w_qr") return {qin, H * m.d_rope};
+    if (w == "w_dkv") return {s.D, m.kv_rank};
+    if (w == "kv_norm_w") return {m.kv_rank};
+    if (w == "w_kr") return {s.D, m.d_rope};
+    if (w == "w_uk") return {m.kv_rank, H * m.d_nope};
+    if (w == "w_uv") return {m.kv_rank, H * m.d_v};
+  }
   if (n == "x" || n == "dy" || n == "y" || n == "dx") return {s.B, N, s.D};
   if (n == "norm_w" || n == "dnorm_w") return {s.D};
   if (n == "w_qkv" || n == "dw_qkv") return {s.D, s.qkv_cols()};
-  if (n == "w_o" || n == "dw_o") return {Hd, s.D};
-  if (n == "q" || n == "o" || n == "do" || n == "dq") return {s.B, N, s.H, s.d};
-  if (n == "k" || n == "v" || n == "dk" || n == "dv") return {s.B, N, s.G, s.d};
+  if (n == "w_o" || n == "dw_o") return {int64_t(s.H) * vd, s.D};
+  if (n == "q" || n == "dq") return {s.B, N, s.H, s.d};
+  if (n == "o" || n == "do") return {s.B, N, s.H, vd};
+  if (n == "k" || n == "dk") return {s.B, N, s.G, s.d};
+  if (n == "v" || n == "dv") return {s.B, N, s.G, vd};
   if (n == "lse") return {s.B, s.H, N};
   if (n == "sinks" || n == "dsinks") return {s.H};
   if (n == "norm2_w" || n == "dnorm2_w") return {s.D};
   if (n == "w_gate" || n == "dw_gate" || n == "w_up" || n == "dw_up") return {s.D, s.F};
   if (n == "w_down" || n == "dw_down") return {s.F, s.D};
-  throw std::invalid_argument("unknown tensor '" + n + "'");
+  throw std::invalid_argument("unknown tensor '" + name + "'");
 }
 
 }  // namespace cpbench

@@ -58,9 +58,21 @@ struct LayerPass {
 
 // One layer's problem: its sizes (DESIGN notation), its mask, its pass, and the layout and block
 // choices.
+// --attention mla (DeepSeek-V2/V3, arXiv:2405.04434 and 2412.19437; bench/block/mla.h): the
+// compressed ranks and head dims of multi-head latent attention. The attention core then sees H
+// query and H key/value heads (G = H), scores over d = d_nope + d_rope, values d_v wide.
+struct MlaDims {
+  int q_rank = 0;  // the query's compressed rank; 0: no query compression (q = xn·W_UQ | xn·W_QR)
+  int kv_rank = 0, d_nope = 0, d_rope = 0, d_v = 0;
+};
+
 struct LayerShape {
   int64_t B = 1, N = 0;
   int H = 0, G = 0, d = 0, D = 0;
+  int d_v = 0;  // the values' (and o's) head dim; 0: d (every GQA model)
+  int vdim() const { return d_v > 0 ? d_v : d; }
+  bool mla = false;  // --attention mla: the projections of bench/block/mla.h instead of w_qkv
+  MlaDims mla_dims;
   bool rope = true;
   bool sinks = false;  // --sinks: one learned logit per query head in the softmax (bench/parts/attn_sinks.h)
   // --uneven-heads: a Ulysses level splits heads it does not divide (bench/parts/ulysses_level.h)
@@ -206,6 +218,9 @@ struct Capabilities {
   // --uneven-heads: its Ulysses level splits heads it does not divide (ulysses, usp); its ranks
   // then send different amounts (the harness asks predicted_bytes for each rank).
   bool uneven_heads = false;
+  // --attention mla (bench/block/mla.h): its levels move MLA's expanded heads (H key heads of
+  // d_nope + d_rope, values d_v); a strategy whose tp level shards the projections does not.
+  bool mla = false;
   bool supports(BalanceScheme b) const {
     return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);
   }
@@ -347,8 +362,9 @@ std::string head_sharding_error(int u, const LayerShape& s, const std::string& w
 inline int replicated_kv_heads(int u, const LayerShape& s) { return s.G >= u ? s.G : u; }
 
 // Names and global shapes of the tensors of the dump (DESIGN order; with the MLP's under
-// --block full, and the sinks' logits and gradient under --sinks).
-std::vector<std::string> dump_tensor_names(bool full_block = false, bool sinks = false);
+// --block full, the sinks' logits and gradient under --sinks, and under --attention mla (`mla`
+// non-null) its projections' weights and gradients instead of w_qkv's).
+std::vector<std::string> dump_tensor_names(bool full_block = false, bool sinks = false, const MlaDims* mla = nullptr);
 std::vector<int64_t> global_tensor_shape(const std::string& name, const LayerShape& s);
 
 }  // namespace cpbench

@@ -45,56 +45,59 @@ GradientScales gradient_scale_squares(const std::map<std::string, std::vector<fl
     throw std::invalid_argument("gradient scales: part=" + std::to_string(part) + " of parts=" + std::to_string(parts));
   GradientScales sq;
   if (s.forward_only()) return sq;  // no backward: dq and dk are not computed
-  const int64_t B = s.B, N = s.N, H = s.H, G = s.G, d = s.d, rep = H / G;
-  const size_t nq = size_t(B * N * H * d), nk = size_t(B * N * G * d);
+  const int64_t B = s.B, N = s.N, H = s.H, G = s.G, d = s.d, dv = s.vdim(), rep = H / G;  // v, o: dv wide
+  const size_t nq = size_t(B * N * H * d), nk = size_t(B * N * G * d), no = size_t(B * N * H * dv), nv = size_t(B * N * G * dv);
   const std::vector<float>& q = tensor(ref, "q", nq);
   const std::vector<float>& k = tensor(ref, "k", nk);
-  const std::vector<float>& v = tensor(ref, "v", nk);
-  const std::vector<float>& o = tensor(ref, "o", nq);
-  const std::vector<float>& dout = tensor(ref, "do", nq);
+  const std::vector<float>& v = tensor(ref, "v", nv);
+  const std::vector<float>& o = tensor(ref, "o", no);
+  const std::vector<float>& dout = tensor(ref, "do", no);
   const std::vector<float>& lse = tensor(ref, "lse", size_t(B * H * N));
   const AttnMask mask = s.mask.attn();  // the kernels' visibility rule
   const double scale = 1.0 / std::sqrt(double(d));
   // Per work item, its kv head's k, |k| and v as contiguous float64 rows [N, d]; per query row,
   // q, |q| and do. The dot products keep four partial sums so the compiler can vectorise them.
   const size_t Nd = size_t(N * d), ud = size_t(d);
-  std::vector<double> kd(Nd), ka(Nd), vd(Nd), qd(ud), qa(ud), dod(ud);
+  std::vector<double> kd(Nd), ka(Nd), vd(static_cast<size_t>(N * dv)), qd(ud), qa(ud), dod(static_cast<size_t>(dv));
   std::vector<double> acc_q(ud);  // one row of m_dq before the 1/sqrt(d)
   std::vector<double> acc_k(Nd);  // m_dk of the kv head, summed over its query heads
-  auto dot = [d](const double* x, const double* y) {
+  auto dot = [](const double* x, const double* y, int64_t n) {
     double p[4] = {0, 0, 0, 0};
     int64_t c = 0;
-    for (; c + 4 <= d; c += 4)
+    for (; c + 4 <= n; c += 4)
       for (int l = 0; l < 4; ++l) p[l] += x[c + l] * y[c + l];
-    for (; c < d; ++c) p[0] += x[c] * y[c];
+    for (; c < n; ++c) p[0] += x[c] * y[c];
     return (p[0] + p[1]) + (p[2] + p[3]);
   };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t g = 0; g < G; ++g) {
       if ((b * G + g) % parts != part) continue;
-      for (int64_t j = 0; j < N; ++j)
+      for (int64_t j = 0; j < N; ++j) {
         for (int64_t c = 0; c < d; ++c) {
           const size_t at = size_t(((b * N + j) * G + g) * d + c), to = size_t(j * d + c);
-          kd[to] = k[at], ka[to] = std::fabs(k[at]), vd[to] = v[at];
+          kd[to] = k[at], ka[to] = std::fabs(k[at]);
         }
+        for (int64_t c = 0; c < dv; ++c) vd[size_t(j * dv + c)] = v[size_t(((b * N + j) * G + g) * dv + c)];
+      }
       std::fill(acc_k.begin(), acc_k.end(), 0.0);
       for (int64_t h = g * rep; h < (g + 1) * rep; ++h)
         for (int64_t i = 0; i < N; ++i) {
           const double L = lse[size_t((b * H + h) * N + i)];
           if (!std::isfinite(L)) continue;  // a row that sees no key has no gradient
-          const size_t row = size_t(((b * N + i) * H + h) * d);  // [B,N,H,d]
+          const size_t row = size_t(((b * N + i) * H + h) * d), orow = size_t(((b * N + i) * H + h) * dv);  // [B,N,H,d|dv]
           double D = 0;
-          for (int64_t c = 0; c < d; ++c) {
-            qd[size_t(c)] = q[row + size_t(c)], qa[size_t(c)] = std::fabs(q[row + size_t(c)]);
-            dod[size_t(c)] = dout[row + size_t(c)];
-            D += double(dout[row + size_t(c)]) * o[row + size_t(c)];
+          for (int64_t c = 0; c < d; ++c) qd[size_t(c)] = q[row + size_t(c)], qa[size_t(c)] = std::fabs(q[row + size_t(c)]);
+          for (int64_t c = 0; c < dv; ++c) {
+            dod[size_t(c)] = dout[orow + size_t(c)];
+            D += double(dout[orow + size_t(c)]) * o[orow + size_t(c)];
           }
           const double absD = std::fabs(D);
           std::fill(acc_q.begin(), acc_q.end(), 0.0);
           const int64_t j0 = std::max<int64_t>(0, mask.lo(i)), j1 = std::min<int64_t>(N - 1, mask.hi(i));
           for (int64_t j = j0; j <= j1; ++j) {
             const size_t kr = size_t(j * d);
-            const double w = std::exp(dot(qd.data(), &kd[kr]) * scale - L) * (std::fabs(dot(dod.data(), &vd[kr])) + absD);
+            const double w = std::exp(dot(qd.data(), &kd[kr], d) * scale - L) *
+                             (std::fabs(dot(dod.data(), &vd[size_t(j * dv)], dv)) + absD);
             for (size_t c = 0; c < ud; ++c) {
               acc_q[c] += w * ka[kr + c];
               acc_k[kr + c] += w * qa[c];
@@ -123,7 +126,8 @@ TestPerturbation test_perturbation() {
   const size_t colon = spec.find(':');
   if (colon == std::string::npos) throw bad("expected TENSOR:VALUE, e.g. dk:1e-3");
   p.tensor = spec.substr(0, colon);
-  const std::vector<std::string> names = dump_tensor_names(true, true);  // every name a run may dump
+  const MlaDims every_mla{1, 1, 1, 1, 1};  // a query rank: MLA's names with w_dq's
+  const std::vector<std::string> names = dump_tensor_names(true, true, &every_mla);  // with every name a run may dump
   if (std::find(names.begin(), names.end(), p.tensor) == names.end()) {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;

@@ -1,5 +1,6 @@
 """DESIGN's layer in float64 NumPy, recomputed from a `cpbench verify --dump` directory's inputs:
-RMSNorm, QKV projection, RoPE at global positions (restarting in each packed document), attention
+RMSNorm, QKV projection (or under meta "attention" "mla" MLA's projections: latents, their norms,
+up-projections, the decoupled rope parts), RoPE at global positions (restarting in each packed document), attention
 under the mask (with the sinks' logits under meta "sinks"), output projection, residual; with meta
 block "full" the SwiGLU MLP after it; and the backward. One copy of the reference: check_dump.py
 (the dump's independent check) and numerics.py (error against float64) import it.
@@ -36,14 +37,88 @@ def softmax_rows(s, inp, meta):
     return e / l, (m + np.log(l))[..., 0]
 
 
+def rms_norm(x, w, eps):
+    """RMSNorm over the last axis: (x * r * w, r), r = 1 / sqrt(mean(x^2) + eps)."""
+    r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return x * r * w, r
+
+
+def rms_norm_backward(x, r, w, dy):
+    """RMSNorm's backward: (dx, dw) from its input x, its r and dy (dw summed over the rows)."""
+    dhat = dy * w
+    dx = r * dhat - x * r ** 3 * np.mean(dhat * x, axis=-1, keepdims=True)
+    return dx, (dy * x * r).reshape(-1, x.shape[-1]).sum(axis=0)
+
+
+def project_mla(xn, inp, meta, rope_pos):
+    """MLA's projections (DeepSeek-V2/V3; DESIGN "Attention variants") on xn [B, T, D]: q [B, T, H,
+    d_nope + d_rope] = [c_q W_UQ | rope(c_q W_QR)] with c_q = RMSNorm(xn W_DQ) (xn itself without a
+    query rank), k = [c_kv W_UK | rope(xn W_KR) shared by every head] with c_kv = RMSNorm(xn W_DKV),
+    v = c_kv W_UV [B, T, H, d_v]. Returns q, k, v and what the backward needs."""
+    B, T = xn.shape[0], xn.shape[1]
+    m, H, eps = meta["mla"], meta["H"], meta["eps"]
+    dn, dr, dv = m["d_nope"], m["d_rope"], m["d_v"]
+    W = {k: inp[k].astype(np.float64) for k in ("w_uq", "w_qr", "w_dkv", "kv_norm_w", "w_kr", "w_uk", "w_uv")}
+    ctx = dict(W=W, xn=xn)
+    if m["q_rank"] > 0:
+        W.update({k: inp[k].astype(np.float64) for k in ("w_dq", "q_norm_w")})
+        ctx["cq0"] = xn @ W["w_dq"]
+        qin, ctx["rq"] = rms_norm(ctx["cq0"], W["q_norm_w"], eps)
+    else:
+        qin = xn
+    ctx["qin"] = qin
+    qn = (qin @ W["w_uq"]).reshape(B, T, H, dn)
+    qr = (qin @ W["w_qr"]).reshape(B, T, H, dr)
+    ctx["ckv0"] = xn @ W["w_dkv"]
+    ckv, ctx["rkv"] = rms_norm(ctx["ckv0"], W["kv_norm_w"], eps)
+    ctx["ckv"] = ckv
+    kr = (xn @ W["w_kr"]).reshape(B, T, 1, dr)
+    if meta["rope"]:
+        theta = meta.get("rope_theta", 10000.0)
+        qr, kr = rope(qr, rope_pos, theta), rope(kr, rope_pos, theta)
+    kn = (ckv @ W["w_uk"]).reshape(B, T, H, dn)
+    v = (ckv @ W["w_uv"]).reshape(B, T, H, dv)
+    q = np.concatenate([qn, qr], axis=-1)
+    k = np.concatenate([kn, np.broadcast_to(kr, (B, T, H, dr))], axis=-1)
+    return q, k, v, ctx
+
+
+def project_mla_backward(dq, dk, dv, ctx, meta, rope_pos):
+    """MLA's projections' backward: dxn and every weight's gradient from dq, dk, dv (the shared
+    rope key's gradient is the sum over the heads of dk's rope columns)."""
+    B, T = dq.shape[0], dq.shape[1]
+    m, eps = meta["mla"], meta["eps"]
+    dn = m["d_nope"]
+    W, xn, qin = ctx["W"], ctx["xn"], ctx["qin"]
+    rows = lambda t: t.reshape(B * T, -1)
+    dqn, dqr, dkn = dq[..., :dn], dq[..., dn:], dk[..., :dn]
+    dkr = dk[..., dn:].sum(axis=2, keepdims=True)
+    if meta["rope"]:
+        theta = meta.get("rope_theta", 10000.0)
+        dqr, dkr = rope(dqr, rope_pos, theta, True), rope(dkr, rope_pos, theta, True)
+    g = dict(dw_uq=rows(qin).T @ rows(dqn), dw_qr=rows(qin).T @ rows(dqr), dw_uk=rows(ctx["ckv"]).T @ rows(dkn),
+             dw_uv=rows(ctx["ckv"]).T @ rows(dv), dw_kr=rows(xn).T @ rows(dkr))
+    dckv = rows(dkn) @ W["w_uk"].T + rows(dv) @ W["w_uv"].T
+    dckv0, g["dkv_norm_w"] = rms_norm_backward(rows(ctx["ckv0"]), rows(ctx["rkv"]), W["kv_norm_w"], dckv)
+    g["dw_dkv"] = rows(xn).T @ dckv0
+    dxn = dckv0 @ W["w_dkv"].T + rows(dkr) @ W["w_kr"].T
+    dqin = rows(dqn) @ W["w_uq"].T + rows(dqr) @ W["w_qr"].T
+    if m["q_rank"] > 0:
+        dcq0, g["dq_norm_w"] = rms_norm_backward(rows(ctx["cq0"]), rows(ctx["rq"]), W["q_norm_w"], dqin)
+        g["dw_dq"] = rows(xn).T @ dcq0
+        dxn = dxn + dcq0 @ W["w_dq"].T
+    else:
+        dxn = dxn + dqin
+    return dxn.reshape(B, T, -1), g
+
+
 def project_qkv(x, w, wqkv, meta, rope_pos):
     """The attention sub-layer's input side on x [B, T, D]: rstd r, xn = RMSNorm(x) * w, then
     q [B, T, H, d], k, v [B, T, G, d] = xn @ w_qkv, q and k rotated at rope_pos [T] (when meta
     "rope")."""
     B, T = x.shape[0], x.shape[1]
     H, G, d = meta["H"], meta["G"], meta["d"]
-    r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + meta["eps"])
-    xn = x * r * w
+    xn, r = rms_norm(x, w, meta["eps"])
     qkv = xn @ wqkv
     q = qkv[..., : H * d].reshape(B, T, H, d)
     k = qkv[..., H * d: (H + G) * d].reshape(B, T, G, d)
@@ -57,13 +132,19 @@ def project_qkv(x, w, wqkv, meta, rope_pos):
 def reference(inp, meta):
     B, N, H, G, d, D = (meta[k] for k in ("B", "N", "H", "G", "d", "D"))
     eps, theta = meta["eps"], meta.get("rope_theta", 10000.0)
-    x, w, wqkv, wo, dy = (inp[k].astype(np.float64) for k in ("x", "norm_w", "w_qkv", "w_o", "dy"))
+    mla = meta.get("attention") == "mla"
+    x, w, wo, dy = (inp[k].astype(np.float64) for k in ("x", "norm_w", "w_o", "dy"))
     pos = np.arange(N)
     # DESIGN's visibility rule on global positions; RoPE positions restart in each document.
     lens = meta.get("doc_lens") or [N]
     rope_pos = pos - np.repeat(np.cumsum([0] + list(lens[:-1])), lens)
     vis = visibility(meta)
-    r, xn, q, k, v = project_qkv(x, w, wqkv, meta, rope_pos)
+    if mla:
+        xn, r = rms_norm(x, w, eps)
+        q, k, v, mla_ctx = project_mla(xn, inp, meta, rope_pos)
+    else:
+        wqkv = inp["w_qkv"].astype(np.float64)
+        r, xn, q, k, v = project_qkv(x, w, wqkv, meta, rope_pos)
     rep = H // G
     kh = np.repeat(k, rep, axis=2)  # query head h uses kv head h // rep
     vh = np.repeat(v, rep, axis=2)
@@ -71,8 +152,8 @@ def reference(inp, meta):
     s = np.einsum("bqhd,bkhd->bhqk", q, kh) * scale
     s = np.where(vis[None, None], s, -np.inf)
     p, lse = softmax_rows(s, inp, meta)              # [B, H, N, N], [B, H, N]
-    o = np.einsum("bhqk,bkhd->bqhd", p, vh)
-    h = x + o.reshape(B, N, H * d) @ wo
+    o = np.einsum("bhqk,bkhd->bqhd", p, vh)   # [B, N, H, dv]: values are d_v wide under MLA
+    h = x + o.reshape(B, N, -1) @ wo
     mlp = {}
     if meta.get("block") == "full":  # h -> y through the MLP; its backward gives dh
         w2, wg, wu, wd = (inp[k].astype(np.float64) for k in ("norm2_w", "w_gate", "w_up", "w_down"))
@@ -94,8 +175,8 @@ def reference(inp, meta):
     else:
         y, dh = h, dy
     # backward of the attention sub-layer from dh (dy under --block attn)
-    do = (dh @ wo.T).reshape(B, N, H, d)
-    dw_o = o.reshape(B * N, H * d).T @ dh.reshape(B * N, D)
+    do = (dh @ wo.T).reshape(o.shape)
+    dw_o = o.reshape(B * N, -1).T @ dh.reshape(B * N, D)
     dvh = np.einsum("bhqk,bqhd->bkhd", p, do)
     dp = np.einsum("bqhd,bkhd->bhqk", do, vh)
     delta = np.einsum("bqhd,bqhd->bhq", do, o)[..., None]
@@ -105,17 +186,19 @@ def reference(inp, meta):
         sinks = dict(dsinks=-(np.exp(inp["sinks"].astype(np.float64)[None, :, None] - lse) * delta[..., 0]).sum(axis=(0, 2)))
     dq = np.einsum("bhqk,bkhd->bqhd", ds, kh) * scale
     dkh = np.einsum("bhqk,bqhd->bkhd", ds, q) * scale
-    dk = dkh.reshape(B, N, G, rep, d).sum(axis=3)
-    dv = dvh.reshape(B, N, G, rep, d).sum(axis=3)
-    dq_pre, dk_pre = (rope(dq, rope_pos, theta, True), rope(dk, rope_pos, theta, True)) if meta["rope"] else (dq, dk)
-    dqkv = np.concatenate([dq_pre.reshape(B, N, H * d), dk_pre.reshape(B, N, G * d), dv.reshape(B, N, G * d)], axis=-1)
-    dxn = dqkv @ wqkv.T
-    dw_qkv = xn.reshape(B * N, D).T @ dqkv.reshape(B * N, -1)
-    dnorm_w = (dxn * x * r).sum(axis=(0, 1))
-    dxhat = dxn * w
-    dx = dh + r * dxhat - x * r ** 3 * np.mean(dxhat * x, axis=-1, keepdims=True)
-    return dict(y=y, dx=dx, dnorm_w=dnorm_w, dw_qkv=dw_qkv, dw_o=dw_o, q=q, k=k, v=v, o=o, do=do,
-                dq=dq, dk=dk, dv=dv, lse=lse, **mlp, **sinks)
+    dk = dkh.reshape(B, N, G, rep, -1).sum(axis=3)
+    dv = dvh.reshape(B, N, G, rep, -1).sum(axis=3)
+    if mla:
+        dxn, proj = project_mla_backward(dq, dk, dv, mla_ctx, meta, rope_pos)
+    else:
+        dq_pre, dk_pre = (rope(dq, rope_pos, theta, True), rope(dk, rope_pos, theta, True)) if meta["rope"] else (dq, dk)
+        dqkv = np.concatenate([dq_pre.reshape(B, N, H * d), dk_pre.reshape(B, N, G * d), dv.reshape(B, N, G * d)], axis=-1)
+        dxn = dqkv @ wqkv.T
+        proj = dict(dw_qkv=xn.reshape(B * N, D).T @ dqkv.reshape(B * N, -1))
+    dxn_x, dnorm_w = rms_norm_backward(x, r, w, dxn)
+    dx = dh + dxn_x
+    return dict(y=y, dx=dx, dnorm_w=dnorm_w, dw_o=dw_o, q=q, k=k, v=v, o=o, do=do,
+                dq=dq, dk=dk, dv=dv, lse=lse, **proj, **mlp, **sinks)
 
 
 def uses_cache(meta):

@@ -1,4 +1,5 @@
 #include "bench/block/block.h"
+#include "bench/block/mla.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -156,6 +157,8 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     const int64_t T = k.T_, BT = s.B * T, n = k.tp_.span() * T, BW = s.B * n;
     const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
     const int64_t Hl = int64_t(k.hl_) * s.d, Gl = int64_t(k.gl_) * s.d, Cl = Hl + 2 * Gl;
+    // The values' and outputs' widths (MLA: d_v per head; every GQA model: d).
+    const int64_t vd = s.vdim(), Hv = int64_t(s.H) * vd, Hvl = int64_t(k.hl_) * vd;
     // KV replication (t > G): kv_copies ranks hold one KV head; the first of them exports the
     // replicated data (k, v, the w_qkv columns), every one its partial gradients.
     const int copies = replicated_kv_heads(t, s) / s.G;
@@ -165,11 +168,12 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     // (world ranks 0 .. t-1, TP innermost) exports them.
     const bool weights_exporter = k.env_.world->rank() < t;
     const Positions wide = s.decode() ? k.pos_ : k.wide_positions();  // decode: the step's one token
-    auto law = [&](InputId id) { return input_law(id, s.D, Hd); };
+    auto law = [&](InputId id) { return input_law(id, s.D, Hv); };
     Backend& be = k.be();
 
     Tensor& norm_w = reg.add("norm_w", {s.D}, s.dtype, Held::weight, "norm_w", ExportRule::slice(0, root));
     be.upload(input_matrix_block(k.env_.seed, InputId::norm_w, s.D, 0, 1, 0, s.D, law(InputId::norm_w)), norm_w);
+    if (s.mla) mla_.setup(reg, be, k.env_.seed, s, s.B, n, weights_exporter);  // instead of w_qkv (mla.h)
     // w_qkv's columns of this rank's heads: q heads, then k heads, then v heads.
     const ExportRule::ColBlock qcols{int64_t(tr) * Hl, 0, Hl, weights_exporter};
     const ExportRule::ColBlock kcols{Hd + kv0 * s.d, Hl, Gl, weights_exporter && kv_exporter};
@@ -180,21 +184,23 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     wcols.local_cols = Cl;
     wcols.global_cols = Cq;
     wcols.blocks = {qcols, kcols, vcols};
-    Tensor& w_qkv = reg.add("w_qkv", {s.D, Cl}, s.dtype, Held::weight, "w_qkv", wcols);
-    if (t == 1) {
-      be.upload(input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, 0, Cq, law(InputId::w_qkv)), w_qkv);
-    } else {
-      std::vector<float> wq(static_cast<size_t>(s.D * Cl));
-      for (const ExportRule::ColBlock& c : wcols.blocks) {
-        const std::vector<float> blk = input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, c.global0,
-                                                          c.width, law(InputId::w_qkv));
-        for (int64_t i = 0; i < s.D; ++i)
-          std::copy_n(&blk[static_cast<size_t>(i * c.width)], c.width, &wq[static_cast<size_t>(i * Cl + c.local0)]);
+    if (!s.mla) {
+      Tensor& w_qkv = reg.add("w_qkv", {s.D, Cl}, s.dtype, Held::weight, "w_qkv", wcols);
+      if (t == 1) {
+        be.upload(input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, 0, Cq, law(InputId::w_qkv)), w_qkv);
+      } else {
+        std::vector<float> wq(static_cast<size_t>(s.D * Cl));
+        for (const ExportRule::ColBlock& c : wcols.blocks) {
+          const std::vector<float> blk = input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, c.global0,
+                                                            c.width, law(InputId::w_qkv));
+          for (int64_t i = 0; i < s.D; ++i)
+            std::copy_n(&blk[static_cast<size_t>(i * c.width)], c.width, &wq[static_cast<size_t>(i * Cl + c.local0)]);
+        }
+        be.upload(wq, w_qkv);
       }
-      be.upload(wq, w_qkv);
     }
     // w_o's rows of this rank's heads (Helix: of the H/P heads it owns; no rank holds another's).
-    const int64_t o0 = k.helix_ ? int64_t(k.hx0_) * s.d : tr * Hl, Ol = k.helix_ ? int64_t(k.hx_) * s.d : Hl;
+    const int64_t o0 = k.helix_ ? int64_t(k.hx0_) * vd : tr * Hvl, Ol = k.helix_ ? int64_t(k.hx_) * vd : Hvl;
     Tensor& w_o = reg.add("w_o", {Ol, s.D}, s.dtype, Held::weight, "w_o",
                           ExportRule::slice(o0 * s.D, k.helix_ || weights_exporter));
     be.upload(input_matrix_block(k.env_.seed, InputId::w_o, s.D, o0, Ol, 0, s.D, law(InputId::w_o)), w_o);
@@ -209,17 +215,24 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     // on the wide rows for this rank's heads.
     reg.add("xn", {BT, s.D}, s.dtype, Held::activation);
     reg.add("rstd", {BT}, DType::f32, Held::activation);
-    Tensor& qkv = reg.add("qkv", {BW, Cl}, s.dtype, Held::activation);
-    auto heads_q = [&](bool this_rank) { return ExportRule::tokens(wide, Hd, tr * Hl, Hl, this_rank); };
-    auto heads_kv = [&](bool this_rank) { return ExportRule::tokens(wide, Gd, kv0 * s.d, Gl, this_rank); };
+    Tensor qkv = s.mla ? Tensor{} : reg.add("qkv", {BW, Cl}, s.dtype, Held::activation);
+    // Token rows of this rank's heads, `w` wide per head (d for q and k, vd for v and o).
+    auto heads_q = [&](bool this_rank, int64_t w = 0) {
+      w = w > 0 ? w : s.d;
+      return ExportRule::tokens(wide, int64_t(s.H) * w, tr * k.hl_ * w, k.hl_ * w, this_rank);
+    };
+    auto heads_kv = [&](bool this_rank, int64_t w = 0) {
+      w = w > 0 ? w : s.d;
+      return ExportRule::tokens(wide, int64_t(s.G) * w, kv0 * w, k.gl_ * w, this_rank);
+    };
     k.q_ = reg.add("q", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "q", heads_q(true));
     k.k_ = reg.add("k", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation, "k", heads_kv(kv_exporter));
-    k.v_ = reg.add("v", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation, "v", heads_kv(kv_exporter));
-    k.o_ = reg.add("o", {s.B, n, k.helix_ ? k.hx_ : k.hl_, s.d}, s.dtype, Held::activation, "o", heads_q(true));
-    k.do_ = reg.add("do", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "do", heads_q(true));
+    k.v_ = reg.add("v", {s.B, n, k.gl_, vd}, s.dtype, Held::activation, "v", heads_kv(kv_exporter, vd));
+    k.o_ = reg.add("o", {s.B, n, k.helix_ ? k.hx_ : k.hl_, vd}, s.dtype, Held::activation, "o", heads_q(true, vd));
+    k.do_ = reg.add("do", {s.B, n, k.hl_, vd}, s.dtype, Held::activation, "do", heads_q(true, vd));
     k.dq_ = reg.add("dq", {s.B, n, k.hl_, s.d}, DType::f32, Held::activation, "dq", heads_q(true));
     k.dk_ = reg.add("dk", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dk", heads_kv(true));
-    k.dv_ = reg.add("dv", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dv", heads_kv(true));
+    k.dv_ = reg.add("dv", {s.B, n, k.gl_, vd}, DType::f32, Held::activation, "dv", heads_kv(true, vd));
     if (s.pass.cached > 0 && !k.core_holds_cache()) {
       // The KV cache shard (t = 1 under --cached: every head on this rank), seeded as the roped
       // k and v a previous prefill would have written; the new rows are filled every forward.
@@ -236,14 +249,14 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       k.kc_ = k.k_;
       k.vc_ = k.v_;
     }
-    reg.add("dqkv", {BW, Cl}, s.dtype, Held::activation);
+    if (!s.mla) reg.add("dqkv", {BW, Cl}, s.dtype, Held::activation);
     reg.add("dxn", {BT, s.D}, s.dtype, Held::activation);
     reg.add("dnorm_w", {s.D}, DType::f32, Held::grad, "dnorm_w", ExportRule::slice(0));
     ExportRule gcols = wcols;  // gradients: partial sums from every holder
     for (ExportRule::ColBlock& c : gcols.blocks) c.this_rank = true;
-    reg.add("dw_qkv", {s.D, Cl}, DType::f32, Held::grad, "dw_qkv", gcols);
-    reg.add("dw_o", {Hl, s.D}, DType::f32, Held::grad, "dw_o", ExportRule::slice(tr * Hl * s.D));
-    if (s.dtype != DType::f32) {
+    if (!s.mla) reg.add("dw_qkv", {s.D, Cl}, DType::f32, Held::grad, "dw_qkv", gcols);
+    reg.add("dw_o", {Hvl, s.D}, DType::f32, Held::grad, "dw_o", ExportRule::slice(tr * Hvl * s.D));
+    if (s.dtype != DType::f32 && !s.mla) {  // (MLA converts its gradients itself: mla.h)
       k.dq_run_ = reg.add_view("dq_run", reuse_as(qkv, s.dtype, {s.B, n, k.hl_, s.d}), Held::activation);
       k.dk_run_ = reg.add_view("dk_run", reuse_as(qkv, s.dtype, {s.B, n, k.gl_, s.d}, k.dq_run_.bytes()),
                                Held::activation);
@@ -258,15 +271,20 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     TensorRegistry& reg = k.reg_;
     Backend& b = k.be();
     const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span();
-    const int64_t Cl = reg["qkv"].shape[1];
-    Tensor &in = reg[in_], &out = reg[out_], &xn = reg["xn"], &qkv = reg["qkv"];
+    Tensor &in = reg[in_], &out = reg[out_], &xn = reg["xn"];
     b.rmsnorm_fwd(in.reshape({BT, s.D}), reg["norm_w"], s.eps, xn, reg["rstd"]);
     // column-parallel QKV on the group's tokens (xn gathered into slot 0; dead after the GEMM:
     // backward gathers again)
     const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
-    b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl, k.qkv_model_share_);
-    rope_and_split_qkv(b, qkv_layout(), s.rope, s.decode() ? k.pos_ : k.wide_positions(), s.rope_theta, qkv, k.q_,
-                       k.k_, k.v_);
+    const Positions rows_pos = s.decode() ? k.pos_ : k.wide_positions();
+    if (s.mla) {
+      mla_.forward(b, xw, rows_pos, k.q_, k.k_, k.v_);
+    } else {
+      Tensor& qkv = reg["qkv"];
+      const int64_t Cl = qkv.shape[1];
+      b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl, k.qkv_model_share_);
+      rope_and_split_qkv(b, qkv_layout(), s.rope, rows_pos, s.rope_theta, qkv, k.q_, k.k_, k.v_);
+    }
     // The new tokens' k, v into this rank's cache, per batch row: under prefill its n rows after
     // the cache shard; under decode the step's one row, written by the slot's owner only (0 bytes).
     const bool writes = s.decode() ? k.step_ % k.decode_p_ == k.decode_r_ : s.pass.cached > 0 && !k.core_holds_cache();
@@ -294,9 +312,9 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     TensorRegistry& reg = k.reg_;
     Backend& b = k.be();
     const int64_t BT = s.B * k.T_, BW = BT * k.tp_.span();
-    const int64_t Hl = int64_t(k.hl_) * s.d, Cl = reg["qkv"].shape[1];
-    Tensor &in = reg[in_], &dout = reg["d" + out_], &din = reg["d" + in_];
-    Tensor &xn = reg["xn"], &dxn = reg["dxn"], &dqkv = reg["dqkv"], &w_qkv = reg["w_qkv"];
+    const int64_t Hl = int64_t(k.hl_) * s.vdim();  // w_o's rows on this rank: its heads' values
+    Tensor &dout = reg["d" + out_], &din = reg["d" + in_];
+    Tensor &xn = reg["xn"], &dxn = reg["dxn"];
     {  // through the output projection (dout gathered over the group)
       const Tensor& dw = k.tp_.gather(b, dout, 0, 1);
       b.gemm(false, true, BW, Hl, s.D, 1.0f, dw, s.D, reg["w_o"], s.D, 0.0f, k.do_, Hl);
@@ -304,6 +322,13 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     }
     if (k.sinks_.on()) b.fill(k.sink_grad_, 0.0f);  // the core's level adds its rows' share
     k.core_backward();
+    if (s.mla) {  // no tp level under MLA (the strategies refuse it): dxn is this rank's alone
+      mla_.backward(b, xn, k.wide_positions(), k.dq_, k.dk_, k.dv_, dxn);
+      finish_norm(dout, din);
+      return;
+    }
+    Tensor &dqkv = reg["dqkv"], &w_qkv = reg["w_qkv"];
+    const int64_t Cl = reg["qkv"].shape[1];
     // dq, dk, dv -> dqkv (run dtype), then un-rotate
     merge_and_unrope_dqkv(b, qkv_layout(), s.rope, k.wide_positions(), s.rope_theta,
                           in_dtype(b, s.dtype, k.dq_, k.dq_run_), in_dtype(b, s.dtype, k.dk_, k.dk_run_),
@@ -318,14 +343,26 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       k.tp_.reduce(b, partial, 2, dxn);
       b.gemm(true, false, s.D, Cl, BW, 1.0f, xw, s.D, dqkv, Cl, 0.0f, reg["dw_qkv"], Cl, k.qkv_model_share_);
     }
-    Tensor& dnorm_w = reg["dnorm_w"];
-    b.fill(dnorm_w, 0.0f);
-    Tensor din2 = din.reshape({BT, s.D});
-    b.rmsnorm_bwd(in.reshape({BT, s.D}), reg["norm_w"], reg["rstd"], dxn, din2, dnorm_w);
-    b.add(din, din, dout);
+    finish_norm(dout, din);
   }
 
  private:
+  MlaProjections mla_;  // --attention mla: the projections that replace w_qkv (mla.h)
+
+  // din = rmsnorm's backward of dxn + the residual's dout.
+  void finish_norm(Tensor& dout, Tensor& din) {
+    Block& k = b_;
+    const LayerShape& s = k.shape();
+    TensorRegistry& reg = k.reg_;
+    Backend& b = k.be();
+    const int64_t BT = s.B * k.T_;
+    Tensor& dnorm_w = reg["dnorm_w"];
+    b.fill(dnorm_w, 0.0f);
+    Tensor din2 = din.reshape({BT, s.D});
+    b.rmsnorm_bwd(reg[in_].reshape({BT, s.D}), reg["norm_w"], reg["rstd"], reg["dxn"], din2, dnorm_w);
+    b.add(din, din, dout);
+  }
+
   QkvLayout qkv_layout() const {  // this rank's heads on the wide rows
     const LayerShape& s = b_.shape();
     QkvLayout l;
@@ -883,7 +920,7 @@ Block::HeldShare Block::held_share() {
 
 int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshSpec& m) const {
   // Token-local tensors kept across the layer, per rank: x, dy, xn, qkv, q, k, v, o, y, do,
-  // dqkv, dxn, dx (run dtype) and rstd, dq, dk, dv (float32).
+  // dqkv, dxn, dx (run dtype) and rstd, dq, dk, dv (float32); v, o, do, dv d_v wide per head.
   // Under --cached, T counts the new tokens, and k_cache, v_cache hold the cache shard too.
   if (s.decode()) {  // the cache's tokens over P/(tU) ranks, its heads over tU (usp); single: P = 1
     const int t = m.tp > 0 && P % m.tp == 0 ? m.tp : 1, U = m.U > 0 && (P / t) % m.U == 0 ? m.U : 1;
@@ -891,9 +928,12 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   }
   const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
   const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
-  const int64_t cache = s.pass.cached > 0 ? 2 * s.B * (s.pass.cached / P + T) * Gd * es : 0;
-  const int64_t run = BT * (6 * s.D + 2 * Cq + 3 * Hd + 2 * Gd) * es + cache;
-  const int64_t f32 = BT * (1 + Hd + 2 * Gd) * 4;
+  const int64_t Hv = int64_t(s.H) * s.vdim(), Gv = int64_t(s.G) * s.vdim();  // v, o: d_v per head (MLA)
+  const int64_t cache = s.pass.cached > 0 ? s.B * (s.pass.cached / P + T) * (Gd + Gv) * es : 0;
+  // MLA: no qkv, dqkv; its projections' own buffers instead (mla.h).
+  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, BT) : 2 * BT * Cq * es;
+  const int64_t run = BT * (6 * s.D + Hd + 2 * Hv + Gd + Gv) * es + proj + cache;
+  const int64_t f32 = BT * (1 + Hd + Gd + Gv) * 4;
   return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);
 }
 

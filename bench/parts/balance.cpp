@@ -1,5 +1,7 @@
 #include "bench/parts/balance.h"
 
+#include "bench/block/mla.h"
+
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
@@ -68,10 +70,12 @@ void TokenLayout::build_dynamic() {
   const int R = int(runs_.size());
   const int64_t cap = s_.cp_cap > 0 ? s_.cp_cap : std::max<int64_t>(1, s_.N / R);
   // Work of a token run in forward FLOPs (the backward is about twice both terms): its rows'
-  // GEMMs (qkv and output projections, the MLP under --block full) and 4*H*d per visible pair.
-  const double per_token = 2.0 * double(s_.D) * double(s_.qkv_cols() + int64_t(s_.H) * s_.d) +
+  // GEMMs (qkv, or MLA's projections, and the output projection; the MLP under --block full) and
+  // 2*H*(d + d_v) per visible pair.
+  const double proj = s_.mla ? MlaProjections::forward_gemm_flops(s_, 1) : 2.0 * double(s_.D) * double(s_.qkv_cols());
+  const double per_token = proj + 2.0 * double(s_.D) * double(int64_t(s_.H) * s_.vdim()) +
                            (s_.full_block ? 6.0 * double(s_.D) * double(s_.F) : 0.0);
-  const double per_pair = 4.0 * double(s_.H) * double(s_.d);
+  const double per_pair = 2.0 * double(s_.H) * double(s_.d + s_.vdim());
   auto work = [&](int64_t start, int64_t count, int doc) {
     int64_t pairs = 0;
     const int64_t d0 = doc_start_[size_t(doc)], L = doc_len_[size_t(doc)];
@@ -289,7 +293,9 @@ const std::vector<Positions>& balanced_positions(const LayerShape& s, int R) {
   thread_local std::vector<int64_t> key;
   thread_local std::vector<Positions> pos;
   // dynamic also weighs work by the shape's GEMM widths and sizes groups by the cap.
-  std::vector<int64_t> k = {s.N, R, int64_t(s.balance), s.mask.causal, s.mask.window, s.cp_cap, s.D, s.H, s.G, s.d, s.full_block ? s.F : 0};
+  const MlaDims& m = s.mla_dims;
+  std::vector<int64_t> k = {s.N, R, int64_t(s.balance), s.mask.causal, s.mask.window, s.cp_cap, s.D, s.H, s.G, s.d, s.full_block ? s.F : 0,
+                            s.d_v, s.mla, m.q_rank, m.kv_rank, m.d_nope, m.d_rope, m.d_v};
   k.insert(k.end(), s.mask.doc_lens.begin(), s.mask.doc_lens.end());
   if (k != key) {
     const TokenLayout l = TokenLayout::build(s.balance, s, R);

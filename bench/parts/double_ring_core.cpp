@@ -22,13 +22,13 @@ void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer
   steps_.setup_steps(be, outer.rank() * w + inner.rank(), w * W, s, std::move(block_pos), std::move(key_pos));
   // Allocated even for a ring of one (P = 1), so the loops have no special case. A K,V block is
   // a ring position's keys (under --cached its cache shard too).
-  const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
+  const int64_t kv = s.kv_elems();
   for (Tensor& t : round_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : hop_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
   acc_out_ = be.alloc({kv}, s.acc_dtype, MemKind::comm);
   if (ring_travel(s.travel).queries_travel) {
-    const int64_t qn = s.B * s.n * s.hq * s.d, part = steps_.partial_elems();
+    const int64_t qn = s.q_elems(), part = steps_.partial_elems();
     for (Tensor& t : qround_) t = be.alloc({qn}, s.dtype, MemKind::comm);
     for (Tensor& t : qhop_) t = be.alloc({qn}, s.dtype, MemKind::comm);
     for (Tensor& t : part_) t = be.alloc({part}, steps_.partial_dtype(), MemKind::comm);
@@ -46,7 +46,7 @@ void DoubleRingCore::forward_pass_q(const Tensor& q, const Tensor& k, const Tens
   const int me_in = in.rank(), me_out = out.rank();
   const int inext = (me_in + 1) % w, iprev = (me_in + w - 1) % w;
   const int onext = (me_out + 1) % W, oprev = (me_out + W - 1) % W;
-  const int64_t qn = s_.B * s_.n * s_.hq * s_.d;
+  const int64_t qn = s_.q_elems();
   be_->copy_2d(qround_[0], qn, q, qn, 1, qn);  // q is the caller's and const: its copy travels
   RingCore::Hop part_inner, part_outer;  // partial hops in flight
   const Tensor* result = nullptr;        // after the loop: this rank's own Q block, every contribution
@@ -112,10 +112,10 @@ int DoubleRingCore::owner(int t, int j) const {
 }
 
 void DoubleRingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
-  const int64_t e = s_.B * s_.keys() * s_.hk * s_.d;
+  const int64_t ek = s_.k_elems(), ev = s_.v_elems();
   Tensor kd = steps_.kv_view(buf, 0), vd = steps_.kv_view(buf, 1);
-  be_->copy_2d(kd, e, k, e, 1, e);
-  be_->copy_2d(vd, e, v, e, 1, e);
+  be_->copy_2d(kd, ek, k, ek, 1, ek);
+  be_->copy_2d(vd, ev, v, ev, 1, ev);
 }
 
 void DoubleRingCore::check_hops(const DoubleRingHops& h) const {
@@ -232,26 +232,26 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
   // + 2 more k|v and the outer accumulator; for R = 1 the 4 + 4 comm buffers are still
   // allocated. pass-Q: the Q blocks and partials on the same paths (4 Q blocks, 4 partials).
   const int R = w * W;
-  const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d, es = int64_t(dtype_size(s.dtype));  // a block: the keys
+  const int64_t kv = s.kv_elems(), es = int64_t(dtype_size(s.dtype));  // a block: the keys
   RingCoreShape steps = s;
   steps.travel = RingTravel::kv;
   int64_t bytes = RingCore::activation_bytes(steps, R);
   const int64_t ea = int64_t(dtype_size(s.acc_dtype));  // the accumulators' (--acc-dtype)
   bytes += R > 1 ? 2 * kv * es + kv * ea : 4 * kv * es + 4 * kv * ea;
   if (ring_travel(s.travel).queries_travel) {
-    const int64_t qn = s.B * s.n * s.hq * s.d, part = qn * int64_t(dtype_size(s.partial_dtype)) + s.B * s.hq * s.n * 4;
+    const int64_t qn = s.q_elems(), part = s.o_elems() * int64_t(dtype_size(s.partial_dtype)) + s.B * s.hq * s.n * 4;
     bytes += 4 * qn * es + 4 * part;  // 4 Q blocks, 4 partials (o in s_part, lse float32)
   }
   return bytes;
 }
 
-CommPrediction DoubleRingCore::predicted_bytes(int64_t tokens, int64_t hk, int w, int W, int64_t elem,
+CommPrediction DoubleRingCore::predicted_bytes(int64_t tokens, int64_t kv_row, int w, int W, int64_t elem,
                                                int64_t acc, const DoubleRingHops& hops) {
   if (!hops.fits(w, W))
     throw std::logic_error("double ring: predicted_bytes with hops that do not fit w=" + std::to_string(w) +
                            " x W=" + std::to_string(W));
   CommPrediction p;
-  const int64_t block = tokens * 2 * hk;
+  const int64_t block = tokens * kv_row;
   const int T = hops.rounds, S = hops.inner_total();
   // Round t passes the K,V block J(t) hops round the inner ring; between rounds the round's
   // starting block goes one hop round the outer ring (T times). Backward adds the dK,dV
@@ -268,13 +268,13 @@ CommPrediction DoubleRingCore::predicted_bytes(int64_t tokens, int64_t hk, int w
   return p;
 }
 
-CommPrediction DoubleRingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int w, int W,
+CommPrediction DoubleRingCore::predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t ho, int64_t heads, int w, int W,
                                                       int64_t elem, int64_t acc, const DoubleRingHops& hops) {
   if (!hops.fits(w, W))
     throw std::logic_error("double ring: predicted_bytes_pass_q with hops that do not fit w=" + std::to_string(w) +
                            " x W=" + std::to_string(W));
   CommPrediction p;
-  const int64_t qb = elem * tokens_q * hq, pb = RingCore::partial_bytes(tokens_q, hq, heads, acc);
+  const int64_t qb = elem * tokens_q * hq, pb = RingCore::partial_bytes(tokens_q, ho, heads, acc);
   const int T = hops.rounds, S = hops.inner_total();
   p.add("ring_inner", Phase::fwd, 1, (qb + pb) * S);
   for (int J : hops.inner)

@@ -85,12 +85,12 @@ class DoubleRingCore {
                                        const LayerShape& s, bool queries_travel = false);
   static int64_t activation_bytes(const RingCoreShape& s, int w, int W);
   // The bytes above for `hops`, by level (ring_inner, ring_outer) and destination offset.
-  static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int w, int W, int64_t elem, int64_t acc,
+  static CommPrediction predicted_bytes(int64_t tokens, int64_t kv_row, int w, int W, int64_t elem, int64_t acc,
                                         const DoubleRingHops& hops);
   // pass-Q's bytes (forward only), with Qb = elem*Tq*hq (a Q block: `tokens_q` = B*Tq, `hq` =
   // query heads * d) and Pb = acc*Tq*hq + 4*Tq*heads (its partial): ring_inner to +1 (Qb+Pb)*S and
   // to -J(t) Pb for each round with J(t) > 0; ring_outer to +1 (Qb+Pb)*T and, T > 0, to -T Pb.
-  static CommPrediction predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t heads, int w, int W,
+  static CommPrediction predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t ho, int64_t heads, int w, int W,
                                                int64_t elem, int64_t acc, const DoubleRingHops& hops);
 
  private:

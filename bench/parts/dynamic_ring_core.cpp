@@ -30,7 +30,7 @@ void DynamicRingCore::setup(Backend& be, Communicator& cp, const RingCoreShape& 
   const Positions me = mine;
   steps_.setup_steps(be, 0, rings_.empty() ? 1 : 2, s, [me](int) { return me; });
   if (!transfers_.empty()) {
-    const int64_t kv = 2 * s.B * std::max<int64_t>(largest, 1) * s.hk * s.d;
+    const int64_t kv = s.B * std::max<int64_t>(largest, 1) * s.hk * (s.d + s.vdim());
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, DType::f32, MemKind::comm);
   }
@@ -38,7 +38,7 @@ void DynamicRingCore::setup(Backend& be, Communicator& cp, const RingCoreShape& 
 
 int64_t DynamicRingCore::comm_buffer_bytes(const RingCoreShape& s, int64_t max_block) {
   if (max_block <= 0) return 0;
-  const int64_t kv = 2 * s.B * max_block * s.hk * s.d;
+  const int64_t kv = s.B * max_block * s.hk * (s.d + s.vdim());
   return 3 * kv * int64_t(dtype_size(s.dtype)) + 3 * kv * 4;
 }
 
@@ -48,19 +48,22 @@ int DynamicRingCore::src_member(const Transfer& x) const {
 }
 
 Tensor DynamicRingCore::kv_half(const Tensor& buf, int64_t tokens, int which) const {
-  const int64_t e = s_.B * tokens * s_.hk * s_.d;
-  return buf.view(which * e, {s_.B, tokens, s_.hk, s_.d});
+  const int64_t e = s_.B * tokens * s_.hk * s_.d;  // k's elements; v (d_v wide) follows
+  if (which == 0) return buf.view(0, {s_.B, tokens, s_.hk, s_.d});
+  return buf.view(e, {s_.B, tokens, s_.hk, s_.vdim()});
 }
 
+int64_t DynamicRingCore::kv_block_elems(int64_t tokens) const { return s_.B * tokens * s_.hk * (s_.d + s_.vdim()); }
+
 void DynamicRingCore::pack_own(const Tensor& k, const Tensor& v, const DynamicRing& r, Tensor& buf) {
-  // Batch row b's rows [offset, offset + n) of [B, n_all, hk, d]: one strided copy per tensor.
-  const int64_t n = r.tokens(r.member), row = s_.hk * s_.d;
+  // Batch row b's rows [offset, offset + n) of [B, n_all, hk, d] (v: d_v): one strided copy per tensor.
+  const int64_t n = r.tokens(r.member), row = s_.hk * s_.d, vrow = int64_t(s_.hk) * s_.vdim();
   if (n == 0) return;
   Tensor kd = kv_half(buf, n, 0), vd = kv_half(buf, n, 1);
   const Tensor ks = k.view(r.offset * row, {k.numel() - r.offset * row});
-  const Tensor vs = v.view(r.offset * row, {v.numel() - r.offset * row});
+  const Tensor vs = v.view(r.offset * vrow, {v.numel() - r.offset * vrow});
   be_->copy_2d(kd, n * row, ks, s_.n * row, s_.B, n * row);
-  be_->copy_2d(vd, n * row, vs, s_.n * row, s_.B, n * row);
+  be_->copy_2d(vd, n * vrow, vs, s_.n * vrow, s_.B, n * vrow);
 }
 
 RingCore::Hop DynamicRingCore::post(size_t t, int send, int recv, int tag) {
@@ -71,10 +74,10 @@ RingCore::Hop DynamicRingCore::post(size_t t, int send, int recv, int tag) {
   // rank knows every block's size from the layout, so both sides skip the same messages.
   RingCore::Hop h;
   if (in > 0) {
-    Tensor rv = kv_[recv].view(0, {2 * s_.B * in * s_.hk * s_.d});
+    Tensor rv = kv_[recv].view(0, {kv_block_elems(in)});
     h.recv = cp_->irecv(rv, prev_rank(r), tag);
   }
-  if (out > 0) h.send = cp_->isend(kv_[send].view(0, {2 * s_.B * out * s_.hk * s_.d}), next_rank(r), tag);
+  if (out > 0) h.send = cp_->isend(kv_[send].view(0, {kv_block_elems(out)}), next_rank(r), tag);
   return h;
 }
 
@@ -152,7 +155,7 @@ void DynamicRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v
     }
     const DynamicRing& r = rings_[size_t(x.ring)];
     const int src = src_member(x);
-    const int64_t n = r.tokens(src), e = 2 * s_.B * n * s_.hk * s_.d;
+    const int64_t n = r.tokens(src), e = kv_block_elems(n);
     Tensor scratch = acc_[x.hop % 2].view(0, {std::max<int64_t>(e, 1)});
     if (n > 0) {
       Tensor dkb = kv_half(acc_[x.hop % 2], n, 0), dvb = kv_half(acc_[x.hop % 2], n, 1);
@@ -173,18 +176,19 @@ void DynamicRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v
     acc_hop = RingCore::Hop{};
     const int64_t in_tokens = x.hop < r.c - 1 ? r.tokens((r.member - x.hop - 1 + r.c) % r.c) : r.tokens(r.member);
     if (in_tokens > 0) {
-      Tensor in = acc_[2].view(0, {2 * s_.B * in_tokens * s_.hk * s_.d});
+      Tensor in = acc_[2].view(0, {kv_block_elems(in_tokens)});
       acc_hop.recv = c.irecv(in, prev_rank(r), kTagBwdAcc);
     }
     if (n > 0) acc_hop.send = c.isend(acc_[x.hop % 2].view(0, {e}), next_rank(r), kTagBwdAcc);
     if (x.hop == r.c - 1) {  // the ring ends: this rank's own block comes home
       c.wait(acc_hop.recv);
-      const int64_t own = r.tokens(r.member), row = s_.hk * s_.d;
+      const int64_t own = r.tokens(r.member), row = s_.hk * s_.d, vrow = int64_t(s_.hk) * s_.vdim();
       for (int64_t bi = 0; bi < s_.B && own > 0; ++bi) {
         const int64_t at = (bi * s_.n + r.offset) * row, from = bi * own * row;
-        Tensor dkr = dk.view(at, {own * row}), dvr = dv.view(at, {own * row});
+        const int64_t vat = (bi * s_.n + r.offset) * vrow, vfrom = bi * own * vrow;
+        Tensor dkr = dk.view(at, {own * row}), dvr = dv.view(vat, {own * vrow});
         const Tensor ka = kv_half(acc_[2], own, 0).view(from, {own * row});
-        const Tensor va = kv_half(acc_[2], own, 1).view(from, {own * row});
+        const Tensor va = kv_half(acc_[2], own, 1).view(vfrom, {own * vrow});
         b.add(dkr, dkr, ka);
         b.add(dvr, dvr, va);
       }

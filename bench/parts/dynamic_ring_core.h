@@ -60,6 +60,7 @@ class DynamicRingCore {
   int prev_rank(const DynamicRing& r) const { return r.first + (r.member + r.c - 1) % r.c; }
   int src_member(const Transfer& x) const;  // the member whose block transfer x brings
   Tensor kv_half(const Tensor& buf, int64_t tokens, int which) const;  // [B, tokens, hk, d]
+  int64_t kv_block_elems(int64_t tokens) const;  // a block of `tokens` keys: k|v (v d_v wide)
   // This rank's rows of ring r out of k|v [B, n, hk, d] into buf (packed k|v).
   void pack_own(const Tensor& k, const Tensor& v, const DynamicRing& r, Tensor& buf);
   // Posts transfer t: sends buffer `send` (holding the block of member m-hop+1), receives into

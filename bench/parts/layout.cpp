@@ -18,13 +18,13 @@ namespace {
 // Columns (per token row) of member j's chunk on the tokens side.
 int64_t chunk_cols(const std::vector<HeadTensor>& ts, int d, int j) {
   int64_t c = 0;
-  for (const auto& h : ts) c += int64_t(h.split->count.at(size_t(j))) * d;
+  for (const auto& h : ts) c += int64_t(h.split->count.at(size_t(j))) * h.head_elems(d);
   return c;
 }
 // Columns per token row on the sequence side: this member's heads of every tensor.
 int64_t seq_cols(const std::vector<SeqTensor>& ts, int d) {
   int64_t c = 0;
-  for (const auto& h : ts) c += int64_t(h.heads) * d;
+  for (const auto& h : ts) c += int64_t(h.heads) * h.head_elems(d);
   return c;
 }
 }  // namespace
@@ -42,9 +42,10 @@ void pack_heads_to_peers(Backend& be, const std::vector<HeadTensor>& src, int64_
     const int64_t cc = chunk_cols(src, d, j);
     int64_t col = 0;
     for (const auto& h : src) {
-      const int64_t w = int64_t(h.split->count[size_t(j)]) * d, c0 = int64_t(h.split->first[size_t(j)]) * d;
+      const int64_t e = h.head_elems(d);
+      const int64_t w = int64_t(h.split->count[size_t(j)]) * e, c0 = int64_t(h.split->first[size_t(j)]) * e;
       Tensor dst = send.view(off + col, {send.numel() - off - col});
-      be.copy_2d(dst, cc, h.t->view(c0, {h.t->numel() - c0}), int64_t(h.split->heads) * d, rows, w);
+      be.copy_2d(dst, cc, h.t->view(c0, {h.t->numel() - c0}), int64_t(h.split->heads) * e, rows, w);
       col += w;
     }
     off += rows * cc;
@@ -62,7 +63,7 @@ void unpack_peers_to_sequence(Backend& be, const Tensor& recv, int64_t B, int64_
         const int64_t dst_tok = b * gT + s * (gT / nseg) + j * seg_len;   // row in dst
         int64_t col = 0;
         for (const auto& h : dst) {
-          const int64_t w = int64_t(h.heads) * d;
+          const int64_t w = int64_t(h.heads) * h.head_elems(d);
           Tensor out = h.t->view(dst_tok * w, {h.t->numel() - dst_tok * w});
           be.copy_2d(out, w, recv.view(src_row * cc + col, {recv.numel() - src_row * cc - col}), cc,
                      seg_len, w);
@@ -82,7 +83,7 @@ void pack_sequence_to_peers(Backend& be, const std::vector<SeqTensor>& src, int6
         const int64_t src_tok = b * gT + s * (gT / nseg) + j * seg_len;
         int64_t col = 0;
         for (const auto& h : src) {
-          const int64_t w = int64_t(h.heads) * d;
+          const int64_t w = int64_t(h.heads) * h.head_elems(d);
           Tensor out = send.view(dst_row * cc + col, {send.numel() - dst_row * cc - col});
           be.copy_2d(out, cc, h.t->view(src_tok * w, {h.t->numel() - src_tok * w}), w, seg_len, w);
           col += w;
@@ -98,9 +99,10 @@ void unpack_peers_to_heads(Backend& be, const Tensor& recv, int64_t B, int64_t T
     const int64_t cc = chunk_cols(dst, d, j);
     int64_t col = 0;
     for (const auto& h : dst) {
-      const int64_t w = int64_t(h.split->count[size_t(j)]) * d, c0 = int64_t(h.split->first[size_t(j)]) * d;
+      const int64_t e = h.head_elems(d);
+      const int64_t w = int64_t(h.split->count[size_t(j)]) * e, c0 = int64_t(h.split->first[size_t(j)]) * e;
       Tensor out = h.t->view(c0, {h.t->numel() - c0});
-      be.copy_2d(out, int64_t(h.split->heads) * d, recv.view(off + col, {recv.numel() - off - col}), cc, rows, w);
+      be.copy_2d(out, int64_t(h.split->heads) * e, recv.view(off + col, {recv.numel() - off - col}), cc, rows, w);
       col += w;
     }
     off += rows * cc;

@@ -21,15 +21,20 @@ struct HeadSplit {
 };
 
 // A tensor on the tokens side of an exchange, [B, T, split->heads, d], and how its heads split
-// (the split outlives the call: the Ulysses level keeps its splits from setup).
+// (the split outlives the call: the Ulysses level keeps its splits from setup). `width`: its
+// elements per head when they are not the call's d (MLA's v and o: d_v); 0 = d.
 struct HeadTensor {
   Tensor* t;
   const HeadSplit* split;
+  int width = 0;
+  int64_t head_elems(int d) const { return width > 0 ? width : d; }
 };
-// A tensor on the sequence side, [B, g*T, heads, d]: the heads this member takes.
+// A tensor on the sequence side, [B, g*T, heads, d]: the heads this member takes (`width` as above).
 struct SeqTensor {
   Tensor* t;
   int heads;
+  int width = 0;
+  int64_t head_elems(int d) const { return width > 0 ? width : d; }
 };
 
 // Elements of each member's chunk on the tokens side (B*T rows of its heads of every tensor).

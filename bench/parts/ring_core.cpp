@@ -25,22 +25,22 @@ bool invisible(const AttnShape& a, const Positions& qpos, const Positions& kpos)
 
 AttnShape RingCore::attn_shape() const {
   AttnShape a;
-  a.B = s_.B; a.nq = s_.n; a.nk = s_.keys(); a.hq = s_.hq; a.hk = s_.hk; a.d = s_.d; a.causal = s_.causal;
+  a.B = s_.B; a.nq = s_.n; a.nk = s_.keys(); a.hq = s_.hq; a.hk = s_.hk; a.d = s_.d; a.d_v = s_.d_v; a.causal = s_.causal;
   a.rep = s_.rep; a.head0 = s_.head0;
   a.window = s_.window; a.docs = s_.docs;
   return a;
 }
 
 Tensor RingCore::kv_view(const Tensor& buf, int which) const {
-  const int64_t e = s_.B * s_.keys() * s_.hk * s_.d;
-  return buf.view(which * e, {s_.B, s_.keys(), s_.hk, s_.d});
+  if (which == 0) return buf.view(0, {s_.B, s_.keys(), s_.hk, s_.d});
+  return buf.view(s_.k_elems(), {s_.B, s_.keys(), s_.hk, s_.vdim()});  // v after k: d_v wide
 }
 
 void RingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
-  const int64_t e = s_.B * s_.keys() * s_.hk * s_.d;
+  const int64_t ek = s_.k_elems(), ev = s_.v_elems();
   Tensor kd = kv_view(buf, 0), vd = kv_view(buf, 1);
-  be_->copy_2d(kd, e, k, e, 1, e);
-  be_->copy_2d(vd, e, v, e, 1, e);
+  be_->copy_2d(kd, ek, k, ek, 1, ek);
+  be_->copy_2d(vd, ev, v, ev, 1, ev);
 }
 
 int RingCore::resolve_hops(int hops) const {
@@ -56,7 +56,7 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
   setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos), std::move(key_pos));
   ring_ = &ring;
   if (ring.size() > 1) {
-    const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
+    const int64_t kv = s.kv_elems();
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
     ring_travel(s.travel).setup(*this, travel_, ring.size());
@@ -67,9 +67,9 @@ bool RingCore::any_visible(const Positions& qpos, const Positions& kpos) const {
   return !invisible(attn_shape(), qpos, kpos);
 }
 
-Tensor RingCore::part_o(const Tensor& buf) const { return buf.view(0, {s_.B, s_.n, s_.hq, s_.d}); }
+Tensor RingCore::part_o(const Tensor& buf) const { return buf.view(0, {s_.B, s_.n, s_.hq, s_.vdim()}); }
 Tensor RingCore::part_lse(const Tensor& buf) const {
-  return lse_view(buf, s_.B * s_.n * s_.hq * s_.d, s_.B * s_.hq * s_.n, {s_.B, s_.hq, s_.n});
+  return lse_view(buf, s_.o_elems(), s_.B * s_.hq * s_.n, {s_.B, s_.hq, s_.n});
 }
 
 Tensor RingCore::lse_view(const Tensor& buf, int64_t offset, int64_t rows, std::vector<int64_t> shape) {
@@ -93,15 +93,15 @@ void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape
   lse_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   delta_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   if (s.acc_dtype != DType::f32) {  // the float32 side of bf16 accumulators (acc_sum, add_arrived)
-    const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d;
+    const int64_t kv = s.kv_elems();
     for (Tensor& t : acc32_) t = be.alloc({kv}, DType::f32, MemKind::activations);
   }
   if (R > 1) {
-    o_blk_ = be.alloc({s.B, s.n, s.hq, s.d}, s.dtype, MemKind::activations);
+    o_blk_ = be.alloc({s.B, s.n, s.hq, s.vdim()}, s.dtype, MemKind::activations);
     lse_blk_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
     if (s.running_f32()) {
-      o_acc32_ = be.alloc({s.B, s.n, s.hq, s.d}, DType::f32, MemKind::activations);
-      o_blk32_ = be.alloc({s.B, s.n, s.hq, s.d}, DType::f32, MemKind::activations);
+      o_acc32_ = be.alloc({s.B, s.n, s.hq, s.vdim()}, DType::f32, MemKind::activations);
+      o_blk32_ = be.alloc({s.B, s.n, s.hq, s.vdim()}, DType::f32, MemKind::activations);
     }
   }
 }
@@ -285,10 +285,10 @@ void RingCore::store_acc(Tensor& acc, const Tensor& sum) {
 }
 
 void RingCore::acc_to_grads(const Tensor& acc, Tensor& dk, Tensor& dv) {
-  const int64_t e = s_.B * s_.n * s_.hk * s_.d;
+  const int64_t ek = s_.k_elems(), ev = s_.v_elems();
   if (s_.acc_dtype == DType::f32) {
-    be_->copy_2d(dk, e, kv_view(acc, 0), e, 1, e);
-    be_->copy_2d(dv, e, kv_view(acc, 1), e, 1, e);
+    be_->copy_2d(dk, ek, kv_view(acc, 0), ek, 1, ek);
+    be_->copy_2d(dv, ev, kv_view(acc, 1), ev, 1, ev);
   } else {
     be_->convert(dk, kv_view(acc, 0));
     be_->convert(dv, kv_view(acc, 1));
@@ -320,7 +320,7 @@ void RingCore::merge_partial(Tensor& part, const Tensor& in) {
 
 void RingCore::pass_q_end(const Tensor& part, Tensor& o) {
   Backend& b = *be_;
-  const int64_t qn = s_.B * s_.n * s_.hq * s_.d, rows = s_.B * s_.hq * s_.n;
+  const int64_t qn = s_.o_elems(), rows = s_.B * s_.hq * s_.n;
   b.copy_2d(lse_, rows, part_lse(part), rows, 1, rows);
   if (o.dtype == part.dtype) b.copy_2d(o, qn, part_o(part), qn, 1, qn);
   else b.convert(o, part_o(part));
@@ -329,9 +329,9 @@ void RingCore::pass_q_end(const Tensor& part, Tensor& o) {
 int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   const int64_t es = int64_t(dtype_size(s.dtype)), rows = s.B * s.hq * s.n;
   int64_t bytes = 2 * rows * 4;  // lse, delta
-  if (s.acc_dtype != DType::f32) bytes += 2 * (2 * s.B * s.keys() * s.hk * s.d) * 4;  // acc32_: contribution, widened sum
+  if (s.acc_dtype != DType::f32) bytes += 2 * s.kv_elems() * 4;  // acc32_: contribution, widened sum
   if (R > 1) {
-    const int64_t kv = 2 * s.B * s.keys() * s.hk * s.d, o = s.B * s.n * s.hq * s.d;
+    const int64_t kv = s.kv_elems(), o = s.o_elems();
     bytes += o * es + rows * 4;                      // block o, lse
     if (s.running_f32()) bytes += 2 * o * 4;         // float32 running and block output
     bytes += 2 * kv * es + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
@@ -340,12 +340,12 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   return bytes;
 }
 
-CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc,
+CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t kv_row, int R, int64_t elem, int64_t acc,
                                          int hops, const std::string& level) {
   const int h = hops < 0 ? R - 1 : hops;
   CommPrediction p;
   if (R <= 1 || h == 0) return p;
-  const int64_t kv = elem * tokens * 2 * hk * h, acc_block = acc * tokens * 2 * hk;
+  const int64_t kv = elem * tokens * kv_row * h, acc_block = acc * tokens * kv_row;
   // K,V go h hops to the next rank, both passes; the dK,dV accumulators travel with them and
   // are then sent back to their owner, h places before (for the full ring: the next rank).
   p.add(level, Phase::fwd, 1, kv).add(level, Phase::bwd, 1, kv + acc_block * h);
@@ -363,7 +363,7 @@ void travel_kv_forward(RingCore& core, RingTravelBuffers&, const Tensor& q, cons
 
 CommPrediction travel_kv_bytes(const RingBlockSizes& b, int R, int64_t elem, int64_t acc, int hops,
                                const std::string& level) {
-  return RingCore::predicted_bytes(b.tokens_kv, b.hk, R, elem, acc, hops, level);
+  return RingCore::predicted_bytes(b.tokens_kv, b.kv, R, elem, acc, hops, level);
 }
 
 int64_t travel_kv_buffer_bytes(const RingCoreShape&, int) { return 0; }

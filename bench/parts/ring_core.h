@@ -18,7 +18,8 @@
 // the shape's travel policy (ring_travel.h): the K,V loop here, or a policy whose queries travel
 // (ring_travel_q.cpp, ring_travel_q_a2a.cpp) built on the same steps.
 //
-// Bytes per rank (DESIGN, with T the B*n tokens of a ring rank, hk = kv heads * d, h = hops):
+// Bytes per rank (DESIGN, with T the B*n tokens of a ring rank, 2hk = kv heads * (d + d_v) its
+// k|v elements per token (2 * kv heads * d without MLA), h = hops):
 //   fwd = s*T*2hk*h;  bwd = s*T*2hk*h + s_acc*T*2hk*(h+1 if h > 0 else 0);  h = R-1 gives
 //   DESIGN's full-ring terms (both 0 when R = 1).
 #pragma once
@@ -37,6 +38,7 @@ namespace cpbench {
 struct RingCoreShape {
   int64_t B = 1, n = 0;  // batch, tokens per batch row on each ring rank
   int hq = 0, hk = 0, d = 0;
+  int d_v = 0;             // the values' (and o's) head dim (MLA); 0: d
   int rep = 0, head0 = 0;  // a head slice's GQA map (AttnShape; --uneven-heads); 0, 0: hq / hk
   bool causal = true;
   int64_t window = 0;  // sliding window (0 = none)
@@ -54,6 +56,14 @@ struct RingCoreShape {
   // Forward only: backward needs nk = n.
   int64_t nk = 0;
   int64_t keys() const { return nk > 0 ? nk : n; }
+  int vdim() const { return d_v > 0 ? d_v : d; }
+  // Elements of this rank's tensors: q, o (and a partial's o) over its n queries; k, v and the
+  // packed k|v (or dk|dv) block over its keys.
+  int64_t q_elems() const { return B * n * hq * d; }
+  int64_t o_elems() const { return B * n * hq * vdim(); }
+  int64_t k_elems() const { return B * keys() * hk * d; }
+  int64_t v_elems() const { return B * keys() * hk * vdim(); }
+  int64_t kv_elems() const { return k_elems() + v_elems(); }
 };
 
 // Global positions of the n tokens ring rank j holds, in storage order.
@@ -145,7 +155,7 @@ class RingCore {
   // lse = -inf when no pair is visible); merge_partial: `in` merged into `part` (online
   // softmax); pass_q_end: the final partial to o (run dtype) and lse(), as forward() leaves them.
   DType partial_dtype() const { return s_.partial_dtype; }
-  int64_t partial_elems() const { return partial_elems(s_.B * s_.n * s_.hq * s_.d, s_.B * s_.hq * s_.n, s_.partial_dtype); }
+  int64_t partial_elems() const { return partial_elems(s_.o_elems(), s_.B * s_.hq * s_.n, s_.partial_dtype); }
   // The format itself, shared with decode's partials (Block): the elements of a partial of `o` o
   // elements and `rows` lse rows in dtype dt, and the float32 view of its lse at element `offset`
   // of `buf` (a 16-bit buffer: the 2*rows elements there, reinterpreted; the offset must be even).
@@ -183,15 +193,16 @@ class RingCore {
   // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv
   // accumulators (float32), and the travel policy's buffers.
   static int64_t activation_bytes(const RingCoreShape& s, int R);
-  // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `hk` = kv heads * d, `hops` hops
-  // (-1: R-1, the full ring).
+  // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `kv` = its k|v elements per token
+  // (kv heads * (d + d_v): 2 * kv heads * d for GQA), `hops` hops (-1: R-1, the full ring).
   // `level`: the mesh level the ring runs on ("cp" or "ring"), for the per-tier prediction.
-  static CommPrediction predicted_bytes(int64_t tokens, int64_t hk, int R, int64_t elem, int64_t acc,
+  static CommPrediction predicted_bytes(int64_t tokens, int64_t kv, int R, int64_t elem, int64_t acc,
                                         int hops = -1, const std::string& level = "ring");
-  // One Q block's partial (the pass-Q policies): o (`acc` = s_part bytes per element: 4, or 2
-  // under --partial-dtype bf16) and lse (float32) over `heads` rows per token.
-  static int64_t partial_bytes(int64_t tokens_q, int64_t hq, int64_t heads, int64_t acc) {
-    return acc * tokens_q * hq + 4 * tokens_q * heads;
+  // One Q block's partial (the pass-Q policies): o (`ho` = query heads * d_v per token; `acc` =
+  // s_part bytes per element: 4, or 2 under --partial-dtype bf16) and lse (float32) over `heads`
+  // rows per token.
+  static int64_t partial_bytes(int64_t tokens_q, int64_t ho, int64_t heads, int64_t acc) {
+    return acc * tokens_q * ho + 4 * tokens_q * heads;
   }
  private:
   void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);

@@ -87,11 +87,11 @@ CommPrediction ring_level_bytes(const RingSchedule& sch, const LayerShape& s, co
       check_travel("ring_level_bytes", travel, sch);
       check_double_ring_loop(travel);
       if (travel == RingTravel::q)
-        return DoubleRingCore::predicted_bytes_pass_q(b.tokens_q, b.hq, b.heads, sch.w, sch.windows(), elem, acc,
+        return DoubleRingCore::predicted_bytes_pass_q(b.tokens_q, b.hq, b.ho, b.heads, sch.w, sch.windows(), elem, acc,
                                                       hops.dbl);
-      return DoubleRingCore::predicted_bytes(b.tokens_kv, b.hk, sch.w, sch.windows(), elem, acc, hops.dbl);
+      return DoubleRingCore::predicted_bytes(b.tokens_kv, b.kv, sch.w, sch.windows(), elem, acc, hops.dbl);
     case RingScheduleKind::groups:
-      return TokenLayout::build(s.balance, s, sch.R).dynamic_ring_bytes(rank, s.B, 2 * b.hk, elem, acc);
+      return TokenLayout::build(s.balance, s, sch.R).dynamic_ring_bytes(rank, s.B, b.kv, elem, acc);
   }
   throw std::logic_error("ring_level_bytes: unknown schedule");
 }
@@ -123,7 +123,7 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
       busiest.n = most;
       busiest.nk = 0;
       busiest.travel = RingTravel::kv;
-      const int64_t o = s.B * most * s.H * s.d, rows = s.B * s.H * most;
+      const int64_t o = s.B * most * s.H * s.vdim(), rows = s.B * s.H * most;
       const int64_t block_result =
           o * int64_t(dtype_size(s.dtype)) + rows * 4 + (s.dtype != DType::f32 ? 2 * o * 4 : 0);
       return RingCore::activation_bytes(busiest, 1) + block_result + DynamicRingCore::comm_buffer_bytes(busiest, block);
@@ -197,7 +197,7 @@ AttnShape RingLevel::rows_shape() const {
   AttnShape a;
   const Tensor& l = lse();  // [B, hq, n]
   a.B = l.shape.at(0); a.hq = int(l.shape.at(1)); a.nq = a.nk = l.shape.at(2);
-  a.hk = cs_.hk; a.rep = cs_.rep; a.head0 = cs_.head0; a.d = cs_.d; a.causal = false;  // the sinks read no keys: the mask does not matter
+  a.hk = cs_.hk; a.rep = cs_.rep; a.head0 = cs_.head0; a.d = cs_.d; a.d_v = cs_.d_v; a.causal = false;  // the sinks read no keys: the mask does not matter
   return a;
 }
 

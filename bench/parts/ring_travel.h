@@ -28,10 +28,11 @@ struct RingTravelBuffers;
 enum class RingTravel { kv, q, q_a2a };
 
 // What one rank of a ring level moves, for the byte model: `tokens_kv` (B x its keys per batch
-// row, the cache shard included) with `hk` = KV heads x d per token; `tokens_q` (B x its new
-// tokens) with `hq` = query heads x d and `heads` lse rows per token.
+// row, the cache shard included) with `kv` = its k|v elements per token (KV heads x (d + d_v);
+// 2 x KV heads x d without MLA); `tokens_q` (B x its new tokens) with `hq` = query heads x d, its
+// partials' `ho` = query heads x d_v and `heads` lse rows per token.
 struct RingBlockSizes {
-  int64_t tokens_kv = 0, hk = 0, tokens_q = 0, hq = 0, heads = 0;
+  int64_t tokens_kv = 0, kv = 0, tokens_q = 0, hq = 0, ho = 0, heads = 0;
 };
 
 struct RingTravelPolicy {

@@ -15,16 +15,16 @@ namespace cpbench {
 void travel_q_setup(RingCore& core, RingTravelBuffers& bufs, int) {
   const RingCoreShape& s = core.shape();
   Backend& be = core.backend();
-  const int64_t qn = s.B * s.n * s.hq * s.d;
+  const int64_t qn = s.q_elems();
   bufs.t.clear();
   for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({qn}, s.dtype, MemKind::comm));
   for (int i = 0; i < 3; ++i) bufs.t.push_back(be.alloc({core.partial_elems()}, core.partial_dtype(), MemKind::comm));
 }
 
 int64_t travel_q_buffer_bytes(const RingCoreShape& s, int) {
-  const int64_t o = s.B * s.n * s.hq * s.d, rows = s.B * s.hq * s.n;
+  const int64_t qn = s.q_elems(), o = s.o_elems(), rows = s.B * s.hq * s.n;
   const int64_t part = o * int64_t(dtype_size(s.partial_dtype)) + rows * 4;
-  return 2 * o * int64_t(dtype_size(s.dtype)) + 3 * part;  // q double buffer, o|lse partials
+  return 2 * qn * int64_t(dtype_size(s.dtype)) + 3 * part;  // q double buffer, o|lse partials
 }
 
 void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -43,7 +43,7 @@ void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, 
   if (bufs.t.size() != 5) throw std::logic_error("ring travel q: forward needs the core set up with travel q");
   Tensor* qbuf = &bufs.t[0];
   Tensor* part = &bufs.t[2];
-  const int64_t qn = s.B * s.n * s.hq * s.d, part_n = core.partial_elems();
+  const int64_t qn = s.q_elems(), part_n = core.partial_elems();
   // Step i: this rank holds the Q block of rank j = me+i (for i > 0 in qbuf, arrived from the
   // next rank) and in part[2] the partial the ranks before it on the Q's path built. It
   // computes its own K,V's contribution into a scratch partial while that partial is still
@@ -100,7 +100,7 @@ CommPrediction travel_q_bytes(const RingBlockSizes& sz, int R, int64_t elem, int
   if (R <= 1 || h == 0) return p;
   // Q moves against the ring's K,V direction (to the previous rank); the partial rides along
   // with it on every hop and one last send returns it to its owner, h places ahead.
-  const int64_t qb = elem * sz.tokens_q * sz.hq, partial = RingCore::partial_bytes(sz.tokens_q, sz.hq, sz.heads, acc);
+  const int64_t qb = elem * sz.tokens_q * sz.hq, partial = RingCore::partial_bytes(sz.tokens_q, sz.ho, sz.heads, acc);
   p.add(level, Phase::fwd, -1, (qb + partial) * h);
   return p.add(level, Phase::fwd, h, partial);
 }

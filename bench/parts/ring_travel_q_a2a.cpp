@@ -18,7 +18,7 @@ namespace cpbench {
 void travel_q_a2a_setup(RingCore& core, RingTravelBuffers& bufs, int R) {
   const RingCoreShape& s = core.shape();
   Backend& be = core.backend();
-  const int64_t qn = s.B * s.n * s.hq * s.d, part = core.partial_elems();
+  const int64_t qn = s.q_elems(), part = core.partial_elems();
   bufs.t.clear();
   for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({qn}, s.dtype, MemKind::comm));
   for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({R * part}, core.partial_dtype(), MemKind::comm));
@@ -26,9 +26,9 @@ void travel_q_a2a_setup(RingCore& core, RingTravelBuffers& bufs, int R) {
 }
 
 int64_t travel_q_a2a_buffer_bytes(const RingCoreShape& s, int R) {
-  const int64_t o = s.B * s.n * s.hq * s.d, rows = s.B * s.hq * s.n;
+  const int64_t qn = s.q_elems(), o = s.o_elems(), rows = s.B * s.hq * s.n;
   const int64_t part = o * int64_t(dtype_size(s.partial_dtype)) + rows * 4;
-  return 2 * o * int64_t(dtype_size(s.dtype)) + 2 * int64_t(R) * part;  // q double buffer, R partials sent and received
+  return 2 * qn * int64_t(dtype_size(s.dtype)) + 2 * int64_t(R) * part;  // q double buffer, R partials sent and received
 }
 
 void travel_q_a2a_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k,
@@ -47,7 +47,7 @@ void travel_q_a2a_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor&
   Tensor* qbuf = &bufs.t[0];
   Tensor& sent = bufs.t[2];
   Tensor& returned = bufs.t[3];
-  const int64_t qn = s.B * s.n * s.hq * s.d, part_n = core.partial_elems();
+  const int64_t qn = s.q_elems(), part_n = core.partial_elems();
   auto chunk = [&](const Tensor& buf, int j) { return buf.view(int64_t(j) * part_n, {part_n}); };
   // The ring: at step i this rank holds the Q block of position me+i and writes its K,V's
   // contribution into the send chunk for that owner (chunk (me+i) mod R, where an all-to-all
@@ -93,7 +93,7 @@ CommPrediction travel_q_a2a_bytes(const RingBlockSizes& sz, int R, int64_t elem,
   if (R <= 1 || h == 0) return p;
   // Q moves against the ring's K,V direction (to the previous rank); each partial goes once to its
   // owner, i places ahead for the Q block of position me+i.
-  const int64_t qb = elem * sz.tokens_q * sz.hq, partial = RingCore::partial_bytes(sz.tokens_q, sz.hq, sz.heads, acc);
+  const int64_t qb = elem * sz.tokens_q * sz.hq, partial = RingCore::partial_bytes(sz.tokens_q, sz.ho, sz.heads, acc);
   p.add(level, Phase::fwd, -1, qb * h);
   for (int i = 1; i <= h; ++i) p.add(level, Phase::fwd, i, partial);
   return p;

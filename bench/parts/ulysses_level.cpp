@@ -41,10 +41,12 @@ int UlyssesShape::kv_slots() const {
 }
 
 int64_t UlyssesShape::exchange_elems() const {
-  if (!uneven) return B * T * int64_t(H + 2 * Ge()) * d;
-  int most = 0;
-  for (int j = 0; j < U; ++j) most = std::max(most, hq(j) + 2 * hk(j));
-  return B * T * d * std::max<int64_t>(H + 2 * kv_slots(), int64_t(U) * most);
+  // Per token: q's heads of d, k's of d and v's of d_v; o's (the other direction) H of d_v.
+  const int64_t dv = vdim(), o = int64_t(H) * dv;
+  if (!uneven) return B * T * std::max(int64_t(H) * d + int64_t(Ge()) * (d + dv), o);
+  int64_t most = 0;
+  for (int j = 0; j < U; ++j) most = std::max(most, int64_t(hq(j)) * d + int64_t(hk(j)) * (d + dv));
+  return B * T * std::max({int64_t(H) * d + int64_t(kv_slots()) * (d + dv), int64_t(U) * most, o});
 }
 
 UlyssesShape UlyssesShape::uneven_split(int H, int G, int U) {
@@ -64,18 +66,19 @@ void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s
   const int64_t a2a = s.exchange_elems();
   send_ = be.alloc({a2a}, s.dtype, MemKind::comm);
   recv_ = be.alloc({a2a}, s.dtype, MemKind::comm);
+  const int w = std::max(s.d, s.vdim());  // the sums' scratch serves k (d) and v (d_v)
   if (f > 1) {
     k_rep_ = be.alloc({s.B, s.T, Ge, s.d}, s.dtype, MemKind::activations);
-    v_rep_ = be.alloc({s.B, s.T, Ge, s.d}, s.dtype, MemKind::activations);
-    copy_run_ = be.alloc({s.B, s.T, s.G, s.d}, s.dtype, MemKind::activations);
-    if (s.dtype != DType::f32) copy32_ = be.alloc({s.B, s.T, s.G, s.d}, DType::f32, MemKind::activations);
+    v_rep_ = be.alloc({s.B, s.T, Ge, s.vdim()}, s.dtype, MemKind::activations);
+    copy_run_ = be.alloc({s.B, s.T, s.G, w}, s.dtype, MemKind::activations);
+    if (s.dtype != DType::f32) copy32_ = be.alloc({s.B, s.T, s.G, w}, DType::f32, MemKind::activations);
   }
   if (s.uneven) {
     k_rep_ = be.alloc({s.B, s.T, s.kv_slots(), s.d}, s.dtype, MemKind::activations);
-    v_rep_ = be.alloc({s.B, s.T, s.kv_slots(), s.d}, s.dtype, MemKind::activations);
-    copy_run_ = be.alloc({s.B, s.T, 1, s.d}, s.dtype, MemKind::activations);
-    if (s.dtype != DType::f32) copy32_ = be.alloc({s.B, s.T, 1, s.d}, DType::f32, MemKind::activations);
-    acc32_ = be.alloc({s.B, s.T, 1, s.d}, DType::f32, MemKind::activations);
+    v_rep_ = be.alloc({s.B, s.T, s.kv_slots(), s.vdim()}, s.dtype, MemKind::activations);
+    copy_run_ = be.alloc({s.B, s.T, 1, w}, s.dtype, MemKind::activations);
+    if (s.dtype != DType::f32) copy32_ = be.alloc({s.B, s.T, 1, w}, DType::f32, MemKind::activations);
+    acc32_ = be.alloc({s.B, s.T, 1, w}, DType::f32, MemKind::activations);
   }
   const int me = group.rank();
   q_split_ = s.q_split();
@@ -93,11 +96,13 @@ void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s
       slot += slot_split_.count[size_t(j)];
     }
   }
-  const std::vector<int64_t> q_n = chunk_elems({{nullptr, &q_split_}}, s.B, s.T, s.d);
-  qkv_ = Chunks::to_heads(chunk_elems({{nullptr, &q_split_}, {nullptr, &kv_split_}, {nullptr, &kv_split_}}, s.B, s.T, s.d), me);
-  o_ = Chunks::to_tokens(q_n, me);
-  do_ = Chunks::to_heads(q_n, me);
-  grads_ = Chunks::to_tokens(chunk_elems({{nullptr, &q_split_}, {nullptr, &slot_split_}, {nullptr, &slot_split_}}, s.B, s.T, s.d), me);
+  const int dv = s.vdim();  // v, o, do: d_v elements per head
+  const std::vector<int64_t> o_n = chunk_elems({{nullptr, &q_split_, dv}}, s.B, s.T, s.d);
+  qkv_ = Chunks::to_heads(chunk_elems({{nullptr, &q_split_}, {nullptr, &kv_split_}, {nullptr, &kv_split_, dv}}, s.B, s.T, s.d), me);
+  o_ = Chunks::to_tokens(o_n, me);
+  do_ = Chunks::to_heads(o_n, me);
+  grads_ = Chunks::to_tokens(
+      chunk_elems({{nullptr, &q_split_}, {nullptr, &slot_split_}, {nullptr, &slot_split_, dv}}, s.B, s.T, s.d), me);
 }
 
 UlyssesLevel::Chunks UlyssesLevel::Chunks::to_heads(const std::vector<int64_t>& n, int me) {
@@ -164,62 +169,67 @@ void UlyssesLevel::scatter_qkv(const Tensor& q, const Tensor& k, const Tensor& v
   Tensor* vv = &vin;
   if (f > 1) {  // head g*f + c = copy c of head g
     const int64_t rows = s.B * s.T * s.G;
+    const int64_t dv = s.vdim();
     for (int cp = 0; cp < f; ++cp) {
       Tensor kd = k_rep_.view(cp * s.d, {k_rep_.numel() - cp * s.d});
-      Tensor vd = v_rep_.view(cp * s.d, {v_rep_.numel() - cp * s.d});
+      Tensor vd = v_rep_.view(cp * dv, {v_rep_.numel() - cp * dv});
       b.copy_2d(kd, int64_t(f) * s.d, k, s.d, rows, s.d);
-      b.copy_2d(vd, int64_t(f) * s.d, v, s.d, rows, s.d);
+      b.copy_2d(vd, int64_t(f) * dv, v, dv, rows, dv);
     }
     kk = &k_rep_;
     vv = &v_rep_;
   }
   // q, k, v: my tokens, all heads -> the group's tokens, my heads
-  pack_heads_to_peers(b, {{&qq, &q_split_}, {kk, &kv_split_}, {vv, &kv_split_}}, s.B, s.T, s.d, send_);
+  const int dv = s.vdim();
+  pack_heads_to_peers(b, {{&qq, &q_split_}, {kk, &kv_split_}, {vv, &kv_split_, dv}}, s.B, s.T, s.d, send_);
   exchange(send_, qkv_, recv_);
-  unpack_peers_to_sequence(b, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&q_r, hq_}, {&k_r, hk_}, {&v_r, hk_}});
+  unpack_peers_to_sequence(b, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&q_r, hq_}, {&k_r, hk_}, {&v_r, hk_, dv}});
 }
 
 void UlyssesLevel::gather_o(const Tensor& o_r, Tensor& o) {
   const UlyssesShape& s = s_;
   // o: back to my tokens, all heads
   Tensor oo = o_r;
-  pack_sequence_to_peers(*be_, {{&oo, hq_}}, s.B, s.T, s.d, s.U, s.nseg, send_);
+  pack_sequence_to_peers(*be_, {{&oo, hq_, s.vdim()}}, s.B, s.T, s.d, s.U, s.nseg, send_);
   exchange(send_, o_, recv_);
-  unpack_peers_to_heads(*be_, recv_, s.B, s.T, s.d, {{&o, &q_split_}});
+  unpack_peers_to_heads(*be_, recv_, s.B, s.T, s.d, {{&o, &q_split_, s.vdim()}});
 }
 
 void UlyssesLevel::scatter_do(const Tensor& dout, Tensor& do_r) {
   const UlyssesShape& s = s_;
   Tensor dd = dout;
-  pack_heads_to_peers(*be_, {{&dd, &q_split_}}, s.B, s.T, s.d, send_);
+  pack_heads_to_peers(*be_, {{&dd, &q_split_, s.vdim()}}, s.B, s.T, s.d, send_);
   exchange(send_, do_, recv_);
-  unpack_peers_to_sequence(*be_, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&do_r, hq_}});
+  unpack_peers_to_sequence(*be_, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&do_r, hq_, s.vdim()}});
 }
 
-void UlyssesLevel::sum_kv_copies(const Tensor& copies, Tensor& dst) {
+void UlyssesLevel::sum_kv_copies(const Tensor& copies, Tensor& dst, int w) {
   const UlyssesShape& s = s_;
   const int f = s.kv_copies();
   const int64_t rows = s.B * s.T * s.G;
   Backend& b = *be_;
+  Tensor run = copy_run_.view(0, {rows * w}), wide = s.dtype != DType::f32 ? copy32_.view(0, {rows * w}) : Tensor{};
   for (int cp = 0; cp < f; ++cp) {
-    const Tensor src = copies.view(cp * s.d, {copies.numel() - cp * s.d});
-    b.copy_2d(copy_run_, s.d, src, int64_t(f) * s.d, rows, s.d);
-    const Tensor* term = &copy_run_;
+    const Tensor src = copies.view(int64_t(cp) * w, {copies.numel() - int64_t(cp) * w});
+    b.copy_2d(run, w, src, int64_t(f) * w, rows, w);
+    const Tensor* term = &run;
     if (s.dtype != DType::f32) {  // summed in float32
-      b.convert(copy32_, copy_run_);
-      term = &copy32_;
+      b.convert(wide, run);
+      term = &wide;
     }
     if (cp == 0) b.copy_2d(dst, dst.numel(), *term, term->numel(), 1, term->numel());
     else b.add(dst, dst, *term);
   }
 }
 
-void UlyssesLevel::sum_kv_slots(const Tensor& slots, Tensor& dst) {
+void UlyssesLevel::sum_kv_slots(const Tensor& slots, Tensor& dst, int w) {
   const UlyssesShape& s = s_;
   const HeadSplit& kv = kv_split_;
   const int S = slot_split_.heads;
   const int64_t rows = s.B * s.T;
   Backend& b = *be_;
+  Tensor run = copy_run_.view(0, {rows * w}), acc = acc32_.view(0, {rows * w});
+  Tensor wide = s.dtype != DType::f32 ? copy32_.view(0, {rows * w}) : Tensor{};
   // Slot order: member 0's heads, then member 1's, ...; KV head g is in the slots of the members
   // whose range holds it, summed in member order.
   for (int g = 0; g < s.G; ++g) {
@@ -227,20 +237,20 @@ void UlyssesLevel::sum_kv_slots(const Tensor& slots, Tensor& dst) {
     for (int j = 0; j < s.U; ++j) {
       const int first = kv.first[size_t(j)], cnt = kv.count[size_t(j)];
       if (g >= first && g < first + cnt) {
-        const int64_t c0 = int64_t(slot + g - first) * s.d;
-        b.copy_2d(copy_run_, s.d, slots.view(c0, {slots.numel() - c0}), int64_t(S) * s.d, rows, s.d);
-        const Tensor* term = &copy_run_;
+        const int64_t c0 = int64_t(slot + g - first) * w;
+        b.copy_2d(run, w, slots.view(c0, {slots.numel() - c0}), int64_t(S) * w, rows, w);
+        const Tensor* term = &run;
         if (s.dtype != DType::f32) {  // summed in float32
-          b.convert(copy32_, copy_run_);
-          term = &copy32_;
+          b.convert(wide, run);
+          term = &wide;
         }
-        if (terms++ == 0) b.copy_2d(acc32_, acc32_.numel(), *term, term->numel(), 1, term->numel());
-        else b.add(acc32_, acc32_, *term);
+        if (terms++ == 0) b.copy_2d(acc, acc.numel(), *term, term->numel(), 1, term->numel());
+        else b.add(acc, acc, *term);
       }
       slot += cnt;
     }
-    Tensor col = dst.view(int64_t(g) * s.d, {dst.numel() - int64_t(g) * s.d});
-    b.copy_2d(col, int64_t(s.G) * s.d, acc32_, s.d, rows, s.d);
+    Tensor col = dst.view(int64_t(g) * w, {dst.numel() - int64_t(g) * w});
+    b.copy_2d(col, int64_t(s.G) * w, acc, w, rows, w);
   }
 }
 
@@ -256,16 +266,18 @@ void UlyssesLevel::gather_grads(const Tensor& dq_r, const Tensor& dk_r, const Te
   Tensor& dq_dst = f32 ? dq : dq_run;
   Tensor& dk_dst = f > 1 || s.uneven ? k_rep_ : (f32 ? dk : dk_run);
   Tensor& dv_dst = f > 1 || s.uneven ? v_rep_ : (f32 ? dv : dv_run);
-  pack_sequence_to_peers(b, {{&gq, hq_}, {&gk, hk_}, {&gv, hk_}}, s.B, s.T, s.d, s.U, s.nseg, send_);
+  const int w = s.vdim();  // dv's elements per head
+  pack_sequence_to_peers(b, {{&gq, hq_}, {&gk, hk_}, {&gv, hk_, w}}, s.B, s.T, s.d, s.U, s.nseg, send_);
   exchange(send_, grads_, recv_);
-  unpack_peers_to_heads(b, recv_, s.B, s.T, s.d, {{&dq_dst, &q_split_}, {&dk_dst, &slot_split_}, {&dv_dst, &slot_split_}});
+  unpack_peers_to_heads(b, recv_, s.B, s.T, s.d,
+                        {{&dq_dst, &q_split_}, {&dk_dst, &slot_split_}, {&dv_dst, &slot_split_, w}});
   if (!f32) b.convert(dq, dq_run);
   if (s.uneven) {
-    sum_kv_slots(k_rep_, dk);
-    sum_kv_slots(v_rep_, dv);
+    sum_kv_slots(k_rep_, dk, s.d);
+    sum_kv_slots(v_rep_, dv, w);
   } else if (f > 1) {
-    sum_kv_copies(k_rep_, dk);
-    sum_kv_copies(v_rep_, dv);
+    sum_kv_copies(k_rep_, dk, s.d);
+    sum_kv_copies(v_rep_, dv, w);
   } else if (!f32) {
     b.convert(dk, dk_run);
     b.convert(dv, dv_run);
@@ -275,21 +287,22 @@ void UlyssesLevel::gather_grads(const Tensor& dq_r, const Tensor& dk_r, const Te
 CommPrediction ulysses_level_bytes(const LayerShape& s, int P, int t, int U, int64_t elem) {
   // hk: the KV heads the ranks hold after any replication, d*max(G, t*U), over the whole model
   // (a TP rank's max(G,t)/t heads, replicated again for U: max(G, t*U)/t, times t ranks).
-  const int64_t Tn = s.B * s.new_tokens() / P, hq = int64_t(s.H) * s.d;
-  const int64_t hk = int64_t(replicated_kv_heads(t * U, s)) * s.d;
-  const int64_t a2a = elem * Tn * (2 * hq + 2 * hk) * (U - 1) / U;
+  // Per direction q, k, v and o (forward), do, dq, dk, dv (backward): (H + Ge)*(d + d_v) per token.
+  const int64_t Tn = s.B * s.new_tokens() / P;
+  const int64_t heads = int64_t(s.H) + replicated_kv_heads(t * U, s);
+  const int64_t a2a = elem * Tn * heads * (s.d + s.vdim()) * (U - 1) / U;
   CommPrediction p;
   return p.add("ulysses", Phase::fwd, 0, a2a).add("ulysses", Phase::bwd, 0, a2a);
 }
 
 CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, const UlyssesShape& us, int u,
                                           int64_t elem) {
-  const int64_t Tw = int64_t(t) * s.B * s.new_tokens() / P, d = s.d;
+  const int64_t Tw = int64_t(t) * s.B * s.new_tokens() / P, d = s.d, dv = s.vdim();
   CommPrediction p;
   for (int j = 0; j < us.U; ++j) {
     if (j == u) continue;
-    p.add("ulysses", Phase::fwd, j - u, elem * Tw * d * (us.hq(j) + 2 * us.hk(j) + us.hq(u)));
-    p.add("ulysses", Phase::bwd, j - u, elem * Tw * d * (us.hq(j) + us.hq(u) + 2 * us.hk(u)));
+    p.add("ulysses", Phase::fwd, j - u, elem * Tw * (us.hq(j) * d + us.hk(j) * (d + dv) + us.hq(u) * dv));
+    p.add("ulysses", Phase::bwd, j - u, elem * Tw * (us.hq(j) * dv + us.hq(u) * d + us.hk(u) * (d + dv)));
   }
   return p;
 }
@@ -297,16 +310,16 @@ CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, con
 CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t elem, int hq_member) {
   const int64_t hq = hq_member > 0 ? hq_member : s.H / (int64_t(t) * U);  // query heads of one member of the head group
   CommPrediction p;
-  return p.add("ulysses", Phase::fwd, 0, s.pass.steps * elem * s.B * hq * s.d * (U - 1));
+  return p.add("ulysses", Phase::fwd, 0, s.pass.steps * elem * s.B * hq * s.vdim() * (U - 1));
 }
 
 int64_t ulysses_level_activation_bytes(const UlyssesShape& s) {
-  const int64_t es = int64_t(dtype_size(s.dtype)), Ge = s.Ge();
+  const int64_t es = int64_t(dtype_size(s.dtype)), Ge = s.Ge(), d = s.d, dv = s.vdim(), w = std::max(d, dv);
   if (s.uneven)  // setup's exchange buffers, the members' dk, dv slots and one slot's scratch
-    return 2 * s.exchange_elems() * es + s.B * s.T * s.d * (2 * s.kv_slots() * es + es + (s.dtype == DType::f32 ? 0 : 4) + 4);
+    return 2 * s.exchange_elems() * es + s.B * s.T * (s.kv_slots() * (d + dv) * es + w * (es + (s.dtype == DType::f32 ? 0 : 4) + 4));
   int64_t rep = 0;
-  if (Ge > s.G) rep = s.B * s.T * s.d * (2 * Ge * es + s.G * es + (s.dtype == DType::f32 ? 0 : s.G * 4));
-  return 2 * s.B * s.T * (s.H + 2 * Ge) * s.d * es + rep;
+  if (Ge > s.G) rep = s.B * s.T * (Ge * (d + dv) * es + s.G * w * (es + (s.dtype == DType::f32 ? 0 : 4)));
+  return 2 * s.exchange_elems() * es + rep;
 }
 
 }  // namespace cpbench

@@ -39,6 +39,8 @@ class Communicator;
 struct UlyssesShape {
   int64_t B = 1, T = 0;
   int H = 0, G = 0, d = 0, U = 1, nseg = 1;
+  int d_v = 0;  // v's and o's elements per head (MLA's d_v); 0: d
+  int vdim() const { return d_v > 0 ? d_v : d; }
   DType dtype = DType::f32;
   bool uneven = false;  // --uneven-heads: the split above (no replication)
   int kv_copies() const { return uneven ? 1 : (G >= U ? G : U) / G; }  // f
@@ -83,10 +85,10 @@ class UlyssesLevel {
 
  private:
   // dk or dv of the f copies [B,T,G*f,d] (run dtype) summed into `dst` [B,T,G,d] float32.
-  void sum_kv_copies(const Tensor& copies, Tensor& dst);
+  void sum_kv_copies(const Tensor& copies, Tensor& dst, int w);  // w: elements per head (d for k, d_v for v)
   // Uneven: the members' dk or dv [B,T,kv_slots,d] (run dtype; member 0's heads first) summed
   // per KV head into `dst` [B,T,G,d] float32.
-  void sum_kv_slots(const Tensor& slots, Tensor& dst);
+  void sum_kv_slots(const Tensor& slots, Tensor& dst, int w);
   // One exchange's chunks (elements, member order), fixed at setup: from the tokens side each
   // member gets its heads (send sizes `n`, every receive this member's n[me]), or back (the reverse).
   struct Chunks {
@@ -124,7 +126,8 @@ void exchange_uneven(Backend& be, Communicator& c, const Tensor& send, const std
 
 // ---- the byte model's terms (bytes sent per rank per layer) ------------------------------------
 // Train and prefill: q, k, v out and o back in forward, do out and dq, dk, dv back in backward,
-// each an all-to-all keeping 1/U: s*Tn*(2*H*d + 2*d*Ge)*(U-1)/U per direction, Tn = B*(N-C)/P
+// each an all-to-all keeping 1/U: s*Tn*(H + Ge)*(d + d_v)*(U-1)/U per direction (2*(H + Ge)*d
+// without MLA), Tn = B*(N-C)/P
 // new tokens per rank, Ge = max(G, t*U) the KV heads held after replication over the whole model
 // (DESIGN's usp model). U = 1: nothing.
 CommPrediction ulysses_level_bytes(const LayerShape& s, int P, int t, int U, int64_t elem);

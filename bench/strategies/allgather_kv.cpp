@@ -7,7 +7,8 @@
 // Backward: K,V are gathered again (the gathered copy is not kept across the layer: that is
 // the memory the method saves), attention backward accumulates float32 dK,dV for the whole
 // sequence, and a reduce_scatter returns each rank the sum for its own tokens.
-// Bytes per rank: fwd = s*T*2hk*(P-1); bwd = s*T*2hk*(P-1) + s_acc*T*2hk*(P-1).
+// Bytes per rank: fwd = s*T*2hk*(P-1); bwd = s*T*2hk*(P-1) + s_acc*T*2hk*(P-1), with 2hk = G*(d + d_v)
+// the k|v elements per token (2*G*d without MLA).
 #include <sstream>
 
 #include "bench/parts/ring_layout.h"
@@ -26,7 +27,12 @@ class AllgatherKV final : public Block {
     return {"allgather-kv",
             "Llama 3 context parallelism: all-gather K,V, attention of the zigzag query\n"
             "chunks against the whole sequence; bwd re-gathers and reduce-scatters dK,dV.",
-            "2P divides seq", "all-gather/reduce-scatter over all P ranks: (P-K)/(P-1) of its bytes cross nodes", {}};
+            "2P divides seq", "all-gather/reduce-scatter over all P ranks: (P-K)/(P-1) of its bytes cross nodes",
+            [] {
+              Capabilities c;
+              c.mla = true;  // gathers MLA's expanded k|v (d + d_v per head)
+              return c;
+            }()};
   }
 
   void check(const LayerShape& s, int P, const MeshSpec&) const override {
@@ -39,10 +45,10 @@ class AllgatherKV final : public Block {
 
   CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem, int64_t acc,
                                  int) const override {
-    const int64_t T = s.B * s.N / P, hk = int64_t(s.G) * s.d;
-    const int64_t gather = elem * T * 2 * hk * (P - 1);
+    const int64_t T = s.B * s.N / P, kv = int64_t(s.G) * (s.d + s.vdim());
+    const int64_t gather = elem * T * kv * (P - 1);
     CommPrediction p;  // all-gathers and the reduce-scatter over the whole CP group
-    return p.add("cp", Phase::fwd, 0, gather).add("cp", Phase::bwd, 0, gather + acc * T * 2 * hk * (P - 1));
+    return p.add("cp", Phase::fwd, 0, gather).add("cp", Phase::bwd, 0, gather + acc * T * kv * (P - 1));
   }
 
  protected:
@@ -53,12 +59,15 @@ class AllgatherKV final : public Block {
   AttnShape attn_shape() const {
     const LayerShape& s = shape();
     AttnShape a;
-    a.B = s.B; a.nq = T_; a.nk = s.N; a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.mask.causal;
+    a.B = s.B; a.nq = T_; a.nk = s.N; a.hq = s.H; a.hk = s.G; a.d = s.d; a.d_v = s.d_v; a.causal = s.mask.causal;
     a.window = s.mask.window; a.docs = s.mask.docs;
     return a;
   }
 
-  int64_t kv_elems() const { return shape().B * T_ * shape().G * shape().d; }  // one of k, v
+  // This rank's k and v elements (v: d_v per head), one after the other in a k|v chunk.
+  int64_t k_elems() const { return shape().B * T_ * shape().G * shape().d; }
+  int64_t v_elems() const { return shape().B * T_ * shape().G * shape().vdim(); }
+  int64_t kv_elems() const { return k_elems() + v_elems(); }
 
   // Buffers, all allocated in setup (the timed step allocates nothing). The whole-sequence
   // buffers live in two float32-sized slots whose uses never overlap in time:
@@ -72,26 +81,28 @@ class AllgatherKV final : public Block {
   void core_setup() override {
     const LayerShape& s = shape();
     const int P = mesh().P;
-    const int64_t e = kv_elems(), full = 2 * s.B * s.N * int64_t(s.G) * s.d;  // full: k|v, whole seq
+    const int64_t e = kv_elems(), full = s.B * s.N * int64_t(s.G) * (s.d + s.vdim());  // full: k|v, whole seq
     lse_ = alloc_f32({s.B, s.H, T_});
     delta_ = alloc_f32({s.B, s.H, T_});
-    kv_send_ = alloc({2 * e}, MemKind::comm);
+    kv_send_ = alloc({e}, MemKind::comm);
     slot_a_ = alloc_f32({full}, MemKind::comm);
     slot_b_ = alloc_f32({full}, MemKind::comm);
-    gathered_ = reuse_as(slot_a_, s.dtype, {int64_t(P) * 2 * e});
+    gathered_ = reuse_as(slot_a_, s.dtype, {int64_t(P) * e});
     dkv_full_ = reuse_as(slot_a_, DType::f32, {full});
     kv_full_ = reuse_as(slot_b_, s.dtype, {full});
-    rs_send_ = reuse_as(slot_b_, DType::f32, {int64_t(P) * 2 * e});
-    rs_recv_ = reuse_as(slot_a_, DType::f32, {2 * e});  // dK|dV are in the send buffer by then
+    rs_send_ = reuse_as(slot_b_, DType::f32, {int64_t(P) * e});
+    rs_recv_ = reuse_as(slot_a_, DType::f32, {e});  // dK|dV are in the send buffer by then
     if (s.acc_dtype != DType::f32) {  // --acc-dtype bf16: the reduce-scatter's send and receive in slot A
-      rs_send16_ = reuse_as(slot_a_, s.acc_dtype, {int64_t(P) * 2 * e});
-      rs_recv16_ = reuse_as(slot_a_, s.acc_dtype, {2 * e}, rs_send16_.bytes());
+      rs_send16_ = reuse_as(slot_a_, s.acc_dtype, {int64_t(P) * e});
+      rs_recv16_ = reuse_as(slot_a_, s.acc_dtype, {e}, rs_send16_.bytes());
     }
   }
 
+  // The whole sequence's K [B,N,G,d] then V [B,N,G,d_v] in one buffer (k|v, or dk|dv).
+  int64_t k_full_elems() const { return shape().B * shape().N * shape().G * shape().d; }
   Tensor k_full() const { return kv_full_.view(0, {shape().B, shape().N, shape().G, shape().d}); }
   Tensor v_full() const {
-    return kv_full_.view(kv_full_.numel() / 2, {shape().B, shape().N, shape().G, shape().d});
+    return kv_full_.view(k_full_elems(), {shape().B, shape().N, shape().G, shape().vdim()});
   }
 
   // All-gathers this rank's k|v into the whole K and V (kv_full_), in natural order.
@@ -99,15 +110,15 @@ class AllgatherKV final : public Block {
     const LayerShape& s = shape();
     Communicator& c = *mesh().cp;
     const int P = c.size();
-    const int64_t e = kv_elems(), Gd = int64_t(s.G) * s.d;
-    Tensor kd = kv_send_.view(0, {e}), vd = kv_send_.view(e, {e});
-    be().copy_2d(kd, e, k_, e, 1, e);
-    be().copy_2d(vd, e, v_, e, 1, e);
+    const int64_t ek = k_elems(), ev = v_elems(), e = ek + ev, Gd = int64_t(s.G) * s.d, Gv = int64_t(s.G) * s.vdim();
+    Tensor kd = kv_send_.view(0, {ek}), vd = kv_send_.view(ek, {ev});
+    be().copy_2d(kd, ek, k_, ek, 1, ek);
+    be().copy_2d(vd, ev, v_, ev, 1, ev);
     c.all_gather(kv_send_, gathered_);  // [P][k | v], rank order
     Tensor kf = k_full(), vf = v_full();
-    gathered_to_natural(be(), gathered_, s.B, T_, Gd, P, RankChunks::zigzag, kf, 2 * e);
-    gathered_to_natural(be(), gathered_.view(e, {gathered_.numel() - e}), s.B, T_, Gd, P,
-                        RankChunks::zigzag, vf, 2 * e);
+    gathered_to_natural(be(), gathered_, s.B, T_, Gd, P, RankChunks::zigzag, kf, e);
+    gathered_to_natural(be(), gathered_.view(ek, {gathered_.numel() - ek}), s.B, T_, Gv, P,
+                        RankChunks::zigzag, vf, e);
   }
 
   void core_forward() override {
@@ -121,32 +132,33 @@ class AllgatherKV final : public Block {
     const LayerShape& s = shape();
     Communicator& c = *mesh().cp;
     const int P = c.size();
-    const int64_t e = kv_elems(), Gd = int64_t(s.G) * s.d, full = s.B * s.N * Gd;
+    const int64_t ek = k_elems(), ev = v_elems(), e = ek + ev, Gd = int64_t(s.G) * s.d, Gv = int64_t(s.G) * s.vdim();
+    const int64_t kfull = s.B * s.N * Gd, vfull = s.B * s.N * Gv;
     const Positions all = Positions::contiguous(0, s.N);
     sinks_.backward(be(), attn_shape(), o_, do_, lse_);
     be().attn_bwd_delta(attn_shape(), o_, do_, delta_);
     gather_kv();  // the gathered copy was not kept across the layer
     // dK | dV of the whole sequence, natural order, float32 (slot A: the gathered copy is dead)
-    Tensor dk_full = dkv_full_.view(0, {s.B, s.N, s.G, s.d}), dv_full = dkv_full_.view(full, {s.B, s.N, s.G, s.d});
+    Tensor dk_full = dkv_full_.view(0, {s.B, s.N, s.G, s.d}), dv_full = dkv_full_.view(kfull, {s.B, s.N, s.G, s.vdim()});
     be().fill(dq_, 0.0f);
     be().fill(dkv_full_, 0.0f);
     be().attn_bwd(attn_shape(), q_, k_full(), v_full(), do_, lse_, delta_, pos_, all, dq_, dk_full, dv_full);
     // Rank j's tokens (zigzag chunks j, 2P-1-j) of dK|dV go to chunk j; the sum over ranks of
     // chunk j lands on rank j. Float32 (s_acc) like the ring strategies' accumulators.
     // (slot B: K,V are dead)
-    natural_to_gathered(be(), dkv_full_.view(0, {full}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send_, 2 * e);
-    Tensor rs_send_v = rs_send_.view(e, {rs_send_.numel() - e});
-    natural_to_gathered(be(), dkv_full_.view(full, {full}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send_v, 2 * e);
+    natural_to_gathered(be(), dkv_full_.view(0, {kfull}), s.B, T_, Gd, P, RankChunks::zigzag, rs_send_, e);
+    Tensor rs_send_v = rs_send_.view(ek, {rs_send_.numel() - ek});
+    natural_to_gathered(be(), dkv_full_.view(kfull, {vfull}), s.B, T_, Gv, P, RankChunks::zigzag, rs_send_v, e);
     if (s.acc_dtype != DType::f32) {  // each rank's dK|dV rounded once, summed by the collective (s_acc = 2)
       be().convert(rs_send16_, rs_send_);
       c.reduce_scatter(rs_send16_, rs_recv16_);
-      be().convert(dk_, rs_recv16_.view(0, {e}));
-      be().convert(dv_, rs_recv16_.view(e, {e}));
+      be().convert(dk_, rs_recv16_.view(0, {ek}));
+      be().convert(dv_, rs_recv16_.view(ek, {ev}));
       return;
     }
     c.reduce_scatter(rs_send_, rs_recv_);
-    be().copy_2d(dk_, e, rs_recv_.view(0, {e}), e, 1, e);
-    be().copy_2d(dv_, e, rs_recv_.view(e, {e}), e, 1, e);
+    be().copy_2d(dk_, ek, rs_recv_.view(0, {ek}), ek, 1, ek);
+    be().copy_2d(dv_, ev, rs_recv_.view(ek, {ev}), ev, 1, ev);
   }
 
   void export_lse(std::vector<float>& global) override {
@@ -158,8 +170,8 @@ class AllgatherKV final : public Block {
     // lse, delta (float32), the k|v send buffer; the two whole-sequence float32 slots
     // (core_setup).
     const int64_t T = s.N / P, es = int64_t(dtype_size(s.dtype));
-    const int64_t e = s.B * T * s.G * s.d, full = 2 * s.B * s.N * s.G * s.d;
-    return 2 * s.B * s.H * T * 4 + 2 * e * es + 2 * full * 4;
+    const int64_t e = s.B * T * s.G * (s.d + s.vdim()), full = s.B * s.N * s.G * (s.d + s.vdim());
+    return 2 * s.B * s.H * T * 4 + e * es + 2 * full * 4;
   }
 
   Tensor lse_, delta_, kv_send_;

@@ -157,7 +157,7 @@ class MegatronSP final : public Block {
   AttnShape attn_shape() const {
     const LayerShape& s = env_.shape;
     AttnShape a;
-    a.B = s.B; a.nq = s.N; a.nk = s.N; a.hq = hl_; a.hk = gl_; a.d = s.d; a.causal = s.mask.causal;
+    a.B = s.B; a.nq = s.N; a.nk = s.N; a.hq = hl_; a.hk = gl_; a.d = s.d; a.d_v = s.d_v; a.causal = s.mask.causal;
     a.window = s.mask.window; a.docs = s.mask.docs;
     return a;
   }

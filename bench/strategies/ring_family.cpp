@@ -10,6 +10,7 @@ StrategyDesc RingFamily::describe() const {
   StrategyDesc d{p_.name, p_.summary, p_.order == RingOrder::zigzag ? "2P divides seq" : "P divides seq", p_.tiers, {}};
   if (p_.double_ring) d.constraints += " (P under --balance); inner ring w divides P";
   d.can.pass_q = d.can.cached = d.can.decode = true;
+  d.can.mla = true;  // expanded heads: k|v blocks of d + d_v per head (ring_core.h)
   d.can.balance = p_.balance;
   d.can.balance_dynamic = p_.balance_dynamic;
   // --balance dynamic: one ring per CP group, whose ranks hold different token counts.
@@ -77,9 +78,10 @@ RingBlockSizes RingFamily::block_sizes(const LayerShape& s, int P) {
   // Under --cached C pass-Q moves only the (N - C)/P new queries of a rank; pass-KV moves its
   // whole key block, cache shard included: C/P + (N - C)/P = N/P tokens, as without a cache.
   b.tokens_kv = s.B * s.N / P;
-  b.hk = int64_t(s.G) * s.d;
+  b.kv = int64_t(s.G) * (s.d + s.vdim());
   b.tokens_q = s.B * s.new_tokens() / P;
   b.hq = int64_t(s.H) * s.d;
+  b.ho = int64_t(s.H) * s.vdim();
   b.heads = s.H;
   return b;
 }
@@ -103,7 +105,7 @@ void RingFamily::core_setup() {
   const int P = mesh().P;
   const RingSchedule sch = schedule(s, P, env_.spec);
   RingCoreShape cs;
-  cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
+  cs.B = s.B; cs.n = T_; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.d_v = s.d_v; cs.causal = s.mask.causal; cs.dtype = s.dtype;
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
@@ -121,7 +123,7 @@ void RingFamily::export_lse(std::vector<float>& global) {
 
 int64_t RingFamily::core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const {
   RingCoreShape cs;
-  cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.dtype = s.dtype;
+  cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.d_v = s.d_v; cs.dtype = s.dtype;
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.travel = s.pass.travel;
   cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too

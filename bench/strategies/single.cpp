@@ -20,6 +20,7 @@ class Single final : public Block {
     d.can.balance = d.can.balance_dynamic = true;  // the reference: one rank holds every token
     d.can.cached = true;                           // the whole cache and every new token
     d.can.decode = true;                           // the whole cache: nothing to merge
+    d.can.mla = true;                              // every projection whole on the rank
     d.replicated = true;
     return d;
   }
@@ -42,7 +43,7 @@ class Single final : public Block {
   AttnShape attn_shape() const {
     const LayerShape& s = shape();
     AttnShape a;
-    a.B = s.B; a.nq = T_; a.nk = key_pos_.count(); a.hq = s.H; a.hk = s.G; a.d = s.d; a.causal = s.mask.causal;
+    a.B = s.B; a.nq = T_; a.nk = key_pos_.count(); a.hq = s.H; a.hk = s.G; a.d = s.d; a.d_v = s.d_v; a.causal = s.mask.causal;
     a.window = s.mask.window; a.docs = s.mask.docs;
     return a;
   }

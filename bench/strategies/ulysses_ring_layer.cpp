@@ -36,8 +36,9 @@ CommPrediction UlyssesRingLayer::attention_bytes(const LayerShape& s, int P, con
 CommPrediction UlyssesRingLayer::member_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem,
                                               int64_t acc, int u) const {
   const int64_t T = s.B * s.N / P, Tn = s.B * s.new_tokens() / P;
-  int64_t hq = int64_t(s.H) * s.d;
-  int64_t hk = int64_t(replicated_kv_heads(m.tp * m.U, s)) * s.d;  // Ge*d (ulysses_level.h)
+  // Per token: q's H*d, k|v's Ge*(d + d_v) (Ge*2d without MLA; ulysses_level.h), o's H*d_v.
+  int64_t hq = int64_t(s.H) * s.d, ho = int64_t(s.H) * s.vdim();
+  int64_t kv = int64_t(replicated_kv_heads(m.tp * m.U, s)) * (s.d + s.vdim());
   int heads = s.H;
   // The tp level around the attention's GEMMs, as megatron-sp (the new tokens only; the MLP's:
   // the block's term), then the Ulysses level's all-to-alls.
@@ -50,16 +51,18 @@ CommPrediction UlyssesRingLayer::member_bytes(const LayerShape& s, int P, const 
     const UlyssesShape us = UlyssesShape::uneven_split(s.H / m.tp, replicated_kv_heads(m.tp, s) / m.tp, m.U);
     p.add(ulysses_level_bytes_uneven(s, P, m.tp, us, u, elem));
     hq = int64_t(m.tp) * m.U * us.hq(u) * s.d;
-    hk = int64_t(m.tp) * m.U * us.hk(u) * s.d;
+    ho = int64_t(m.tp) * m.U * us.hq(u) * s.vdim();
+    kv = int64_t(m.tp) * m.U * us.hk(u) * (s.d + s.vdim());
     heads = m.tp * m.U * us.hq(u);
   }
   // The ring level's term. pass-Q: a rank's Q block is its ring index's U*T tokens x H/U heads,
   // the same T*H*d elements as its own q; its partial's lse T*H.
   RingBlockSizes b;
   b.tokens_kv = T;
-  b.hk = hk;
+  b.kv = kv;
   b.tokens_q = Tn;
   b.hq = hq;
+  b.ho = ho;
   b.heads = heads;
   const RingSchedule sch = ring_schedule(m);
   return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), s.pass.travel, b, elem, acc));
@@ -83,6 +86,9 @@ std::string UlyssesRingLayer::heads_error(const LayerShape& s, int t, int U) {
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
                                             const std::string& hint) const {
+  if (s.mla && m.tp > 1)
+    throw ConstraintError(name() + ": --attention mla with a tp level (tp=" + std::to_string(m.tp) +
+                          ") is not built: MLA's projections are whole on every rank (use a mesh without tp)");
   std::ostringstream e;
   const bool balanced = s.balance != BalanceScheme::none;
   const bool zz = zigzag_layout(m.ring_layout, s.mask.causal) && !balanced;
@@ -195,19 +201,20 @@ void UlyssesRingLayer::core_setup() {
   const UlyssesShape us = ulysses_shape(s, Tw, hl_, gl_, Un, nseg());
   const int u = mesh().group("ulysses").rank();
   const int hl = us.hq(u), gl = us.hk(u);  // this member's heads (H/U and Ge/U unless uneven)
+  const int dv = s.vdim();  // v, o, do and dv: d_v per head (MLA)
   q_r_ = alloc({s.B, n, hl, s.d});
   k_r_ = alloc({s.B, n, gl, s.d});
-  v_r_ = alloc({s.B, n, gl, s.d});
-  o_r_ = alloc({s.B, n, hl, s.d});
-  do_r_ = alloc({s.B, n, hl, s.d});
+  v_r_ = alloc({s.B, n, gl, dv});
+  o_r_ = alloc({s.B, n, hl, dv});
+  do_r_ = alloc({s.B, n, hl, dv});
   dq_r_ = alloc_f32({s.B, n, hl, s.d});
   dk_r_ = alloc_f32({s.B, n, gl, s.d});
-  dv_r_ = alloc_f32({s.B, n, gl, s.d});
+  dv_r_ = alloc_f32({s.B, n, gl, dv});
   ulysses_.setup(be(), mesh().group("ulysses"), us);
   // --sinks: those of the query heads the all-to-all gives this member (slice u of the TP rank's).
   const SinkHeads ring_sinks = sinks_.narrow(us.q_split().first[size_t(u)], hl);
   RingCoreShape cs;
-  cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.causal = s.mask.causal; cs.dtype = s.dtype;
+  cs.B = s.B; cs.n = n; cs.hq = hl; cs.hk = gl; cs.d = s.d; cs.d_v = s.d_v; cs.causal = s.mask.causal; cs.dtype = s.dtype;
   cs.rep = us.head_rep(); cs.head0 = us.head0(u);
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
@@ -284,11 +291,12 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
     }
   }
   RingCoreShape cs;
-  cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.dtype = s.dtype;
+  cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.d_v = s.d_v; cs.dtype = s.dtype;
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.travel = s.pass.travel;  // the travel policy's buffers (ring_travel.h)
-  return s.B * n * s.d * ((3 * hl + 2 * gl) * es + (hl + 2 * gl) * 4) + ulysses_level_activation_bytes(us) +
-         ring_level_activation_bytes(ring_schedule(m), s, cs);
+  const int64_t d = s.d, dv = s.vdim();  // q, k, dq, dk: d per head; v, o, do, dv: d_v
+  return s.B * n * ((hl * d + gl * (d + dv) + 2 * hl * dv) * es + (hl * d + gl * (d + dv)) * 4) +
+         ulysses_level_activation_bytes(us) + ring_level_activation_bytes(ring_schedule(m), s, cs);
 }
 
 }  // namespace cpbench

@@ -69,6 +69,7 @@ class UlyssesRingLayer : public Block {
   static Capabilities layer_capabilities() {
     Capabilities c;
     c.decode = c.cached = c.uneven_heads = true;
+    c.mla = true;  // MLA's expanded heads through the Ulysses level's all-to-alls (no tp level: check())
     return c;
   }
   // check() under --pass decode: the mesh, the heads over tp x ulysses, an equal cache shard per
@@ -141,7 +142,7 @@ class UlyssesRingLayer : public Block {
   // The Ulysses level's shape: T tokens per batch row of H query and G KV heads (a TP rank's).
   static UlyssesShape ulysses_shape(const LayerShape& s, int64_t T, int H, int G, int U, int nseg = 1) {
     UlyssesShape u;
-    u.B = s.B; u.T = T; u.H = H; u.G = G; u.d = s.d; u.U = U; u.nseg = nseg; u.dtype = s.dtype;
+    u.B = s.B; u.T = T; u.H = H; u.G = G; u.d = s.d; u.d_v = s.d_v; u.U = U; u.nseg = nseg; u.dtype = s.dtype;
     u.uneven = s.uneven_heads;
     return u;
   }

@@ -2,7 +2,8 @@
 """Independent float64 check of a `cpbench verify --dump DIR` directory.
 
 Recomputes DESIGN's layer (RMSNorm, QKV projection, RoPE at global positions, attention with
-the causal mask, output projection, residual; with meta.json's block "full" also the SwiGLU MLP
+the causal mask, output projection, residual; with meta "attention" "mla" MLA's projections in the
+QKV projection's place (d_v-wide values); with meta.json's block "full" also the SwiGLU MLP
 sub-layer after it; with meta "sinks" the attention sinks' logits in each row's softmax and their
 gradient dsinks) and its backward from the dumped inputs alone, in float64 NumPy, and
 compares every dumped result of every strategy with it by verify's rule
@@ -64,7 +65,10 @@ def main():
         # Under a KV cache the cache is an input every strategy must read the same. Prefill's dy
         # ([B, N - C, D] under --cached) feeds no forward tensor but is still compared across
         # strategies as an input; decode dumps none.
-        input_names = ("x", "norm_w", "w_qkv", "w_o") + (("dy",) if meta.get("pass") != "decode" else ()) \
+        proj_inputs = (("w_qkv",) if meta.get("attention") != "mla" else
+                       (("w_dq", "q_norm_w") if meta["mla"]["q_rank"] > 0 else ()) +
+                       ("w_uq", "w_qr", "w_dkv", "kv_norm_w", "w_kr", "w_uk", "w_uv"))
+        input_names = ("x", "norm_w", "w_o") + proj_inputs + (("dy",) if meta.get("pass") != "decode" else ()) \
             + mlp_inputs + (("k_cache", "v_cache") if cache else ()) + (("sinks",) if meta.get("sinks") else ())
         missing = [k for k in input_names if k not in t]
         bad_shapes = [f"{k} shape {t[k].shape}, expected {want}" for k, want in input_shapes(meta).items()

@@ -561,8 +561,8 @@ TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
   }
   SECTION("predicted bytes by level and destination follow the schedule") {
     const DoubleRingHops h = hops(2, {1, 0, 2});  // w = 3, W = 4
-    const CommPrediction p = DoubleRingCore::predicted_bytes(10, 2, 3, 4, 2, 4, h);
-    const int64_t block = 10 * 2 * 2;
+    const CommPrediction p = DoubleRingCore::predicted_bytes(10, 4, 3, 4, 2, 4, h);
+    const int64_t block = 10 * 4;  // 10 tokens of k|v rows of 4 elements
     CHECK(p.fwd == 2 * block * (3 + 2));                  // inner 1+0+2, outer 2
     CHECK(p.bwd == p.fwd + 4 * block * (2 + 3 + 2 + 1));  // inner (1+1) + (2+1), outer 2 + 1
     int64_t back_inner = 0, back_outer = 0;
@@ -575,8 +575,8 @@ TEST_CASE("double ring hop truncation: hand-computed schedules", "[model]") {
     }
     CHECK(back_inner == 2 * 4 * block);
     CHECK(back_outer == 4 * block);
-    CHECK_THROWS_AS(DoubleRingCore::predicted_bytes(10, 2, 3, 4, 2, 4, hops(1, {3, 0})), std::logic_error);
-    CHECK_THROWS_AS(DoubleRingCore::predicted_bytes(10, 2, 3, 4, 2, 4, hops(4, {0, 0, 0, 0, 0})), std::logic_error);
+    CHECK_THROWS_AS(DoubleRingCore::predicted_bytes(10, 4, 3, 4, 2, 4, hops(1, {3, 0})), std::logic_error);
+    CHECK_THROWS_AS(DoubleRingCore::predicted_bytes(10, 4, 3, 4, 2, 4, hops(4, {0, 0, 0, 0, 0})), std::logic_error);
   }
 }
 
@@ -587,6 +587,7 @@ TEST_CASE("ring travel q: byte model (DESIGN: fwd = s*Tq*hq*K + (s_acc*Tq*hq + 4
   RingBlockSizes b;
   b.tokens_q = Tq;
   b.hq = hq;
+  b.ho = hq;  // the partials' o: d_v = d
   b.heads = H;
   b.tokens_kv = 999;  // K,V do not travel: their size must not enter
   const auto bytes = ring_travel(RingTravel::q).bytes;
@@ -631,9 +632,9 @@ TEST_CASE("ring travel: the policies' table drives the flag, its parsing, the by
   }
   // kv's term is RingCore's (K,V and the dK,dV accumulators); q-a2a sends each partial once.
   RingBlockSizes b;
-  b.tokens_kv = 10; b.hk = 8; b.tokens_q = 6; b.hq = 16; b.heads = 4;
+  b.tokens_kv = 10; b.kv = 16; b.tokens_q = 6; b.hq = 16; b.ho = 16; b.heads = 4;
   const CommPrediction kv = ring_travel(RingTravel::kv).bytes(b, 4, 2, 4, -1, "cp");
-  const CommPrediction ref = RingCore::predicted_bytes(10, 8, 4, 2, 4, -1, "cp");
+  const CommPrediction ref = RingCore::predicted_bytes(10, 16, 4, 2, 4, -1, "cp");
   CHECK(kv.fwd == ref.fwd);
   CHECK(kv.bwd == ref.bwd);
   const int64_t partial = 4 * 6 * 16 + 4 * 6 * 4;

@@ -278,9 +278,9 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   const json j = c.to_json(2);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  CHECK(keys == std::vector<std::string>{"acc_dtype", "backend", "balance", "batch", "block", "cached", "causal", "comm", "command", "cp_cap", "decode_steps", "dim", "dtype",
+  CHECK(keys == std::vector<std::string>{"acc_dtype", "attention", "backend", "balance", "batch", "block", "cached", "causal", "comm", "command", "cp_cap", "decode_steps", "dim", "dtype",
                                          "ffn_dim", "head_dim", "heads", "iters", "kv_heads", "layers", "mask", "mem_limit_bytes", "mesh",
-                                         "model", "partial_dtype", "pass", "ranks_per_node", "recompute", "ring_pass", "rope", "seed", "seqs", "shard", "sinks", "strategies", "threads",
+                                         "mla", "model", "partial_dtype", "pass", "ranks_per_node", "recompute", "ring_pass", "rope", "seed", "seqs", "shard", "sinks", "strategies", "threads",
                                          "timeout_s", "uneven_heads", "warmup", "world_size"});
   CHECK(j["seqs"] == json::array({64}));
   CHECK(j["block"] == "attn");
@@ -290,6 +290,8 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   CHECK(j["shard"].is_null());  // what the whole-model estimate shards: none under --block attn
   CHECK(j["sinks"] == false);   // --sinks (schema 8)
   CHECK(j["uneven_heads"] == false);  // --uneven-heads (schema 9)
+  CHECK(j["attention"] == "gqa");     // --attention, --mla-travel (schema 10)
+  CHECK(j["mla"].is_null());
   CHECK(j["partial_dtype"] == "f32");  // --partial-dtype, --acc-dtype (schema 8): float32 by default
   CHECK(j["acc_dtype"] == "f32");
   CHECK(j["mask"]["docs"] == json::parse(R"({"spec": "equal:2", "lens": [32, 32], "lens_by_seq": {"64": [32, 32]}})"));

@@ -1,0 +1,227 @@
+#include "bench/block/mla.h"
+
+#include <string>
+
+#include "bench/block/qkv.h"
+#include "bench/inputs.h"
+
+namespace cpbench {
+
+namespace {
+// The projections' weights: registry name (and dump name; its gradient is "d" + name), seed id,
+// rows, columns, fan-in of the seeded law.
+struct MlaWeight {
+  const char* name;
+  InputId id;
+  int64_t rows, cols;
+};
+std::vector<MlaWeight> mla_weights(const LayerShape& s) {
+  const MlaDims& m = s.mla_dims;
+  const int64_t H = s.H, qin = m.q_rank > 0 ? m.q_rank : s.D;
+  std::vector<MlaWeight> w;
+  if (m.q_rank > 0) {
+    w.push_back({"w_dq", InputId::w_dq, s.D, m.q_rank});
+    w.push_back({"q_norm_w", InputId::q_norm_w, 1, m.q_rank});
+  }
+  w.push_back({"w_uq", InputId::w_uq, qin, H * m.d_nope});
+  w.push_back({"w_qr", InputId::w_qr, qin, H * m.d_rope});
+  w.push_back({"w_dkv", InputId::w_dkv, s.D, m.kv_rank});
+  w.push_back({"kv_norm_w", InputId::kv_norm_w, 1, m.kv_rank});
+  w.push_back({"w_kr", InputId::w_kr, s.D, m.d_rope});
+  w.push_back({"w_uk", InputId::w_uk, m.kv_rank, H * m.d_nope});
+  w.push_back({"w_uv", InputId::w_uv, m.kv_rank, H * m.d_v});
+  return w;
+}
+}  // namespace
+
+int64_t MlaProjections::parameters(const LayerShape& s) {
+  int64_t n = 0;
+  for (const MlaWeight& w : mla_weights(s)) n += w.rows * w.cols;
+  return n;
+}
+
+double MlaProjections::forward_gemm_flops(const LayerShape& s, int64_t rows) {
+  double f = 0;
+  for (const MlaWeight& w : mla_weights(s))
+    if (w.rows > 1) f += gemm_flops(rows, w.cols, w.rows);  // the norms' weights are no GEMM
+  return f;
+}
+
+int64_t MlaProjections::activation_bytes(const LayerShape& s, int64_t rows) {
+  // setup's buffers, per token row (es: the run dtype's bytes; 16-bit runs add run-dtype copies).
+  const MlaDims& m = s.mla_dims;
+  const int64_t es = int64_t(dtype_size(s.dtype)), H = s.H, dn = m.d_nope, dr = m.d_rope;
+  const int64_t L = m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank;  // the widest latent
+  const int64_t kept = (m.q_rank > 0 ? 2 * m.q_rank * es + 4 : 0) + 2 * m.kv_rank * es + 4;
+  const int64_t fwd = (2 * H * dn + H * dr + dr) * es;                      // q_C, q_R, k_C, k_R
+  const int64_t bwd = (2 * H * dn + H * dr + 2 * dr) * 4 + L * (4 + 2 * es);  // split gradients, latents'
+  const int64_t lowp = s.dtype == DType::f32 ? 0 : (2 * H * dn + H * dr + dr + H * m.d_v) * es + s.D * 4;
+  return rows * (kept + fwd + bwd + lowp);
+}
+
+void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T,
+                           bool exporter) {
+  reg_ = &reg;
+  s_ = s;
+  B_ = B;
+  T_ = T;
+  const MlaDims& m = s.mla_dims;
+  qin_ = m.q_rank > 0 ? m.q_rank : s.D;
+  const int64_t rows = B * T, H = s.H;
+  for (const MlaWeight& w : mla_weights(s)) {
+    Tensor& t = reg.add(w.name, w.rows > 1 ? std::vector<int64_t>{w.rows, w.cols} : std::vector<int64_t>{w.cols}, s.dtype,
+                        Held::weight, w.name, ExportRule::slice(0, exporter));
+    be.upload(input_matrix_block(seed, w.id, w.cols, 0, w.rows, 0, w.cols, input_law(w.id, s.D, 0, 0, w.rows)), t);
+    reg.add(std::string("d") + w.name, t.shape, DType::f32, Held::grad, std::string("d") + w.name, ExportRule::slice(0));
+  }
+  const DType dt = s.dtype;
+  const bool lowp = dt != DType::f32;
+  // Kept for the backward: the latents before and after their norms, and the norms' rstd.
+  if (m.q_rank > 0) {
+    reg.add("mla_cq0", {rows, m.q_rank}, dt, Held::activation);
+    reg.add("mla_cq", {rows, m.q_rank}, dt, Held::activation);
+    reg.add("mla_rstd_q", {rows}, DType::f32, Held::activation);
+  }
+  reg.add("mla_ckv0", {rows, m.kv_rank}, dt, Held::activation);
+  reg.add("mla_ckv", {rows, m.kv_rank}, dt, Held::activation);
+  reg.add("mla_rstd_kv", {rows}, DType::f32, Held::activation);
+  // Forward scratch: the heads' no-rope and rope parts before they are interleaved into q and k.
+  reg.add("mla_qn", {rows, H * m.d_nope}, dt, Held::activation);
+  reg.add("mla_qr", {rows, H * m.d_rope}, dt, Held::activation);
+  reg.add("mla_kn", {rows, H * m.d_nope}, dt, Held::activation);
+  reg.add("mla_kr", {rows, m.d_rope}, dt, Held::activation);
+  // Backward scratch: the gradients split out of the core's float32 dq, dk (and, in a 16-bit run,
+  // their run-dtype copies for the GEMMs), the latents' gradients, dxn's float32 sum.
+  reg.add("mla_dqn32", {rows * H, m.d_nope}, DType::f32, Held::activation);
+  reg.add("mla_dqr32", {rows * H, m.d_rope}, DType::f32, Held::activation);
+  reg.add("mla_dkn32", {rows * H, m.d_nope}, DType::f32, Held::activation);
+  reg.add("mla_dkr32", {rows, m.d_rope}, DType::f32, Held::activation);
+  reg.add("mla_dkr_head", {rows, m.d_rope}, DType::f32, Held::activation);
+  if (lowp) {
+    reg.add("mla_dqn", {rows * H, m.d_nope}, dt, Held::activation);
+    reg.add("mla_dqr", {rows * H, m.d_rope}, dt, Held::activation);
+    reg.add("mla_dkn", {rows * H, m.d_nope}, dt, Held::activation);
+    reg.add("mla_dkr", {rows, m.d_rope}, dt, Held::activation);
+    reg.add("mla_dv", {rows, H * m.d_v}, dt, Held::activation);
+    reg.add("mla_dx32", {rows, s.D}, DType::f32, Held::activation);
+  }
+  reg.add("mla_dlatent32", {rows, m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank}, DType::f32, Held::activation);
+  reg.add("mla_dlatent", {rows, m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank}, dt, Held::activation);
+  reg.add("mla_dlatent0", {rows, m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank}, dt, Held::activation);
+}
+
+void MlaProjections::forward(Backend& be, const Tensor& xn, const Positions& pos, Tensor& q, Tensor& k, Tensor& v) {
+  TensorRegistry& reg = *reg_;
+  const LayerShape& s = s_;
+  const MlaDims& m = s.mla_dims;
+  const int64_t rows = B_ * T_, H = s.H, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr;
+  // The query's input: the normed latent c_q, or xn itself without a query rank.
+  const Tensor* qin = &xn;
+  if (m.q_rank > 0) {
+    Tensor &cq0 = reg["mla_cq0"], &cq = reg["mla_cq"];
+    be.gemm(false, false, rows, m.q_rank, s.D, 1.0f, xn, s.D, reg["w_dq"], m.q_rank, 0.0f, cq0, m.q_rank);
+    be.rmsnorm_fwd(cq0, reg["q_norm_w"], s.eps, cq, reg["mla_rstd_q"]);
+    qin = &cq;
+  }
+  Tensor &qn = reg["mla_qn"], &qr = reg["mla_qr"], &kn = reg["mla_kn"], &kr = reg["mla_kr"];
+  Tensor &ckv0 = reg["mla_ckv0"], &ckv = reg["mla_ckv"];
+  be.gemm(false, false, rows, H * dn, qin_, 1.0f, *qin, qin_, reg["w_uq"], H * dn, 0.0f, qn, H * dn);
+  be.gemm(false, false, rows, H * dr, qin_, 1.0f, *qin, qin_, reg["w_qr"], H * dr, 0.0f, qr, H * dr);
+  be.gemm(false, false, rows, m.kv_rank, s.D, 1.0f, xn, s.D, reg["w_dkv"], m.kv_rank, 0.0f, ckv0, m.kv_rank);
+  be.rmsnorm_fwd(ckv0, reg["kv_norm_w"], s.eps, ckv, reg["mla_rstd_kv"]);
+  be.gemm(false, false, rows, dr, s.D, 1.0f, xn, s.D, reg["w_kr"], dr, 0.0f, kr, dr);
+  be.gemm(false, false, rows, H * dn, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uk"], H * dn, 0.0f, kn, H * dn);
+  be.gemm(false, false, rows, H * m.d_v, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uv"], H * m.d_v, 0.0f, v, H * m.d_v);
+  if (s.rope) {  // the decoupled rope parts only: H query heads, the one shared key
+    be.rope(qr, B_, T_, int(H), int(dr), H * dr, pos, s.rope_theta, false, s.mask.docs);
+    be.rope(kr, B_, T_, 1, int(dr), dr, pos, s.rope_theta, false, s.mask.docs);
+  }
+  // Interleave per head: q = [q_C | q_R], k = [k_C | k_R] (k_R repeated for every head).
+  be.copy_2d(q, dqk, qn, dn, rows * H, dn);
+  Tensor q_rope = q.view(dn, {q.numel() - dn});
+  be.copy_2d(q_rope, dqk, qr, dr, rows * H, dr);
+  be.copy_2d(k, dqk, kn, dn, rows * H, dn);
+  for (int64_t h = 0; h < H; ++h) {
+    Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
+    be.copy_2d(k_rope, H * dqk, kr, dr, rows, dr);
+  }
+}
+
+void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& pos, const Tensor& dq, const Tensor& dk,
+                              const Tensor& dv, Tensor& dxn) {
+  TensorRegistry& reg = *reg_;
+  const LayerShape& s = s_;
+  const MlaDims& m = s.mla_dims;
+  const DType dt = s.dtype;
+  const bool lowp = dt != DType::f32;
+  const int64_t rows = B_ * T_, H = s.H, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank;
+  // Split the core's float32 gradients by part: the no-rope and rope columns of every head; the
+  // shared key's rope gradient summed over the heads in head order (float32).
+  Tensor &dqn32 = reg["mla_dqn32"], &dqr32 = reg["mla_dqr32"], &dkn32 = reg["mla_dkn32"], &dkr32 = reg["mla_dkr32"];
+  be.copy_2d(dqn32, dn, dq, dqk, rows * H, dn);
+  be.copy_2d(dqr32, dr, dq.view(dn, {dq.numel() - dn}), dqk, rows * H, dr);
+  be.copy_2d(dkn32, dn, dk, dqk, rows * H, dn);
+  be.copy_2d(dkr32, dr, dk.view(dn, {dk.numel() - dn}), H * dqk, rows, dr);
+  Tensor& head = reg["mla_dkr_head"];
+  for (int64_t h = 1; h < H; ++h) {
+    be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), H * dqk, rows, dr);
+    be.add(dkr32, dkr32, head);
+  }
+  // In the run dtype for the GEMMs (float32 runs: the float32 tensors themselves).
+  auto run = [&](Tensor& f32, const char* name) -> Tensor& {
+    if (!lowp) return f32;
+    Tensor& r = reg[name];
+    be.convert(r, f32);
+    return r;
+  };
+  Tensor &dqn = run(dqn32, "mla_dqn"), &dqr = run(dqr32, "mla_dqr"), &dkn = run(dkn32, "mla_dkn"), &dkr = run(dkr32, "mla_dkr");
+  Tensor dv_run = lowp ? reg["mla_dv"] : dv;
+  if (lowp) be.convert(dv_run, dv);
+  if (s.rope) {  // the transposed rotation (RoPE's backward) on the rope parts
+    be.rope(dqr, B_, T_, int(H), int(dr), H * dr, pos, s.rope_theta, true, s.mask.docs);
+    be.rope(dkr, B_, T_, 1, int(dr), dr, pos, s.rope_theta, true, s.mask.docs);
+  }
+  const Tensor& qin = m.q_rank > 0 ? reg["mla_cq"] : xn;
+  const Tensor& ckv = reg["mla_ckv"];
+  // Weight gradients of the up-projections and of W_KR.
+  be.gemm(true, false, qin_, H * dn, rows, 1.0f, qin, qin_, dqn, H * dn, 0.0f, reg["dw_uq"], H * dn);
+  be.gemm(true, false, qin_, H * dr, rows, 1.0f, qin, qin_, dqr, H * dr, 0.0f, reg["dw_qr"], H * dr);
+  be.gemm(true, false, rkv, H * dn, rows, 1.0f, ckv, rkv, dkn, H * dn, 0.0f, reg["dw_uk"], H * dn);
+  be.gemm(true, false, rkv, H * m.d_v, rows, 1.0f, ckv, rkv, dv_run, H * m.d_v, 0.0f, reg["dw_uv"], H * m.d_v);
+  be.gemm(true, false, s.D, dr, rows, 1.0f, xn, s.D, dkr, dr, 0.0f, reg["dw_kr"], dr);
+  // dxn's float32 sum (float32 runs: dxn itself), starting with the shared rope key's path.
+  Tensor& dx = lowp ? reg["mla_dx32"] : dxn;
+  be.gemm(false, true, rows, s.D, dr, 1.0f, dkr, dr, reg["w_kr"], dr, 0.0f, dx, s.D);
+  // Through a latent's norm and down-projection: d(latent) = sum of its up-projections'
+  // gradients (float32), then rmsnorm's backward, the down-projection's weight gradient and its
+  // share of dxn. `width`: the latent's rank.
+  auto latent = [&](int64_t width, const char* norm_w, const char* dnorm_w, const char* latent0, const char* rstd,
+                    const char* w_down, const char* dw_down, auto&& up_grads) {
+    Tensor d32 = reg["mla_dlatent32"].view(0, {rows, width});
+    Tensor dl = reg["mla_dlatent"].view(0, {rows, width});
+    Tensor dl0 = reg["mla_dlatent0"].view(0, {rows, width});
+    up_grads(d32);
+    be.convert(dl, d32);
+    Tensor& dnw = reg[dnorm_w];
+    be.fill(dnw, 0.0f);
+    be.rmsnorm_bwd(reg[latent0], reg[norm_w], reg[rstd], dl, dl0, dnw);
+    be.gemm(true, false, s.D, width, rows, 1.0f, xn, s.D, dl0, width, 0.0f, reg[dw_down], width);
+    be.gemm(false, true, rows, s.D, width, 1.0f, dl0, width, reg[w_down], width, 1.0f, dx, s.D);
+  };
+  latent(rkv, "kv_norm_w", "dkv_norm_w", "mla_ckv0", "mla_rstd_kv", "w_dkv", "dw_dkv", [&](Tensor& d32) {
+    be.gemm(false, true, rows, rkv, H * dn, 1.0f, dkn, H * dn, reg["w_uk"], H * dn, 0.0f, d32, rkv);
+    be.gemm(false, true, rows, rkv, H * m.d_v, 1.0f, dv_run, H * m.d_v, reg["w_uv"], H * m.d_v, 1.0f, d32, rkv);
+  });
+  auto query_grads = [&](Tensor& c, float beta) {  // dq_C·W_UQ^T + dq_R·W_QR^T into c
+    be.gemm(false, true, rows, qin_, H * dn, 1.0f, dqn, H * dn, reg["w_uq"], H * dn, beta, c, qin_);
+    be.gemm(false, true, rows, qin_, H * dr, 1.0f, dqr, H * dr, reg["w_qr"], H * dr, 1.0f, c, qin_);
+  };
+  if (m.q_rank > 0)
+    latent(m.q_rank, "q_norm_w", "dq_norm_w", "mla_cq0", "mla_rstd_q", "w_dq", "dw_dq",
+           [&](Tensor& d32) { query_grads(d32, 0.0f); });
+  else
+    query_grads(dx, 1.0f);  // no query rank: the query projections read xn itself
+  if (lowp) be.convert(dxn, dx);
+}
+
+}  // namespace cpbench

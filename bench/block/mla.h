@@ -1,0 +1,54 @@
+// Multi-head latent attention's projections (--attention mla; DeepSeek-V2 arXiv:2405.04434 §2.1,
+// DeepSeek-V3 arXiv:2412.19437 §2.1.1): what replaces w_qkv in the attention sub-layer. From the
+// normed input xn [rows, D]:
+//   query:  c_q = rmsnorm(xn·W_DQ)·q_norm_w [rows, r_q] (no query rank: c_q = xn)
+//           q_C = c_q·W_UQ [rows, H, d_nope],  q_R = rope(c_q·W_QR) [rows, H, d_rope]
+//   keys:   c_kv = rmsnorm(xn·W_DKV)·kv_norm_w [rows, r_kv]   (the latent a serving cache holds)
+//           k_C = c_kv·W_UK [rows, H, d_nope],  k_R = rope(xn·W_KR) [rows, d_rope], one for all heads
+//   values: v = c_kv·W_UV [rows, H, d_v]
+//   q = [q_C | q_R], k = [k_C | k_R] per head: the attention core's H query and H key heads of
+//   d = d_nope + d_rope (scale 1/sqrt(d)), values d_v wide; o [rows, H, d_v] then goes through
+//   w_o [H·d_v, D] as in every block.
+// The backward is the mirror: every weight's gradient (float32) and dxn, the sum of the paths
+// into xn (W_DQ or W_UQ|W_QR, W_DKV, W_KR), accumulated in float32 and stored once. k_R's
+// gradient is the sum over the H heads of dk's rope columns (one key shared by every head).
+//
+// This is "expanded" travel's layer: the attention core then moves q, k, v per head like any
+// MHA layer of H heads. The weights are whole on every rank (no tensor-parallel level: strategies
+// with one refuse MLA), exported by `exporter`; the gradients are each rank's partial sums.
+#pragma once
+#include <cstdint>
+
+#include "bench/block/block.h"
+
+namespace cpbench {
+
+class MlaProjections {
+ public:
+  // Registers the weights (seeded, `exporter` adds them to the dump) and the buffers for the
+  // B x T token rows of this rank.
+  void setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T,
+             bool exporter);
+  // xn [B*T, D] (run dtype) at positions pos -> q, k [B, T, H, d], v [B, T, H, d_v] (run dtype).
+  void forward(Backend& be, const Tensor& xn, const Positions& pos, Tensor& q, Tensor& k, Tensor& v);
+  // dq, dk [B, T, H, d], dv [B, T, H, d_v] (float32, the core's) -> dxn [B*T, D] (run dtype,
+  // overwritten) and the weights' gradients (overwritten). xn as in the forward.
+  void backward(Backend& be, const Tensor& xn, const Positions& pos, const Tensor& dq, const Tensor& dk,
+                const Tensor& dv, Tensor& dxn);
+  // The forward GEMMs' FLOPs over `rows` tokens (w_o not included): DESIGN's count of the
+  // projections, which the backward doubles (a data and a weight gradient per GEMM).
+  static double forward_gemm_flops(const LayerShape& s, int64_t rows);
+  // The parameters of the projections (w_o not included).
+  static int64_t parameters(const LayerShape& s);
+  // Bytes of the buffers setup registers beyond q, k, v (the latents kept for the backward and
+  // the scratch of both passes), for `rows` tokens: the activation estimate's MLA term.
+  static int64_t activation_bytes(const LayerShape& s, int64_t rows);
+
+ private:
+  TensorRegistry* reg_ = nullptr;
+  LayerShape s_;
+  int64_t B_ = 1, T_ = 0;
+  int qin_ = 0;  // the query projections' input width: r_q, or D without a query rank
+};
+
+}  // namespace cpbench
