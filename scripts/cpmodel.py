@@ -158,11 +158,13 @@ def megatron_sp_bytes(B, N, D, P, elem, block, mesh=None):
 
 # --- Ulysses level --------------------------------------------------------------------------------
 
-def ulysses_a2a_bytes(tokens, hq, hk, U, elem):
+def ulysses_a2a_bytes(tokens, hq, hk, U, elem, hqv=None, hkv=None):
     """One phase's all-to-all bytes over a Ulysses group of U (the same forward and backward):
-    q, k, v out and o back, s*T*(2hq + 2hk')*(U-1)/U (hk' after replication). Mirrors
-    ulysses_level_bytes (bench/parts/ulysses_level.cpp); DESIGN "Analytic communication model", "Ulysses KV replication"."""
-    return div(elem * tokens * (2 * hq + 2 * hk) * (U - 1), U)
+    q, k, v out and o back, s*T*(2hq + 2hk')*(U-1)/U (hk' after replication); under MLA o and v
+    are hqv = H*d_v and hkv = Ge*d_v per token (default hq, hk). Mirrors ulysses_level_bytes
+    (bench/parts/ulysses_level.cpp); DESIGN "Analytic communication model", "Ulysses KV replication", "MLA"."""
+    hqv, hkv = hq if hqv is None else hqv, hk if hkv is None else hkv
+    return div(elem * tokens * (hq + hk + hqv + hkv) * (U - 1), U)
 
 
 def ulysses_uneven_split(H, G, U):
@@ -192,51 +194,53 @@ def ulysses_uneven_bytes(tokens, H, G, d, U, u, elem):
 
 # --- ring level: single ring, the three travel policies --------------------------------------------
 
-def ring_kv_bytes(tokens, hk, K, elem, acc=ACC_BYTES):
+def ring_kv_bytes(tokens, hk, K, elem, acc=ACC_BYTES, hv=None):
     """(fwd, bwd) of pass-KV on a single ring run for K hops (K = R-1 for the full ring, K_eff
     under a window or documents; --cached: `tokens` is the whole key block, cache shard included):
     the k|v block K hops each pass, s*T*2hk*K; backward adds the float32 dK,dV accumulators, K hops
     with it and one send to the owner, s_acc*T*2hk*(K+1) (0 when K = 0). Mirrors
     RingCore::predicted_bytes (bench/parts/ring_core.cpp); DESIGN "Analytic communication model",
-    "Ring hop truncation", "Persistent-KV prefill"."""
+    "Ring hop truncation", "Persistent-KV prefill". Under MLA v is hv = G*d_v per token (default hk):
+    the block is T*(hk + hv)."""
     if K <= 0:
         return (0, 0)
-    kv = elem * tokens * 2 * hk * K
-    return (kv, kv + acc * tokens * 2 * hk * (K + 1))
+    row = hk + (hk if hv is None else hv)
+    kv = elem * tokens * row * K
+    return (kv, kv + acc * tokens * row * (K + 1))
 
 
-def pass_q_partial_bytes(tokens_q, hq, heads, acc=ACC_BYTES):
-    """One pass-Q partial: o in float32 [Tq, hq] and lse [Tq, H]: s_acc*Tq*hq + 4*Tq*H. Mirrors
-    RingCore::partial_bytes (bench/parts/ring_core.h); DESIGN "pass-Q"."""
-    return acc * tokens_q * hq + LSE_BYTES * tokens_q * heads
+def pass_q_partial_bytes(tokens_q, hq, heads, acc=ACC_BYTES, ho=None):
+    """One pass-Q partial: o in float32 [Tq, hq] and lse [Tq, H]: s_acc*Tq*hq + 4*Tq*H (o is
+    ho = H*d_v per token under MLA, default hq). Mirrors RingCore::partial_bytes (bench/parts/ring_core.h); DESIGN "pass-Q"."""
+    return acc * tokens_q * (hq if ho is None else ho) + LSE_BYTES * tokens_q * heads
 
 
-def pass_q_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES):
+def pass_q_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES, ho=None):
     """(fwd, bwd) of --ring-pass q on a single ring of K hops: the Q block (run dtype) and its
     partial travel K hops, one more send returns the partial: s*Tq*hq*K + partial*(K+1) (0 when
     K = 0); bwd 0. Mirrors travel_q_bytes (bench/parts/ring_travel_q.cpp); DESIGN "pass-Q"."""
     if K <= 0:
         return (0, 0)
-    part = pass_q_partial_bytes(tokens_q, hq, heads, acc)
+    part = pass_q_partial_bytes(tokens_q, hq, heads, acc, ho)
     return ((elem * tokens_q * hq + part) * K + part, 0)
 
 
-def pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES):
+def pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES, ho=None):
     """(fwd, bwd) of --ring-pass q-a2a (Meta's pass-Q) on a single ring of K hops: the Q block K
     hops, then each of the K partials once to its owner: s*Tq*hq*K + partial*K; bwd 0. Mirrors
     travel_q_a2a_bytes (bench/parts/ring_travel_q_a2a.cpp); DESIGN "pass-Q" (Meta's pass-Q)."""
     if K <= 0:
         return (0, 0)
-    return (elem * tokens_q * hq * K + pass_q_partial_bytes(tokens_q, hq, heads, acc) * K, 0)
+    return (elem * tokens_q * hq * K + pass_q_partial_bytes(tokens_q, hq, heads, acc, ho) * K, 0)
 
 
 # The travel policies, one entry each as bench/parts/ring_travel.h's table: a single ring's (fwd,
 # bwd) from what a rank moves (tokens_kv, hk, tokens_q, hq, heads) over K hops, and whether the
 # policy runs on a double ring too.
 RING_TRAVELS = {
-    "kv": (lambda tkv, hk, tq, hq, heads, K, elem, acc: ring_kv_bytes(tkv, hk, K, elem, acc), True),
-    "q": (lambda tkv, hk, tq, hq, heads, K, elem, acc: pass_q_bytes(tq, hq, heads, K, elem, acc), True),
-    "q-a2a": (lambda tkv, hk, tq, hq, heads, K, elem, acc: pass_q_a2a_bytes(tq, hq, heads, K, elem, acc), False),
+    "kv": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho: ring_kv_bytes(tkv, hk, K, elem, acc, hv), True),
+    "q": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho: pass_q_bytes(tq, hq, heads, K, elem, acc, ho), True),
+    "q-a2a": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho: pass_q_a2a_bytes(tq, hq, heads, K, elem, acc, ho), False),
 }
 
 
@@ -262,11 +266,11 @@ def double_ring_sends(rounds, inner):
             ("bwd", "ring_inner"): (S, a_in), ("bwd", "ring_outer"): (rounds, a_out)}
 
 
-def double_ring_kv_bytes(tokens, hk, rounds, inner, elem, acc=ACC_BYTES):
+def double_ring_kv_bytes(tokens, hk, rounds, inner, elem, acc=ACC_BYTES, hv=None):
     """{level: (fwd, bwd)} of pass-KV on a double ring (levels ring_inner, ring_outer): each block
     send s*T*2hk, each accumulator send s_acc*T*2hk, counted by double_ring_sends. Mirrors
     DoubleRingCore::predicted_bytes (bench/parts/double_ring_core.cpp); DESIGN "Double ring hops"."""
-    block = tokens * 2 * hk
+    block = tokens * (hk + (hk if hv is None else hv))  # k|v (v: hv = G*d_v under MLA)
     sends = double_ring_sends(rounds, inner)
     out = {}
     for level in ("ring_inner", "ring_outer"):
@@ -275,18 +279,18 @@ def double_ring_kv_bytes(tokens, hk, rounds, inner, elem, acc=ACC_BYTES):
     return out
 
 
-def double_ring_pass_q_bytes(tokens_q, hq, heads, rounds, inner, elem, acc=ACC_BYTES):
+def double_ring_pass_q_bytes(tokens_q, hq, heads, rounds, inner, elem, acc=ACC_BYTES, ho=None):
     """{level: (fwd, 0)} of --ring-pass q on a double ring: the Q blocks on the backward's K,V path
     and their partials on its accumulator path (double_ring_sends' backward counts with a Q block,
     s*Tq*hq, per block send and a partial per accumulator send). Mirrors
     DoubleRingCore::predicted_bytes_pass_q (bench/parts/double_ring_core.cpp); DESIGN "pass-Q"."""
-    qb, pb = elem * tokens_q * hq, pass_q_partial_bytes(tokens_q, hq, heads, acc)
+    qb, pb = elem * tokens_q * hq, pass_q_partial_bytes(tokens_q, hq, heads, acc, ho)
     sends = double_ring_sends(rounds, inner)
     return {level: (qb * sends[("bwd", level)][0] + pb * sends[("bwd", level)][1], 0)
             for level in ("ring_inner", "ring_outer")}
 
 
-def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc=ACC_BYTES, hops=None):
+def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc=ACC_BYTES, hops=None, hv=None, ho=None):
     """(fwd, bwd) of a ring level of R positions for the travel policy `travel` (RING_TRAVELS): a
     single ring when w is 0/None (K = `hops`, default R-1), else a double ring of inner rings of w
     (`hops` = (T_o, [J(t)]), default the full schedule). Mirrors ring_level_bytes
@@ -298,9 +302,9 @@ def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc
             raise ValueError(f"cpmodel: {travel} is not defined on a double ring (DESIGN: pass-Q)")
         T, J = hops if hops is not None else double_ring_full_hops(w, div(R, w))
         if travel == "q":
-            return levels_total(double_ring_pass_q_bytes(tokens_q, hq, heads, T, J, elem, acc))
-        return levels_total(double_ring_kv_bytes(tokens_kv, hk, T, J, elem, acc))
-    return single(tokens_kv, hk, tokens_q, hq, heads, R - 1 if hops is None else hops, elem, acc)
+            return levels_total(double_ring_pass_q_bytes(tokens_q, hq, heads, T, J, elem, acc, ho))
+        return levels_total(double_ring_kv_bytes(tokens_kv, hk, T, J, elem, acc, hv))
+    return single(tokens_kv, hk, tokens_q, hq, heads, R - 1 if hops is None else hops, elem, acc, hv, ho)
 
 
 def dynamic_ring_bytes(degrees, tokens_by_degree, P, kv_row, elem, acc=ACC_BYTES):
@@ -337,16 +341,17 @@ def spread_tiers(nbytes, g, same_node_peers):
 
 # --- strategies composed of the parts --------------------------------------------------------------
 
-def allgather_kv_bytes(tokens, hk, P, elem, acc=ACC_BYTES):
+def allgather_kv_bytes(tokens, hk, P, elem, acc=ACC_BYTES, hv=None):
     """(fwd, bwd) of allgather-kv: K,V all-gathered in each pass, s*T*2hk*(P-1), and the float32
-    dK,dV reduce-scattered once, s_acc*T*2hk*(P-1). Mirrors AllgatherKv::predicted_bytes
-    (bench/strategies/allgather_kv.cpp); DESIGN "Analytic communication model"."""
-    gather = elem * tokens * 2 * hk * (P - 1)
-    return (gather, gather + acc * tokens * 2 * hk * (P - 1))
+    dK,dV reduce-scattered once, s_acc*T*2hk*(P-1) (2hk read as hk + hv, hv = G*d_v, under MLA).
+    Mirrors AllgatherKv::predicted_bytes (bench/strategies/allgather_kv.cpp); DESIGN "Analytic communication model"."""
+    row = hk + (hk if hv is None else hv)
+    gather = elem * tokens * row * (P - 1)
+    return (gather, gather + acc * tokens * row * (P - 1))
 
 
 def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc=ACC_BYTES, travel="kv", w=0,
-                       hops=None, mesh=None):
+                       hops=None, mesh=None, dv=None):
     """{level: (fwd, bwd)} of usp's mesh t x U x R (ulysses: U = P; the ring family: t = U = 1,
     R = P): the attention's tp level on the new tokens (tp_level_bytes) and the MLP's (mlp_bytes: on
     its own level when the result's `mesh` has mlp_tp), the all-to-all of the
@@ -354,11 +359,14 @@ def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc
     blocks of `tokens` rows, cache shard included; Q blocks of the new tokens, all H heads).
     tokens = B*N/P; tokens_new = B*(N-C)/P (= tokens without --cached). Mirrors
     UlyssesRingLayer::predicted_bytes (bench/strategies/ulysses_ring_layer.cpp); DESIGN "Analytic
-    communication model", "Tensor parallelism inside the CP mesh", "Persistent-KV prefill"."""
-    hq, hk = H * d, d * replicated_kv_heads(G, t * U)
-    a2a = ulysses_a2a_bytes(tokens_new, hq, hk, U, elem)
+    communication model", "Tensor parallelism inside the CP mesh", "Persistent-KV prefill". Under
+    MLA (dv: d_v) v and o are d_v wide per head."""
+    dv = d if dv is None else dv
+    Ge = replicated_kv_heads(G, t * U)
+    hq, hk, hqv, hkv = H * d, d * Ge, H * dv, dv * Ge
+    a2a = ulysses_a2a_bytes(tokens_new, hq, hk, U, elem, hqv, hkv)
     return add_levels({"tp": tp_level_bytes(tokens_new, D, t, elem), "ulysses": (a2a, a2a),
-                       "ring": ring_level_bytes(travel, R, w, tokens, hk, tokens_new, hq, H, elem, acc, hops)},
+                       "ring": ring_level_bytes(travel, R, w, tokens, hk, tokens_new, hq, H, elem, acc, hops, hkv, hqv)},
                       mlp_bytes(tokens_new, D, mesh or {}, t, elem, block))
 
 
@@ -590,10 +598,10 @@ def gemm_flops(m, n, k):
     return 2 * m * n * k
 
 
-def attn_fwd_flops(B, hq, d, pairs):
-    """Attention forward: 4*d*hq*B per visible pair (QK^T and PV), hq query heads. Mirrors
-    attn_fwd_flops (kernels/backend_flops.cpp); DESIGN "FLOPs, MFU and HFU"."""
-    return 4 * d * hq * B * pairs
+def attn_fwd_flops(B, hq, d, pairs, dv=None):
+    """Attention forward: 2*(d + d_v)*hq*B per visible pair (QK^T over d, PV over d_v; 4*d*hq*B
+    when d_v = d), hq query heads. Mirrors attn_fwd_flops (kernels/backend_flops.cpp); DESIGN "FLOPs, MFU and HFU"."""
+    return 2 * (d + (d if dv is None else dv)) * hq * B * pairs
 
 
 def full_mask_pairs(N, causal):

@@ -256,7 +256,12 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     for (ExportRule::ColBlock& c : gcols.blocks) c.this_rank = true;
     if (!s.mla) reg.add("dw_qkv", {s.D, Cl}, DType::f32, Held::grad, "dw_qkv", gcols);
     reg.add("dw_o", {Hvl, s.D}, DType::f32, Held::grad, "dw_o", ExportRule::slice(tr * Hvl * s.D));
-    if (s.dtype != DType::f32 && !s.mla) {  // (MLA converts its gradients itself: mla.h)
+    if (s.dtype != DType::f32 && s.mla) {  // no qkv to reuse: their own (a strategy's level converts into them)
+      k.dq_run_ = reg.add("dq_run", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation);
+      k.dk_run_ = reg.add("dk_run", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation);
+      k.dv_run_ = reg.add("dv_run", {s.B, n, k.gl_, vd}, s.dtype, Held::activation);
+    }
+    if (s.dtype != DType::f32 && !s.mla) {
       k.dq_run_ = reg.add_view("dq_run", reuse_as(qkv, s.dtype, {s.B, n, k.hl_, s.d}), Held::activation);
       k.dk_run_ = reg.add_view("dk_run", reuse_as(qkv, s.dtype, {s.B, n, k.gl_, s.d}, k.dq_run_.bytes()),
                                Held::activation);
@@ -931,7 +936,9 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   const int64_t Hv = int64_t(s.H) * s.vdim(), Gv = int64_t(s.G) * s.vdim();  // v, o: d_v per head (MLA)
   const int64_t cache = s.pass.cached > 0 ? s.B * (s.pass.cached / P + T) * (Gd + Gv) * es : 0;
   // MLA: no qkv, dqkv; its projections' own buffers instead (mla.h).
-  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, BT) : 2 * BT * Cq * es;
+  // (a 16-bit MLA run also keeps dq, dk, dv's run-dtype copies, which GQA's reuse qkv's memory for)
+  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, BT) + (s.dtype != DType::f32 ? BT * (Hd + Gd + Gv) * es : 0)
+                             : 2 * BT * Cq * es;
   const int64_t run = BT * (6 * s.D + Hd + 2 * Hv + Gd + Gv) * es + proj + cache;
   const int64_t f32 = BT * (1 + Hd + Gd + Gv) * 4;
   return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);

@@ -35,6 +35,10 @@ cpbench_report_test(uneven_heads_decode_p6 6 "--model;tiny;--cached;144;--decode
 # pass-Q's and decode's partials in bf16: every result's bytes = cpmodel's with s_part = 2 (and the C++ model).
 cpbench_report_test(model_p4_bf16_partial_decode 4 "--model;tiny;--cached;64;--decode-steps;3;--heads;8;--kv-heads;2;--dtype;bf16;--partial-dtype;bf16;--pass;decode;--strategies;ring,double-ring,usp,megatron-sp;--usp-ring;double;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p4_bf16_partial_pass_q 4 "--model;tiny;--seq;128;--heads;8;--kv-heads;2;--dtype;bf16;--partial-dtype;bf16;--pass;prefill;--ring-pass;q;--strategies;ring,ring-zigzag,ring-striped,double-ring,usp;--usp-ring;double;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")
+# --attention mla: bytes and tier bytes of every strategy and mesh = the C++ model and cpmodel's
+# (k|v blocks of H*(d + d_v), the all-to-alls' and pass-Q partials' d_v-wide o), FLOPs = the model's.
+cpbench_report_test(model_p4_mla 4 "--model;tiny-mla;--seq;128;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 12")
+cpbench_report_test(model_p4_mla_pass_q 4 "--model;tiny-mla;--seq;128;--pass;prefill;--ring-pass;q;--strategies;ring,ring-zigzag,double-ring,usp;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 8")
 # The whole block: megatron-sp's MLP doubles its bytes (check_report.py recomputes DESIGN's formula),
 # every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.
 cpbench_report_test(model_p4_block_full 4 "--block;full;--seq;64,96;--heads;4;--kv-heads;2;--head-dim;16;--dim;64;--ffn-dim;96;--batch;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 16")

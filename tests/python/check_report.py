@@ -77,6 +77,11 @@ def by_label(rep):
     return {r["label"]: r for r in ok_results(rep)}
 
 
+def value_dim(cfg):
+    """The values' (and outputs') head dim: MLA's d_v (config.mla, schema 10), else head_dim."""
+    return (cfg.get("mla") or {}).get("d_v", cfg["head_dim"])
+
+
 def head_ring_split(r, P):
     """(t, U, R) of a result: the ranks its heads (t*U) and its cache's tokens (R) are split over
     (cpmodel.head_ring_split)."""
@@ -144,7 +149,8 @@ def cmd_model(a):
             # dK,dV accumulators P sends of s_acc (config.acc_dtype: 2 for bf16, else 4).
             P = cfg["world_size"]
             fb = cpmodel.ring_kv_bytes(cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), cfg["kv_heads"] * cfg["head_dim"],
-                                       P - 1, cpmodel.elem_bytes(cfg["dtype"]), acc=cpmodel.acc_bytes(cfg.get("acc_dtype")))
+                                       P - 1, cpmodel.elem_bytes(cfg["dtype"]), acc=cpmodel.acc_bytes(cfg.get("acc_dtype")),
+                                       hv=cfg["kv_heads"] * value_dim(cfg))
             for ph, want in zip(("fwd", "bwd"), fb):
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (acc_dtype {cfg.get('acc_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
@@ -243,7 +249,8 @@ def cmd_model(a):
             want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
                 T, cpmodel.tokens_per_rank(cfg["batch"], r["seq"] - C, P), cfg["heads"], cfg["kv_heads"],
                 cfg["head_dim"], cfg["dim"], 1, U, R, cpmodel.elem_bytes(cfg["dtype"]), cfg["block"],
-                acc=cpmodel.part_bytes(cfg.get("partial_dtype")), travel=cfg["ring_pass"], w=w, mesh=r["mesh"]))[0]
+                acc=cpmodel.part_bytes(cfg.get("partial_dtype")), travel=cfg["ring_pass"], w=w, mesh=r["mesh"],
+                dv=value_dim(cfg)))[0]
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
                   f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
         if r["mesh"].get("mlp_tp") and cfg["pass"] != "decode":
@@ -811,12 +818,13 @@ def cmd_layout(a):
         # One rank's K,V block: its B*N/P tokens for the ring's KV heads after replication,
         # max(G, t*U) over the whole ring group (ring: G).
         T, elem = cpmodel.tokens_per_rank(cfg["batch"], N, P), cpmodel.elem_bytes(cfg["dtype"])
-        hk = cpmodel.replicated_kv_heads(cfg["kv_heads"], t * U) * cfg["head_dim"]
+        kvh = cpmodel.replicated_kv_heads(cfg["kv_heads"], t * U)
+        hk, hv = kvh * cfg["head_dim"], kvh * value_dim(cfg)
         if cfg.get("ring_pass") == "q":  # pass-Q: the Q block (H heads) and its partial, K hops and one back
             fwd, bwd = cpmodel.pass_q_bytes(T, cfg["heads"] * cfg["head_dim"], cfg["heads"], K, elem,
-                                            acc=cpmodel.part_bytes(cfg.get("partial_dtype")))
+                                            acc=cpmodel.part_bytes(cfg.get("partial_dtype")), ho=cfg["heads"] * value_dim(cfg))
         else:
-            fwd, bwd = cpmodel.for_pass(cpmodel.ring_kv_bytes(T, hk, K, elem), cfg["pass"])
+            fwd, bwd = cpmodel.for_pass(cpmodel.ring_kv_bytes(T, hk, K, elem, hv=hv), cfg["pass"])
         level = "ring" if usp else "cp"
         for ph, want in (("fwd", fwd), ("bwd", bwd)):
             c = r["comm"][ph]

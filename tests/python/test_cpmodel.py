@@ -91,6 +91,24 @@ class TpAndUlysses(unittest.TestCase):
             m.ulysses_a2a_bytes(1, 1, 0, 3, 1)
 
 
+class MlaValueWidths(unittest.TestCase):
+    """MLA's values and outputs are d_v wide (hv, ho, hqv, hkv), its scores d = d_nope + d_rope."""
+
+    def test_each_term(self):
+        # ring: k|v rows hk + hv = 12*4 + 8*4 = 80 per token: fwd 2*10*80*3, bwd + 4*10*80*4
+        self.assertEqual(m.ring_kv_bytes(10, 48, 3, 2, hv=32), (4800, 4800 + 12800))
+        self.assertEqual(m.ring_kv_bytes(10, 48, 3, 2, hv=48), m.ring_kv_bytes(10, 48, 3, 2))
+        # Ulysses: q (4*12) + k (4*12) + o (4*8) + v (4*8) per token, 3/4 of it: 2*8*160*3/4
+        self.assertEqual(m.ulysses_a2a_bytes(8, 48, 48, 4, 2, hqv=32, hkv=32), 1920)
+        # pass-Q's partial: o over ho, lse over the heads
+        self.assertEqual(m.pass_q_partial_bytes(10, 48, 4, ho=32), 4 * 10 * 32 + 4 * 10 * 4)
+        self.assertEqual(m.allgather_kv_bytes(10, 48, 4, 2, hv=32), (2 * 10 * 80 * 3, 2 * 10 * 80 * 3 + 4 * 10 * 80 * 3))
+        # usp t1 x u2 x r2, H = G = 4, d 12, d_v 8: the same terms composed
+        lv = m.ulysses_ring_bytes(10, 10, 4, 4, 12, 64, 1, 2, 2, 2, "attn", dv=8)
+        self.assertEqual(lv["ulysses"], (m.ulysses_a2a_bytes(10, 48, 48, 2, 2, 32, 32),) * 2)
+        self.assertEqual(lv["ring"], m.ring_kv_bytes(10, 48, 1, 2, hv=32))
+
+
 class SingleRing(unittest.TestCase):
     def test_pass_kv(self):
         # fwd s*T*2hk*K = 2*32*32*3 = 6144; bwd + s_acc*T*2hk*(K+1) = 4*32*32*4 = 16384
@@ -279,6 +297,7 @@ class Flops(unittest.TestCase):
     def test_flops(self):
         self.assertEqual(m.gemm_flops(3, 4, 5), 120)
         self.assertEqual(m.attn_fwd_flops(2, 4, 16, 10), 4 * 16 * 4 * 2 * 10)
+        self.assertEqual(m.attn_fwd_flops(2, 4, 16, 10, dv=8), 2 * (16 + 8) * 4 * 2 * 10)  # MLA: PV over d_v
         self.assertEqual((m.full_mask_pairs(4, True), m.full_mask_pairs(4, False)), (10, 16))
         # backward: two GEMMs per forward GEMM; attention 2x (model), 2.5x (hardware)
         self.assertEqual(m.layer_flops(100, 10), (330, 335.0))
