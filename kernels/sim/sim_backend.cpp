@@ -235,8 +235,8 @@ void SimBackend::do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor&,
     // memory-bound, so it costs the bytes of the visible keys' K and V read once at the platform's
     // memory bandwidth (its sourced memory_bw_gbs), or the FLOPs at peak if those take longer; the
     // attn_fwd efficiency table (measured on blocks of >= 128 queries) does not describe it.
-    const double keys = flops / (4.0 * s.d * s.hq * double(s.B));  // visible keys per sequence
-    const double bytes = double(s.B) * keys * s.hk * s.d * 2.0 * double(dtype_size(q.dtype));
+    const double keys = flops / (2.0 * (s.d + s.vdim()) * s.hq * double(s.B));  // visible keys per sequence
+    const double bytes = double(s.B) * keys * s.hk * (s.d + s.vdim()) * double(dtype_size(q.dtype));  // k (d) and v (d_v)
     execute(std::max(platform_.memory_seconds(bytes), platform_.launch_us * 1e-6 + flops / (platform_.peak(q.dtype) * 1e12)));
     return;
   }

@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
           for (int i = 0; i <= h; ++i) src.push_back((r - i + R) % R);
           return src;
         },
-        RingCore::predicted_bytes(B * n, krow, R, 4, 4, h));
+        RingCore::predicted_bytes(B * n, 2 * krow, R, 4, 4, h));  // the k|v row: 2 * krow (d_v = d)
     core.teardown();
   }
 
@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
       log.set_phase(Phase::bwd);
       core.backward(q, k, v, o, dout, dq, dk, dv);
     });
-    const CommPrediction pred = RingCore::predicted_bytes(B * n, krow, R, 4, 2);
+    const CommPrediction pred = RingCore::predicted_bytes(B * n, 2 * krow, R, 4, 2);
     expect(fwd == pred.fwd && bwd == pred.bwd, id + ": bytes fwd " + std::to_string(fwd) + " bwd " + std::to_string(bwd) +
                                                    ", predicted " + std::to_string(pred.fwd) + " / " + std::to_string(pred.bwd));
     std::vector<std::vector<float>> ck, cv;
@@ -323,7 +323,7 @@ int main(int argc, char** argv) {
               for (int j = 0; j <= h.inner[size_t(t)]; ++j) src.push_back(((ro - t + W) % W) * wr + (ri - j + wr) % wr);
             return src;
           },
-          DoubleRingCore::predicted_bytes(B * n, krow, wr, W, 4, 4, h));
+          DoubleRingCore::predicted_bytes(B * n, 2 * krow, wr, W, 4, 4, h));
       core.teardown();
     }
   }
