@@ -219,7 +219,7 @@ struct Capabilities {
   // then send different amounts (the harness asks predicted_bytes for each rank).
   bool uneven_heads = false;
   // --attention mla (bench/block/mla.h): its levels move MLA's expanded heads (H key heads of
-  // d_nope + d_rope, values d_v); a strategy whose tp level shards the projections does not.
+  // d_nope + d_rope, values d_v), a tp level splitting the up-projections by heads. Every strategy.
   bool mla = false;
   bool supports(BalanceScheme b) const {
     return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);

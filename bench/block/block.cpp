@@ -173,7 +173,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
 
     Tensor& norm_w = reg.add("norm_w", {s.D}, s.dtype, Held::weight, "norm_w", ExportRule::slice(0, root));
     be.upload(input_matrix_block(k.env_.seed, InputId::norm_w, s.D, 0, 1, 0, s.D, law(InputId::norm_w)), norm_w);
-    if (s.mla) mla_.setup(reg, be, k.env_.seed, s, s.B, n, weights_exporter);  // instead of w_qkv (mla.h)
+    if (s.mla) mla_.setup(reg, be, k.env_.seed, s, s.B, n, {t, tr, weights_exporter});  // instead of w_qkv (mla.h)
     // w_qkv's columns of this rank's heads: q heads, then k heads, then v heads.
     const ExportRule::ColBlock qcols{int64_t(tr) * Hl, 0, Hl, weights_exporter};
     const ExportRule::ColBlock kcols{Hd + kv0 * s.d, Hl, Gl, weights_exporter && kv_exporter};
@@ -327,8 +327,11 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     }
     if (k.sinks_.on()) b.fill(k.sink_grad_, 0.0f);  // the core's level adds its rows' share
     k.core_backward();
-    if (s.mla) {  // no tp level under MLA (the strategies refuse it): dxn is this rank's alone
-      mla_.backward(b, xn, k.wide_positions(), k.dq_, k.dk_, k.dv_, dxn);
+    if (s.mla) {  // MLA's projections (mla.h); under a tp level each rank's dxn is a partial sum
+      const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
+      Tensor partial = k.tp_.partial(1, dxn);
+      mla_.backward(b, xw, k.wide_positions(), k.dq_, k.dk_, k.dv_, partial);
+      k.tp_.reduce(b, partial, 2, dxn);
       finish_norm(dout, din);
       return;
     }
@@ -937,11 +940,19 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   const int64_t cache = s.pass.cached > 0 ? s.B * (s.pass.cached / P + T) * (Gd + Gv) * es : 0;
   // MLA: no qkv, dqkv; its projections' own buffers instead (mla.h).
   // (a 16-bit MLA run also keeps dq, dk, dv's run-dtype copies, which GQA's reuse qkv's memory for)
-  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, BT) + (s.dtype != DType::f32 ? BT * (Hd + Gd + Gv) * es : 0)
+  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, BT, s.H) + (s.dtype != DType::f32 ? BT * (Hd + Gd + Gv) * es : 0)
                              : 2 * BT * Cq * es;
   const int64_t run = BT * (6 * s.D + Hd + 2 * Hv + Gd + Gv) * es + proj + cache;
   const int64_t f32 = BT * (1 + Hd + Gd + Gv) * 4;
   return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);
+}
+
+int64_t Block::tp_heads_activation_bytes(const LayerShape& s, int64_t rows, int64_t hl, int64_t gl) {
+  const int64_t es = int64_t(dtype_size(s.dtype)), d = s.d, dv = s.vdim();
+  const int64_t grads = rows * (hl * d + gl * (d + dv));  // dq, dk, dv (and q, k, v) elements
+  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, rows, hl) + (s.dtype != DType::f32 ? grads * es : 0)
+                             : 2 * rows * (hl + 2 * gl) * d * es;  // qkv, dqkv
+  return grads * es + 2 * rows * hl * dv * es + grads * 4 + proj;
 }
 
 int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U, int t) {

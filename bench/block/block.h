@@ -216,6 +216,11 @@ class Block : public Strategy {
   // The MLP sub-layer's activations per rank under --block full (0 otherwise): `local_rows`
   // B*T tokens, N x as many rows seen by its GEMMs on its TP level of N (sublayer_mesh.h).
   static int64_t mlp_activation_bytes(const LayerShape& s, int64_t local_rows, const MeshSpec& m);
+  // The attention's per-head tensors over `rows` token rows (a TP group's gathered rows) for hl
+  // query and gl KV heads: q, k, v, o, do (run dtype; v, o, do d_v wide), dq, dk, dv (float32), and
+  // the projections' buffers: qkv and dqkv, or MLA's (mla.h) with, in a 16-bit run, dq, dk, dv's
+  // run-dtype copies.
+  static int64_t tp_heads_activation_bytes(const LayerShape& s, int64_t rows, int64_t hl, int64_t gl);
 
   // ---- for the cores --------------------------------------------------------------------------
   Backend& be() { return *env_.be; }

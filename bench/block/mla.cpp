@@ -9,11 +9,13 @@ namespace cpbench {
 
 namespace {
 // The projections' weights: registry name (and dump name; its gradient is "d" + name), seed id,
-// rows, columns, fan-in of the seeded law.
+// rows (the seeded law's fan-in), global columns, and for an up-projection the columns per head
+// (its columns are split by heads under a tp level; 0: replicated).
 struct MlaWeight {
   const char* name;
   InputId id;
   int64_t rows, cols;
+  int64_t per_head = 0;
 };
 std::vector<MlaWeight> mla_weights(const LayerShape& s) {
   const MlaDims& m = s.mla_dims;
@@ -23,13 +25,13 @@ std::vector<MlaWeight> mla_weights(const LayerShape& s) {
     w.push_back({"w_dq", InputId::w_dq, s.D, m.q_rank});
     w.push_back({"q_norm_w", InputId::q_norm_w, 1, m.q_rank});
   }
-  w.push_back({"w_uq", InputId::w_uq, qin, H * m.d_nope});
-  w.push_back({"w_qr", InputId::w_qr, qin, H * m.d_rope});
+  w.push_back({"w_uq", InputId::w_uq, qin, H * m.d_nope, m.d_nope});
+  w.push_back({"w_qr", InputId::w_qr, qin, H * m.d_rope, m.d_rope});
   w.push_back({"w_dkv", InputId::w_dkv, s.D, m.kv_rank});
   w.push_back({"kv_norm_w", InputId::kv_norm_w, 1, m.kv_rank});
   w.push_back({"w_kr", InputId::w_kr, s.D, m.d_rope});
-  w.push_back({"w_uk", InputId::w_uk, m.kv_rank, H * m.d_nope});
-  w.push_back({"w_uv", InputId::w_uv, m.kv_rank, H * m.d_v});
+  w.push_back({"w_uk", InputId::w_uk, m.kv_rank, H * m.d_nope, m.d_nope});
+  w.push_back({"w_uv", InputId::w_uv, m.kv_rank, H * m.d_v, m.d_v});
   return w;
 }
 }  // namespace
@@ -47,10 +49,10 @@ double MlaProjections::forward_gemm_flops(const LayerShape& s, int64_t rows) {
   return f;
 }
 
-int64_t MlaProjections::activation_bytes(const LayerShape& s, int64_t rows) {
+int64_t MlaProjections::activation_bytes(const LayerShape& s, int64_t rows, int64_t heads) {
   // setup's buffers, per token row (es: the run dtype's bytes; 16-bit runs add run-dtype copies).
   const MlaDims& m = s.mla_dims;
-  const int64_t es = int64_t(dtype_size(s.dtype)), H = s.H, dn = m.d_nope, dr = m.d_rope;
+  const int64_t es = int64_t(dtype_size(s.dtype)), H = heads, dn = m.d_nope, dr = m.d_rope;
   const int64_t L = m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank;  // the widest latent
   const int64_t kept = (m.q_rank > 0 ? 2 * m.q_rank * es + 4 : 0) + 2 * m.kv_rank * es + 4;
   const int64_t fwd = (2 * H * dn + H * dr + dr) * es;                      // q_C, q_R, k_C, k_R
@@ -60,19 +62,35 @@ int64_t MlaProjections::activation_bytes(const LayerShape& s, int64_t rows) {
 }
 
 void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T,
-                           bool exporter) {
+                           Tp tp) {
   reg_ = &reg;
   s_ = s;
   B_ = B;
   T_ = T;
   const MlaDims& m = s.mla_dims;
   qin_ = m.q_rank > 0 ? m.q_rank : s.D;
-  const int64_t rows = B * T, H = s.H;
+  hl_ = s.H / tp.t;
+  down_share_ = 1.0 / tp.t;
+  const int64_t rows = B * T, H = hl_;
   for (const MlaWeight& w : mla_weights(s)) {
-    Tensor& t = reg.add(w.name, w.rows > 1 ? std::vector<int64_t>{w.rows, w.cols} : std::vector<int64_t>{w.cols}, s.dtype,
-                        Held::weight, w.name, ExportRule::slice(0, exporter));
-    be.upload(input_matrix_block(seed, w.id, w.cols, 0, w.rows, 0, w.cols, input_law(w.id, s.D, 0, 0, w.rows)), t);
-    reg.add(std::string("d") + w.name, t.shape, DType::f32, Held::grad, std::string("d") + w.name, ExportRule::slice(0));
+    // An up-projection: this rank's heads' columns [tr*hl, (tr+1)*hl) of per_head each, added to
+    // the dump by its holder in the first TP group; a replicated weight whole, by the world's rank 0.
+    const int64_t cols = w.per_head > 0 ? hl_ * w.per_head : w.cols, col0 = w.per_head > 0 ? tp.tr * cols : 0;
+    ExportRule rule = ExportRule::slice(0, tp.first_group && tp.tr == 0), grad = ExportRule::slice(0);
+    if (w.per_head > 0) {
+      rule.this_rank = true;  // the column block says who adds it
+      rule.how = ExportRule::How::columns;
+      rule.rows = w.rows;
+      rule.local_cols = cols;
+      rule.global_cols = w.cols;
+      rule.blocks = {{col0, 0, cols, tp.first_group}};
+      grad = rule;
+      grad.blocks[0].this_rank = true;  // gradients: partial sums from every holder
+    }
+    Tensor& t = reg.add(w.name, w.rows > 1 ? std::vector<int64_t>{w.rows, cols} : std::vector<int64_t>{cols}, s.dtype,
+                        Held::weight, w.name, rule);
+    be.upload(input_matrix_block(seed, w.id, w.cols, 0, w.rows, col0, cols, input_law(w.id, s.D, 0, 0, w.rows)), t);
+    reg.add(std::string("d") + w.name, t.shape, DType::f32, Held::grad, std::string("d") + w.name, grad);
   }
   const DType dt = s.dtype;
   const bool lowp = dt != DType::f32;
@@ -114,12 +132,13 @@ void MlaProjections::forward(Backend& be, const Tensor& xn, const Positions& pos
   TensorRegistry& reg = *reg_;
   const LayerShape& s = s_;
   const MlaDims& m = s.mla_dims;
-  const int64_t rows = B_ * T_, H = s.H, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr;
+  const int64_t rows = B_ * T_, H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr;
+  const double rs = down_share_;  // the replicated down-projections' model share (1/t)
   // The query's input: the normed latent c_q, or xn itself without a query rank.
   const Tensor* qin = &xn;
   if (m.q_rank > 0) {
     Tensor &cq0 = reg["mla_cq0"], &cq = reg["mla_cq"];
-    be.gemm(false, false, rows, m.q_rank, s.D, 1.0f, xn, s.D, reg["w_dq"], m.q_rank, 0.0f, cq0, m.q_rank);
+    be.gemm(false, false, rows, m.q_rank, s.D, 1.0f, xn, s.D, reg["w_dq"], m.q_rank, 0.0f, cq0, m.q_rank, rs);
     be.rmsnorm_fwd(cq0, reg["q_norm_w"], s.eps, cq, reg["mla_rstd_q"]);
     qin = &cq;
   }
@@ -127,9 +146,9 @@ void MlaProjections::forward(Backend& be, const Tensor& xn, const Positions& pos
   Tensor &ckv0 = reg["mla_ckv0"], &ckv = reg["mla_ckv"];
   be.gemm(false, false, rows, H * dn, qin_, 1.0f, *qin, qin_, reg["w_uq"], H * dn, 0.0f, qn, H * dn);
   be.gemm(false, false, rows, H * dr, qin_, 1.0f, *qin, qin_, reg["w_qr"], H * dr, 0.0f, qr, H * dr);
-  be.gemm(false, false, rows, m.kv_rank, s.D, 1.0f, xn, s.D, reg["w_dkv"], m.kv_rank, 0.0f, ckv0, m.kv_rank);
+  be.gemm(false, false, rows, m.kv_rank, s.D, 1.0f, xn, s.D, reg["w_dkv"], m.kv_rank, 0.0f, ckv0, m.kv_rank, rs);
   be.rmsnorm_fwd(ckv0, reg["kv_norm_w"], s.eps, ckv, reg["mla_rstd_kv"]);
-  be.gemm(false, false, rows, dr, s.D, 1.0f, xn, s.D, reg["w_kr"], dr, 0.0f, kr, dr);
+  be.gemm(false, false, rows, dr, s.D, 1.0f, xn, s.D, reg["w_kr"], dr, 0.0f, kr, dr, rs);
   be.gemm(false, false, rows, H * dn, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uk"], H * dn, 0.0f, kn, H * dn);
   be.gemm(false, false, rows, H * m.d_v, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uv"], H * m.d_v, 0.0f, v, H * m.d_v);
   if (s.rope) {  // the decoupled rope parts only: H query heads, the one shared key
@@ -154,7 +173,8 @@ void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& po
   const MlaDims& m = s.mla_dims;
   const DType dt = s.dtype;
   const bool lowp = dt != DType::f32;
-  const int64_t rows = B_ * T_, H = s.H, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank;
+  const int64_t rows = B_ * T_, H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank;
+  const double rs = down_share_;  // the replicated weights' GEMMs: 1/t model FLOPs (see the header)
   // Split the core's float32 gradients by part: the no-rope and rope columns of every head; the
   // shared key's rope gradient summed over the heads in head order (float32).
   Tensor &dqn32 = reg["mla_dqn32"], &dqr32 = reg["mla_dqr32"], &dkn32 = reg["mla_dkn32"], &dkr32 = reg["mla_dkr32"];
@@ -188,10 +208,10 @@ void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& po
   be.gemm(true, false, qin_, H * dr, rows, 1.0f, qin, qin_, dqr, H * dr, 0.0f, reg["dw_qr"], H * dr);
   be.gemm(true, false, rkv, H * dn, rows, 1.0f, ckv, rkv, dkn, H * dn, 0.0f, reg["dw_uk"], H * dn);
   be.gemm(true, false, rkv, H * m.d_v, rows, 1.0f, ckv, rkv, dv_run, H * m.d_v, 0.0f, reg["dw_uv"], H * m.d_v);
-  be.gemm(true, false, s.D, dr, rows, 1.0f, xn, s.D, dkr, dr, 0.0f, reg["dw_kr"], dr);
+  be.gemm(true, false, s.D, dr, rows, 1.0f, xn, s.D, dkr, dr, 0.0f, reg["dw_kr"], dr, rs);
   // dxn's float32 sum (float32 runs: dxn itself), starting with the shared rope key's path.
   Tensor& dx = lowp ? reg["mla_dx32"] : dxn;
-  be.gemm(false, true, rows, s.D, dr, 1.0f, dkr, dr, reg["w_kr"], dr, 0.0f, dx, s.D);
+  be.gemm(false, true, rows, s.D, dr, 1.0f, dkr, dr, reg["w_kr"], dr, 0.0f, dx, s.D, rs);
   // Through a latent's norm and down-projection: d(latent) = sum of its up-projections'
   // gradients (float32), then rmsnorm's backward, the down-projection's weight gradient and its
   // share of dxn. `width`: the latent's rank.
@@ -205,8 +225,8 @@ void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& po
     Tensor& dnw = reg[dnorm_w];
     be.fill(dnw, 0.0f);
     be.rmsnorm_bwd(reg[latent0], reg[norm_w], reg[rstd], dl, dl0, dnw);
-    be.gemm(true, false, s.D, width, rows, 1.0f, xn, s.D, dl0, width, 0.0f, reg[dw_down], width);
-    be.gemm(false, true, rows, s.D, width, 1.0f, dl0, width, reg[w_down], width, 1.0f, dx, s.D);
+    be.gemm(true, false, s.D, width, rows, 1.0f, xn, s.D, dl0, width, 0.0f, reg[dw_down], width, rs);
+    be.gemm(false, true, rows, s.D, width, 1.0f, dl0, width, reg[w_down], width, 1.0f, dx, s.D, rs);
   };
   latent(rkv, "kv_norm_w", "dkv_norm_w", "mla_ckv0", "mla_rstd_kv", "w_dkv", "dw_dkv", [&](Tensor& d32) {
     be.gemm(false, true, rows, rkv, H * dn, 1.0f, dkn, H * dn, reg["w_uk"], H * dn, 0.0f, d32, rkv);

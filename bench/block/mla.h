@@ -14,8 +14,13 @@
 // gradient is the sum over the H heads of dk's rope columns (one key shared by every head).
 //
 // This is "expanded" travel's layer: the attention core then moves q, k, v per head like any
-// MHA layer of H heads. The weights are whole on every rank (no tensor-parallel level: strategies
-// with one refuse MLA), exported by `exporter`; the gradients are each rank's partial sums.
+// MHA layer of H heads. Under a tensor-parallel level of t (megatron-sp, usp --tp; Megatron-Core's
+// MLA does the same) a rank holds the up-projections' columns of its H/t heads (W_UQ, W_QR, W_UK,
+// W_UV) and the down-projections and norms whole (W_DQ, W_DKV, W_KR: replicated, run on the
+// group's gathered rows by every member, so their GEMMs count 1/t as model FLOPs and the rest as
+// hardware FLOPs). The backward's paths into xn are then each rank's partial sums (its heads'
+// share), which the tp level's reduce-scatter adds; the replicated weights' gradients are partial
+// sums too, as every weight gradient is. Without a tp level t = 1 and everything is whole.
 #pragma once
 #include <cstdint>
 
@@ -25,14 +30,21 @@ namespace cpbench {
 
 class MlaProjections {
  public:
-  // Registers the weights (seeded, `exporter` adds them to the dump) and the buffers for the
-  // B x T token rows of this rank.
-  void setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T,
-             bool exporter);
-  // xn [B*T, D] (run dtype) at positions pos -> q, k [B, T, H, d], v [B, T, H, d_v] (run dtype).
+  // The tensor-parallel level this rank is member `tr` of (t = 1: none); `first_group`: this
+  // rank's TP group is the one that adds the weights to the dump (the world's first).
+  struct Tp {
+    int t = 1, tr = 0;
+    bool first_group = true;
+  };
+  // Registers the weights (seeded; this rank's columns of the up-projections) and the buffers for
+  // the B x T token rows the projections see (the TP group's gathered rows under a tp level).
+  void setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T, Tp tp);
+  // xn [B*T, D] (run dtype) at positions pos -> q, k [B, T, hl, d], v [B, T, hl, d_v] (run dtype),
+  // hl = H/t: this rank's heads.
   void forward(Backend& be, const Tensor& xn, const Positions& pos, Tensor& q, Tensor& k, Tensor& v);
-  // dq, dk [B, T, H, d], dv [B, T, H, d_v] (float32, the core's) -> dxn [B*T, D] (run dtype,
-  // overwritten) and the weights' gradients (overwritten). xn as in the forward.
+  // dq, dk [B, T, hl, d], dv [B, T, hl, d_v] (float32, the core's) -> dxn [B*T, D] (run dtype,
+  // overwritten: this rank's share under a tp level) and the weights' gradients (overwritten).
+  // xn as in the forward.
   void backward(Backend& be, const Tensor& xn, const Positions& pos, const Tensor& dq, const Tensor& dk,
                 const Tensor& dv, Tensor& dxn);
   // The forward GEMMs' FLOPs over `rows` tokens (w_o not included): DESIGN's count of the
@@ -41,14 +53,17 @@ class MlaProjections {
   // The parameters of the projections (w_o not included).
   static int64_t parameters(const LayerShape& s);
   // Bytes of the buffers setup registers beyond q, k, v (the latents kept for the backward and
-  // the scratch of both passes), for `rows` tokens: the activation estimate's MLA term.
-  static int64_t activation_bytes(const LayerShape& s, int64_t rows);
+  // the scratch of both passes), for `rows` tokens and `heads` local heads: the activation
+  // estimate's MLA term.
+  static int64_t activation_bytes(const LayerShape& s, int64_t rows, int64_t heads);
 
  private:
   TensorRegistry* reg_ = nullptr;
   LayerShape s_;
   int64_t B_ = 1, T_ = 0;
   int qin_ = 0;  // the query projections' input width: r_q, or D without a query rank
+  int hl_ = 0;   // this rank's heads (H/t)
+  double down_share_ = 1.0;  // the replicated down-projections' model share: 1/t
 };
 
 }  // namespace cpbench

@@ -50,6 +50,7 @@ class MegatronSP final : public Block {
     // holds the whole cache for its H/P query heads and max(G,P)/P KV heads; nothing is merged,
     // each sub-layer all-reduces its B x D output (bench/parts/tp_level.h TpLevel).
     d.can.decode = true;
+    d.can.mla = true;  // MLA's up-projections split by heads over its tp level (bench/block/mla.h)
     return d;
   }
 
@@ -108,10 +109,9 @@ class MegatronSP final : public Block {
     // Transient [B,N,D] buffers at the backward's peak: the re-gathered xn and the dgrad partial
     // sum, plus the reduce_scatter's reordered send buffer when B > 1.
     const int64_t es = int64_t(dtype_size(s.dtype)), T = s.N / P, BT = s.B * T, BN = s.B * s.N;
-    const int64_t hl = s.H / P, gl = replicated_kv_heads(P, s) / P, Cl = (hl + 2 * gl) * s.d;
+    const int64_t hl = s.H / P, gl = replicated_kv_heads(P, s) / P;
     const int64_t local = BT * 6 * s.D * es + BT * 4;
-    const int64_t heads = BN * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es +
-                          BN * (hl + 2 * gl) * s.d * 4 + 2 * s.B * hl * s.N * 4;
+    const int64_t heads = tp_heads_activation_bytes(s, BN, hl, gl) + 2 * s.B * hl * s.N * 4;
     const int64_t transient = (s.B > 1 ? 3 : 2) * BN * s.D * es;
     return local + heads + transient + mlp_activation_bytes(s, BT, m);
   }

@@ -86,9 +86,6 @@ std::string UlyssesRingLayer::heads_error(const LayerShape& s, int t, int U) {
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
                                             const std::string& hint) const {
-  if (s.mla && m.tp > 1)
-    throw ConstraintError(name() + ": --attention mla with a tp level (tp=" + std::to_string(m.tp) +
-                          ") is not built: MLA's projections are whole on every rank (use a mesh without tp)");
   std::ostringstream e;
   const bool balanced = s.balance != BalanceScheme::none;
   const bool zz = zigzag_layout(m.ring_layout, s.mask.causal) && !balanced;
@@ -311,10 +308,10 @@ int64_t UlyssesRingLayer::activation_bytes_estimate(const LayerShape& s, int P, 
   // Under --cached the tokens are the new ones, and the core holds the cache shard (C/R tokens
   // of the member's heads) before them.
   const int64_t es = int64_t(dtype_size(s.dtype)), BT = s.B * (s.new_tokens() / P), BW = BT * m.tp;
-  const int64_t hl = s.H / m.tp, gl = replicated_kv_heads(m.tp, s) / m.tp, Cl = (hl + 2 * gl) * s.d;
+  const int64_t hl = s.H / m.tp, gl = replicated_kv_heads(m.tp, s) / m.tp;
   const int64_t cache = s.pass.cached > 0 ? 2 * s.B * (s.pass.cached / m.R) * (std::max(gl, int64_t(m.U)) / m.U) * s.d * es : 0;
   const int64_t local = BT * 6 * s.D * es + BT * 4 + cache;
-  const int64_t heads = BW * (2 * Cl + (3 * hl + 2 * gl) * s.d) * es + BW * (hl + 2 * gl) * s.d * 4;
+  const int64_t heads = tp_heads_activation_bytes(s, BW, hl, gl);
   const int64_t slots = (s.B > 1 ? 3 : 2) * BW * s.D * es;
   return local + heads + slots + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);
 }

@@ -69,7 +69,7 @@ class UlyssesRingLayer : public Block {
   static Capabilities layer_capabilities() {
     Capabilities c;
     c.decode = c.cached = c.uneven_heads = true;
-    c.mla = true;  // MLA's expanded heads through the Ulysses level's all-to-alls (no tp level: check())
+    c.mla = true;  // MLA's expanded heads through the Ulysses level's all-to-alls (and its tp level: mla.h)
     return c;
   }
   // check() under --pass decode: the mesh, the heads over tp x ulysses, an equal cache shard per

@@ -211,19 +211,19 @@ list(APPEND _verify_matrix
   "p6_uneven_heads_tp_noncausal            6  7 --model tiny --seq 144 --heads 9 --kv-heads 3 --no-causal --strategies ulysses,usp --mesh all --uneven-heads"
   "p8_uneven_heads_b2                      8  5 --model tiny --seq 160 --heads 6 --kv-heads 2 --batch 2 --strategies usp --mesh all --uneven-heads"
   "p6_uneven_heads_decode_window_sinks     6  7 --model tiny --cached 144 --decode-steps 7 --heads 9 --kv-heads 3 --dim 48 --window 40 --pass decode --strategies usp,ulysses --mesh all --sinks --uneven-heads"
-  # --attention mla (expanded travel): every strategy that runs it (no tp level), with a query rank
+  # --attention mla (expanded travel): every strategy and mesh (tp levels included), with a query rank
   # (tiny-mla: d 12 = 8 + 4 rope, d_v 8) and without (deepseek-v2-lite at D 64: r_kv 512, d 192,
   # d_v 128); masks, B = 2, bf16/fp16 with bf16 partials and accumulators, the block, pass-Q and
   # q-a2a, balance greedy and dynamic, sinks, uneven heads.
-  "p2_mla_docs_mesh                        2  9 --model tiny-mla --seq 64 --docs 20,44 --mesh all"
+  "p2_mla_docs_mesh                        2 11 --model tiny-mla --seq 64 --docs 20,44 --mesh all"
   "p2_mla_uneven_heads                     2  3 --model tiny-mla --heads 3 --seq 64 --strategies ulysses,usp --mesh all --uneven-heads"
-  "p3_mla_no_q_rank_window                 3  7 --model deepseek-v2-lite --dim 64 --heads 3 --seq 96 --window 30"
-  "p3_mla_fp16_block_full                  3  7 --model tiny-mla --heads 6 --seq 96 --block full --docs 30,66 --dtype fp16 --acc-dtype bf16 --partial-dtype bf16"
+  "p3_mla_no_q_rank_window                 3 11 --model deepseek-v2-lite --dim 64 --heads 3 --seq 96 --window 30 --mesh all"
+  "p3_mla_fp16_block_full                  3 11 --model tiny-mla --heads 6 --seq 96 --block full --docs 30,66 --dtype fp16 --acc-dtype bf16 --partial-dtype bf16 --mesh all"
   "p4_mla_bf16_pass_q_mesh                 4  9 --model tiny-mla --seq 128 --dtype bf16 --pass prefill --ring-pass q --strategies ring,ring-zigzag,ring-striped,double-ring,usp --mesh all"
   "p4_mla_q_a2a_window_sinks               4  6 --model tiny-mla --seq 128 --window 40 --pass prefill --ring-pass q-a2a --strategies ring,ring-zigzag,ring-striped,usp --mesh all --sinks"
   "p4_mla_balance_dynamic                  4  1 --model tiny-mla --seq 128 --docs 20,50,30,28 --balance dynamic --strategies ring"
-  "p6_mla_noncausal_b2                     6 13 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mesh all"
-  "p8_mla_balance_greedy                   8  9 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --strategies ring,double-ring,usp --mesh all"
+  "p6_mla_noncausal_b2                     6 19 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mesh all"
+  "p8_mla_balance_greedy                   8 15 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --strategies ring,double-ring,usp --mesh all"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -275,10 +275,8 @@ cpbench_fail_test(partial_dtype_pass_q_odd_d 2 "--partial-dtype bf16 under --rin
 cpbench_fail_test(partial_dtype_decode_odd_d 2 "--partial-dtype bf16 under --pass decode sends each bf16 o with its float32 lse in one message: it needs an even head_dim \\(got head_dim=15\\)" run --model tiny --cached 64 --head-dim 15 --dtype bf16 --pass decode --partial-dtype bf16)
 cpbench_fail_test(acc_dtype_unknown 2 "--acc-dtype must be f32 or bf16, got .fp8." run --model tiny --seq 64 --dtype bf16 --acc-dtype fp8)
 cpbench_fail_test(acc_dtype_balance_dynamic 2 "ring: --acc-dtype bf16 rounds the accumulators of a single or double ring; a ring per CP group \\(--balance dynamic\\) keeps them float32" run --model tiny --seq 64 --dtype bf16 --acc-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
-# --attention mla: what is not built (a tp level, latent travel, a KV cache) and what does not apply
+# --attention mla: what is not built (latent travel, a KV cache) and what does not apply
 # (GQA's head options, a GQA preset, --mla-travel without MLA, the DeepSeek presets' MoE FFNs).
-cpbench_fail_test(mla_megatron_sp 2 "megatron-sp: --attention mla is built for single, ulysses, ring, ring-zigzag, ring-striped, usp, allgather-kv, double-ring only" run --model tiny-mla --seq 64 --strategies megatron-sp)
-cpbench_fail_test(mla_usp_tp 2 "usp: --attention mla with a tp level \\(tp=2\\) is not built: MLA's projections are whole on every rank" run --model tiny-mla --seq 64 --strategies usp --tp 2)
 cpbench_fail_test(mla_kv_heads 2 "--attention mla: its key heads and head dims are the preset's .*do not give --kv-heads or --head-dim \\(got kv_heads=2, head_dim=0\\)" run --model tiny-mla --seq 64 --kv-heads 2)
 cpbench_fail_test(mla_gqa_preset 2 "--attention mla takes its ranks and head dims from an MLA model preset .*model 'tiny' has none" run --model tiny --seq 64 --attention mla)
 cpbench_fail_test(mla_preset_as_gqa 2 "model 'deepseek-v3' is an MLA model: --attention gqa has no heads to take from it" run --model deepseek-v3 --seq 64 --attention gqa)

@@ -601,7 +601,8 @@ def cmd_tp(a):
     (for ring levels of at most 2 ranks, where every hop goes to the one other member)."""
     rep = json.load(open(a.report))
     cfg = rep["config"]
-    P, K = cfg["world_size"], cfg["ranks_per_node"] or P
+    P = cfg["world_size"]
+    K = cfg["ranks_per_node"] or P
     s = cpmodel.elem_bytes(cfg["dtype"])
     B, H, G, d, D = cfg["batch"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["dim"]
     check(not cfg["mask"]["window"] and not cfg["mask"]["docs"], "tp check: no window or documents (full rings)")
@@ -624,7 +625,7 @@ def cmd_tp(a):
         else:
             check(r["strategy"] == "megatron-sp" and (t, U, R) == (P, 1, 1), f"{r['label']}: mesh {m}")
         T = cpmodel.tokens_per_rank(B, r["seq"], P)
-        levels = cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, s, cfg["block"], mesh=r["mesh"])
+        levels = cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, s, cfg["block"], mesh=r["mesh"], dv=value_dim(cfg))
         want = {ph: {name: fb[i] for name, fb in levels.items()} for i, ph in enumerate(("fwd", "bwd"))}
         # groups from the levels: level i's members are strided by the product of the sizes inside it
         stride, groups = 1, {}
