@@ -510,6 +510,19 @@ def block_parameter_groups(D, H, G, d, F, t, mlp_tp):
     return 2 * D, D * (hl + 2 * gl) * d + hl * d * D, 3 * D * div(F, mlp_tp)
 
 
+def mla_block_parameter_groups(D, H, mla, F, t, mlp_tp):
+    """block_parameter_groups under --attention mla (`mla`: config.mla's ranks and head dims): the
+    weights every rank holds whole, the norms with MLA's down-projections W_DQ, W_DKV, W_KR and
+    their norms (replicated over a tp level); the attention's up-projections of H/t heads (W_UQ,
+    W_QR, W_UK, W_UV) and w_o [H/t * d_v, D]; the MLP. Mirrors MlaProjections::setup (bench/block/mla.cpp)
+    and Block::held_share; DESIGN "Multi-head latent attention", "Memory"."""
+    rq, rkv, dn, dr, dv = (mla[k] for k in ("q_rank", "kv_rank", "d_nope", "d_rope", "d_v"))
+    qin, hl = rq if rq > 0 else D, div(H, t)
+    whole = 2 * D + (D * rq + rq if rq > 0 else 0) + D * rkv + rkv + D * dr
+    heads = qin * hl * (dn + dr) + rkv * hl * (dn + dv) + hl * dv * D
+    return whole, heads, 3 * D * div(F, mlp_tp)
+
+
 SHARD_CHOICES = ("none", "optimizer", "grads", "params")
 
 

@@ -917,7 +917,9 @@ Block::HeldShare Block::held_share() {
   HeldShare h;
   h.parameters = reg_.elements(Held::weight);
   h.input_bytes = int64_t(reg_["x"].bytes());
-  h.norm_parameters = elements({"norm_w", "norm2_w"});
+  // Held whole by every rank: the two norms and, under MLA, its down-projections and their norms
+  // (mla.h: replicated over a tp level), which the estimate's "norms" group shards over every rank.
+  h.norm_parameters = elements({"norm_w", "norm2_w", "w_dq", "q_norm_w", "w_dkv", "kv_norm_w", "w_kr"});
   h.mlp_parameters = elements({"w_gate", "w_up", "w_down"});
   h.tp = tp_.size();
   h.mlp_tp = mlp_group().size();

@@ -127,7 +127,7 @@ class Block : public Strategy {
   // heads) and the cached tokens they hold.
   struct HeldShare {
     int64_t parameters = 0, input_bytes = 0;
-    int64_t norm_parameters = 0, mlp_parameters = 0;  // of `parameters`
+    int64_t norm_parameters = 0, mlp_parameters = 0;  // of `parameters` (norms: every weight held whole by every rank)
     int tp = 1, mlp_tp = 1;
     int64_t kv_cache_bytes = 0;
     int64_t cache_tokens = 0;  // the cached tokens (per sequence) whose k, v it holds

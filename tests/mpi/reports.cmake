@@ -217,3 +217,10 @@ set(_est_run "${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 64 --strategies si
 add_test(NAME report_model_estimate_p2
          COMMAND sh -c "rm -f ${_est}_none.json ${_est}_full.json ${_est}_attn.json ${_est}_shard_none.json ${_est}_grads.json && ${_est_run} --block full --out ${_est}_none.json && ${_est_run} --block full --recompute full --layers 3 --batch 2 --shard params --out ${_est}_full.json && ${_est_run} --block full --shard none --out ${_est}_shard_none.json && ${_est_run} --block full --shard grads --out ${_est}_grads.json && ${_est_run} --out ${_est}_attn.json && ${_py} ${_val} ${_est}_none.json && ${_py} ${_val} ${_est}_full.json && ${_py} ${_val} ${_est}_shard_none.json && ${_py} ${_val} ${_est}_grads.json && ${_py} ${_val} ${_est}_attn.json && ${_py} ${_chk} estimate ${_est}_none.json ${_est}_full.json ${_est}_shard_none.json ${_est}_grads.json --attn ${_est}_attn.json --min-ok 4 --shards none,optimizer,grads,params")
 set_tests_properties(report_model_estimate_p2 PROPERTIES LABELS "mpi;report" TIMEOUT 300)
+# ... under --attention mla: every rank holds MLA's down-projections and norms whole (the "norms"
+# group), its heads' up-projections and w_o (megatron-sp, usp --tp: H/t of them).
+set(_est_mla ${CPBENCH_TEST_OUT}/estimate_mla_p4)
+set(_est_mla_run "${_run} 4 ${CPBENCH_BIN} run --model tiny-mla --seq 64 --strategies single,ring,usp,megatron-sp --mesh all ${_fast_s}")
+add_test(NAME report_model_estimate_mla_p4
+         COMMAND sh -c "rm -f ${_est_mla}_full.json ${_est_mla}_attn.json && ${_est_mla_run} --block full --shard params --recompute full --layers 3 --out ${_est_mla}_full.json && ${_est_mla_run} --out ${_est_mla}_attn.json && ${_py} ${_val} ${_est_mla}_full.json && ${_py} ${_chk} estimate ${_est_mla}_full.json --attn ${_est_mla}_attn.json --min-ok 8 --shards params")
+set_tests_properties(report_model_estimate_mla_p4 PROPERTIES LABELS "mpi;report" TIMEOUT 300)

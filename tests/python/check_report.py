@@ -504,8 +504,19 @@ def tp_degree(r, P):
 
 
 def block_parameters(cfg, t):
-    """Parameters one rank holds of one whole block of the report's shape (cpmodel.block_parameters)."""
+    """Parameters one rank holds of one whole block of the report's shape (cpmodel.block_parameters;
+    under MLA the sum of cpmodel.mla_block_parameter_groups)."""
+    if cfg.get("mla"):
+        return sum(block_parameter_groups(cfg, t, t))
     return cpmodel.block_parameters(cfg["dim"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn_dim"], t)
+
+
+def block_parameter_groups(cfg, t, mlp_tp):
+    """(every rank's, the attention's, the MLP's) parameters of one block on a rank: cpmodel's GQA or MLA groups."""
+    if cfg.get("mla"):
+        return cpmodel.mla_block_parameter_groups(cfg["dim"], cfg["heads"], cfg["mla"], cfg["ffn_dim"], t, mlp_tp)
+    return cpmodel.block_parameter_groups(cfg["dim"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn_dim"],
+                                          t, mlp_tp)
 
 
 def cmd_estimate(a):
@@ -534,8 +545,7 @@ def cmd_estimate(a):
             # replica; the others P), then the states and the step's gradient sync from them.
             shard = cfg["shard"]
             replicas = 1 if r["strategy"] == "single" else P
-            parts = cpmodel.block_parameter_groups(D, cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn_dim"],
-                                                   t, mlp_tp)
+            parts = block_parameter_groups(cfg, t, mlp_tp)
             groups = cpmodel.weight_groups(L, *parts, cpmodel.model_parameters(0, 0, V, D, t), replicas, t, mlp_tp)
             check(e["shard"] == shard, f"{name}: shard {e['shard']} != config {shard}")
             rebuilt = [{"name": n, "copies": c, "parameters": k, "replicas": g, "shard": cpmodel.shard_of(k, g)}
@@ -567,9 +577,10 @@ def cmd_estimate(a):
             check(e["formula"].startswith("estimate") and "recompute " + cfg["recompute"] in e["formula"],
                   f"{name}: formula {e['formula']!r} does not say it is an estimate and which recompute")
         # megatron-sp holds 1/P of the projections and of the embedding/head: its parameters less the
-        # replicated norms, times P, are every sequence-sharded strategy's (no KV replication: G >= P).
+        # replicated norms (and MLA's down-projections), times P, are every sequence-sharded
+        # strategy's (no KV replication: G >= P).
         if cfg["kv_heads"] >= P and P > 1:
-            norms = L * 2 * D
+            norms = L * block_parameter_groups(cfg, 1, 1)[0]
             for (label, seq), (p_msp, t) in params.items():
                 if t != P:
                     continue
