@@ -151,7 +151,7 @@ std::string strategy_entry_name(const std::string& entry) { return entry.substr(
 
 int planned_world_size(const RunConfig& c, int P) { return c.dry_run && c.world_size > 0 ? c.world_size : P; }
 
-// --attention and --mla-travel against the model preset (DESIGN "Attention variants"): MLA takes
+// --attention and --mla-travel against the model preset (DESIGN "Multi-head latent attention"): MLA takes
 // its heads' dims from an MLA preset, so --kv-heads and --head-dim (GQA's) are refused with it;
 // the preset's expanded heads are H key heads of d_nope + d_rope.
 void resolve_attention(RunConfig& c, const ModelPreset& m) {
@@ -284,11 +284,19 @@ void finalize_config(RunConfig& c, int P) {
   if (c.acc_dtype == "bf16" && c.pass != "train")
     throw std::invalid_argument("--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train (got pass=" +
                                 c.pass + ")");
+  // (o's head dim: d_v under MLA, else head_dim)
+  const bool mla = c.attention == "mla";
+  const int o_dim = mla ? c.mla_dims.d_v : c.head_dim;
   if (c.partial_dtype == "bf16" && (c.pass == "decode" || ring_travel(parse_ring_travel(c.ring_pass)).queries_travel) &&
-      c.head_dim % 2 != 0)
+      o_dim % 2 != 0)
     throw std::invalid_argument("--partial-dtype bf16 under " + (c.pass == "decode" ? std::string("--pass decode") : "--ring-pass " + c.ring_pass) +
-                                " sends each bf16 o with its float32 lse in one message: it needs an even head_dim (got head_dim=" +
-                                std::to_string(c.head_dim) + ")");
+                                " sends each bf16 o with its float32 lse in one message: it needs an even " +
+                                (mla ? "d_v" : "head_dim") + " (got " + (mla ? "d_v=" : "head_dim=") + std::to_string(o_dim) + ")");
+  if (mla && c.backend == "cuda" && parse_dtype(c.dtype) != DType::f32)
+    throw std::invalid_argument("--attention mla on --backend cuda needs --dtype fp32: the " + c.dtype +
+                                " tensor-core attention kernels are built for head dims 64 and 128 with d_v = d (MLA: d=" +
+                                std::to_string(c.head_dim) + ", d_v=" + std::to_string(c.mla_dims.d_v) +
+                                "); the fp32 kernels take two head dims");
   if (c.comm != "mpi" && c.comm != "nccl")
     throw std::invalid_argument("comm must be mpi or nccl, got '" + c.comm + "'");
   if (c.backend == "cpu" && c.comm == "nccl")

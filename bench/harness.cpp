@@ -286,9 +286,10 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
       const int64_t busiest = *std::max_element(result.timed->mem_per_rank.begin(), result.timed->mem_per_rank.end());
       in.step_bytes = std::max<int64_t>(0, busiest - result.timed->mem_weights - kv_cache_bytes);
       // Per cached token a rank holds, and the ranks that split the cache's tokens (P; usp its R
-      // ring positions; single 1): from the shard it holds; without a cache, every KV head, P.
+      // ring positions; single 1): from the shard it holds; without a cache, every KV head's k (d)
+      // and v (d_v), P.
       in.cache_bytes_per_token = cache_tokens > 0 ? kv_cache_bytes / cache_tokens
-                                                  : 2 * shape.B * int64_t(shape.G) * shape.d * int64_t(dtype_size(shape.dtype));
+                                                  : shape.B * int64_t(shape.G) * (shape.d + shape.vdim()) * int64_t(dtype_size(shape.dtype));
       in.shards = cache_tokens > 0 ? shape.pass.cached / cache_tokens : model->describe().replicated ? 1 : P;
       inf.fit = longest_cache(in);
     }

@@ -180,15 +180,16 @@ def ulysses_uneven_split(H, G, U):
     return qf, qn, kf, kn
 
 
-def ulysses_uneven_bytes(tokens, H, G, d, U, u, elem):
+def ulysses_uneven_bytes(tokens, H, G, d, U, u, elem, dv=None):
     """(fwd, bwd) bytes member u of a Ulysses group sends under --uneven-heads, `tokens` the rows it
     exchanges (a TP group's under tp, H and G then a tp rank's heads): to each other member j,
     forward q, k, v of j's heads of its tokens and o of its own heads of j's tokens, backward do of
     j's heads and dq, dk, dv of its own. Mirrors ulysses_level_bytes_uneven
-    (bench/parts/ulysses_level.cpp); DESIGN "Uneven heads"."""
+    (bench/parts/ulysses_level.cpp); DESIGN "Uneven heads". v, o, do, dv are dv wide (MLA's d_v; default d)."""
+    dv = d if dv is None else dv
     _, qn, _, kn = ulysses_uneven_split(H, G, U)
-    fwd = sum(elem * tokens * d * (qn[j] + 2 * kn[j] + qn[u]) for j in range(U) if j != u)
-    bwd = sum(elem * tokens * d * (qn[j] + qn[u] + 2 * kn[u]) for j in range(U) if j != u)
+    fwd = sum(elem * tokens * (qn[j] * d + kn[j] * (d + dv) + qn[u] * dv) for j in range(U) if j != u)
+    bwd = sum(elem * tokens * (qn[j] * dv + qn[u] * d + kn[u] * (d + dv)) for j in range(U) if j != u)
     return fwd, bwd
 
 
@@ -311,7 +312,7 @@ def dynamic_ring_bytes(degrees, tokens_by_degree, P, kv_row, elem, acc=ACC_BYTES
     """([fwd], [bwd]) per rank of ring --balance dynamic: per group size c > 1 (`degrees`), a ring
     over each aligned group of c ranks (none past the last whole group); member m sends the blocks
     of members m, m-1, ..., m-c+2 (c-1 hops; member x holds `tokens_by_degree`[x][i] tokens of
-    group size degrees[i]; kv_row = 2*B*G*d elements of k and v per token) in each pass, and in the
+    group size degrees[i]; kv_row = B*G*(d + d_v) elements of k and v per token: 2*B*G*d without MLA) in each pass, and in the
     backward the float32 accumulators of every other member's block. Mirrors TokenLayout::dynamic_ring_bytes
     (bench/parts/balance.cpp); DESIGN "Balancing packed documents"."""
     fwd, bwd = [0] * P, [0] * P
@@ -483,12 +484,13 @@ def decode_block_bytes(steps, B, H, d, D, merges, U, t, mesh, P, block, elem, ac
     return out
 
 
-def kv_cache_bytes(B, C, G, d, elem, t=1, U=1, R=1):
+def kv_cache_bytes(B, C, G, d, elem, t=1, U=1, R=1, dv=None):
     """The k and v of the cache shard one rank holds: C/R tokens (R: the ranks the tokens are split
     over, head_ring_split) for max(G, tU)/(tU) KV heads: 2*B*(C/R)*(max(G,tU)/(tU))*d*s (C = 1:
-    the bytes per cached token held). Mirrors Block::cache_held (bench/block/block.cpp); DESIGN
+    the bytes per cached token held; v is dv wide when given, MLA's d_v: (d + dv) for 2d). Mirrors
+    Block::cache_held (bench/block/block.cpp) and the harness's per-token figure; DESIGN
     "Persistent-KV prefill" (Report), "Decode"."""
-    return 2 * B * div(C, R) * div(replicated_kv_heads(G, t * U), t * U) * d * elem
+    return B * div(C, R) * div(replicated_kv_heads(G, t * U), t * U) * (d + (d if dv is None else dv)) * elem
 
 
 def block_parameters(D, H, G, d, F, t):

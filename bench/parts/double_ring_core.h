@@ -22,7 +22,7 @@
 // back to the block's owner (for T = W-1, the next window). Without a window or documents every
 // pair is needed: T = W-1, J(t) = w-1, the full double ring.
 //
-// Bytes per rank (T_k = B*n tokens, hk = kv heads * d, S = sum over t of J(t)):
+// Bytes per rank (T_k = B*n tokens, 2hk = kv heads * (d + d_v) its k|v row, S = sum over t of J(t)):
 //   fwd = s*T_k*2hk*(S + T)     (inner S hops, outer T hops; full: W*(w-1) + W-1 = R-1)
 //   bwd = fwd + s_acc*T_k*2hk*(A_in + A_out), A_in = sum over t of (J(t)+1 if J(t) > 0 else 0),
 //         A_out = T+1 if T > 0 else 0 (full: A_in = R when w > 1, A_out = W when W > 1).
@@ -88,7 +88,8 @@ class DoubleRingCore {
   static CommPrediction predicted_bytes(int64_t tokens, int64_t kv_row, int w, int W, int64_t elem, int64_t acc,
                                         const DoubleRingHops& hops);
   // pass-Q's bytes (forward only), with Qb = elem*Tq*hq (a Q block: `tokens_q` = B*Tq, `hq` =
-  // query heads * d) and Pb = acc*Tq*hq + 4*Tq*heads (its partial): ring_inner to +1 (Qb+Pb)*S and
+  // query heads * d) and Pb = acc*Tq*ho + 4*Tq*heads (its partial, `ho` = query heads * d_v):
+  // ring_inner to +1 (Qb+Pb)*S and
   // to -J(t) Pb for each round with J(t) > 0; ring_outer to +1 (Qb+Pb)*T and, T > 0, to -T Pb.
   static CommPrediction predicted_bytes_pass_q(int64_t tokens_q, int64_t hq, int64_t ho, int64_t heads, int w, int W,
                                                int64_t elem, int64_t acc, const DoubleRingHops& hops);

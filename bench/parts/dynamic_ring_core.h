@@ -40,9 +40,9 @@ class DynamicRingCore {
   // every buffer: the loops allocate nothing.
   void setup(Backend& be, Communicator& cp, const RingCoreShape& s, const Positions& mine,
              std::vector<DynamicRing> rings);
-  // q [B,n,hq,d], k, v [B,n,hk,d] (run dtype) -> o [B,n,hq,d]; lse() [B,hq,n].
+  // q [B,n,hq,d], k [B,n,hk,d], v [B,n,hk,dv] (run dtype) -> o [B,n,hq,dv]; lse() [B,hq,n].
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o);
-  // dq [B,n,hq,d], dk, dv [B,n,hk,d] float32, overwritten.
+  // dq [B,n,hq,d], dk [B,n,hk,d], dv [B,n,hk,dv] float32, overwritten.
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout,
                 Tensor& dq, Tensor& dk, Tensor& dv);
   const Tensor& lse() const { return steps_.lse(); }
@@ -59,9 +59,9 @@ class DynamicRingCore {
   int next_rank(const DynamicRing& r) const { return r.first + (r.member + 1) % r.c; }
   int prev_rank(const DynamicRing& r) const { return r.first + (r.member + r.c - 1) % r.c; }
   int src_member(const Transfer& x) const;  // the member whose block transfer x brings
-  Tensor kv_half(const Tensor& buf, int64_t tokens, int which) const;  // [B, tokens, hk, d]
+  Tensor kv_half(const Tensor& buf, int64_t tokens, int which) const;  // [B, tokens, hk, d or dv]
   int64_t kv_block_elems(int64_t tokens) const;  // a block of `tokens` keys: k|v (v d_v wide)
-  // This rank's rows of ring r out of k|v [B, n, hk, d] into buf (packed k|v).
+  // This rank's rows of ring r out of k [B, n, hk, d] and v [B, n, hk, dv] into buf (packed k|v).
   void pack_own(const Tensor& k, const Tensor& v, const DynamicRing& r, Tensor& buf);
   // Posts transfer t: sends buffer `send` (holding the block of member m-hop+1), receives into
   // buffer `recv`.

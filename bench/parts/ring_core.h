@@ -93,15 +93,16 @@ class RingCore {
   // comm buffers), this rank at ring position `position` of R. forward()/backward() need setup().
   void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
                    BlockPositions key_pos = {});
-  // q [B,n,hq,d], k, v [B,n,hk,d] (run dtype) -> o [B,n,hq,d] (run dtype); lse() [B,hq,n] f32.
+  // q [B,n,hq,d], k [B,n,hk,d], v [B,n,hk,dv] (run dtype) -> o [B,n,hq,dv] (run dtype); lse()
+  // [B,hq,n] f32 (dv = the shape's vdim(): d unless MLA).
   // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one
   // (kv), or the positions up to `hops` places ahead whose queries visit (q, q-a2a). Runs the
   // shape's travel policy (ring_travel.h).
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
   // kv's forward: K,V blocks travel to the next rank while the block in hand is computed.
   void forward_kv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, int hops = -1);
-  // With the forward's final o (and lse, kept here) and dout [B,n,hq,d]:
-  // dq [B,n,hq,d], dk, dv [B,n,hk,d] float32, overwritten. Same `hops` as the forward.
+  // With the forward's final o (and lse, kept here) and dout [B,n,hq,dv]:
+  // dq [B,n,hq,d], dk [B,n,hk,d], dv [B,n,hk,dv] float32, overwritten. Same `hops` as the forward.
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                 const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, int hops = -1);
   const Tensor& lse() const { return lse_; }
@@ -121,16 +122,16 @@ class RingCore {
   // when no query sees it); write the result to o (converted from float32 when bf16/fp16).
   void fwd_begin();
   void fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o);
-  // The same for any keys: k, v [B, nk, hk, d] (nk from k's shape) at positions kpos (the
+  // The same for any keys: k [B, nk, hk, d], v [B, nk, hk, dv] (nk from k's shape) at positions kpos (the
   // dynamic ring's blocks differ in size from one member to the next).
   void fwd_keys(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& kpos, Tensor& o);
   void fwd_end(Tensor& o);
   // Backward: delta from the final o and dout, dq zeroed (before the first bwd_block).
   void bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq);
   // Backward: this rank's contribution to block `owner`'s dK|dV, written (not added) into the
-  // float32 accumulator `acc` [2*B*n*hk*d]; dq accumulates.
+  // float32 accumulator `acc` [kv_elems()]; dq accumulates.
   void bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq, Tensor& acc);
-  // Any keys k, v [B, nk, hk, d] at kpos: dq and dk, dv [B, nk, hk, d] (float32) accumulate
+  // Any keys k, v (as fwd_keys) at kpos: dq and dk, dv of their shapes (float32) accumulate
   // (nothing when no pair is visible).
   void bwd_keys(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& kpos, const Tensor& dout,
                 Tensor& dq, Tensor& dk, Tensor& dv);
@@ -139,15 +140,15 @@ class RingCore {
   // acc_sum: where a block's float32 contribution is computed, for the traveling buffer `acc`
   // (acc itself when float32, else a float32 scratch of its size); add_arrived: sum += an arrived
   // accumulator (widened); store_acc: the sum into the buffer that travels (rounded; nothing when
-  // float32); acc_to_grads: dk, dv [B,n,hk,d] float32 from the last one.
+  // float32); acc_to_grads: dk [B,n,hk,d], dv [B,n,hk,dv] float32 from the last one.
   Tensor acc_sum(Tensor& acc);
   void add_arrived(Tensor& sum, const Tensor& arrived);
   void store_acc(Tensor& acc, const Tensor& sum);
   void acc_to_grads(const Tensor& acc, Tensor& dk, Tensor& dv);
-  // The k or v half of a packed k|v (or dk|dv) buffer, shaped [B,n,hk,d].
+  // The k or v part of a packed k|v (or dk|dv) buffer, shaped [B,n,hk,d] or [B,n,hk,dv].
   Tensor kv_view(const Tensor& buf, int which) const;
   // pass-Q steps, for a composition that runs its own Q schedule (double_ring_core.h). A partial
-  // is [o B*n*hq*d | lse B*hq*n], one buffer of partial_elems() elements of partial_dtype(): o in
+  // is [o B*n*hq*dv | lse B*hq*n], one buffer of partial_elems() elements of partial_dtype(): o in
   // float32, or under --partial-dtype bf16 in bf16 (rounded at every merge), its lse float32
   // either way (a float32 view of the elements after o; an even head dim keeps it aligned), so a
   // partial travels as one message of s_part*o + 4*lse bytes. q_block: this rank's K,V
@@ -175,7 +176,7 @@ class RingCore {
   bool any_visible(const Positions& qpos, const Positions& kpos) const;
   Tensor& lse_out() { return lse_; }     // the forward's lse, written by a policy
   Tensor& block_out() { return o_blk_; }  // one block's output in the run dtype (R > 1)
-  Tensor part_o(const Tensor& buf) const;    // a partial's o half, [B,n,hq,d] (partial_dtype())
+  Tensor part_o(const Tensor& buf) const;    // a partial's o half, [B,n,hq,dv] (partial_dtype())
   Tensor part_lse(const Tensor& buf) const;  // its lse half, [B,hq,n] float32
 
   // DESIGN's ring hop truncation: K_eff, the farthest hop k (1..R-1) at which some ring rank r

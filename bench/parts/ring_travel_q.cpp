@@ -90,8 +90,9 @@ void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, 
 
 // DESIGN's pass-Q terms (prefill, forward only): each rank's Q block (`tokens_q` = B*Tq new
 // tokens, `hq` = query heads * d) goes `hops` (K) hops to the previous rank, and its partial (o
-// in `acc` bytes, lse float32 over `heads` query heads) travels with it and is then sent back to
-// the owner, K places ahead: fwd = elem*Tq*hq*K + (acc*Tq*hq + 4*Tq*heads)*(K+1), nothing when
+// in `acc` bytes over `ho` = query heads * d_v, lse float32 over `heads` query heads) travels with
+// it and is then sent back to the owner, K places ahead: fwd = elem*Tq*hq*K + (acc*Tq*ho +
+// 4*Tq*heads)*(K+1), nothing when
 // K = 0; bwd = 0.
 CommPrediction travel_q_bytes(const RingBlockSizes& sz, int R, int64_t elem, int64_t acc, int hops,
                               const std::string& level) {

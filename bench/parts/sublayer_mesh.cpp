@@ -38,7 +38,7 @@ CommPrediction helix_attention_bytes(const LayerShape& s, int P, const std::stri
   CommPrediction p;
   // A member computes H/(tU) = R*H/P heads' partial; the chunk another member owns is H/P heads:
   // o (float32) and lse of one step.
-  const int64_t owned = s.H / P, chunk = acc * s.B * owned * s.d + 4 * s.B * owned;
+  const int64_t owned = s.H / P, chunk = acc * s.B * owned * s.vdim() + 4 * s.B * owned;
   if (R > 1) p.add(merge_level, Phase::fwd, 0, s.pass.steps * chunk * (R - 1));
   return p.add(tp_sublayer_bytes(s, P, P, "mlp_tp", elem));
 }

@@ -71,7 +71,7 @@ class UlyssesLevel {
   const UlyssesShape& shape() const { return s_; }
 
   // Forward, before the core: q [B,T,H,d], k, v [B,T,G,d] -> q_r [B,U*T,H/U,d], k_r, v_r
-  // [B,U*T,Ge/U,d] (run dtype).
+  // [B,U*T,Ge/U,d] (run dtype). v, o, do and dv here are d_v wide per head (vdim(): MLA's d_v).
   void scatter_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& q_r, Tensor& k_r, Tensor& v_r);
   // After the core: o_r [B,U*T,H/U,d] -> o [B,T,H,d].
   void gather_o(const Tensor& o_r, Tensor& o);
@@ -84,10 +84,10 @@ class UlyssesLevel {
                     Tensor& dq_run, Tensor& dk_run, Tensor& dv_run);
 
  private:
-  // dk or dv of the f copies [B,T,G*f,d] (run dtype) summed into `dst` [B,T,G,d] float32.
+  // dk or dv of the f copies [B,T,G*f,w] (run dtype) summed into `dst` [B,T,G,w] float32.
   void sum_kv_copies(const Tensor& copies, Tensor& dst, int w);  // w: elements per head (d for k, d_v for v)
-  // Uneven: the members' dk or dv [B,T,kv_slots,d] (run dtype; member 0's heads first) summed
-  // per KV head into `dst` [B,T,G,d] float32.
+  // Uneven: the members' dk or dv [B,T,kv_slots,w] (run dtype; member 0's heads first) summed
+  // per KV head into `dst` [B,T,G,w] float32.
   void sum_kv_slots(const Tensor& slots, Tensor& dst, int w);
   // One exchange's chunks (elements, member order), fixed at setup: from the tokens side each
   // member gets its heads (send sizes `n`, every receive this member's n[me]), or back (the reverse).
@@ -133,8 +133,8 @@ void exchange_uneven(Backend& be, Communicator& c, const Tensor& send, const std
 CommPrediction ulysses_level_bytes(const LayerShape& s, int P, int t, int U, int64_t elem);
 // --uneven-heads: member u's bytes, to each other member j (shares to one member, for the tiers):
 // forward its tokens' q, k, v of j's heads and o of its own heads for j's tokens, backward do of
-// j's heads and dq, dk, dv of its own: s*Tw*(hq(j) + 2*hk(j))*d + s*Tw*hq(u)*d forward,
-// s*Tw*hq(j)*d + s*Tw*(hq(u) + 2*hk(u))*d backward, Tw = t*B*(N-C)/P the tokens it exchanges
+// j's heads and dq, dk, dv of its own: s*Tw*(hq(j)*d + hk(j)*(d + d_v) + hq(u)*d_v) forward,
+// s*Tw*(hq(j)*d_v + hq(u)*d + hk(u)*(d + d_v)) backward, Tw = t*B*(N-C)/P the tokens it exchanges
 // (the TP group's under a tp level, whose rank's heads the split is over).
 CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, const UlyssesShape& us, int u, int64_t elem);
 // Decode: each step the head group's merged o (B rows x H/(t*U) heads of d, run dtype) all-gathered

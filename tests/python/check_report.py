@@ -114,7 +114,7 @@ def fit_check(r, cfg, P):
     # (prefill, C = 0) the harness assumes every KV head over P ranks.
     (tc, Uc), shards = ((t, U), R) if cfg.get("cached") else ((1, 1), 1 if r["strategy"] == "single" else P)
     per_token = cpmodel.kv_cache_bytes(cfg["batch"], 1, cfg["kv_heads"], cfg["head_dim"],
-                                       cpmodel.elem_bytes(cfg["dtype"]), tc, Uc)
+                                       cpmodel.elem_bytes(cfg["dtype"]), tc, Uc, dv=value_dim(cfg))
     want = cpmodel.longest_cache(cap, L, block_parameters(cfg, t), V, D, step, per_token, shards)
     check(inf["memory_capacity_bytes"] == cap and inf["max_cached_tokens"] == want,
           f"{r['label']}: max_cached_tokens {inf['max_cached_tokens']} (capacity {inf['memory_capacity_bytes']}), expected {want}")
@@ -181,7 +181,7 @@ def cmd_model(a):
             P, inf = cfg["world_size"], r["inference"]
             t, U, R = head_ring_split(r, P)
             want_cache = cpmodel.kv_cache_bytes(cfg["batch"], C, cfg["kv_heads"], cfg["head_dim"],
-                                                cpmodel.elem_bytes(cfg["dtype"]), t, U, R)
+                                                cpmodel.elem_bytes(cfg["dtype"]), t, U, R, dv=value_dim(cfg))
             check(inf["cached"] == C and inf["new_tokens"] == r["seq"] - C and inf["kv_cache_bytes"] == want_cache
                   and inf["ring_pass"] == cfg.get("ring_pass", "kv") and inf["ttft_ms"] == r["timing"]["step_ms"]["median"],
                   f"{r['label']} seq={r['seq']}: inference {inf}, expected cached {C}, kv_cache_bytes {want_cache}")
@@ -193,7 +193,7 @@ def cmd_model(a):
             P, inf, S = cfg["world_size"], r["inference"], cfg["decode_steps"]
             t, U, R = head_ring_split(r, P)
             e = cpmodel.elem_bytes(cfg["dtype"])
-            want_cache = cpmodel.kv_cache_bytes(cfg["batch"], C, cfg["kv_heads"], cfg["head_dim"], e, t, U, R)
+            want_cache = cpmodel.kv_cache_bytes(cfg["batch"], C, cfg["kv_heads"], cfg["head_dim"], e, t, U, R, dv=value_dim(cfg))
             check(r["seq"] == C and inf["pass"] == "decode" and inf["cached"] == C and inf["decode_steps"] == S
                   and inf["new_tokens"] == S and inf["kv_cache_bytes"] == want_cache and inf["ttft_ms"] is None
                   and inf["miss_rate"] is None and inf["ring_pass"] is None
@@ -380,8 +380,9 @@ def cmd_hops(a):
         # the ring's kv heads, max(G, t*U) of them over the whole ring group. The sends (K,V blocks
         # and accumulators) and bytes per level of that schedule: cpmodel's double ring.
         tokens = cpmodel.tokens_per_rank(cfg["batch"], N, P)
-        hk = cpmodel.replicated_kv_heads(cfg["kv_heads"], t * U) * cfg["head_dim"]
-        sched, level_bytes = cpmodel.double_ring_sends(T, J), cpmodel.double_ring_kv_bytes(tokens, hk, T, J, elem)
+        kvh = cpmodel.replicated_kv_heads(cfg["kv_heads"], t * U)
+        hk, hv = kvh * cfg["head_dim"], kvh * value_dim(cfg)
+        sched, level_bytes = cpmodel.double_ring_sends(T, J), cpmodel.double_ring_kv_bytes(tokens, hk, T, J, elem, hv=hv)
         want = {(ph, group): (sum(sched[(ph, group)]), level_bytes[group][0 if ph == "fwd" else 1])
                 for ph, group in sched}
         for (ph, group), (count, nbytes) in want.items():
@@ -393,7 +394,7 @@ def cmd_hops(a):
         # The full double ring: W(w-1) inner + (W-1) outer K,V hops = R-1; the accumulators R
         # inner sends when w > 1 and W outer sends when W > 1.
         full_fwd, full_bwd = cpmodel.levels_total(
-            cpmodel.double_ring_kv_bytes(tokens, hk, *cpmodel.double_ring_full_hops(w, W), elem))
+            cpmodel.double_ring_kv_bytes(tokens, hk, *cpmodel.double_ring_full_hops(w, W), elem, hv=hv))
         ring = {ph: [op for op in r["comm"][ph]["ops"] if op["group"] in ("ring_inner", "ring_outer") and op["op"] == "send"]
                 for ph in ("fwd", "bwd")}
         sends = sum(op["count"] for op in ring["fwd"])
@@ -905,10 +906,10 @@ def cmd_uneven(a):
             check(c["per_rank"] == c["predicted_per_rank"],
                   f"{r['label']} {ph}: measured per rank {c['per_rank']} != the model's {c['predicted_per_rank']}")
             got0 = sum(op["bytes_sent"] for op in c["ops"] if op["group"] == "ulysses")
-            want0 = cpmodel.ulysses_uneven_bytes(tokens, Ht, Gt, d, U, 0, s)[i]
+            want0 = cpmodel.ulysses_uneven_bytes(tokens, Ht, Gt, d, U, 0, s, dv=value_dim(cfg))[i]
             check(got0 == want0, f"{r['label']} {ph}: rank 0's Ulysses bytes {got0} != cpmodel's {want0}")
             if R == 1 and t == 1:
-                want = [cpmodel.ulysses_uneven_bytes(tokens, Ht, Gt, d, U, u, s)[i] for u in range(P)]
+                want = [cpmodel.ulysses_uneven_bytes(tokens, Ht, Gt, d, U, u, s, dv=value_dim(cfg))[i] for u in range(P)]
                 check(c["per_rank"] == want, f"{r['label']} {ph}: per rank {c['per_rank']} != cpmodel's {want}")
         if R == 1 and t == 1:
             fl = r["balance"]["model_flops_per_rank"]
@@ -955,7 +956,7 @@ def cmd_dynamic(a):
                   f"{r['label']}: {held} tokens of group size {c} held, documents have another count")
         check(dyn["tokens_per_rank"] == [sum(row) for row in by] and sum(dyn["tokens_per_rank"]) == N,
               f"{r['label']}: tokens_per_rank {dyn['tokens_per_rank']}")
-        row = 2 * cfg["batch"] * cfg["kv_heads"] * cfg["head_dim"]  # k and v of one token, all batch rows
+        row = cfg["batch"] * cfg["kv_heads"] * (cfg["head_dim"] + value_dim(cfg))  # k and v of one token, all batch rows
         fwd, bwd = cpmodel.dynamic_ring_bytes(degrees, by, P, row, cpmodel.elem_bytes(cfg["dtype"]))
         if cfg["pass"] == "prefill":
             bwd = [0] * P

@@ -386,6 +386,39 @@ TEST_CASE("options: --shard of the whole-model estimate: optimizer by default, e
   CHECK_THROWS_WITH(finalize_config(unchecked, 2), Catch::Contains("shard must be none, optimizer, grads or params, got 'fsdp'"));
 }
 
+TEST_CASE("options: --attention mla takes its dims from the preset; the config and the report say so") {
+  RunConfig c;
+  apply_settings(c, {{"model", "tiny-mla"}, {"seq", 64}}, "t");
+  finalize_config(c, 2);
+  CHECK(c.attention == "mla");  // the preset's default
+  CHECK(c.mla_travel == "expanded");
+  CHECK(c.kv_heads == c.heads);  // expanded: a key head per query head
+  CHECK(c.head_dim == 8 + 4);    // d_nope + d_rope
+  const LayerShape s = c.shape(64);
+  CHECK(s.mla);
+  CHECK(s.G == s.H);
+  CHECK(s.d == 12);
+  CHECK(s.vdim() == 8);
+  const nlohmann::json j = c.to_json(2);
+  CHECK(j["attention"] == "mla");
+  CHECK(j["mla"] == nlohmann::json::parse(R"({"q_rank": 24, "kv_rank": 16, "d_nope": 8, "d_rope": 4, "d_v": 8, "travel": "expanded"})"));
+  RunConfig lite;  // no query rank
+  apply_settings(lite, {{"model", "deepseek-v2-lite"}, {"seq", 64}, {"heads", 4}}, "t");
+  finalize_config(lite, 2);
+  CHECK(lite.mla_dims.q_rank == 0);
+  CHECK(lite.kv_heads == 4);  // --heads, not the preset's 16
+  // A 16-bit MLA run on CUDA: its tensor-core kernels take d_v = d only (the fp32 kernels run it).
+  RunConfig cuda;
+  apply_settings(cuda, {{"model", "tiny-mla"}, {"seq", 64}, {"backend", "cuda"}, {"dtype", "bf16"}}, "t");
+  CHECK_THROWS_WITH(finalize_config(cuda, 2), Catch::Contains("--attention mla on --backend cuda needs --dtype fp32") &&
+                                                  Catch::Contains("d=12, d_v=8"));
+  // --partial-dtype bf16 under pass-Q needs an even o: MLA's d_v, not head_dim, is what it checks.
+  RunConfig part;
+  apply_settings(part, {{"model", "tiny-mla"}, {"seq", 64}, {"dtype", "bf16"}, {"pass", "prefill"}, {"ring_pass", "q"},
+                        {"partial_dtype", "bf16"}}, "t");
+  CHECK_NOTHROW(finalize_config(part, 2));
+}
+
 TEST_CASE("options: command_line_json lists each flag of the parser once, with the table's kind and a default it accepts") {
   const json cl = command_line_json();
   std::map<std::string, json> by_flag;
