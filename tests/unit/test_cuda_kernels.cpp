@@ -269,6 +269,7 @@ struct AttnCase {
   Positions qpos, kpos;
   int64_t window = 0;
   std::vector<int64_t> docs = {};  // document starts (empty: one document)
+  int d_v = 0;                     // the values' head dim (MLA; 0: d)
 };
 
 std::vector<AttnCase> attn_cases() {
@@ -300,6 +301,11 @@ std::vector<AttnCase> attn_cases_f32_only() {
   return {
       {"fp32 d96, GQA, zigzag", 1, 4, 2, 96, true, Positions::two(0, 40, 200, 40), Positions::contiguous(0, 240)},
       {"fp32 d256, non-causal", 1, 1, 1, 256, false, Positions::contiguous(0, 20), Positions::contiguous(0, 33)},
+      // Two head dims (MLA's expanded heads: d 192, d_v 128; and d_v > d with GQA, a window, documents).
+      {"fp32 MLA d192 d_v128, causal", 1, 4, 4, 192, true, Positions::contiguous(0, 130), Positions::contiguous(0, 130),
+       0, {}, 128},
+      {"fp32 d48 d_v80, GQA, window + documents", 2, 4, 2, 48, true, Positions::contiguous(0, 150),
+       Positions::contiguous(0, 150), 30, {0, 70}, 80},
   };
 }
 
@@ -309,7 +315,7 @@ TEST_CASE("cuda: attention forward, merge, delta, backward and sinks against the
   SKIP_WITHOUT_CUDA();
   Backend& c = *backends().cpu;
   Backend& g = *backends().gpu;
-  // fp32 runs the SIMT kernels (any d <= 256), bf16/fp16 the tensor-core kernels.
+  // fp32 runs the SIMT kernels (two head dims up to 1024), bf16/fp16 the tensor-core kernels (d_v = d).
   std::vector<std::pair<AttnCase, DType>> runs;
   for (const AttnCase& ac : attn_cases())
     for (DType t : kAllTypes) runs.emplace_back(ac, t);
@@ -323,18 +329,22 @@ TEST_CASE("cuda: attention forward, merge, delta, backward and sinks against the
     s.hq = ac.hq;
     s.hk = ac.hk;
     s.d = ac.d;
+    s.d_v = ac.d_v;
     s.causal = ac.causal;
     s.window = ac.window;
     if (!ac.docs.empty()) s.docs = std::make_shared<const std::vector<int64_t>>(ac.docs);
+    // q, k, dq, dk d wide; v, o, do, dv d_v wide (vdim())
     const std::vector<int64_t> qs = {s.B, s.nq, s.hq, s.d}, ks = {s.B, s.nk, s.hk, s.d}, ls = {s.B, s.hq, s.nq};
+    const std::vector<int64_t> os = {s.B, s.nq, s.hq, s.vdim()}, vs = {s.B, s.nk, s.hk, s.vdim()};
     const size_t nqe = size_t(s.B * s.nq * s.hq * s.d), nke = size_t(s.B * s.nk * s.hk * s.d);
-    const std::vector<float> q = rnd(nqe, 40, t), k = rnd(nke, 41, t), v = rnd(nke, 42, t),
-                             dout = rnd(nqe, 43, t);
-    Tensor gq = up(g, q, qs, t), gk = up(g, k, ks, t), gv = up(g, v, ks, t), gdo = up(g, dout, qs, t);
-    Tensor cq = up(c, q, qs, DType::f32), ck = up(c, k, ks, DType::f32), cv = up(c, v, ks, DType::f32),
-           cdo = up(c, dout, qs, DType::f32);
-    Tensor go = g.alloc(qs, t, MemKind::activations), gl = g.alloc(ls, DType::f32, MemKind::activations);
-    Tensor co = c.alloc(qs, DType::f32, MemKind::activations), cl = c.alloc(ls, DType::f32, MemKind::activations);
+    const size_t noe = size_t(s.B * s.nq * s.hq * s.vdim()), nve = size_t(s.B * s.nk * s.hk * s.vdim());
+    const std::vector<float> q = rnd(nqe, 40, t), k = rnd(nke, 41, t), v = rnd(nve, 42, t),
+                             dout = rnd(noe, 43, t);
+    Tensor gq = up(g, q, qs, t), gk = up(g, k, ks, t), gv = up(g, v, vs, t), gdo = up(g, dout, os, t);
+    Tensor cq = up(c, q, qs, DType::f32), ck = up(c, k, ks, DType::f32), cv = up(c, v, vs, DType::f32),
+           cdo = up(c, dout, os, DType::f32);
+    Tensor go = g.alloc(os, t, MemKind::activations), gl = g.alloc(ls, DType::f32, MemKind::activations);
+    Tensor co = c.alloc(os, DType::f32, MemKind::activations), cl = c.alloc(ls, DType::f32, MemKind::activations);
     g.attn_fwd(s, gq, gk, gv, ac.qpos, ac.kpos, go, gl);
     c.attn_fwd(s, cq, ck, cv, ac.qpos, ac.kpos, co, cl);
     const std::vector<float> o_c = c.download(co), l_c = c.download(cl);
@@ -349,9 +359,9 @@ TEST_CASE("cuda: attention forward, merge, delta, backward and sinks against the
 
     // Backward accumulates into non-zero gradients.
     const std::vector<float> dq0 = rnd(nqe, 44, DType::f32, 0.1f), dk0 = rnd(nke, 45, DType::f32, 0.1f),
-                             dv0 = rnd(nke, 46, DType::f32, 0.1f);
-    Tensor gdq = up(g, dq0, qs, DType::f32), gdk = up(g, dk0, ks, DType::f32), gdv = up(g, dv0, ks, DType::f32);
-    Tensor cdq = up(c, dq0, qs, DType::f32), cdk = up(c, dk0, ks, DType::f32), cdv = up(c, dv0, ks, DType::f32);
+                             dv0 = rnd(nve, 46, DType::f32, 0.1f);
+    Tensor gdq = up(g, dq0, qs, DType::f32), gdk = up(g, dk0, ks, DType::f32), gdv = up(g, dv0, vs, DType::f32);
+    Tensor cdq = up(c, dq0, qs, DType::f32), cdk = up(c, dk0, ks, DType::f32), cdv = up(c, dv0, vs, DType::f32);
     g.attn_bwd(s, gq, gk, gv, gdo, gl, gdl, ac.qpos, ac.kpos, gdq, gdk, gdv);
     c.attn_bwd(s, cq, ck, cv, cdo, cl, cdl, ac.qpos, ac.kpos, cdq, cdk, cdv);
     // fp32 gradients: dS = P (dP - delta) cancels, so allow 1e-4 (summation orders differ).
@@ -361,11 +371,11 @@ TEST_CASE("cuda: attention forward, merge, delta, backward and sinks against the
     CHECK_CLOSE("dv", g.download(gdv), c.download(cdv), gt);
 
     // Merge this block's result into a running one with lse = -inf in some rows.
-    std::vector<float> oacc = rnd(nqe, 47, t), lacc = rnd(size_t(s.B * s.hq * s.nq), 48, DType::f32);
+    std::vector<float> oacc = rnd(noe, 47, t), lacc = rnd(size_t(s.B * s.hq * s.nq), 48, DType::f32);
     for (size_t i = 0; i < lacc.size(); i += 5) lacc[i] = -INFINITY;
-    Tensor goa = up(g, oacc, qs, t), gla = up(g, lacc, ls, DType::f32);
-    Tensor coa = up(c, oacc, qs, DType::f32), cla = up(c, lacc, ls, DType::f32);
-    Tensor go_c = up(g, o_c, qs, t);  // the same block result on both sides
+    Tensor goa = up(g, oacc, os, t), gla = up(g, lacc, ls, DType::f32);
+    Tensor coa = up(c, oacc, os, DType::f32), cla = up(c, lacc, ls, DType::f32);
+    Tensor go_c = up(g, o_c, os, t);  // the same block result on both sides
     Tensor gl_c = up(g, l_c, ls, DType::f32);
     g.attn_merge(s, goa, gla, go_c, gl_c);
     c.attn_merge(s, coa, cla, co, cl);
