@@ -36,12 +36,6 @@ std::vector<MlaWeight> mla_weights(const LayerShape& s) {
 }
 }  // namespace
 
-int64_t MlaProjections::parameters(const LayerShape& s) {
-  int64_t n = 0;
-  for (const MlaWeight& w : mla_weights(s)) n += w.rows * w.cols;
-  return n;
-}
-
 double MlaProjections::forward_gemm_flops(const LayerShape& s, int64_t rows) {
   double f = 0;
   for (const MlaWeight& w : mla_weights(s))

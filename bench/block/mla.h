@@ -50,8 +50,6 @@ class MlaProjections {
   // The forward GEMMs' FLOPs over `rows` tokens (w_o not included): DESIGN's count of the
   // projections, which the backward doubles (a data and a weight gradient per GEMM).
   static double forward_gemm_flops(const LayerShape& s, int64_t rows);
-  // The parameters of the projections (w_o not included).
-  static int64_t parameters(const LayerShape& s);
   // Bytes of the buffers setup registers beyond q, k, v (the latents kept for the backward and
   // the scratch of both passes), for `rows` tokens and `heads` local heads: the activation
   // estimate's MLA term.
