@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "bench/strategy.h"
+#include "bench/block/mla.h"
 
 #define CPBENCH_STRATEGIES(X) \
   X(single)                   \
@@ -202,8 +203,7 @@ std::vector<std::string> dump_tensor_names(bool full_block, bool sinks, const Ml
   std::vector<std::string> n = {"x", "norm_w", "w_qkv", "w_o", "dy", "y", "dx", "dnorm_w", "dw_qkv", "dw_o",
                                 "q", "k",      "v",     "o",   "do", "dq", "dk", "dv",     "lse"};
   if (mla) {  // MLA's projections (bench/block/mla.h) in w_qkv's place, then their gradients
-    std::vector<std::string> w = {"w_uq", "w_qr", "w_dkv", "kv_norm_w", "w_kr", "w_uk", "w_uv"};
-    if (mla->q_rank > 0) w.insert(w.begin(), {"w_dq", "q_norm_w"});
+    const std::vector<std::string> w = MlaProjections::weight_names(*mla);
     n.erase(std::remove(n.begin(), n.end(), "w_qkv"), n.end());
     n.erase(std::remove(n.begin(), n.end(), "dw_qkv"), n.end());
     for (const std::string& x : w) n.push_back(x);
@@ -218,21 +218,8 @@ std::vector<std::string> dump_tensor_names(bool full_block, bool sinks, const Ml
 std::vector<int64_t> global_tensor_shape(const std::string& name, const LayerShape& s) {
   const int64_t N = s.token_rows(), vd = s.vdim();
   const std::string& n = name;
-  if (s.mla) {  // MLA's projections (bench/block/mla.h); a weight's gradient has its shape
-    const MlaDims& m = s.mla_dims;
-    std::string w = n;
-    if (w == "dq_norm_w" || w == "dkv_norm_w" || w.rfind("dw_", 0) == 0) w = w.substr(1);
-    const int64_t H = s.H, qin = m.q_rank > 0 ? m.q_rank : s.D;
-    if (w == "w_dq") return {s.D, m.q_rank};
-    if (w == "q_norm_w") return {m.q_rank};
-    if (w == "w_uq") return {qin, H * m.d_nope};
-    if (w == "w_qr") return {qin, H * m.d_rope};
-    if (w == "w_dkv") return {s.D, m.kv_rank};
-    if (w == "kv_norm_w") return {m.kv_rank};
-    if (w == "w_kr") return {s.D, m.d_rope};
-    if (w == "w_uk") return {m.kv_rank, H * m.d_nope};
-    if (w == "w_uv") return {m.kv_rank, H * m.d_v};
-  }
+  if (s.mla)  // MLA's projections (bench/block/mla.h); a weight's gradient has its shape
+    if (std::vector<int64_t> w = MlaProjections::weight_shape(n, s); !w.empty()) return w;
   if (n == "x" || n == "dy" || n == "y" || n == "dx") return {s.B, N, s.D};
   if (n == "norm_w" || n == "dnorm_w") return {s.D};
   if (n == "w_qkv" || n == "dw_qkv") return {s.D, s.qkv_cols()};

@@ -937,16 +937,10 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
     return decode_activation_bytes(s, P / t / U, U, t);
   }
   const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
-  const int64_t Hd = int64_t(s.H) * s.d, Gd = int64_t(s.G) * s.d, Cq = s.qkv_cols();
-  const int64_t Hv = int64_t(s.H) * s.vdim(), Gv = int64_t(s.G) * s.vdim();  // v, o: d_v per head (MLA)
-  const int64_t cache = s.pass.cached > 0 ? s.B * (s.pass.cached / P + T) * (Gd + Gv) * es : 0;
-  // MLA: no qkv, dqkv; its projections' own buffers instead (mla.h).
-  // (a 16-bit MLA run also keeps dq, dk, dv's run-dtype copies, which GQA's reuse qkv's memory for)
-  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, BT, s.H) + (s.dtype != DType::f32 ? BT * (Hd + Gd + Gv) * es : 0)
-                             : 2 * BT * Cq * es;
-  const int64_t run = BT * (6 * s.D + Hd + 2 * Hv + Gd + Gv) * es + proj + cache;
-  const int64_t f32 = BT * (1 + Hd + Gd + Gv) * 4;
-  return run + f32 + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);
+  const int64_t cache = s.pass.cached > 0 ? s.B * (s.pass.cached / P + T) * int64_t(s.G) * (s.d + s.vdim()) * es : 0;
+  const int64_t local = BT * 6 * s.D * es + BT * 4;  // x, dy, xn, y, dxn, dx; rstd
+  return local + tp_heads_activation_bytes(s, BT, s.H, s.G) + cache + core_activation_bytes(s, P, m) +
+         mlp_activation_bytes(s, BT, m);
 }
 
 int64_t Block::tp_heads_activation_bytes(const LayerShape& s, int64_t rows, int64_t hl, int64_t gl) {

@@ -36,6 +36,21 @@ std::vector<MlaWeight> mla_weights(const LayerShape& s) {
 }
 }  // namespace
 
+std::vector<std::string> MlaProjections::weight_names(const MlaDims& m) {
+  LayerShape s;  // the names depend on the query rank alone
+  s.mla_dims = m;
+  std::vector<std::string> names;
+  for (const MlaWeight& w : mla_weights(s)) names.push_back(w.name);
+  return names;
+}
+
+std::vector<int64_t> MlaProjections::weight_shape(const std::string& name, const LayerShape& s) {
+  for (const MlaWeight& w : mla_weights(s))
+    if (name == w.name || name == std::string("d") + w.name)
+      return w.rows > 1 ? std::vector<int64_t>{w.rows, w.cols} : std::vector<int64_t>{w.cols};
+  return {};
+}
+
 double MlaProjections::forward_gemm_flops(const LayerShape& s, int64_t rows) {
   double f = 0;
   for (const MlaWeight& w : mla_weights(s))

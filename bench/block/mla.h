@@ -23,6 +23,8 @@
 // sums too, as every weight gradient is. Without a tp level t = 1 and everything is whole.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "bench/block/block.h"
 
@@ -50,6 +52,11 @@ class MlaProjections {
   // The forward GEMMs' FLOPs over `rows` tokens (w_o not included): DESIGN's count of the
   // projections, which the backward doubles (a data and a weight gradient per GEMM).
   static double forward_gemm_flops(const LayerShape& s, int64_t rows);
+  // The dump's names of the projections' weights, in order (a query rank adds w_dq, q_norm_w); a
+  // weight's gradient is "d" + its name.
+  static std::vector<std::string> weight_names(const MlaDims& m);
+  // The global shape of weight `name` or of its gradient ("d" + name); empty when `name` is neither.
+  static std::vector<int64_t> weight_shape(const std::string& name, const LayerShape& s);
   // Bytes of the buffers setup registers beyond q, k, v (the latents kept for the backward and
   // the scratch of both passes), for `rows` tokens and `heads` local heads: the activation
   // estimate's MLA term.

@@ -111,13 +111,6 @@ int DoubleRingCore::owner(int t, int j) const {
   return o * w + i;
 }
 
-void DoubleRingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
-  const int64_t ek = s_.k_elems(), ev = s_.v_elems();
-  Tensor kd = steps_.kv_view(buf, 0), vd = steps_.kv_view(buf, 1);
-  be_->copy_2d(kd, ek, k, ek, 1, ek);
-  be_->copy_2d(vd, ev, v, ev, 1, ev);
-}
-
 void DoubleRingCore::check_hops(const DoubleRingHops& h) const {
   const int w = inner_->size(), W = outer_->size();
   if (!h.fits(w, W))
@@ -135,7 +128,7 @@ void DoubleRingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   const int inext = (in.rank() + 1) % w, iprev = (in.rank() + w - 1) % w;
   const int onext = (out.rank() + 1) % W, oprev = (out.rank() + W - 1) % W;
   steps_.fwd_begin();
-  pack_kv(k, v, round_[0]);
+  steps_.pack_kv(k, v, round_[0]);
   for (int t = 0; t <= T; ++t) {
     Tensor& start = round_[t % 2];
     RingCore::Hop outer_hop;  // the round's starting block to the next window, during the round
@@ -167,7 +160,7 @@ void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v,
   const int me_in = in.rank(), me_out = out.rank();
   const int inext = (me_in + 1) % w, iprev = (me_in + w - 1) % w;
   const int onext = (me_out + 1) % W, oprev = (me_out + W - 1) % W;
-  pack_kv(k, v, round_[0]);
+  steps_.pack_kv(k, v, round_[0]);
   RingCore::Hop acc_inner, acc_outer;  // accumulator hops in flight
   const Tensor* result = nullptr;      // after the loop: this rank's own block, all contributions
   int step = 0;                        // steps so far: alternates the scratch accumulators

@@ -96,7 +96,6 @@ class DoubleRingCore {
 
  private:
   int owner(int t, int j) const;  // ring position of the block held at round t, inner step j
-  void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);
   void check_hops(const DoubleRingHops& hops) const;  // throws std::logic_error on a bad schedule
 
   Backend* be_ = nullptr;

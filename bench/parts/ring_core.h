@@ -147,6 +147,8 @@ class RingCore {
   void acc_to_grads(const Tensor& acc, Tensor& dk, Tensor& dv);
   // The k or v part of a packed k|v (or dk|dv) buffer, shaped [B,n,hk,d] or [B,n,hk,dv].
   Tensor kv_view(const Tensor& buf, int which) const;
+  // k and v into one packed k|v buffer (the block that travels).
+  void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);
   // pass-Q steps, for a composition that runs its own Q schedule (double_ring_core.h). A partial
   // is [o B*n*hq*dv | lse B*hq*n], one buffer of partial_elems() elements of partial_dtype(): o in
   // float32, or under --partial-dtype bf16 in bf16 (rounded at every merge), its lse float32
@@ -206,8 +208,6 @@ class RingCore {
     return acc * tokens_q * ho + 4 * tokens_q * heads;
   }
  private:
-  void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);
-
   Backend* be_ = nullptr;
   Communicator* ring_ = nullptr;
   RingCoreShape s_;
