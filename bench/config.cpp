@@ -72,6 +72,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
     s.mla = true;
     s.mla_dims = mla_dims;
     s.d_v = mla_dims.d_v;
+    s.mla_latent = mla_travel == "latent";
   }
   if (!docs_spec.empty()) {
     s.mask.doc_lens = resolve_doc_lens(docs_spec, N, seed + uint64_t(pack));
@@ -180,9 +181,6 @@ void resolve_attention(RunConfig& c, const ModelPreset& m) {
   if (c.mla_travel.empty()) c.mla_travel = "expanded";
   if (c.mla_travel != "expanded" && c.mla_travel != "latent")
     throw std::invalid_argument("mla_travel must be expanded or latent, got '" + c.mla_travel + "'");
-  if (c.mla_travel == "latent")
-    throw std::invalid_argument("--mla-travel latent (the compressed latent travels, each receiver up-projects) is not built yet: "
-                                "use --mla-travel expanded");
   if (c.block == "full" && m.moe)
     throw std::invalid_argument("model '" + m.name + "': its feed-forward layers are mixtures of experts, which --block full "
                                 "does not model (it has a dense SwiGLU MLP only); measure the attention sub-layer, --block attn");

@@ -94,7 +94,8 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
   if (shape.mla) {  // --attention mla: its ranks and head dims (d = d_nope + d_rope, G = H)
     const MlaDims& m = shape.mla_dims;
     meta["attention"] = "mla";
-    meta["mla"] = {{"q_rank", m.q_rank}, {"kv_rank", m.kv_rank}, {"d_nope", m.d_nope}, {"d_rope", m.d_rope}, {"d_v", m.d_v}};
+    meta["mla"] = {{"q_rank", m.q_rank}, {"kv_rank", m.kv_rank}, {"d_nope", m.d_nope}, {"d_rope", m.d_rope}, {"d_v", m.d_v},
+                   {"travel", shape.mla_latent ? "latent" : "expanded"}};  // latent: no dk, dv are dumped
   }
   std::ofstream mf(dir + "/meta.json");
   mf << meta.dump(2) << "\n";

@@ -329,6 +329,11 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   std::vector<std::string> names =
       dump_tensor_names(cfg_.block == "full", cfg_.sinks, cfg_.attention == "mla" ? &cfg_.mla_dims : nullptr);
   const bool decode = cfg_.pass == "decode";
+  // --mla-travel latent: a rank never forms its keys' dk, dv (the ring returns the latent's
+  // gradient, latent_keys.h); the weights' gradients and dx check the whole path instead.
+  if (cfg_.mla_travel == "latent")
+    names.erase(std::remove_if(names.begin(), names.end(), [](const std::string& n) { return n == "dk" || n == "dv"; }),
+                names.end());
   if (cfg_.cached > 0)
     names.erase(std::remove_if(names.begin(), names.end(),
                                [&](const std::string& n) {

@@ -32,11 +32,11 @@ MeshSpec named_mesh(const Strategy& strat, const std::string& entry, const MeshS
 }
 }  // namespace
 
-// The strategies that run --attention mla, from their capabilities.
-static std::string mla_strategies() {
+// The strategies that run --attention mla (latent: --mla-travel latent), from their capabilities.
+static std::string mla_strategies(bool latent = false) {
   std::string names;
   for (const auto& i : strategy_registry())
-    if (i.can.mla) names += (names.empty() ? "" : ", ") + i.name;
+    if (latent ? i.can.mla_latent : i.can.mla) names += (names.empty() ? "" : ", ") + i.name;
   return names;
 }
 
@@ -81,6 +81,9 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
                                   " is built for the ring family only (ring, ring-zigzag, ring-striped, double-ring, usp, ulysses)");
           if (shape.mla && !can.mla)
             throw ConstraintError(strat->name() + ": --attention mla is built for " + mla_strategies() + " only");
+          if (shape.mla_latent && !can.mla_latent)
+            throw ConstraintError(strat->name() + ": --mla-travel latent is built for " + mla_strategies(true) +
+                                  " only (its levels move expanded heads: use --mla-travel expanded)");
           strat->check(shape, P, job.mesh);  // for the shape's pass (--cached, decode)
           check_mlp_mesh(strat->name(), shape, P, job.mesh);
           if (shape.queries_travel() && !can.pass_q)

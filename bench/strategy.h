@@ -73,6 +73,13 @@ struct LayerShape {
   int vdim() const { return d_v > 0 ? d_v : d; }
   bool mla = false;  // --attention mla: the projections of bench/block/mla.h instead of w_qkv
   MlaDims mla_dims;
+  // --mla-travel latent: a ring level moves MLA's latent [c_kv | k_R] (r_kv + d_rope values per
+  // token) and each receiver up-projects it (bench/parts/latent_keys.h); false: expanded heads.
+  bool mla_latent = false;
+  // The values per token a ring block holds: the latent's, or k|v's G(d + d_v).
+  int64_t ring_block_row() const {
+    return mla_latent ? int64_t(mla_dims.kv_rank) + mla_dims.d_rope : int64_t(G) * (d + vdim());
+  }
   bool rope = true;
   bool sinks = false;  // --sinks: one learned logit per query head in the softmax (bench/parts/attn_sinks.h)
   // --uneven-heads: a Ulysses level splits heads it does not divide (bench/parts/ulysses_level.h)
@@ -221,6 +228,9 @@ struct Capabilities {
   // --attention mla (bench/block/mla.h): its levels move MLA's expanded heads (H key heads of
   // d_nope + d_rope, values d_v), a tp level splitting the up-projections by heads. Every strategy.
   bool mla = false;
+  // --mla-travel latent (bench/parts/latent_keys.h): its ring moves MLA's latent and each receiver
+  // up-projects it: the single-ring presets (ring, ring-zigzag, ring-striped).
+  bool mla_latent = false;
   bool supports(BalanceScheme b) const {
     return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);
   }

@@ -151,9 +151,10 @@ class Backend {
   // ---- GEMM (row-major) -----------------------------------------------------------------------
   // C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C; lda/ldb/ldc are row pitches of the
   // stored matrices. C may be float32 while A, B are in the run dtype (weight-gradient accumulation).
-  // `model_share` (0..1]: the part of its FLOPs that is the model's; the rest is work the caller
+  // `model_share` [0..1]: the part of its FLOPs that is the model's; the rest is work the caller
   // repeats on other ranks by design (a KV head's projection on each of the t/G ranks of a tp level
-  // wider than the KV heads), counted as hardware FLOPs only (DESIGN "FLOPs, MFU and HFU").
+  // wider than the KV heads; 0: MLA latent travel's up-projection of a received block), counted as
+  // hardware FLOPs only (DESIGN "FLOPs, MFU and HFU").
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
             int64_t ldc, double model_share = 1.0);

@@ -62,8 +62,8 @@ void Backend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                    Tensor& C, int64_t ldc, double model_share) {
   check_gemm(trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc);
   check_dtypes("gemm", {&A, &B, &C});
-  if (!(model_share > 0 && model_share <= 1))
-    throw std::invalid_argument("gemm: model_share=" + std::to_string(model_share) + " is not in (0, 1]");
+  if (!(model_share >= 0 && model_share <= 1))
+    throw std::invalid_argument("gemm: model_share=" + std::to_string(model_share) + " is not in [0, 1]");
   if (!compute_enabled_) return;
   count_gemm(m, n, k, model_share);
   if (m == 0 || n == 0) return;

@@ -210,6 +210,13 @@ def ring_kv_bytes(tokens, hk, K, elem, acc=ACC_BYTES, hv=None):
     return (kv, kv + acc * tokens * row * (K + 1))
 
 
+def mla_latent_row(mla):
+    """The values per token of an MLA ring block under --mla-travel latent: the KV latent and the
+    shared rope key, r_kv + d_rope (config.mla, schema 10). Mirrors LayerShape::ring_block_row
+    (bench/strategy.h); pass it as ring_kv_bytes's hk with hv = 0."""
+    return mla["kv_rank"] + mla["d_rope"]
+
+
 def pass_q_partial_bytes(tokens_q, hq, heads, acc=ACC_BYTES, ho=None):
     """One pass-Q partial: o in float32 [Tq, hq] and lse [Tq, H]: s_acc*Tq*hq + 4*Tq*H (o is
     ho = H*d_v per token under MLA, default hq). Mirrors RingCore::partial_bytes (bench/parts/ring_core.h); DESIGN "pass-Q"."""

@@ -39,6 +39,7 @@
 #include "bench/block/kv_cache.h"
 #include "bench/block/qkv.h"
 #include "bench/parts/attn_sinks.h"
+#include "bench/parts/latent_keys.h"
 #include "bench/parts/ring_layout.h"
 #include "bench/parts/tp_level.h"
 #include "bench/strategy.h"
@@ -291,6 +292,10 @@ class Block : public Strategy {
   // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv's memory (dead once q, k, v are split
   // out of it; nothing exports them), so the conversion allocates nothing and adds no memory.
   Tensor dq_run_, dk_run_, dv_run_;
+  // --mla-travel latent: what a ring level moves instead of k_, v_ (MLA's projections, set before
+  // core_setup; latent_keys.h); null otherwise. The core's backward then leaves the latent's
+  // gradient there and does not write dk_, dv_.
+  LatentKeys* latent_keys_ = nullptr;
 
  private:
   class AttentionSubLayer;

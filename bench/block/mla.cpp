@@ -67,7 +67,8 @@ int64_t MlaProjections::activation_bytes(const LayerShape& s, int64_t rows, int6
   const int64_t fwd = (2 * H * dn + H * dr + dr) * es;                      // q_C, q_R, k_C, k_R
   const int64_t bwd = (2 * H * dn + H * dr + 2 * dr) * 4 + L * (4 + 2 * es);  // split gradients, latents'
   const int64_t lowp = s.dtype == DType::f32 ? 0 : (2 * H * dn + H * dr + dr + H * m.d_v) * es + s.D * 4;
-  return rows * (kept + fwd + bwd + lowp);
+  const int64_t latent = s.mla_latent ? (m.kv_rank + dr) * (es + 4) : 0;  // the packed latent, its gradient
+  return rows * (kept + fwd + bwd + lowp + latent);
 }
 
 void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T,
@@ -80,6 +81,8 @@ void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, cons
   qin_ = m.q_rank > 0 ? m.q_rank : s.D;
   hl_ = s.H / tp.t;
   down_share_ = 1.0 / tp.t;
+  latent_ = s.mla_latent;
+  if (latent_ && tp.t != 1) throw std::logic_error("mla: latent travel runs without a tp level");
   const int64_t rows = B * T, H = hl_;
   for (const MlaWeight& w : mla_weights(s)) {
     // An up-projection: this rank's heads' columns [tr*hl, (tr+1)*hl) of per_head each, added to
@@ -132,6 +135,10 @@ void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, cons
     reg.add("mla_dv", {rows, H * m.d_v}, dt, Held::activation);
     reg.add("mla_dx32", {rows, s.D}, DType::f32, Held::activation);
   }
+  if (latent_) {  // latent travel: this rank's [c_kv | k_R] as it travels, and its gradient from the ring
+    reg.add("mla_latent", {rows, m.kv_rank + m.d_rope}, dt, Held::activation);
+    reg.add("mla_dlatent_kv", {rows, m.kv_rank + m.d_rope}, DType::f32, Held::activation);
+  }
   reg.add("mla_dlatent32", {rows, m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank}, DType::f32, Held::activation);
   reg.add("mla_dlatent", {rows, m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank}, dt, Held::activation);
   reg.add("mla_dlatent0", {rows, m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank}, dt, Held::activation);
@@ -173,6 +180,69 @@ void MlaProjections::forward(Backend& be, const Tensor& xn, const Positions& pos
     Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
     be.copy_2d(k_rope, H * dqk, kr, dr, rows, dr);
   }
+  if (latent_) {  // the block this rank's ring sends: [c_kv | k_R] per token
+    Tensor& lat = reg["mla_latent"];
+    const int64_t w = width();
+    be.copy_2d(lat, w, ckv, m.kv_rank, rows, m.kv_rank);
+    Tensor lat_rope = lat.view(m.kv_rank, {lat.numel() - m.kv_rank});
+    be.copy_2d(lat_rope, w, kr, dr, rows, dr);
+  }
+}
+
+const Tensor& MlaProjections::local() const { return (*reg_)["mla_latent"]; }
+Tensor& MlaProjections::grad() { return (*reg_)["mla_dlatent_kv"]; }
+
+void MlaProjections::begin_backward(Backend& be) {
+  be.fill((*reg_)["dw_uk"], 0.0f);
+  be.fill((*reg_)["dw_uv"], 0.0f);
+}
+
+// A received block's keys and values: the same GEMMs as forward()'s on its latent, k_R repeated
+// for every head; hardware FLOPs only (the owner counted them as the model's).
+void MlaProjections::expand(Backend& be, const Tensor& lat, Tensor& k, Tensor& v) {
+  TensorRegistry& reg = *reg_;
+  const MlaDims& m = s_.mla_dims;
+  const int64_t rows = B_ * T_, H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank, w = width();
+  Tensor& kn = reg["mla_kn"];  // forward()'s scratch, free while the core runs
+  be.gemm(false, false, rows, H * dn, rkv, 1.0f, lat, w, reg["w_uk"], H * dn, 0.0f, kn, H * dn, 0.0);
+  be.gemm(false, false, rows, H * m.d_v, rkv, 1.0f, lat, w, reg["w_uv"], H * m.d_v, 0.0f, v, H * m.d_v, 0.0);
+  be.copy_2d(k, dqk, kn, dn, rows * H, dn);
+  const Tensor lat_rope = lat.view(rkv, {lat.numel() - rkv});
+  for (int64_t h = 0; h < H; ++h) {
+    Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
+    be.copy_2d(k_rope, H * dqk, lat_rope, w, rows, dr);
+  }
+}
+
+// The block's dk, dv back to its latent: dk_R summed over the heads (in head order, as
+// backward() sums the expanded heads), dc_kv through W_UK and W_UV, and the weight gradients.
+// Uses backward()'s split scratch, which is free while the core runs.
+void MlaProjections::contract(Backend& be, const Tensor& lat, const Tensor& dk, const Tensor& dv, Tensor& dlat,
+                              double share) {
+  TensorRegistry& reg = *reg_;
+  const MlaDims& m = s_.mla_dims;
+  const bool lowp = s_.dtype != DType::f32;
+  const int64_t rows = B_ * T_, H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank, w = width();
+  Tensor &dkn32 = reg["mla_dkn32"], &dkr32 = reg["mla_dkr32"], &head = reg["mla_dkr_head"];
+  be.copy_2d(dkn32, dn, dk, dqk, rows * H, dn);
+  be.copy_2d(dkr32, dr, dk.view(dn, {dk.numel() - dn}), H * dqk, rows, dr);
+  for (int64_t h = 1; h < H; ++h) {
+    be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), H * dqk, rows, dr);
+    be.add(dkr32, dkr32, head);
+  }
+  Tensor dlat_rope = dlat.view(rkv, {dlat.numel() - rkv});
+  be.copy_2d(dlat_rope, w, dkr32, dr, rows, dr);
+  Tensor dkn = dkn32, dv_run = dv;  // the GEMMs' inputs in the run dtype
+  if (lowp) {
+    dkn = reg["mla_dkn"];
+    dv_run = reg["mla_dv"];
+    be.convert(dkn, dkn32);
+    be.convert(dv_run, dv);
+  }
+  be.gemm(false, true, rows, rkv, H * dn, 1.0f, dkn, H * dn, reg["w_uk"], H * dn, 0.0f, dlat, w, share);
+  be.gemm(false, true, rows, rkv, H * m.d_v, 1.0f, dv_run, H * m.d_v, reg["w_uv"], H * m.d_v, 1.0f, dlat, w, share);
+  be.gemm(true, false, rkv, H * dn, rows, 1.0f, lat, w, dkn, H * dn, 1.0f, reg["dw_uk"], H * dn, share);
+  be.gemm(true, false, rkv, H * m.d_v, rows, 1.0f, lat, w, dv_run, H * m.d_v, 1.0f, reg["dw_uv"], H * m.d_v, share);
 }
 
 void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& pos, const Tensor& dq, const Tensor& dk,
@@ -189,12 +259,17 @@ void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& po
   Tensor &dqn32 = reg["mla_dqn32"], &dqr32 = reg["mla_dqr32"], &dkn32 = reg["mla_dkn32"], &dkr32 = reg["mla_dkr32"];
   be.copy_2d(dqn32, dn, dq, dqk, rows * H, dn);
   be.copy_2d(dqr32, dr, dq.view(dn, {dq.numel() - dn}), dqk, rows * H, dr);
-  be.copy_2d(dkn32, dn, dk, dqk, rows * H, dn);
-  be.copy_2d(dkr32, dr, dk.view(dn, {dk.numel() - dn}), H * dqk, rows, dr);
-  Tensor& head = reg["mla_dkr_head"];
-  for (int64_t h = 1; h < H; ++h) {
-    be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), H * dqk, rows, dr);
-    be.add(dkr32, dkr32, head);
+  if (latent_) {  // the ring left the latent's gradient: dk_R is its rope columns (summed over heads already)
+    const Tensor& dlat = grad();
+    be.copy_2d(dkr32, dr, dlat.view(rkv, {dlat.numel() - rkv}), width(), rows, dr);
+  } else {
+    be.copy_2d(dkn32, dn, dk, dqk, rows * H, dn);
+    be.copy_2d(dkr32, dr, dk.view(dn, {dk.numel() - dn}), H * dqk, rows, dr);
+    Tensor& head = reg["mla_dkr_head"];
+    for (int64_t h = 1; h < H; ++h) {
+      be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), H * dqk, rows, dr);
+      be.add(dkr32, dkr32, head);
+    }
   }
   // In the run dtype for the GEMMs (float32 runs: the float32 tensors themselves).
   auto run = [&](Tensor& f32, const char* name) -> Tensor& {
@@ -203,9 +278,10 @@ void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& po
     be.convert(r, f32);
     return r;
   };
-  Tensor &dqn = run(dqn32, "mla_dqn"), &dqr = run(dqr32, "mla_dqr"), &dkn = run(dkn32, "mla_dkn"), &dkr = run(dkr32, "mla_dkr");
-  Tensor dv_run = lowp ? reg["mla_dv"] : dv;
-  if (lowp) be.convert(dv_run, dv);
+  Tensor &dqn = run(dqn32, "mla_dqn"), &dqr = run(dqr32, "mla_dqr"), &dkr = run(dkr32, "mla_dkr");
+  Tensor& dkn = latent_ ? dkn32 : run(dkn32, "mla_dkn");  // (latent travel: not read)
+  Tensor dv_run = lowp && !latent_ ? reg["mla_dv"] : dv;
+  if (lowp && !latent_) be.convert(dv_run, dv);
   if (s.rope) {  // the transposed rotation (RoPE's backward) on the rope parts
     be.rope(dqr, B_, T_, int(H), int(dr), H * dr, pos, s.rope_theta, true, s.mask.docs);
     be.rope(dkr, B_, T_, 1, int(dr), dr, pos, s.rope_theta, true, s.mask.docs);
@@ -215,8 +291,10 @@ void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& po
   // Weight gradients of the up-projections and of W_KR.
   be.gemm(true, false, qin_, H * dn, rows, 1.0f, qin, qin_, dqn, H * dn, 0.0f, reg["dw_uq"], H * dn);
   be.gemm(true, false, qin_, H * dr, rows, 1.0f, qin, qin_, dqr, H * dr, 0.0f, reg["dw_qr"], H * dr);
-  be.gemm(true, false, rkv, H * dn, rows, 1.0f, ckv, rkv, dkn, H * dn, 0.0f, reg["dw_uk"], H * dn);
-  be.gemm(true, false, rkv, H * m.d_v, rows, 1.0f, ckv, rkv, dv_run, H * m.d_v, 0.0f, reg["dw_uv"], H * m.d_v);
+  if (!latent_) {  // (latent travel: the ring's contractions added them, block by block)
+    be.gemm(true, false, rkv, H * dn, rows, 1.0f, ckv, rkv, dkn, H * dn, 0.0f, reg["dw_uk"], H * dn);
+    be.gemm(true, false, rkv, H * m.d_v, rows, 1.0f, ckv, rkv, dv_run, H * m.d_v, 0.0f, reg["dw_uv"], H * m.d_v);
+  }
   be.gemm(true, false, s.D, dr, rows, 1.0f, xn, s.D, dkr, dr, 0.0f, reg["dw_kr"], dr, rs);
   // dxn's float32 sum (float32 runs: dxn itself), starting with the shared rope key's path.
   Tensor& dx = lowp ? reg["mla_dx32"] : dxn;
@@ -238,6 +316,10 @@ void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& po
     be.gemm(false, true, rows, s.D, width, 1.0f, dl0, width, reg[w_down], width, 1.0f, dx, s.D, rs);
   };
   latent(rkv, "kv_norm_w", "dkv_norm_w", "mla_ckv0", "mla_rstd_kv", "w_dkv", "dw_dkv", [&](Tensor& d32) {
+    if (latent_) {  // the ring's sum over every rank's contraction
+      be.copy_2d(d32, rkv, grad(), width(), rows, rkv);
+      return;
+    }
     be.gemm(false, true, rows, rkv, H * dn, 1.0f, dkn, H * dn, reg["w_uk"], H * dn, 0.0f, d32, rkv);
     be.gemm(false, true, rows, rkv, H * m.d_v, 1.0f, dv_run, H * m.d_v, reg["w_uv"], H * m.d_v, 1.0f, d32, rkv);
   });

@@ -21,16 +21,24 @@
 // hardware FLOPs). The backward's paths into xn are then each rank's partial sums (its heads'
 // share), which the tp level's reduce-scatter adds; the replicated weights' gradients are partial
 // sums too, as every weight gradient is. Without a tp level t = 1 and everything is whole.
+//
+// Latent travel (--mla-travel latent, a single ring without a tp level): the projections are also
+// the ring's LatentKeys (bench/parts/latent_keys.h). The forward packs this rank's latent
+// [c_kv | k_R] (k_R roped); the ring core up-projects the blocks it receives with W_UK, W_UV and
+// contracts their gradients back to the latent's, adding c_kvᵀ·dk_C and c_kvᵀ·dv to dW_UK, dW_UV
+// (zeroed by begin_backward); backward() then starts from the latent's gradient the ring left in
+// grad() instead of dk, dv.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "bench/block/block.h"
+#include "bench/parts/latent_keys.h"
 
 namespace cpbench {
 
-class MlaProjections {
+class MlaProjections final : public LatentKeys {
  public:
   // The tensor-parallel level this rank is member `tr` of (t = 1: none); `first_group`: this
   // rank's TP group is the one that adds the weights to the dump (the world's first).
@@ -47,8 +55,18 @@ class MlaProjections {
   // dq, dk [B, T, hl, d], dv [B, T, hl, d_v] (float32, the core's) -> dxn [B*T, D] (run dtype,
   // overwritten: this rank's share under a tp level) and the weights' gradients (overwritten).
   // xn as in the forward.
+  // Under latent travel dk, dv are not read: the key side starts from grad().
   void backward(Backend& be, const Tensor& xn, const Positions& pos, const Tensor& dq, const Tensor& dk,
                 const Tensor& dv, Tensor& dxn);
+  // Latent travel: zeroes dW_UK, dW_UV before the ring's contractions add to them.
+  void begin_backward(Backend& be);
+  // ---- LatentKeys (latent travel; bench/parts/latent_keys.h) -------------------------------------
+  int64_t width() const override { return s_.mla_dims.kv_rank + s_.mla_dims.d_rope; }
+  const Tensor& local() const override;
+  void expand(Backend& be, const Tensor& lat, Tensor& k, Tensor& v) override;
+  void contract(Backend& be, const Tensor& lat, const Tensor& dk, const Tensor& dv, Tensor& dlat,
+                double model_share) override;
+  Tensor& grad() override;
   // The forward GEMMs' FLOPs over `rows` tokens (w_o not included): DESIGN's count of the
   // projections, which the backward doubles (a data and a weight gradient per GEMM).
   static double forward_gemm_flops(const LayerShape& s, int64_t rows);
@@ -58,8 +76,8 @@ class MlaProjections {
   // The global shape of weight `name` or of its gradient ("d" + name); empty when `name` is neither.
   static std::vector<int64_t> weight_shape(const std::string& name, const LayerShape& s);
   // Bytes of the buffers setup registers beyond q, k, v (the latents kept for the backward and
-  // the scratch of both passes), for `rows` tokens and `heads` local heads: the activation
-  // estimate's MLA term.
+  // the scratch of both passes; latent travel's packed latent and its gradient), for `rows` tokens
+  // and `heads` local heads: the activation estimate's MLA term.
   static int64_t activation_bytes(const LayerShape& s, int64_t rows, int64_t heads);
 
  private:
@@ -69,6 +87,7 @@ class MlaProjections {
   int qin_ = 0;  // the query projections' input width: r_q, or D without a query rank
   int hl_ = 0;   // this rank's heads (H/t)
   double down_share_ = 1.0;  // the replicated down-projections' model share: 1/t
+  bool latent_ = false;      // --mla-travel latent
 };
 
 }  // namespace cpbench

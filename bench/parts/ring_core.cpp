@@ -43,6 +43,12 @@ void RingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
   be_->copy_2d(vd, ev, v, ev, 1, ev);
 }
 
+void RingCore::pack_block(const Tensor& k, const Tensor& v, Tensor& buf) {
+  if (!latent_) return pack_kv(k, v, buf);
+  const int64_t e = s_.travel_elems();
+  be_->copy_2d(buf, e, latent_->local(), e, 1, e);
+}
+
 int RingCore::resolve_hops(int hops) const {
   const int R = ring_->size();
   if (hops < 0) return R - 1;
@@ -52,14 +58,23 @@ int RingCore::resolve_hops(int hops) const {
 }
 
 void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos,
-                     BlockPositions key_pos) {
+                     BlockPositions key_pos, LatentKeys* latent) {
+  if ((s.latent > 0) != (latent != nullptr) || (latent && (latent->width() != s.latent || s.travel != RingTravel::kv)))
+    throw std::logic_error("ring core: latent travel needs its LatentKeys of width s.latent and K,V travel");
   setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos), std::move(key_pos));
   ring_ = &ring;
+  latent_ = latent;
   if (ring.size() > 1) {
-    const int64_t kv = s.kv_elems();
+    const int64_t kv = s.travel_elems();
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
     ring_travel(s.travel).setup(*this, travel_, ring.size());
+    if (latent) {  // one received block, expanded, and its gradients
+      lk_ = be.alloc({s.B, s.keys(), s.hk, s.d}, s.dtype, MemKind::activations);
+      lv_ = be.alloc({s.B, s.keys(), s.hk, s.vdim()}, s.dtype, MemKind::activations);
+      ldk_ = be.alloc({s.B, s.keys(), s.hk, s.d}, DType::f32, MemKind::activations);
+      ldv_ = be.alloc({s.B, s.keys(), s.hk, s.vdim()}, DType::f32, MemKind::activations);
+    }
   }
 }
 
@@ -93,7 +108,7 @@ void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape
   lse_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   delta_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   if (s.acc_dtype != DType::f32) {  // the float32 side of bf16 accumulators (acc_sum, add_arrived)
-    const int64_t kv = s.kv_elems();
+    const int64_t kv = s.travel_elems();
     for (Tensor& t : acc32_) t = be.alloc({kv}, DType::f32, MemKind::activations);
   }
   if (R > 1) {
@@ -183,6 +198,32 @@ void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Ten
   b.attn_bwd(a, q, kv_view(kv, 0), kv_view(kv, 1), dout, lse_, delta_, qpos, kpos, dq, dkb, dvb);
 }
 
+bool RingCore::latent_block(const Tensor& lat, int owner, const Tensor& k, const Tensor& v, Tensor& kb, Tensor& vb) {
+  if (invisible(attn_shape(), block_pos_(me_), key_pos_(owner))) return false;
+  if (owner == me_) {  // the projections expanded this rank's own block already
+    kb = k;
+    vb = v;
+    return true;
+  }
+  latent_->expand(*be_, lat, lk_, lv_);
+  kb = lk_;
+  vb = lv_;
+  return true;
+}
+
+void RingCore::bwd_latent(const Tensor& q, const Tensor& lat, int owner, const Tensor& k, const Tensor& v,
+                          const Tensor& dout, Tensor& dq, Tensor& acc) {
+  Backend& b = *be_;
+  b.fill(acc, 0.0f);
+  Tensor kb, vb;
+  if (!latent_block(lat, owner, k, v, kb, vb)) return;
+  b.fill(ldk_, 0.0f);
+  b.fill(ldv_, 0.0f);
+  b.attn_bwd(attn_shape(), q, kb, vb, dout, lse_, delta_, block_pos_(me_), block_pos_(owner), dq, ldk_, ldv_);
+  // The owner's own block is the layer's backward GEMMs (model FLOPs); the others' are hardware only.
+  latent_->contract(b, lat, ldk_, ldv_, acc, owner == me_ ? 1.0 : 0.0);
+}
+
 void RingCore::bwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, const Positions& kpos, const Tensor& dout,
                         Tensor& dq, Tensor& dk, Tensor& dv) {
   AttnShape a = attn_shape();
@@ -208,12 +249,17 @@ void RingCore::forward_kv(const Tensor& q, const Tensor& k, const Tensor& v, Ten
     b.attn_fwd(attn_shape(), q, k, v, block_pos_(me), key_pos_(me), o, lse_);
     return;
   }
-  pack_kv(k, v, kv_[0]);
+  pack_block(k, v, kv_[0]);
   for (int i = 0; i <= h; ++i) {
     Tensor& cur = kv_[i % 2];
     Hop hop;
     if (i < h) hop = post_hop(c, cur, next, kv_[(i + 1) % 2], prev, kTagFwdKV);  // travels during the compute
-    fwd_block(q, cur, (me - i + R) % R, o);  // block i hops old comes from rank me-i
+    const int owner = (me - i + R) % R;  // block i hops old comes from rank me-i
+    if (!latent_) {
+      fwd_block(q, cur, owner, o);
+    } else if (Tensor kb, vb; latent_block(cur, owner, k, v, kb, vb)) {  // latent travel: up-projected here
+      fwd_keys(q, kb, vb, key_pos_(owner), o);
+    }
     if (i < h) wait_hop(c, hop);
   }
   fwd_end(o);
@@ -233,6 +279,7 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     b.fill(dk, 0.0f);
     b.fill(dv, 0.0f);
     b.attn_bwd(a, q, k, v, dout, lse_, delta_, qpos, qpos, dq, dk, dv);
+    if (latent_) latent_->contract(b, latent_->local(), dk, dv, latent_->grad(), 1.0);  // dk, dv: scratch here
     return;
   }
   // Step i: this rank holds block j = me-i (its K,V, and in acc_[2] the dK,dV accumulated by the
@@ -243,7 +290,7 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   // rank's own block with every rank's contribution.
   // (--acc-dtype bf16: the contribution and the sum in float32, rounded once into the buffer that
   // travels: acc_sum, add_arrived, store_acc.)
-  pack_kv(k, v, kv_[0]);
+  pack_block(k, v, kv_[0]);
   Tensor& incoming = acc_[2];
   Hop acc_hop;
   for (int i = 0; i <= h; ++i) {
@@ -252,7 +299,8 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     if (i < h) hop = post_hop(c, cur, next, kv_[(i + 1) % 2], prev, kTagBwdKV);
     Tensor& scratch = acc_[i % 2];  // its send (step i-2) was waited for at step i-1
     Tensor sum = acc_sum(scratch);
-    bwd_block(q, cur, (me - i + R) % R, dout, dq, sum);
+    if (latent_) bwd_latent(q, cur, (me - i + R) % R, k, v, dout, dq, sum);
+    else bwd_block(q, cur, (me - i + R) % R, dout, dq, sum);
     if (i > 0) {
       c.wait(acc_hop.recv);
       add_arrived(sum, incoming);
@@ -285,6 +333,13 @@ void RingCore::store_acc(Tensor& acc, const Tensor& sum) {
 }
 
 void RingCore::acc_to_grads(const Tensor& acc, Tensor& dk, Tensor& dv) {
+  if (latent_) {  // the latent's gradient, for the projections' backward (dk, dv are not formed)
+    Tensor& g = latent_->grad();
+    const int64_t e = s_.travel_elems();
+    if (s_.acc_dtype == DType::f32) be_->copy_2d(g, e, acc, e, 1, e);
+    else be_->convert(g, acc);
+    return;
+  }
   const int64_t ek = s_.k_elems(), ev = s_.v_elems();
   if (s_.acc_dtype == DType::f32) {
     be_->copy_2d(dk, ek, kv_view(acc, 0), ek, 1, ek);
@@ -329,13 +384,14 @@ void RingCore::pass_q_end(const Tensor& part, Tensor& o) {
 int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
   const int64_t es = int64_t(dtype_size(s.dtype)), rows = s.B * s.hq * s.n;
   int64_t bytes = 2 * rows * 4;  // lse, delta
-  if (s.acc_dtype != DType::f32) bytes += 2 * s.kv_elems() * 4;  // acc32_: contribution, widened sum
+  if (s.acc_dtype != DType::f32) bytes += 2 * s.travel_elems() * 4;  // acc32_: contribution, widened sum
   if (R > 1) {
-    const int64_t kv = s.kv_elems(), o = s.o_elems();
+    const int64_t kv = s.travel_elems(), o = s.o_elems();
     bytes += o * es + rows * 4;                      // block o, lse
     if (s.running_f32()) bytes += 2 * o * 4;         // float32 running and block output
     bytes += 2 * kv * es + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
     bytes += ring_travel(s.travel).buffer_bytes(s, R);
+    if (s.latent > 0) bytes += s.kv_elems() * (es + 4);  // one received block expanded (lk_, lv_), its dk, dv
   }
   return bytes;
 }

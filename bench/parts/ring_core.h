@@ -21,13 +21,15 @@
 // Bytes per rank (DESIGN, with T the B*n tokens of a ring rank, 2hk = kv heads * (d + d_v) its
 // k|v elements per token (2 * kv heads * d without MLA), h = hops):
 //   fwd = s*T*2hk*h;  bwd = s*T*2hk*h + s_acc*T*2hk*(h+1 if h > 0 else 0);  h = R-1 gives
-//   DESIGN's full-ring terms (both 0 when R = 1).
+//   DESIGN's full-ring terms (both 0 when R = 1). Under MLA's latent travel (latent_keys.h) 2hk is
+//   the latent's r_kv + d_rope: the block and its accumulator are the latent and its gradient.
 #pragma once
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "bench/parts/balance.h"
+#include "bench/parts/latent_keys.h"
 #include "bench/parts/ring_travel.h"
 #include "bench/block/block.h"
 #include "comm/communicator.h"
@@ -64,6 +66,11 @@ struct RingCoreShape {
   int64_t k_elems() const { return B * keys() * hk * d; }
   int64_t v_elems() const { return B * keys() * hk * vdim(); }
   int64_t kv_elems() const { return k_elems() + v_elems(); }
+  // --mla-travel latent (latent_keys.h): the values per token of the block that travels instead of
+  // k|v (r_kv + d_rope); 0: k|v travels. The traveling block and its accumulator hold
+  // travel_elems() elements.
+  int latent = 0;
+  int64_t travel_elems() const { return latent > 0 ? B * keys() * latent : kv_elems(); }
 };
 
 // Global positions of the n tokens ring rank j holds, in storage order.
@@ -87,8 +94,11 @@ class RingCore {
   // bf16/fp16, comm buffers when R > 1). All allocation happens here: the loops allocate nothing.
   // `key_pos`: the positions of ring rank j's keys when they differ from its queries' (--cached:
   // its cache shard, then its new tokens); empty = block_pos.
+  // `latent` (s.latent > 0): MLA's latent travel (latent_keys.h): the latent travels and each
+  // receiver up-projects it; backward() then leaves this rank's latent gradient in latent->grad()
+  // and writes no dk, dv.
   void setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos,
-             BlockPositions key_pos = {});
+             BlockPositions key_pos = {}, LatentKeys* latent = nullptr);
   // For a composition that runs its own loop (double_ring_core.h): the step buffers only (no
   // comm buffers), this rank at ring position `position` of R. forward()/backward() need setup().
   void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
@@ -135,6 +145,14 @@ class RingCore {
   // (nothing when no pair is visible).
   void bwd_keys(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& kpos, const Tensor& dout,
                 Tensor& dq, Tensor& dk, Tensor& dv);
+  // Latent travel: the block `lat` of ring rank `owner` as the kernels' keys: this rank's own k,
+  // v when it is the owner, else `lat` up-projected into the core's block buffers (kb, vb: views
+  // of either). False, with nothing expanded, when no query here sees the block.
+  bool latent_block(const Tensor& lat, int owner, const Tensor& k, const Tensor& v, Tensor& kb, Tensor& vb);
+  // Latent travel's bwd_block: this rank's contribution to block `owner`'s latent gradient, written
+  // into the float32 `acc` [travel_elems()]; dq accumulates.
+  void bwd_latent(const Tensor& q, const Tensor& lat, int owner, const Tensor& k, const Tensor& v, const Tensor& dout,
+                  Tensor& dq, Tensor& acc);
   // The accumulator steps under --acc-dtype (the traveling dK|dV buffers are in s.acc_dtype; with
   // bf16 a block's contribution and the sums are float32 and each hop rounds once):
   // acc_sum: where a block's float32 contribution is computed, for the traveling buffer `acc`
@@ -149,6 +167,8 @@ class RingCore {
   Tensor kv_view(const Tensor& buf, int which) const;
   // k and v into one packed k|v buffer (the block that travels).
   void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);
+  // The block this rank sends first: k|v packed, or under latent travel its latent.
+  void pack_block(const Tensor& k, const Tensor& v, Tensor& buf);
   // pass-Q steps, for a composition that runs its own Q schedule (double_ring_core.h). A partial
   // is [o B*n*hq*dv | lse B*hq*n], one buffer of partial_elems() elements of partial_dtype(): o in
   // float32, or under --partial-dtype bf16 in bf16 (rounded at every merge), its lse float32
@@ -194,7 +214,8 @@ class RingCore {
   // new tokens, the queries the new tokens only (the unit test scans pass-Q's pairs literally).
   // Bytes the core keeps allocated per rank: lse, delta, block o and lse, the float32 running
   // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv
-  // accumulators (float32), and the travel policy's buffers.
+  // accumulators (float32) (latent travel: of the latent, plus one expanded block k, v in the run
+  // dtype and its dk, dv in float32), and the travel policy's buffers.
   static int64_t activation_bytes(const RingCoreShape& s, int R);
   // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `kv` = its k|v elements per token
   // (kv heads * (d + d_v): 2 * kv heads * d for GQA), `hops` hops (-1: R-1, the full ring).
@@ -219,6 +240,8 @@ class RingCore {
   Tensor kv_[2];   // k|v blocks, run dtype (double buffer: one computed on, one arriving)
   Tensor acc_[3];  // dk|dv accumulators (acc_dtype): [0],[1] computed on / in flight, [2] arriving
   Tensor acc32_[2];  // acc_dtype bf16: the float32 contribution of the block in hand, the arriving sum widened
+  LatentKeys* latent_ = nullptr;  // latent travel (latent_keys.h); null: k|v travel
+  Tensor lk_, lv_, ldk_, ldv_;    // latent travel: a received block expanded (run dtype), its dk, dv (float32)
   RingTravelBuffers travel_;  // the travel policy's (ring_travel.h)
 };
 

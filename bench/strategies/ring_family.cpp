@@ -11,6 +11,7 @@ StrategyDesc RingFamily::describe() const {
   if (p_.double_ring) d.constraints += " (P under --balance); inner ring w divides P";
   d.can.pass_q = d.can.cached = d.can.decode = true;
   d.can.mla = true;  // expanded heads: k|v blocks of d + d_v per head (ring_core.h)
+  d.can.mla_latent = !p_.double_ring;  // the latent on a single ring (latent_keys.h; the double ring has its own loops)
   d.can.balance = p_.balance;
   d.can.balance_dynamic = p_.balance_dynamic;
   // --balance dynamic: one ring per CP group, whose ranks hold different token counts.
@@ -64,6 +65,12 @@ void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
     throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass " +
                           ring_travel(s.pass.travel).flag + " is built for the static and doc-zigzag/greedy layouts only");
   check_travel(name(), s.pass.travel, schedule(s, P, m));
+  if (s.mla_latent && s.queries_travel())  // (the double ring is refused by its capabilities)
+    throw ConstraintError(name() + ": --mla-travel latent circulates the K,V latent: --ring-pass " +
+                          ring_travel(s.pass.travel).flag + " moves queries instead (use --ring-pass kv, or --mla-travel expanded)");
+  if (s.mla_latent && schedule(s, P, m).kind != RingScheduleKind::single)
+    throw ConstraintError(name() + ": --mla-travel latent circulates the K,V latent on one ring; --balance " +
+                          balance_name(s.balance) + " runs one ring per document group (use --mla-travel expanded)");
   check_precision(name(), s, schedule(s, P, m));
 }
 
@@ -78,7 +85,7 @@ RingBlockSizes RingFamily::block_sizes(const LayerShape& s, int P) {
   // Under --cached C pass-Q moves only the (N - C)/P new queries of a rank; pass-KV moves its
   // whole key block, cache shard included: C/P + (N - C)/P = N/P tokens, as without a cache.
   b.tokens_kv = s.B * s.N / P;
-  b.kv = int64_t(s.G) * (s.d + s.vdim());
+  b.kv = s.ring_block_row();  // k|v's G(d + d_v), or MLA's latent r_kv + d_rope
   b.tokens_q = s.B * s.new_tokens() / P;
   b.hq = int64_t(s.H) * s.d;
   b.ho = int64_t(s.H) * s.vdim();
@@ -110,10 +117,11 @@ void RingFamily::core_setup() {
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
   cs.nk = key_pos_.count();
+  if (s.mla_latent) cs.latent = int(s.ring_block_row());
   if (sch.kind == RingScheduleKind::double_)
     level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P), sinks_);
   else
-    level_.setup(be(), sch, *mesh().cp, nullptr, cs, layout(s, P), sinks_);
+    level_.setup(be(), sch, *mesh().cp, nullptr, cs, layout(s, P), sinks_, latent_keys_);
 }
 
 void RingFamily::export_lse(std::vector<float>& global) {
@@ -127,6 +135,7 @@ int64_t RingFamily::core_activation_bytes(const LayerShape& s, int P, const Mesh
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.travel = s.pass.travel;
   cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
+  if (s.mla_latent) cs.latent = int(s.ring_block_row());
   return ring_level_activation_bytes(schedule(s, P, m), s, cs);
 }
 

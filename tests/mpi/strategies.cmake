@@ -224,6 +224,15 @@ list(APPEND _verify_matrix
   "p4_mla_balance_dynamic                  4  1 --model tiny-mla --seq 128 --docs 20,50,30,28 --balance dynamic --strategies ring"
   "p6_mla_noncausal_b2                     6 19 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mesh all"
   "p8_mla_balance_greedy                   8 15 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --strategies ring,double-ring,usp --mesh all"
+  # --mla-travel latent (the single rings: the latent circulates, receivers up-project; dk, dv are
+  # not formed, the up-projections' gradients and dx check the path): documents, a window without a
+  # query rank, fp16 with bf16 accumulators, the block and sinks, prefill, non-causal B = 2, greedy.
+  "p2_mla_latent_docs                      2  3 --model tiny-mla --seq 64 --docs 20,44 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
+  "p3_mla_latent_no_q_rank_window          3  3 --model deepseek-v2-lite --dim 64 --heads 3 --seq 96 --window 30 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
+  "p4_mla_latent_fp16_block_full_sinks     4  3 --model tiny-mla --seq 128 --block full --dtype fp16 --acc-dtype bf16 --sinks --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
+  "p4_mla_latent_prefill_window            4  3 --model tiny-mla --seq 128 --pass prefill --window 40 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
+  "p6_mla_latent_noncausal_b2              6  3 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
+  "p8_mla_latent_balance_greedy            8  1 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --mla-travel latent --strategies ring"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -254,9 +263,10 @@ add_test(NAME dump_p4_float64_sinks
 set_tests_properties(dump_p4_float64_sinks PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 # --attention mla against check_dump.py's float64 MLA (latents, norms, up-projections, the shared
 # rope key and its gradient summed over the heads): every strategy and mesh with documents, a window,
-# sinks and B = 2 (tiny-mla, a query rank), and without a query rank (deepseek-v2-lite at D 64).
+# sinks and B = 2 (tiny-mla, a query rank), without a query rank (deepseek-v2-lite at D 64), and
+# under --mla-travel latent (no dk, dv dumped: the ring never forms them).
 add_test(NAME dump_p4_float64_mla
-         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_mla ${CPBENCH_TEST_OUT}/dump_mla_lite && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --batch 2 --window 24 --docs 20,44 --mesh all --sinks --dump ${CPBENCH_TEST_OUT}/dump_mla && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla && test -f ${CPBENCH_TEST_OUT}/dump_mla/usp_u2xr2/dw_dq.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model deepseek-v2-lite --dim 64 --heads 4 --seq 64 --strategies ring-zigzag,ulysses,allgather-kv --dump ${CPBENCH_TEST_OUT}/dump_mla_lite && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_lite && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_lite/ulysses/w_dq.npy")
+         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_mla ${CPBENCH_TEST_OUT}/dump_mla_lite && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --batch 2 --window 24 --docs 20,44 --mesh all --sinks --dump ${CPBENCH_TEST_OUT}/dump_mla && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla && test -f ${CPBENCH_TEST_OUT}/dump_mla/usp_u2xr2/dw_dq.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model deepseek-v2-lite --dim 64 --heads 4 --seq 64 --strategies ring-zigzag,ulysses,allgather-kv --dump ${CPBENCH_TEST_OUT}/dump_mla_lite && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_lite && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_lite/ulysses/w_dq.npy && rm -rf ${CPBENCH_TEST_OUT}/dump_mla_latent && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --window 24 --sinks --mla-travel latent --strategies ring-zigzag --dump ${CPBENCH_TEST_OUT}/dump_mla_latent && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_latent && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_latent/ring-zigzag/dk.npy")
 set_tests_properties(dump_p4_float64_mla PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 # scripts/numerics.py end to end on a small shape (P = 1, 2, 4; bf16; float32 and bf16
 # accumulators): errors against float64 from layer_reference.py, and what the rounding points
@@ -275,14 +285,16 @@ cpbench_fail_test(partial_dtype_pass_q_odd_d 2 "--partial-dtype bf16 under --rin
 cpbench_fail_test(partial_dtype_decode_odd_d 2 "--partial-dtype bf16 under --pass decode sends each bf16 o with its float32 lse in one message: it needs an even head_dim \\(got head_dim=15\\)" run --model tiny --cached 64 --head-dim 15 --dtype bf16 --pass decode --partial-dtype bf16)
 cpbench_fail_test(acc_dtype_unknown 2 "--acc-dtype must be f32 or bf16, got .fp8." run --model tiny --seq 64 --dtype bf16 --acc-dtype fp8)
 cpbench_fail_test(acc_dtype_balance_dynamic 2 "ring: --acc-dtype bf16 rounds the accumulators of a single or double ring; a ring per CP group \\(--balance dynamic\\) keeps them float32" run --model tiny --seq 64 --dtype bf16 --acc-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
-# --attention mla: what is not built (latent travel, a KV cache) and what does not apply
-# (GQA's head options, a GQA preset, --mla-travel without MLA, the DeepSeek presets' MoE FFNs).
+# --attention mla: what is not built (a KV cache; latent travel beyond the single rings) and what does
+# not apply (GQA's head options, a GQA preset, --mla-travel without MLA, latent travel with pass-Q,
+# the DeepSeek presets' MoE FFNs).
 cpbench_fail_test(mla_kv_heads 2 "--attention mla: its key heads and head dims are the preset's .*do not give --kv-heads or --head-dim \\(got kv_heads=2, head_dim=0\\)" run --model tiny-mla --seq 64 --kv-heads 2)
 cpbench_fail_test(mla_gqa_preset 2 "--attention mla takes its ranks and head dims from an MLA model preset .*model 'tiny' has none" run --model tiny --seq 64 --attention mla)
 cpbench_fail_test(mla_preset_as_gqa 2 "model 'deepseek-v3' is an MLA model: --attention gqa has no heads to take from it" run --model deepseek-v3 --seq 64 --attention gqa)
 cpbench_fail_test(mla_travel_without_mla 2 "--mla-travel expanded chooses what MLA's levels move: it needs --attention mla \\(got attention=gqa\\)" run --model tiny --seq 64 --mla-travel expanded)
 cpbench_fail_test(mla_moe_block_full 2 "model 'deepseek-v3': its feed-forward layers are mixtures of experts, which --block full does not model" run --model deepseek-v3 --seq 64 --block full)
-cpbench_fail_test(mla_latent_travel 2 "--mla-travel latent \\(the compressed latent travels, each receiver up-projects\\) is not built yet" run --model tiny-mla --seq 64 --mla-travel latent)
+cpbench_fail_test(mla_latent_ulysses 2 "ulysses: --mla-travel latent is built for ring, ring-zigzag, ring-striped only" run --model tiny-mla --seq 64 --mla-travel latent --strategies ulysses)
+cpbench_fail_test(mla_latent_pass_q 2 "ring: --mla-travel latent circulates the K,V latent: --ring-pass q moves queries instead" run --model tiny-mla --seq 64 --mla-travel latent --strategies ring --pass prefill --ring-pass q)
 cpbench_fail_test(mla_decode 2 "--attention mla with a KV cache \\(--pass decode, --cached\\) is not built yet" run --model tiny-mla --pass decode --cached 64)
 # Bad block options: refused on every rank before any work, naming the flag and the value.
 cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)

@@ -147,10 +147,14 @@ def cmd_model(a):
                 and not cfg["mask"]["window"] and not cfg["mask"]["docs"] and cfg.get("balance", "none") == "none"):
             # The full ring from cpmodel, independent of the C++ model: K,V P-1 hops each way and the
             # dK,dV accumulators P sends of s_acc (config.acc_dtype: 2 for bf16, else 4).
+            # --mla-travel latent: the block is MLA's latent, r_kv + d_rope values per token.
             P = cfg["world_size"]
-            fb = cpmodel.ring_kv_bytes(cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), cfg["kv_heads"] * cfg["head_dim"],
+            hk, hv = cfg["kv_heads"] * cfg["head_dim"], cfg["kv_heads"] * value_dim(cfg)
+            if (cfg.get("mla") or {}).get("travel") == "latent":
+                hk, hv = cpmodel.mla_latent_row(cfg["mla"]), 0
+            fb = cpmodel.ring_kv_bytes(cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), hk,
                                        P - 1, cpmodel.elem_bytes(cfg["dtype"]), acc=cpmodel.acc_bytes(cfg.get("acc_dtype")),
-                                       hv=cfg["kv_heads"] * value_dim(cfg))
+                                       hv=hv)
             for ph, want in zip(("fwd", "bwd"), fb):
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (acc_dtype {cfg.get('acc_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
