@@ -229,7 +229,7 @@ struct Capabilities {
   // d_nope + d_rope, values d_v), a tp level splitting the up-projections by heads. Every strategy.
   bool mla = false;
   // --mla-travel latent (bench/parts/latent_keys.h): its ring moves MLA's latent and each receiver
-  // up-projects it: the single-ring presets (ring, ring-zigzag, ring-striped).
+  // up-projects it: the ring family (its single and double rings).
   bool mla_latent = false;
   bool supports(BalanceScheme b) const {
     return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);

@@ -22,7 +22,7 @@
 // share), which the tp level's reduce-scatter adds; the replicated weights' gradients are partial
 // sums too, as every weight gradient is. Without a tp level t = 1 and everything is whole.
 //
-// Latent travel (--mla-travel latent, a single ring without a tp level): the projections are also
+// Latent travel (--mla-travel latent, a single or double ring without a tp level): the projections are also
 // the ring's LatentKeys (bench/parts/latent_keys.h). The forward packs this rank's latent
 // [c_kv | k_R] (k_R roped); the ring core up-projects the blocks it receives with W_UK, W_UV and
 // contracts their gradients back to the latent's, adding c_kvᵀ·dk_C and c_kvᵀ·dv to dW_UK, dW_UV

@@ -13,16 +13,16 @@ constexpr int kTagInnerQ = 115, kTagOuterQ = 116, kTagInnerPart = 117, kTagOuter
 }  // namespace
 
 void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer, const RingCoreShape& s,
-                           BlockPositions block_pos, BlockPositions key_pos) {
+                           BlockPositions block_pos, BlockPositions key_pos, LatentKeys* latent) {
   be_ = &be;
   inner_ = &inner;
   outer_ = &outer;
   s_ = s;
   const int w = inner.size(), W = outer.size();
-  steps_.setup_steps(be, outer.rank() * w + inner.rank(), w * W, s, std::move(block_pos), std::move(key_pos));
+  steps_.setup_steps(be, outer.rank() * w + inner.rank(), w * W, s, std::move(block_pos), std::move(key_pos), latent);
   // Allocated even for a ring of one (P = 1), so the loops have no special case. A K,V block is
-  // a ring position's keys (under --cached its cache shard too).
-  const int64_t kv = s.kv_elems();
+  // a ring position's keys (under --cached its cache shard too), or under latent travel their latent.
+  const int64_t kv = s.travel_elems();
   for (Tensor& t : round_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : hop_) t = be.alloc({kv}, s.dtype, MemKind::comm);
   for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
@@ -128,7 +128,7 @@ void DoubleRingCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   const int inext = (in.rank() + 1) % w, iprev = (in.rank() + w - 1) % w;
   const int onext = (out.rank() + 1) % W, oprev = (out.rank() + W - 1) % W;
   steps_.fwd_begin();
-  steps_.pack_kv(k, v, round_[0]);
+  steps_.pack_block(k, v, round_[0]);
   for (int t = 0; t <= T; ++t) {
     Tensor& start = round_[t % 2];
     RingCore::Hop outer_hop;  // the round's starting block to the next window, during the round
@@ -160,7 +160,7 @@ void DoubleRingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v,
   const int me_in = in.rank(), me_out = out.rank();
   const int inext = (me_in + 1) % w, iprev = (me_in + w - 1) % w;
   const int onext = (me_out + 1) % W, oprev = (me_out + W - 1) % W;
-  steps_.pack_kv(k, v, round_[0]);
+  steps_.pack_block(k, v, round_[0]);
   RingCore::Hop acc_inner, acc_outer;  // accumulator hops in flight
   const Tensor* result = nullptr;      // after the loop: this rank's own block, all contributions
   int step = 0;                        // steps so far: alternates the scratch accumulators
@@ -225,7 +225,7 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
   // + 2 more k|v and the outer accumulator; for R = 1 the 4 + 4 comm buffers are still
   // allocated. pass-Q: the Q blocks and partials on the same paths (4 Q blocks, 4 partials).
   const int R = w * W;
-  const int64_t kv = s.kv_elems(), es = int64_t(dtype_size(s.dtype));  // a block: the keys
+  const int64_t kv = s.travel_elems(), es = int64_t(dtype_size(s.dtype));  // a block: the keys (or their latent)
   RingCoreShape steps = s;
   steps.travel = RingTravel::kv;
   int64_t bytes = RingCore::activation_bytes(steps, R);

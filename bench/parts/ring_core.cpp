@@ -45,6 +45,8 @@ void RingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
 
 void RingCore::pack_block(const Tensor& k, const Tensor& v, Tensor& buf) {
   if (!latent_) return pack_kv(k, v, buf);
+  own_k_ = k;
+  own_v_ = v;
   const int64_t e = s_.travel_elems();
   be_->copy_2d(buf, e, latent_->local(), e, 1, e);
 }
@@ -59,22 +61,13 @@ int RingCore::resolve_hops(int hops) const {
 
 void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos,
                      BlockPositions key_pos, LatentKeys* latent) {
-  if ((s.latent > 0) != (latent != nullptr) || (latent && (latent->width() != s.latent || s.travel != RingTravel::kv)))
-    throw std::logic_error("ring core: latent travel needs its LatentKeys of width s.latent and K,V travel");
-  setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos), std::move(key_pos));
+  setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos), std::move(key_pos), latent);
   ring_ = &ring;
-  latent_ = latent;
   if (ring.size() > 1) {
     const int64_t kv = s.travel_elems();
     for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
     ring_travel(s.travel).setup(*this, travel_, ring.size());
-    if (latent) {  // one received block, expanded, and its gradients
-      lk_ = be.alloc({s.B, s.keys(), s.hk, s.d}, s.dtype, MemKind::activations);
-      lv_ = be.alloc({s.B, s.keys(), s.hk, s.vdim()}, s.dtype, MemKind::activations);
-      ldk_ = be.alloc({s.B, s.keys(), s.hk, s.d}, DType::f32, MemKind::activations);
-      ldv_ = be.alloc({s.B, s.keys(), s.hk, s.vdim()}, DType::f32, MemKind::activations);
-    }
   }
 }
 
@@ -98,7 +91,16 @@ Tensor RingCore::lse_view(const Tensor& buf, int64_t offset, int64_t rows, std::
 }
 
 void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
-                           BlockPositions key_pos) {
+                           BlockPositions key_pos, LatentKeys* latent) {
+  if ((s.latent > 0) != (latent != nullptr) || (latent && (latent->width() != s.latent || s.travel != RingTravel::kv)))
+    throw std::logic_error("ring core: latent travel needs its LatentKeys of width s.latent and K,V travel");
+  latent_ = latent;
+  if (latent) {  // one received block, expanded, and its gradients (the own block's too: bwd_latent)
+    lk_ = be.alloc({s.B, s.keys(), s.hk, s.d}, s.dtype, MemKind::activations);
+    lv_ = be.alloc({s.B, s.keys(), s.hk, s.vdim()}, s.dtype, MemKind::activations);
+    ldk_ = be.alloc({s.B, s.keys(), s.hk, s.d}, DType::f32, MemKind::activations);
+    ldv_ = be.alloc({s.B, s.keys(), s.hk, s.vdim()}, DType::f32, MemKind::activations);
+  }
   be_ = &be;
   ring_ = nullptr;
   s_ = s;
@@ -141,7 +143,9 @@ void RingCore::wait_hop(Communicator& c, Hop& h) {
 void RingCore::fwd_begin() { have_ = false; }
 
 void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
-  fwd_keys(q, kv_view(kv, 0), kv_view(kv, 1), key_pos_(owner), o);
+  if (!latent_) return fwd_keys(q, kv_view(kv, 0), kv_view(kv, 1), key_pos_(owner), o);
+  Tensor kb, vb;  // latent travel: up-projected here (the own block: the projections' k, v)
+  if (latent_block(kv, owner, own_k_, own_v_, kb, vb)) fwd_keys(q, kb, vb, key_pos_(owner), o);
 }
 
 void RingCore::fwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, const Positions& kpos, Tensor& o) {
@@ -189,6 +193,7 @@ void RingCore::bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq) {
 
 void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq,
                          Tensor& acc) {
+  if (latent_) return bwd_latent(q, kv, owner, own_k_, own_v_, dout, dq, acc);
   Backend& b = *be_;
   const AttnShape a = attn_shape();
   const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
@@ -254,12 +259,7 @@ void RingCore::forward_kv(const Tensor& q, const Tensor& k, const Tensor& v, Ten
     Tensor& cur = kv_[i % 2];
     Hop hop;
     if (i < h) hop = post_hop(c, cur, next, kv_[(i + 1) % 2], prev, kTagFwdKV);  // travels during the compute
-    const int owner = (me - i + R) % R;  // block i hops old comes from rank me-i
-    if (!latent_) {
-      fwd_block(q, cur, owner, o);
-    } else if (Tensor kb, vb; latent_block(cur, owner, k, v, kb, vb)) {  // latent travel: up-projected here
-      fwd_keys(q, kb, vb, key_pos_(owner), o);
-    }
+    fwd_block(q, cur, (me - i + R) % R, o);  // block i hops old comes from rank me-i
     if (i < h) wait_hop(c, hop);
   }
   fwd_end(o);
@@ -299,8 +299,7 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     if (i < h) hop = post_hop(c, cur, next, kv_[(i + 1) % 2], prev, kTagBwdKV);
     Tensor& scratch = acc_[i % 2];  // its send (step i-2) was waited for at step i-1
     Tensor sum = acc_sum(scratch);
-    if (latent_) bwd_latent(q, cur, (me - i + R) % R, k, v, dout, dq, sum);
-    else bwd_block(q, cur, (me - i + R) % R, dout, dq, sum);
+    bwd_block(q, cur, (me - i + R) % R, dout, dq, sum);
     if (i > 0) {
       c.wait(acc_hop.recv);
       add_arrived(sum, incoming);
@@ -391,8 +390,8 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
     if (s.running_f32()) bytes += 2 * o * 4;         // float32 running and block output
     bytes += 2 * kv * es + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
     bytes += ring_travel(s.travel).buffer_bytes(s, R);
-    if (s.latent > 0) bytes += s.kv_elems() * (es + 4);  // one received block expanded (lk_, lv_), its dk, dv
   }
+  if (s.latent > 0) bytes += s.kv_elems() * (es + 4);  // one block expanded (lk_, lv_), its dk, dv
   return bytes;
 }
 

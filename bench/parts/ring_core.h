@@ -102,7 +102,7 @@ class RingCore {
   // For a composition that runs its own loop (double_ring_core.h): the step buffers only (no
   // comm buffers), this rank at ring position `position` of R. forward()/backward() need setup().
   void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
-                   BlockPositions key_pos = {});
+                   BlockPositions key_pos = {}, LatentKeys* latent = nullptr);
   // q [B,n,hq,d], k [B,n,hk,d], v [B,n,hk,dv] (run dtype) -> o [B,n,hq,dv] (run dtype); lse()
   // [B,hq,n] f32 (dv = the shape's vdim(): d unless MLA).
   // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one
@@ -140,6 +140,8 @@ class RingCore {
   void bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq);
   // Backward: this rank's contribution to block `owner`'s dK|dV, written (not added) into the
   // float32 accumulator `acc` [kv_elems()]; dq accumulates.
+  // (Under latent travel `kv` is a block's latent: fwd_block and bwd_block up-project it, or use
+  // the own k, v pack_block was given, and bwd_block writes the latent's gradient: bwd_latent.)
   void bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq, Tensor& acc);
   // Any keys k, v (as fwd_keys) at kpos: dq and dk, dv of their shapes (float32) accumulate
   // (nothing when no pair is visible).
@@ -167,7 +169,8 @@ class RingCore {
   Tensor kv_view(const Tensor& buf, int which) const;
   // k and v into one packed k|v buffer (the block that travels).
   void pack_kv(const Tensor& k, const Tensor& v, Tensor& buf);
-  // The block this rank sends first: k|v packed, or under latent travel its latent.
+  // The block this rank sends first: k|v packed, or under latent travel its latent (and k, v
+  // kept as this rank's own expanded block for fwd_block, bwd_block: a loop packs before them).
   void pack_block(const Tensor& k, const Tensor& v, Tensor& buf);
   // pass-Q steps, for a composition that runs its own Q schedule (double_ring_core.h). A partial
   // is [o B*n*hq*dv | lse B*hq*n], one buffer of partial_elems() elements of partial_dtype(): o in
@@ -242,6 +245,7 @@ class RingCore {
   Tensor acc32_[2];  // acc_dtype bf16: the float32 contribution of the block in hand, the arriving sum widened
   LatentKeys* latent_ = nullptr;  // latent travel (latent_keys.h); null: k|v travel
   Tensor lk_, lv_, ldk_, ldv_;    // latent travel: a received block expanded (run dtype), its dk, dv (float32)
+  Tensor own_k_, own_v_;          // latent travel: this rank's own k, v (views of the caller's, from pack_block)
   RingTravelBuffers travel_;  // the travel policy's (ring_travel.h)
 };
 

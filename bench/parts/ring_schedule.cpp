@@ -135,8 +135,8 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
 void RingLevel::setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer,
                       const RingCoreShape& cs, const RingLayoutPart& layout, SinkHeads sinks, LatentKeys* latent) {
   check_travel("RingLevel", cs.travel, sch);
-  if (cs.latent > 0 && sch.kind != RingScheduleKind::single)
-    throw std::logic_error("RingLevel: latent travel runs on a single ring only");
+  if (cs.latent > 0 && sch.kind == RingScheduleKind::groups)
+    throw std::logic_error("RingLevel: latent travel runs on a single or a double ring");
   if (sch.kind == RingScheduleKind::double_) check_double_ring_loop(cs.travel);
   be_ = &be;
   cs_ = cs;
@@ -176,7 +176,7 @@ void RingLevel::setup(Backend& be, const RingSchedule& sch, Communicator& ring, 
     single_.setup(be, ring, cs, q, k, latent);
   } else {
     if (!outer) throw std::logic_error("RingLevel: a double ring needs its outer communicator");
-    double_.setup(be, ring, *outer, cs, q, k);
+    double_.setup(be, ring, *outer, cs, q, k, latent);
   }
 }
 

@@ -92,7 +92,7 @@ class RingLevel {
   // groups: `ring` the CP group. `cs` as the cores take it (RingCoreShape), its travel policy
   // included. `sinks`: the sinks of the cs.hq heads (attn_sinks.h; off by default), applied once
   // to the level's final rows after every schedule's last merge. `latent` (cs.latent > 0): MLA's
-  // latent travel (latent_keys.h), single rings only; backward() then leaves the latent's gradient
+  // latent travel (latent_keys.h), single and double rings; backward() then leaves the latent's gradient
   // in latent->grad() instead of writing dk, dv.
   void setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer, const RingCoreShape& cs,
              const RingLayoutPart& layout, SinkHeads sinks = {}, LatentKeys* latent = nullptr);

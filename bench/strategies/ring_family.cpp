@@ -11,7 +11,7 @@ StrategyDesc RingFamily::describe() const {
   if (p_.double_ring) d.constraints += " (P under --balance); inner ring w divides P";
   d.can.pass_q = d.can.cached = d.can.decode = true;
   d.can.mla = true;  // expanded heads: k|v blocks of d + d_v per head (ring_core.h)
-  d.can.mla_latent = !p_.double_ring;  // the latent on a single ring (latent_keys.h; the double ring has its own loops)
+  d.can.mla_latent = true;  // the latent on a single or a double ring (latent_keys.h)
   d.can.balance = p_.balance;
   d.can.balance_dynamic = p_.balance_dynamic;
   // --balance dynamic: one ring per CP group, whose ranks hold different token counts.
@@ -65,11 +65,11 @@ void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
     throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass " +
                           ring_travel(s.pass.travel).flag + " is built for the static and doc-zigzag/greedy layouts only");
   check_travel(name(), s.pass.travel, schedule(s, P, m));
-  if (s.mla_latent && s.queries_travel())  // (the double ring is refused by its capabilities)
+  if (s.mla_latent && s.queries_travel())
     throw ConstraintError(name() + ": --mla-travel latent circulates the K,V latent: --ring-pass " +
                           ring_travel(s.pass.travel).flag + " moves queries instead (use --ring-pass kv, or --mla-travel expanded)");
-  if (s.mla_latent && schedule(s, P, m).kind != RingScheduleKind::single)
-    throw ConstraintError(name() + ": --mla-travel latent circulates the K,V latent on one ring; --balance " +
+  if (s.mla_latent && schedule(s, P, m).kind == RingScheduleKind::groups)
+    throw ConstraintError(name() + ": --mla-travel latent circulates the K,V latent on a single or a double ring; --balance " +
                           balance_name(s.balance) + " runs one ring per document group (use --mla-travel expanded)");
   check_precision(name(), s, schedule(s, P, m));
 }
@@ -119,7 +119,7 @@ void RingFamily::core_setup() {
   cs.nk = key_pos_.count();
   if (s.mla_latent) cs.latent = int(s.ring_block_row());
   if (sch.kind == RingScheduleKind::double_)
-    level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P), sinks_);
+    level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P), sinks_, latent_keys_);
   else
     level_.setup(be(), sch, *mesh().cp, nullptr, cs, layout(s, P), sinks_, latent_keys_);
 }

@@ -224,14 +224,14 @@ list(APPEND _verify_matrix
   "p4_mla_balance_dynamic                  4  1 --model tiny-mla --seq 128 --docs 20,50,30,28 --balance dynamic --strategies ring"
   "p6_mla_noncausal_b2                     6 19 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mesh all"
   "p8_mla_balance_greedy                   8 15 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --strategies ring,double-ring,usp --mesh all"
-  # --mla-travel latent (the single rings: the latent circulates, receivers up-project; dk, dv are
+  # --mla-travel latent (the ring family: the latent circulates, receivers up-project; dk, dv are
   # not formed, the up-projections' gradients and dx check the path): documents, a window without a
   # query rank, fp16 with bf16 accumulators, the block and sinks, prefill, non-causal B = 2, greedy.
-  "p2_mla_latent_docs                      2  3 --model tiny-mla --seq 64 --docs 20,44 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
+  "p2_mla_latent_docs                      2  5 --model tiny-mla --seq 64 --docs 20,44 --mla-travel latent --strategies ring,ring-zigzag,ring-striped,double-ring --mesh all"
   "p3_mla_latent_no_q_rank_window          3  3 --model deepseek-v2-lite --dim 64 --heads 3 --seq 96 --window 30 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
-  "p4_mla_latent_fp16_block_full_sinks     4  3 --model tiny-mla --seq 128 --block full --dtype fp16 --acc-dtype bf16 --sinks --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
+  "p4_mla_latent_fp16_block_full_sinks     4  4 --model tiny-mla --seq 128 --block full --dtype fp16 --acc-dtype bf16 --sinks --mla-travel latent --strategies ring,ring-zigzag,ring-striped,double-ring"
   "p4_mla_latent_prefill_window            4  3 --model tiny-mla --seq 128 --pass prefill --window 40 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
-  "p6_mla_latent_noncausal_b2              6  3 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
+  "p6_mla_latent_noncausal_b2              6  7 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mla-travel latent --strategies ring,ring-zigzag,ring-striped,double-ring --mesh all"
   "p8_mla_latent_balance_greedy            8  1 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --mla-travel latent --strategies ring"
 )
 foreach(_row IN LISTS _verify_matrix)
@@ -293,7 +293,7 @@ cpbench_fail_test(mla_gqa_preset 2 "--attention mla takes its ranks and head dim
 cpbench_fail_test(mla_preset_as_gqa 2 "model 'deepseek-v3' is an MLA model: --attention gqa has no heads to take from it" run --model deepseek-v3 --seq 64 --attention gqa)
 cpbench_fail_test(mla_travel_without_mla 2 "--mla-travel expanded chooses what MLA's levels move: it needs --attention mla \\(got attention=gqa\\)" run --model tiny --seq 64 --mla-travel expanded)
 cpbench_fail_test(mla_moe_block_full 2 "model 'deepseek-v3': its feed-forward layers are mixtures of experts, which --block full does not model" run --model deepseek-v3 --seq 64 --block full)
-cpbench_fail_test(mla_latent_ulysses 2 "ulysses: --mla-travel latent is built for ring, ring-zigzag, ring-striped only" run --model tiny-mla --seq 64 --mla-travel latent --strategies ulysses)
+cpbench_fail_test(mla_latent_ulysses 2 "ulysses: --mla-travel latent is built for ring, ring-zigzag, ring-striped, double-ring only" run --model tiny-mla --seq 64 --mla-travel latent --strategies ulysses)
 cpbench_fail_test(mla_latent_pass_q 2 "ring: --mla-travel latent circulates the K,V latent: --ring-pass q moves queries instead" run --model tiny-mla --seq 64 --mla-travel latent --strategies ring --pass prefill --ring-pass q)
 cpbench_fail_test(mla_decode 2 "--attention mla with a KV cache \\(--pass decode, --cached\\) is not built yet" run --model tiny-mla --pass decode --cached 64)
 # Bad block options: refused on every rank before any work, naming the flag and the value.
