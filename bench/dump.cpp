@@ -95,7 +95,7 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
     const MlaDims& m = shape.mla_dims;
     meta["attention"] = "mla";
     meta["mla"] = {{"q_rank", m.q_rank}, {"kv_rank", m.kv_rank}, {"d_nope", m.d_nope}, {"d_rope", m.d_rope}, {"d_v", m.d_v},
-                   {"travel", shape.mla_latent ? "latent" : "expanded"}};  // latent: no dk, dv are dumped
+                   {"travel", shape.mla_latent ? "latent" : "expanded"}};  // latent: no k, v, dk, dv are dumped
   }
   std::ofstream mf(dir + "/meta.json");
   mf << meta.dump(2) << "\n";

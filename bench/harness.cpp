@@ -329,10 +329,14 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   std::vector<std::string> names =
       dump_tensor_names(cfg_.block == "full", cfg_.sinks, cfg_.attention == "mla" ? &cfg_.mla_dims : nullptr);
   const bool decode = cfg_.pass == "decode";
-  // --mla-travel latent: a rank never forms its keys' dk, dv (the ring returns the latent's
-  // gradient, latent_keys.h); the weights' gradients and dx check the whole path instead.
+  // --mla-travel latent: the tokens' owners form neither their keys' k, v (a Ulysses member expands
+  // its heads of the group's latent) nor dk, dv (the levels return the latent's gradient,
+  // latent_keys.h); the up-projections' gradients, y and dx check the whole path instead. The
+  // reference still exports them (the bound's scales read its dk), and drops them before its dump.
+  const std::vector<std::string> ref_names = names;
   if (cfg_.mla_travel == "latent")
-    names.erase(std::remove_if(names.begin(), names.end(), [](const std::string& n) { return n == "dk" || n == "dv"; }),
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [](const std::string& n) { return n == "k" || n == "v" || n == "dk" || n == "dv"; }),
                 names.end());
   if (cfg_.cached > 0)
     names.erase(std::remove_if(names.begin(), names.end(),
@@ -347,7 +351,8 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   // Runs one strategy once and returns its global tensors (complete on every rank), or the
   // agreed failure reasons.
   using Tensors = std::map<std::string, std::vector<float>>;
-  auto run_and_export = [&](const StrategyInfo& info, const MeshSpec& ms, const LayerShape& shape, Tensors& out) {
+  auto run_and_export = [&](const StrategyInfo& info, const MeshSpec& ms, const LayerShape& shape, Tensors& out,
+                            const std::vector<std::string>& exported) {
     std::unique_ptr<Strategy> strat = info.make();
     std::string error;
     try {
@@ -372,7 +377,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
       reasons = agree_on_errors(w_, error);
     }
     if (reasons.empty())
-      for (const auto& n : names) {
+      for (const auto& n : exported) {
         int64_t count = 1;
         for (int64_t s : global_tensor_shape(n, shape)) count *= s;
         std::vector<float> g(size_t(count), 0.0f);
@@ -395,8 +400,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
     const StrategyInfo* single = find_strategy("single");
     const MeshSpec single_mesh = single->make()->resolve_mesh({}, shape, P);
     Tensors ref;
-    const std::string ref_error = run_and_export(*single, single_mesh, shape, ref);
-    if (ref_error.empty()) dump("single", single_mesh, shape, ref);
+    const std::string ref_error = run_and_export(*single, single_mesh, shape, ref, ref_names);
     // The bound's scales m (verify_bound.h) come from the reference, once per seq; the ranks
     // share the work by (batch row, kv head) and sum the squares.
     GradientScales scales;
@@ -406,6 +410,9 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
       w_.allreduce_sum(sums);
       scales = {std::sqrt(sums[0]), std::sqrt(sums[1])};
     }
+    for (const auto& n : ref_names)  // (the tensors latent travel does not form: above)
+      if (std::find(names.begin(), names.end(), n) == names.end()) ref.erase(n);
+    if (ref_error.empty()) dump("single", single_mesh, shape, ref);
     for (const Job& job : jobs) {
       if (job.seq != seq || job.info->name == "single") continue;
       if (stop_requested()) break;
@@ -421,7 +428,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
           std::fprintf(stderr, "verify %s seq=%lld\n", job.label.c_str(), static_cast<long long>(seq));
         Tensors got;
         set_current(&job);
-        const std::string reasons = run_and_export(*job.info, job.mesh, shape, got);
+        const std::string reasons = run_and_export(*job.info, job.mesh, shape, got, names);
         set_current(nullptr);
         if (!reasons.empty()) {
           r.status = "failed";

@@ -176,7 +176,8 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     if (s.mla) {  // instead of w_qkv (mla.h); latent travel where the strategy's ring moves the latent
       LayerShape ms = s;  // (single, the reference, runs the same shape with nothing traveling)
       ms.mla_latent = s.mla_latent && k.describe().can.mla_latent;
-      mla_.setup(reg, be, k.env_.seed, ms, s.B, n, {t, tr, weights_exporter});
+      // (a Ulysses member expands and contracts its group's rows: U x B x n)
+      mla_.setup(reg, be, k.env_.seed, ms, s.B, n, {t, tr, weights_exporter}, s.B * n * k.mesh().size_of("ulysses"));
       if (ms.mla_latent) k.latent_keys_ = &mla_;  // what the ring moves (latent_keys.h)
     }
     // w_qkv's columns of this rank's heads: q heads, then k heads, then v heads.

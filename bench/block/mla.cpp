@@ -58,7 +58,7 @@ double MlaProjections::forward_gemm_flops(const LayerShape& s, int64_t rows) {
   return f;
 }
 
-int64_t MlaProjections::activation_bytes(const LayerShape& s, int64_t rows, int64_t heads) {
+int64_t MlaProjections::activation_bytes(const LayerShape& s, int64_t rows, int64_t heads, int64_t latent_rows) {
   // setup's buffers, per token row (es: the run dtype's bytes; 16-bit runs add run-dtype copies).
   const MlaDims& m = s.mla_dims;
   const int64_t es = int64_t(dtype_size(s.dtype)), H = heads, dn = m.d_nope, dr = m.d_rope;
@@ -67,12 +67,15 @@ int64_t MlaProjections::activation_bytes(const LayerShape& s, int64_t rows, int6
   const int64_t fwd = (2 * H * dn + H * dr + dr) * es;                      // q_C, q_R, k_C, k_R
   const int64_t bwd = (2 * H * dn + H * dr + 2 * dr) * 4 + L * (4 + 2 * es);  // split gradients, latents'
   const int64_t lowp = s.dtype == DType::f32 ? 0 : (2 * H * dn + H * dr + dr + H * m.d_v) * es + s.D * 4;
-  const int64_t latent = s.mla_latent ? (m.kv_rank + dr) * (es + 4) : 0;  // the packed latent, its gradient
-  return rows * (kept + fwd + bwd + lowp + latent);
+  // Latent travel: the packed latent and its gradient, and contract()'s dk_R sum over the rows of
+  // `latent_rows` (the rows a level contracts: a Ulysses member's group's).
+  const int64_t lrows = latent_rows > 0 ? latent_rows : rows;
+  const int64_t latent = s.mla_latent ? rows * (m.kv_rank + dr) * (es + 4) + lrows * dr * 8 : 0;
+  return rows * (kept + fwd + bwd + lowp) + latent;
 }
 
 void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T,
-                           Tp tp) {
+                           Tp tp, int64_t latent_rows) {
   reg_ = &reg;
   s_ = s;
   B_ = B;
@@ -82,6 +85,7 @@ void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, cons
   hl_ = s.H / tp.t;
   down_share_ = 1.0 / tp.t;
   latent_ = s.mla_latent;
+  latent_rows_ = latent_rows > 0 ? latent_rows : B * T;
   if (latent_ && tp.t != 1) throw std::logic_error("mla: latent travel runs without a tp level");
   const int64_t rows = B * T, H = hl_;
   for (const MlaWeight& w : mla_weights(s)) {
@@ -138,6 +142,9 @@ void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, cons
   if (latent_) {  // latent travel: this rank's [c_kv | k_R] as it travels, and its gradient from the ring
     reg.add("mla_latent", {rows, m.kv_rank + m.d_rope}, dt, Held::activation);
     reg.add("mla_dlatent_kv", {rows, m.kv_rank + m.d_rope}, DType::f32, Held::activation);
+    // contract()'s dk_R sum over the rows a level contracts (a Ulysses member's: its group's)
+    reg.add("mla_lat_dkr32", {latent_rows_, m.d_rope}, DType::f32, Held::activation);
+    reg.add("mla_lat_dkr_head", {latent_rows_, m.d_rope}, DType::f32, Held::activation);
   }
   reg.add("mla_dlatent32", {rows, m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank}, DType::f32, Held::activation);
   reg.add("mla_dlatent", {rows, m.q_rank > m.kv_rank ? m.q_rank : m.kv_rank}, dt, Held::activation);
@@ -165,27 +172,29 @@ void MlaProjections::forward(Backend& be, const Tensor& xn, const Positions& pos
   be.gemm(false, false, rows, m.kv_rank, s.D, 1.0f, xn, s.D, reg["w_dkv"], m.kv_rank, 0.0f, ckv0, m.kv_rank, rs);
   be.rmsnorm_fwd(ckv0, reg["kv_norm_w"], s.eps, ckv, reg["mla_rstd_kv"]);
   be.gemm(false, false, rows, dr, s.D, 1.0f, xn, s.D, reg["w_kr"], dr, 0.0f, kr, dr, rs);
-  be.gemm(false, false, rows, H * dn, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uk"], H * dn, 0.0f, kn, H * dn);
-  be.gemm(false, false, rows, H * m.d_v, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uv"], H * m.d_v, 0.0f, v, H * m.d_v);
   if (s.rope) {  // the decoupled rope parts only: H query heads, the one shared key
     be.rope(qr, B_, T_, int(H), int(dr), H * dr, pos, s.rope_theta, false, s.mask.docs);
     be.rope(kr, B_, T_, 1, int(dr), dr, pos, s.rope_theta, false, s.mask.docs);
   }
-  // Interleave per head: q = [q_C | q_R], k = [k_C | k_R] (k_R repeated for every head).
+  // Interleave per head: q = [q_C | q_R].
   be.copy_2d(q, dqk, qn, dn, rows * H, dn);
   Tensor q_rope = q.view(dn, {q.numel() - dn});
   be.copy_2d(q_rope, dqk, qr, dr, rows * H, dr);
-  be.copy_2d(k, dqk, kn, dn, rows * H, dn);
-  for (int64_t h = 0; h < H; ++h) {
-    Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
-    be.copy_2d(k_rope, H * dqk, kr, dr, rows, dr);
-  }
-  if (latent_) {  // the block this rank's ring sends: [c_kv | k_R] per token
+  if (latent_) {  // latent travel: [c_kv | k_R] per token; the levels expand k, v (latent_keys.h)
     Tensor& lat = reg["mla_latent"];
     const int64_t w = width();
     be.copy_2d(lat, w, ckv, m.kv_rank, rows, m.kv_rank);
     Tensor lat_rope = lat.view(m.kv_rank, {lat.numel() - m.kv_rank});
     be.copy_2d(lat_rope, w, kr, dr, rows, dr);
+    return;
+  }
+  be.gemm(false, false, rows, H * dn, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uk"], H * dn, 0.0f, kn, H * dn);
+  be.gemm(false, false, rows, H * m.d_v, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uv"], H * m.d_v, 0.0f, v, H * m.d_v);
+  // k = [k_C | k_R] per head (k_R repeated for every head).
+  be.copy_2d(k, dqk, kn, dn, rows * H, dn);
+  for (int64_t h = 0; h < H; ++h) {
+    Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
+    be.copy_2d(k_rope, H * dqk, kr, dr, rows, dr);
   }
 }
 
@@ -197,52 +206,69 @@ void MlaProjections::begin_backward(Backend& be) {
   be.fill((*reg_)["dw_uv"], 0.0f);
 }
 
-// A received block's keys and values: the same GEMMs as forward()'s on its latent, k_R repeated
-// for every head; hardware FLOPs only (the owner counted them as the model's).
-void MlaProjections::expand(Backend& be, const Tensor& lat, Tensor& k, Tensor& v) {
+// Keys and values of heads [h0, h0 + nh) from `rows` tokens' latent: forward()'s GEMMs on those
+// heads' columns of W_UK, W_UV, k_R repeated for every head. (Scratch: forward()'s k_C buffer,
+// free while the core runs; rows x nh never exceeds the projections' rows x heads.)
+void MlaProjections::expand(Backend& be, const Tensor& lat, int64_t rows, int h0, int nh, Tensor& k, Tensor& v,
+                            double share) {
   TensorRegistry& reg = *reg_;
   const MlaDims& m = s_.mla_dims;
-  const int64_t rows = B_ * T_, H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank, w = width();
-  Tensor& kn = reg["mla_kn"];  // forward()'s scratch, free while the core runs
-  be.gemm(false, false, rows, H * dn, rkv, 1.0f, lat, w, reg["w_uk"], H * dn, 0.0f, kn, H * dn, 0.0);
-  be.gemm(false, false, rows, H * m.d_v, rkv, 1.0f, lat, w, reg["w_uv"], H * m.d_v, 0.0f, v, H * m.d_v, 0.0);
-  be.copy_2d(k, dqk, kn, dn, rows * H, dn);
+  const int64_t H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank, w = width(), dv = m.d_v;
+  check_slice(rows, h0, nh);
+  Tensor& kn = reg["mla_kn"];
+  const Tensor w_uk = reg["w_uk"].view(h0 * dn, {H * dn * rkv - h0 * dn});
+  const Tensor w_uv = reg["w_uv"].view(h0 * dv, {H * dv * rkv - h0 * dv});
+  be.gemm(false, false, rows, nh * dn, rkv, 1.0f, lat, w, w_uk, H * dn, 0.0f, kn, nh * dn, share);
+  be.gemm(false, false, rows, nh * dv, rkv, 1.0f, lat, w, w_uv, H * dv, 0.0f, v, nh * dv, share);
+  be.copy_2d(k, dqk, kn, dn, rows * nh, dn);
   const Tensor lat_rope = lat.view(rkv, {lat.numel() - rkv});
-  for (int64_t h = 0; h < H; ++h) {
+  for (int64_t h = 0; h < nh; ++h) {
     Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
-    be.copy_2d(k_rope, H * dqk, lat_rope, w, rows, dr);
+    be.copy_2d(k_rope, nh * dqk, lat_rope, w, rows, dr);
   }
 }
 
-// The block's dk, dv back to its latent: dk_R summed over the heads (in head order, as
-// backward() sums the expanded heads), dc_kv through W_UK and W_UV, and the weight gradients.
-// Uses backward()'s split scratch, which is free while the core runs.
-void MlaProjections::contract(Backend& be, const Tensor& lat, const Tensor& dk, const Tensor& dv, Tensor& dlat,
-                              double share) {
+// Those heads' dk, dv back to the latent: dk_R summed over them (in head order, as backward()
+// sums the expanded heads), dc_kv through their columns of W_UK and W_UV, and those columns'
+// weight gradients. (Scratch: backward()'s split buffers, free while the core runs.)
+void MlaProjections::contract(Backend& be, const Tensor& lat, int64_t rows, int h0, int nh, const Tensor& dk,
+                              const Tensor& dv, Tensor& dlat, double share) {
   TensorRegistry& reg = *reg_;
   const MlaDims& m = s_.mla_dims;
   const bool lowp = s_.dtype != DType::f32;
-  const int64_t rows = B_ * T_, H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank, w = width();
-  Tensor &dkn32 = reg["mla_dkn32"], &dkr32 = reg["mla_dkr32"], &head = reg["mla_dkr_head"];
-  be.copy_2d(dkn32, dn, dk, dqk, rows * H, dn);
-  be.copy_2d(dkr32, dr, dk.view(dn, {dk.numel() - dn}), H * dqk, rows, dr);
-  for (int64_t h = 1; h < H; ++h) {
-    be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), H * dqk, rows, dr);
+  const int64_t H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank, w = width(), dvw = m.d_v;
+  check_slice(rows, h0, nh);
+  Tensor dkn32 = reg["mla_dkn32"];
+  Tensor dkr32 = reg["mla_lat_dkr32"].view(0, {rows, dr}), head = reg["mla_lat_dkr_head"].view(0, {rows, dr});
+  be.copy_2d(dkn32, dn, dk, dqk, rows * nh, dn);
+  be.copy_2d(dkr32, dr, dk.view(dn, {dk.numel() - dn}), nh * dqk, rows, dr);
+  for (int64_t h = 1; h < nh; ++h) {
+    be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), nh * dqk, rows, dr);
     be.add(dkr32, dkr32, head);
   }
   Tensor dlat_rope = dlat.view(rkv, {dlat.numel() - rkv});
   be.copy_2d(dlat_rope, w, dkr32, dr, rows, dr);
   Tensor dkn = dkn32, dv_run = dv;  // the GEMMs' inputs in the run dtype
   if (lowp) {
-    dkn = reg["mla_dkn"];
-    dv_run = reg["mla_dv"];
-    be.convert(dkn, dkn32);
+    dkn = reg["mla_dkn"].view(0, {rows * nh * dn});
+    dv_run = reg["mla_dv"].view(0, {rows * nh * dvw});
+    be.convert(dkn, dkn32.view(0, {rows * nh * dn}));
     be.convert(dv_run, dv);
   }
-  be.gemm(false, true, rows, rkv, H * dn, 1.0f, dkn, H * dn, reg["w_uk"], H * dn, 0.0f, dlat, w, share);
-  be.gemm(false, true, rows, rkv, H * m.d_v, 1.0f, dv_run, H * m.d_v, reg["w_uv"], H * m.d_v, 1.0f, dlat, w, share);
-  be.gemm(true, false, rkv, H * dn, rows, 1.0f, lat, w, dkn, H * dn, 1.0f, reg["dw_uk"], H * dn, share);
-  be.gemm(true, false, rkv, H * m.d_v, rows, 1.0f, lat, w, dv_run, H * m.d_v, 1.0f, reg["dw_uv"], H * m.d_v, share);
+  const Tensor w_uk = reg["w_uk"].view(h0 * dn, {H * dn * rkv - h0 * dn});
+  const Tensor w_uv = reg["w_uv"].view(h0 * dvw, {H * dvw * rkv - h0 * dvw});
+  Tensor dw_uk = reg["dw_uk"].view(h0 * dn, {H * dn * rkv - h0 * dn});
+  Tensor dw_uv = reg["dw_uv"].view(h0 * dvw, {H * dvw * rkv - h0 * dvw});
+  be.gemm(false, true, rows, rkv, nh * dn, 1.0f, dkn, nh * dn, w_uk, H * dn, 0.0f, dlat, w, share);
+  be.gemm(false, true, rows, rkv, nh * dvw, 1.0f, dv_run, nh * dvw, w_uv, H * dvw, 1.0f, dlat, w, share);
+  be.gemm(true, false, rkv, nh * dn, rows, 1.0f, lat, w, dkn, nh * dn, 1.0f, dw_uk, H * dn, share);
+  be.gemm(true, false, rkv, nh * dvw, rows, 1.0f, lat, w, dv_run, nh * dvw, 1.0f, dw_uv, H * dvw, share);
+}
+
+void MlaProjections::check_slice(int64_t rows, int h0, int nh) const {
+  if (!latent_ || h0 < 0 || nh < 1 || h0 + nh > hl_ || rows * nh > B_ * T_ * hl_ || rows > latent_rows_)
+    throw std::logic_error("mla: a latent slice of " + std::to_string(rows) + " rows, heads [" + std::to_string(h0) +
+                           ", +" + std::to_string(nh) + ") exceeds the projections' buffers");
 }
 
 void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& pos, const Tensor& dq, const Tensor& dk,

@@ -22,12 +22,12 @@
 // share), which the tp level's reduce-scatter adds; the replicated weights' gradients are partial
 // sums too, as every weight gradient is. Without a tp level t = 1 and everything is whole.
 //
-// Latent travel (--mla-travel latent, a single or double ring without a tp level): the projections are also
-// the ring's LatentKeys (bench/parts/latent_keys.h). The forward packs this rank's latent
-// [c_kv | k_R] (k_R roped); the ring core up-projects the blocks it receives with W_UK, W_UV and
-// contracts their gradients back to the latent's, adding c_kvᵀ·dk_C and c_kvᵀ·dv to dW_UK, dW_UV
-// (zeroed by begin_backward); backward() then starts from the latent's gradient the ring left in
-// grad() instead of dk, dv.
+// Latent travel (--mla-travel latent, without a tp level): the projections are the levels'
+// LatentKeys (bench/parts/latent_keys.h). The forward packs this rank's latent [c_kv | k_R] (k_R
+// roped) and expands no k, v; the levels up-project the blocks they hold (their heads' columns of
+// W_UK, W_UV) and contract their gradients back to the latent's, adding c_kvᵀ·dk_C and c_kvᵀ·dv
+// to those columns of dW_UK, dW_UV (zeroed by begin_backward); backward() then starts from the
+// latent's gradient the levels left in grad() instead of dk, dv.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -48,9 +48,13 @@ class MlaProjections final : public LatentKeys {
   };
   // Registers the weights (seeded; this rank's columns of the up-projections) and the buffers for
   // the B x T token rows the projections see (the TP group's gathered rows under a tp level).
-  void setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T, Tp tp);
+  // Under latent travel `latent_rows`: the most token rows a level expands and contracts at once (a
+  // Ulysses member's: its group's U x B x T; 0: B x T).
+  void setup(TensorRegistry& reg, Backend& be, uint64_t seed, const LayerShape& s, int64_t B, int64_t T, Tp tp,
+             int64_t latent_rows = 0);
   // xn [B*T, D] (run dtype) at positions pos -> q, k [B, T, hl, d], v [B, T, hl, d_v] (run dtype),
-  // hl = H/t: this rank's heads.
+  // hl = H/t: this rank's heads. Under latent travel k, v are not written (the levels expand them
+  // from local(): latent_keys.h).
   void forward(Backend& be, const Tensor& xn, const Positions& pos, Tensor& q, Tensor& k, Tensor& v);
   // dq, dk [B, T, hl, d], dv [B, T, hl, d_v] (float32, the core's) -> dxn [B*T, D] (run dtype,
   // overwritten: this rank's share under a tp level) and the weights' gradients (overwritten).
@@ -63,10 +67,11 @@ class MlaProjections final : public LatentKeys {
   // ---- LatentKeys (latent travel; bench/parts/latent_keys.h) -------------------------------------
   int64_t width() const override { return s_.mla_dims.kv_rank + s_.mla_dims.d_rope; }
   const Tensor& local() const override;
-  void expand(Backend& be, const Tensor& lat, Tensor& k, Tensor& v) override;
-  void contract(Backend& be, const Tensor& lat, const Tensor& dk, const Tensor& dv, Tensor& dlat,
-                double model_share) override;
   Tensor& grad() override;
+  void expand(Backend& be, const Tensor& lat, int64_t rows, int h0, int heads, Tensor& k, Tensor& v,
+              double model_share) override;
+  void contract(Backend& be, const Tensor& lat, int64_t rows, int h0, int heads, const Tensor& dk, const Tensor& dv,
+                Tensor& dlat, double model_share) override;
   // The forward GEMMs' FLOPs over `rows` tokens (w_o not included): DESIGN's count of the
   // projections, which the backward doubles (a data and a weight gradient per GEMM).
   static double forward_gemm_flops(const LayerShape& s, int64_t rows);
@@ -78,7 +83,7 @@ class MlaProjections final : public LatentKeys {
   // Bytes of the buffers setup registers beyond q, k, v (the latents kept for the backward and
   // the scratch of both passes; latent travel's packed latent and its gradient), for `rows` tokens
   // and `heads` local heads: the activation estimate's MLA term.
-  static int64_t activation_bytes(const LayerShape& s, int64_t rows, int64_t heads);
+  static int64_t activation_bytes(const LayerShape& s, int64_t rows, int64_t heads, int64_t latent_rows = 0);
 
  private:
   TensorRegistry* reg_ = nullptr;
@@ -88,6 +93,8 @@ class MlaProjections final : public LatentKeys {
   int hl_ = 0;   // this rank's heads (H/t)
   double down_share_ = 1.0;  // the replicated down-projections' model share: 1/t
   bool latent_ = false;      // --mla-travel latent
+  int64_t latent_rows_ = 0;  // its levels' largest row count (setup)
+  void check_slice(int64_t rows, int h0, int heads) const;  // a level's slice fits the buffers
 };
 
 }  // namespace cpbench

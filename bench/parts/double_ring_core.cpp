@@ -13,7 +13,7 @@ constexpr int kTagInnerQ = 115, kTagOuterQ = 116, kTagInnerPart = 117, kTagOuter
 }  // namespace
 
 void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer, const RingCoreShape& s,
-                           BlockPositions block_pos, BlockPositions key_pos, LatentKeys* latent) {
+                           BlockPositions block_pos, BlockPositions key_pos, const LatentBlock& latent) {
   be_ = &be;
   inner_ = &inner;
   outer_ = &outer;

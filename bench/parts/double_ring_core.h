@@ -58,7 +58,7 @@ class DoubleRingCore {
   // when they differ (--cached: its cache shard, then its new tokens; s.nk of them), else empty.
   // `latent` (s.latent > 0): MLA's latent travel (latent_keys.h), as RingCore::setup.
   void setup(Backend& be, Communicator& inner, Communicator& outer, const RingCoreShape& s,
-             BlockPositions block_pos, BlockPositions key_pos = {}, LatentKeys* latent = nullptr);
+             BlockPositions block_pos, BlockPositions key_pos = {}, const LatentBlock& latent = {});
   // Same contracts as RingCore::forward / backward, running the hops `hops` (a valid schedule
   // for this w, W: rounds <= W-1, one inner[t] in [0, w-1] per round; the same on every rank).
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o, const DoubleRingHops& hops);

@@ -44,11 +44,11 @@ void RingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
 }
 
 void RingCore::pack_block(const Tensor& k, const Tensor& v, Tensor& buf) {
-  if (!latent_) return pack_kv(k, v, buf);
+  if (!latent_.on()) return pack_kv(k, v, buf);
   own_k_ = k;
   own_v_ = v;
   const int64_t e = s_.travel_elems();
-  be_->copy_2d(buf, e, latent_->local(), e, 1, e);
+  be_->copy_2d(buf, e, latent_.local, e, 1, e);
 }
 
 int RingCore::resolve_hops(int hops) const {
@@ -60,7 +60,7 @@ int RingCore::resolve_hops(int hops) const {
 }
 
 void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos,
-                     BlockPositions key_pos, LatentKeys* latent) {
+                     BlockPositions key_pos, const LatentBlock& latent) {
   setup_steps(be, ring.rank(), ring.size(), s, std::move(block_pos), std::move(key_pos), latent);
   ring_ = &ring;
   if (ring.size() > 1) {
@@ -91,11 +91,12 @@ Tensor RingCore::lse_view(const Tensor& buf, int64_t offset, int64_t rows, std::
 }
 
 void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
-                           BlockPositions key_pos, LatentKeys* latent) {
-  if ((s.latent > 0) != (latent != nullptr) || (latent && (latent->width() != s.latent || s.travel != RingTravel::kv)))
-    throw std::logic_error("ring core: latent travel needs its LatentKeys of width s.latent and K,V travel");
+                           BlockPositions key_pos, const LatentBlock& latent) {
+  if ((s.latent > 0) != latent.on() ||
+      (latent.on() && (latent.keys->width() != s.latent || s.travel != RingTravel::kv || latent.heads != s.hk)))
+    throw std::logic_error("ring core: latent travel needs its LatentBlock of width s.latent for its hk heads and K,V travel");
   latent_ = latent;
-  if (latent) {  // one received block, expanded, and its gradients (the own block's too: bwd_latent)
+  if (latent.on()) {  // one received block, expanded, and its gradients (the own block's too: bwd_latent)
     lk_ = be.alloc({s.B, s.keys(), s.hk, s.d}, s.dtype, MemKind::activations);
     lv_ = be.alloc({s.B, s.keys(), s.hk, s.vdim()}, s.dtype, MemKind::activations);
     ldk_ = be.alloc({s.B, s.keys(), s.hk, s.d}, DType::f32, MemKind::activations);
@@ -143,7 +144,7 @@ void RingCore::wait_hop(Communicator& c, Hop& h) {
 void RingCore::fwd_begin() { have_ = false; }
 
 void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
-  if (!latent_) return fwd_keys(q, kv_view(kv, 0), kv_view(kv, 1), key_pos_(owner), o);
+  if (!latent_.on()) return fwd_keys(q, kv_view(kv, 0), kv_view(kv, 1), key_pos_(owner), o);
   Tensor kb, vb;  // latent travel: up-projected here (the own block: the projections' k, v)
   if (latent_block(kv, owner, own_k_, own_v_, kb, vb)) fwd_keys(q, kb, vb, key_pos_(owner), o);
 }
@@ -193,7 +194,7 @@ void RingCore::bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq) {
 
 void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq,
                          Tensor& acc) {
-  if (latent_) return bwd_latent(q, kv, owner, own_k_, own_v_, dout, dq, acc);
+  if (latent_.on()) return bwd_latent(q, kv, owner, own_k_, own_v_, dout, dq, acc);
   Backend& b = *be_;
   const AttnShape a = attn_shape();
   const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
@@ -205,12 +206,12 @@ void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Ten
 
 bool RingCore::latent_block(const Tensor& lat, int owner, const Tensor& k, const Tensor& v, Tensor& kb, Tensor& vb) {
   if (invisible(attn_shape(), block_pos_(me_), key_pos_(owner))) return false;
-  if (owner == me_) {  // the projections expanded this rank's own block already
+  if (owner == me_) {  // the caller expanded this rank's own block already
     kb = k;
     vb = v;
     return true;
   }
-  latent_->expand(*be_, lat, lk_, lv_);
+  latent_.keys->expand(*be_, lat, s_.B * s_.keys(), latent_.h0, latent_.heads, lk_, lv_, 0.0);
   kb = lk_;
   vb = lv_;
   return true;
@@ -226,7 +227,7 @@ void RingCore::bwd_latent(const Tensor& q, const Tensor& lat, int owner, const T
   b.fill(ldv_, 0.0f);
   b.attn_bwd(attn_shape(), q, kb, vb, dout, lse_, delta_, block_pos_(me_), block_pos_(owner), dq, ldk_, ldv_);
   // The owner's own block is the layer's backward GEMMs (model FLOPs); the others' are hardware only.
-  latent_->contract(b, lat, ldk_, ldv_, acc, owner == me_ ? 1.0 : 0.0);
+  latent_.keys->contract(b, lat, s_.B * s_.keys(), latent_.h0, latent_.heads, ldk_, ldv_, acc, owner == me_ ? 1.0 : 0.0);
 }
 
 void RingCore::bwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, const Positions& kpos, const Tensor& dout,
@@ -279,7 +280,8 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     b.fill(dk, 0.0f);
     b.fill(dv, 0.0f);
     b.attn_bwd(a, q, k, v, dout, lse_, delta_, qpos, qpos, dq, dk, dv);
-    if (latent_) latent_->contract(b, latent_->local(), dk, dv, latent_->grad(), 1.0);  // dk, dv: scratch here
+    if (latent_.on())  // dk, dv: scratch here
+      latent_.keys->contract(b, latent_.local, s_.B * s_.n, latent_.h0, latent_.heads, dk, dv, latent_.grad, 1.0);
     return;
   }
   // Step i: this rank holds block j = me-i (its K,V, and in acc_[2] the dK,dV accumulated by the
@@ -332,8 +334,8 @@ void RingCore::store_acc(Tensor& acc, const Tensor& sum) {
 }
 
 void RingCore::acc_to_grads(const Tensor& acc, Tensor& dk, Tensor& dv) {
-  if (latent_) {  // the latent's gradient, for the projections' backward (dk, dv are not formed)
-    Tensor& g = latent_->grad();
+  if (latent_.on()) {  // the latent's gradient, for the projections' backward (dk, dv are not formed)
+    Tensor& g = latent_.grad;
     const int64_t e = s_.travel_elems();
     if (s_.acc_dtype == DType::f32) be_->copy_2d(g, e, acc, e, 1, e);
     else be_->convert(g, acc);

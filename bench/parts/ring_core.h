@@ -95,14 +95,14 @@ class RingCore {
   // `key_pos`: the positions of ring rank j's keys when they differ from its queries' (--cached:
   // its cache shard, then its new tokens); empty = block_pos.
   // `latent` (s.latent > 0): MLA's latent travel (latent_keys.h): the latent travels and each
-  // receiver up-projects it; backward() then leaves this rank's latent gradient in latent->grad()
-  // and writes no dk, dv.
+  // receiver up-projects it; backward() then leaves this rank's latent gradient in latent.grad
+  // and writes no dk, dv (k, v: the own block, which the caller expanded).
   void setup(Backend& be, Communicator& ring, const RingCoreShape& s, BlockPositions block_pos,
-             BlockPositions key_pos = {}, LatentKeys* latent = nullptr);
+             BlockPositions key_pos = {}, const LatentBlock& latent = {});
   // For a composition that runs its own loop (double_ring_core.h): the step buffers only (no
   // comm buffers), this rank at ring position `position` of R. forward()/backward() need setup().
   void setup_steps(Backend& be, int position, int R, const RingCoreShape& s, BlockPositions block_pos,
-                   BlockPositions key_pos = {}, LatentKeys* latent = nullptr);
+                   BlockPositions key_pos = {}, const LatentBlock& latent = {});
   // q [B,n,hq,d], k [B,n,hk,d], v [B,n,hk,dv] (run dtype) -> o [B,n,hq,dv] (run dtype); lse()
   // [B,hq,n] f32 (dv = the shape's vdim(): d unless MLA).
   // `hops` in [0, R-1] (-1: R-1): the blocks of the ranks up to `hops` places before this one
@@ -243,7 +243,7 @@ class RingCore {
   Tensor kv_[2];   // k|v blocks, run dtype (double buffer: one computed on, one arriving)
   Tensor acc_[3];  // dk|dv accumulators (acc_dtype): [0],[1] computed on / in flight, [2] arriving
   Tensor acc32_[2];  // acc_dtype bf16: the float32 contribution of the block in hand, the arriving sum widened
-  LatentKeys* latent_ = nullptr;  // latent travel (latent_keys.h); null: k|v travel
+  LatentBlock latent_;            // latent travel (latent_keys.h); off: k|v travel
   Tensor lk_, lv_, ldk_, ldv_;    // latent travel: a received block expanded (run dtype), its dk, dv (float32)
   Tensor own_k_, own_v_;          // latent travel: this rank's own k, v (views of the caller's, from pack_block)
   RingTravelBuffers travel_;  // the travel policy's (ring_travel.h)

@@ -133,7 +133,7 @@ int64_t ring_level_activation_bytes(const RingSchedule& sch, const LayerShape& s
 }
 
 void RingLevel::setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer,
-                      const RingCoreShape& cs, const RingLayoutPart& layout, SinkHeads sinks, LatentKeys* latent) {
+                      const RingCoreShape& cs, const RingLayoutPart& layout, SinkHeads sinks, const LatentBlock& latent) {
   check_travel("RingLevel", cs.travel, sch);
   if (cs.latent > 0 && sch.kind == RingScheduleKind::groups)
     throw std::logic_error("RingLevel: latent travel runs on a single or a double ring");

@@ -93,9 +93,9 @@ class RingLevel {
   // included. `sinks`: the sinks of the cs.hq heads (attn_sinks.h; off by default), applied once
   // to the level's final rows after every schedule's last merge. `latent` (cs.latent > 0): MLA's
   // latent travel (latent_keys.h), single and double rings; backward() then leaves the latent's gradient
-  // in latent->grad() instead of writing dk, dv.
+  // in latent.grad instead of writing dk, dv.
   void setup(Backend& be, const RingSchedule& sch, Communicator& ring, Communicator* outer, const RingCoreShape& cs,
-             const RingLayoutPart& layout, SinkHeads sinks = {}, LatentKeys* latent = nullptr);
+             const RingLayoutPart& layout, SinkHeads sinks = {}, const LatentBlock& latent = {});
   void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o);
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& dout, Tensor& dq,
                 Tensor& dk, Tensor& dv);

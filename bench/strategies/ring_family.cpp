@@ -117,11 +117,20 @@ void RingFamily::core_setup() {
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
   cs.nk = key_pos_.count();
-  if (s.mla_latent) cs.latent = int(s.ring_block_row());
+  if (latent_keys_) {
+    cs.latent = int(s.ring_block_row());
+    latent_ = {latent_keys_, latent_keys_->local(), latent_keys_->grad(), 0, s.H};
+  }
   if (sch.kind == RingScheduleKind::double_)
-    level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P), sinks_, latent_keys_);
+    level_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs, layout(s, P), sinks_, latent_);
   else
-    level_.setup(be(), sch, *mesh().cp, nullptr, cs, layout(s, P), sinks_, latent_keys_);
+    level_.setup(be(), sch, *mesh().cp, nullptr, cs, layout(s, P), sinks_, latent_);
+}
+
+void RingFamily::core_forward() {
+  if (latent_.on())  // this rank's own block, for every head (the layer's up-projection: model FLOPs)
+    latent_.keys->expand(be(), latent_.local, shape().B * T_, 0, shape().H, k_, v_, 1.0);
+  level_.forward(q_, kc_, vc_, o_);
 }
 
 void RingFamily::export_lse(std::vector<float>& global) {

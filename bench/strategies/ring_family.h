@@ -46,8 +46,9 @@ class RingFamily final : public Block {
  protected:
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;
   void core_setup() override;
-  // kc_, vc_ are k_, v_ themselves without a cache (block.h).
-  void core_forward() override { level_.forward(q_, kc_, vc_, o_); }
+  // kc_, vc_ are k_, v_ themselves without a cache (block.h). Under MLA's latent travel this rank
+  // expands its own block first (latent_keys.h).
+  void core_forward() override;
   void core_backward() override { level_.backward(q_, k_, v_, o_, do_, dq_, dk_, dv_); }
   void export_lse(std::vector<float>& global) override;
   int64_t core_activation_bytes(const LayerShape& s, int P, const MeshSpec& m) const override;
@@ -62,6 +63,7 @@ class RingFamily final : public Block {
 
   RingPreset p_;
   RingLevel level_;
+  LatentBlock latent_;  // --mla-travel latent: this rank's latent, for every head (off otherwise)
 };
 
 }  // namespace cpbench

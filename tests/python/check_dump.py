@@ -94,9 +94,10 @@ def main():
             ref = reference(inp, meta)
             scales = gradient_scales(ref, meta)
             if (meta.get("mla") or {}).get("travel") == "latent":
-                # --mla-travel latent: no rank forms its keys' dk, dv (the ring returns the latent's
-                # gradient); the up-projections' gradients and dx check that path.
-                for name in ("dk", "dv"):
+                # --mla-travel latent: the tokens' owners form neither their keys' k, v nor dk, dv
+                # (the levels expand and contract the latent); y, the up-projections' gradients
+                # and dx check that path.
+                for name in ("k", "v", "dk", "dv"):
                     ref.pop(name)
         # A dumped tensor that is neither an input nor recomputed would pass unchecked.
         for name in sorted(set(t) - set(inp) - set(ref)):
