@@ -329,6 +329,13 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   std::vector<std::string> names =
       dump_tensor_names(cfg_.block == "full", cfg_.sinks, cfg_.attention == "mla" ? &cfg_.mla_dims : nullptr);
   const bool decode = cfg_.pass == "decode";
+  if (cfg_.cached > 0)
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [&](const std::string& n) {
+                                 if (decode && (n == "dy" || n == "q")) return true;
+                                 return n != "dy" && n[0] == 'd';
+                               }),
+                names.end());
   // --mla-travel latent: the tokens' owners form neither their keys' k, v (a Ulysses member expands
   // its heads of the group's latent) nor dk, dv (the levels return the latent's gradient,
   // latent_keys.h); the up-projections' gradients, y and dx check the whole path instead. The
@@ -337,13 +344,6 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   if (cfg_.mla_travel == "latent")
     names.erase(std::remove_if(names.begin(), names.end(),
                                [](const std::string& n) { return n == "k" || n == "v" || n == "dk" || n == "dv"; }),
-                names.end());
-  if (cfg_.cached > 0)
-    names.erase(std::remove_if(names.begin(), names.end(),
-                               [&](const std::string& n) {
-                                 if (decode && (n == "dy" || n == "q")) return true;
-                                 return n != "dy" && n[0] == 'd';
-                               }),
                 names.end());
   const TestPerturbation perturb = test_perturbation();  // test only; checked at start-up (main)
   be_.set_poison(true);

@@ -73,8 +73,8 @@ struct LayerShape {
   int vdim() const { return d_v > 0 ? d_v : d; }
   bool mla = false;  // --attention mla: the projections of bench/block/mla.h instead of w_qkv
   MlaDims mla_dims;
-  // --mla-travel latent: a ring level moves MLA's latent [c_kv | k_R] (r_kv + d_rope values per
-  // token) and each receiver up-projects it (bench/parts/latent_keys.h); false: expanded heads.
+  // --mla-travel latent: a ring or Ulysses level moves MLA's latent [c_kv | k_R] (r_kv + d_rope
+  // values per token) and each receiver up-projects it (bench/parts/latent_keys.h); false: expanded heads.
   bool mla_latent = false;
   // The values per token a ring block holds: the latent's, or k|v's G(d + d_v).
   int64_t ring_block_row() const {
@@ -228,8 +228,8 @@ struct Capabilities {
   // --attention mla (bench/block/mla.h): its levels move MLA's expanded heads (H key heads of
   // d_nope + d_rope, values d_v), a tp level splitting the up-projections by heads. Every strategy.
   bool mla = false;
-  // --mla-travel latent (bench/parts/latent_keys.h): its ring moves MLA's latent and each receiver
-  // up-projects it: the ring family (its single and double rings).
+  // --mla-travel latent (bench/parts/latent_keys.h): its levels move MLA's latent and each receiver
+  // up-projects it: the ring family (its single and double rings), ulysses and usp (t = 1).
   bool mla_latent = false;
   bool supports(BalanceScheme b) const {
     return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);

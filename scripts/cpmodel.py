@@ -167,6 +167,15 @@ def ulysses_a2a_bytes(tokens, hq, hk, U, elem, hqv=None, hkv=None):
     return div(elem * tokens * (hq + hk + hqv + hkv) * (U - 1), U)
 
 
+def ulysses_latent_bytes(tokens, H, d, dv, latent, U, elem):
+    """(fwd, bwd) of a Ulysses level under MLA's --mla-travel latent: q's all-to-all and o's back,
+    s*T*H*(d + d_v)*(U-1)/U each phase (do out, dq back in the backward), the latent's all-gather
+    s*T*latent*(U-1) forward and its float32 gradients' reduce-scatter 4*T*latent*(U-1) backward
+    (latent = r_kv + d_rope: mla_latent_row). Mirrors ulysses_latent_bytes (bench/parts/ulysses_level.cpp)."""
+    a2a = div(elem * tokens * H * d * (U - 1), U) + div(elem * tokens * H * dv * (U - 1), U)
+    return (a2a + elem * tokens * latent * (U - 1), a2a + 4 * tokens * latent * (U - 1))
+
+
 def ulysses_uneven_split(H, G, U):
     """--uneven-heads: member j's query heads [qf[j], qf[j] + qn[j]) = [floor(j*H/U), floor((j+1)*H/U))
     and the KV heads they use, [kf[j], kf[j] + kn[j]) with rep = H/G (a KV head whose query heads

@@ -946,14 +946,15 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
   const int64_t cache = s.pass.cached > 0 ? s.B * (s.pass.cached / P + T) * int64_t(s.G) * (s.d + s.vdim()) * es : 0;
   const int64_t local = BT * 6 * s.D * es + BT * 4;  // x, dy, xn, y, dxn, dx; rstd
-  return local + tp_heads_activation_bytes(s, BT, s.H, s.G) + cache + core_activation_bytes(s, P, m) +
+  // (latent travel: a Ulysses member contracts its group's U x B x T rows)
+  return local + tp_heads_activation_bytes(s, BT, s.H, s.G, BT * std::max(1, m.U)) + cache + core_activation_bytes(s, P, m) +
          mlp_activation_bytes(s, BT, m);
 }
 
-int64_t Block::tp_heads_activation_bytes(const LayerShape& s, int64_t rows, int64_t hl, int64_t gl) {
+int64_t Block::tp_heads_activation_bytes(const LayerShape& s, int64_t rows, int64_t hl, int64_t gl, int64_t latent_rows) {
   const int64_t es = int64_t(dtype_size(s.dtype)), d = s.d, dv = s.vdim();
   const int64_t grads = rows * (hl * d + gl * (d + dv));  // dq, dk, dv (and q, k, v) elements
-  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, rows, hl) + (s.dtype != DType::f32 ? grads * es : 0)
+  const int64_t proj = s.mla ? MlaProjections::activation_bytes(s, rows, hl, latent_rows) + (s.dtype != DType::f32 ? grads * es : 0)
                              : 2 * rows * (hl + 2 * gl) * d * es;  // qkv, dqkv
   return grads * es + 2 * rows * hl * dv * es + grads * 4 + proj;
 }

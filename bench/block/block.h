@@ -220,8 +220,9 @@ class Block : public Strategy {
   // The attention's per-head tensors over `rows` token rows (a TP group's gathered rows) for hl
   // query and gl KV heads: q, k, v, o, do (run dtype; v, o, do d_v wide), dq, dk, dv (float32), and
   // the projections' buffers: qkv and dqkv, or MLA's (mla.h) with, in a 16-bit run, dq, dk, dv's
-  // run-dtype copies.
-  static int64_t tp_heads_activation_bytes(const LayerShape& s, int64_t rows, int64_t hl, int64_t gl);
+  // run-dtype copies (`latent_rows`: MLA's latent_rows, mla.h).
+  static int64_t tp_heads_activation_bytes(const LayerShape& s, int64_t rows, int64_t hl, int64_t gl,
+                                           int64_t latent_rows = 0);
 
   // ---- for the cores --------------------------------------------------------------------------
   Backend& be() { return *env_.be; }

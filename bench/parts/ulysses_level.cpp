@@ -101,6 +101,13 @@ void UlyssesLevel::setup(Backend& be, Communicator& group, const UlyssesShape& s
   qkv_ = Chunks::to_heads(chunk_elems({{nullptr, &q_split_}, {nullptr, &kv_split_}, {nullptr, &kv_split_, dv}}, s.B, s.T, s.d), me);
   o_ = Chunks::to_tokens(o_n, me);
   do_ = Chunks::to_heads(o_n, me);
+  if (s.latent > 0) {
+    const std::vector<int64_t> q_n = chunk_elems({{nullptr, &q_split_}}, s.B, s.T, s.d);
+    q_ = Chunks::to_heads(q_n, me);
+    dq_ = Chunks::to_tokens(q_n, me);
+    lat_all_ = be.alloc({int64_t(s.U) * s.B * s.T * s.latent}, s.dtype, MemKind::comm);
+    lat_grad_ = be.alloc({int64_t(s.U) * s.B * s.T * s.latent}, DType::f32, MemKind::comm);
+  }
   grads_ = Chunks::to_tokens(
       chunk_elems({{nullptr, &q_split_}, {nullptr, &slot_split_}, {nullptr, &slot_split_, dv}}, s.B, s.T, s.d), me);
 }
@@ -201,6 +208,39 @@ void UlyssesLevel::scatter_do(const Tensor& dout, Tensor& do_r) {
   pack_heads_to_peers(*be_, {{&dd, &q_split_, s.vdim()}}, s.B, s.T, s.d, send_);
   exchange(send_, do_, recv_);
   unpack_peers_to_sequence(*be_, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&do_r, hq_, s.vdim()}});
+}
+
+void UlyssesLevel::scatter_q(const Tensor& q, Tensor& q_r) {
+  const UlyssesShape& s = s_;
+  Tensor qq = q;
+  pack_heads_to_peers(*be_, {{&qq, &q_split_}}, s.B, s.T, s.d, send_);
+  exchange(send_, q_, recv_);
+  unpack_peers_to_sequence(*be_, recv_, s.B, s.T, s.d, s.U, s.nseg, {{&q_r, hq_}});
+}
+
+void UlyssesLevel::gather_latent(const Tensor& lat, Tensor& lat_r) {
+  const UlyssesShape& s = s_;
+  c_->all_gather(lat, lat_all_);  // [U, B, T, latent]: member j's tokens from j
+  Tensor r = lat_r;  // one "head" of `latent` values per token, in position order
+  unpack_peers_to_sequence(*be_, lat_all_, s.B, s.T, s.latent, s.U, s.nseg, {{&r, 1}});
+}
+
+void UlyssesLevel::gather_dq(const Tensor& dq_r, Tensor& dq, Tensor& dq_run) {
+  const UlyssesShape& s = s_;
+  const bool f32 = s.dtype == DType::f32;
+  Tensor gq = dq_r;
+  Tensor& dst = f32 ? dq : dq_run;
+  pack_sequence_to_peers(*be_, {{&gq, hq_}}, s.B, s.T, s.d, s.U, s.nseg, send_);
+  exchange(send_, dq_, recv_);
+  unpack_peers_to_heads(*be_, recv_, s.B, s.T, s.d, {{&dst, &q_split_}});
+  if (!f32) be_->convert(dq, dq_run);
+}
+
+void UlyssesLevel::scatter_latent_grad(const Tensor& dlat_r, Tensor& dlat) {
+  const UlyssesShape& s = s_;
+  Tensor g = dlat_r;  // back to the members' token order, chunk j = member j's tokens
+  pack_sequence_to_peers(*be_, {{&g, 1}}, s.B, s.T, s.latent, s.U, s.nseg, lat_grad_);
+  c_->reduce_scatter(lat_grad_, dlat);  // summed over the members' heads
 }
 
 void UlyssesLevel::sum_kv_copies(const Tensor& copies, Tensor& dst, int w) {
@@ -307,6 +347,14 @@ CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, con
   return p;
 }
 
+CommPrediction ulysses_latent_bytes(const LayerShape& s, int P, int U, int64_t elem) {
+  const int64_t Tn = s.B * s.new_tokens() / P, H = s.H, w = s.ring_block_row();
+  const int64_t q = elem * Tn * H * s.d * (U - 1) / U, o = elem * Tn * H * s.vdim() * (U - 1) / U;
+  CommPrediction p;
+  p.add("ulysses", Phase::fwd, 0, q).add("ulysses", Phase::fwd, 0, elem * Tn * w * (U - 1)).add("ulysses", Phase::fwd, 0, o);
+  return p.add("ulysses", Phase::bwd, 0, o + q).add("ulysses", Phase::bwd, 0, 4 * Tn * w * (U - 1));
+}
+
 CommPrediction ulysses_decode_bytes(const LayerShape& s, int t, int U, int64_t elem, int hq_member) {
   const int64_t hq = hq_member > 0 ? hq_member : s.H / (int64_t(t) * U);  // query heads of one member of the head group
   CommPrediction p;
@@ -319,7 +367,8 @@ int64_t ulysses_level_activation_bytes(const UlyssesShape& s) {
     return 2 * s.exchange_elems() * es + s.B * s.T * (s.kv_slots() * (d + dv) * es + w * (es + (s.dtype == DType::f32 ? 0 : 4) + 4));
   int64_t rep = 0;
   if (Ge > s.G) rep = s.B * s.T * (Ge * (d + dv) * es + s.G * w * (es + (s.dtype == DType::f32 ? 0 : 4)));
-  return 2 * s.exchange_elems() * es + rep;
+  const int64_t latent = s.latent > 0 ? int64_t(s.U) * s.B * s.T * s.latent * (es + 4) : 0;  // the gather's, the scatter's
+  return 2 * s.exchange_elems() * es + rep + latent;
 }
 
 }  // namespace cpbench

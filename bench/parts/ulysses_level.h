@@ -16,6 +16,12 @@
 // own chunk; the members' dk, dv of a shared KV head are summed in float32 after the backward
 // exchange. The member's attention runs on its slice with AttnShape's head-slice map (rep, head0).
 //
+// MLA's latent travel (--mla-travel latent; latent_keys.h): q goes by all-to-all as always, but
+// the keys and values do not: the members all-gather the latent [c_kv | k_R] of the group's tokens
+// (r_kv + d_rope values per token) and each up-projects it for its own heads; o comes back by
+// all-to-all. Backward: do out and dq back by all-to-all, and each member's latent gradient (its
+// heads' share, float32) reduce-scattered back to the tokens' owners, which sums the shares.
+//
 // Token order: a member's T tokens are `nseg` equal segments (the zigzag's two chunks, else
 // one), and the group's tokens after the all-to-all are the members' segments interleaved so
 // that the sequence is in position order (bench/parts/layout.h's pack/unpack).
@@ -43,6 +49,7 @@ struct UlyssesShape {
   int vdim() const { return d_v > 0 ? d_v : d; }
   DType dtype = DType::f32;
   bool uneven = false;  // --uneven-heads: the split above (no replication)
+  int latent = 0;       // --mla-travel latent: the latent's values per token (r_kv + d_rope); 0: k, v travel
   int kv_copies() const { return uneven ? 1 : (G >= U ? G : U) / G; }  // f
   int Ge() const { return G * kv_copies(); }               // KV heads after replication
   int64_t group_tokens() const { return int64_t(U) * T; }  // tokens per batch row after the exchange
@@ -75,6 +82,17 @@ class UlyssesLevel {
   void scatter_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& q_r, Tensor& k_r, Tensor& v_r);
   // After the core: o_r [B,U*T,H/U,d] -> o [B,T,H,d].
   void gather_o(const Tensor& o_r, Tensor& o);
+  // Latent travel (s.latent > 0), instead of scatter_qkv: q [B,T,H,d] -> q_r [B,U*T,H/U,d] by
+  // all-to-all; this member's latent [B*T, latent] -> the group's lat_r [B*U*T, latent] (run dtype,
+  // position order) by all-gather.
+  void scatter_q(const Tensor& q, Tensor& q_r);
+  void gather_latent(const Tensor& lat, Tensor& lat_r);
+  // Latent travel, instead of gather_grads: dq_r [B,U*T,H/U,d] (run dtype) -> dq [B,T,H,d] float32
+  // (`dq_run`: run-dtype scratch of dq's size); this member's latent gradient dlat_r [B*U*T,
+  // latent] (float32, its heads' share) -> the sum over the members for this member's tokens,
+  // dlat [B*T, latent] (float32), by reduce-scatter.
+  void gather_dq(const Tensor& dq_r, Tensor& dq, Tensor& dq_run);
+  void scatter_latent_grad(const Tensor& dlat_r, Tensor& dlat);
   // Backward, before the core: dout [B,T,H,d] -> do_r [B,U*T,H/U,d].
   void scatter_do(const Tensor& dout, Tensor& do_r);
   // After the core: the gradients in the run dtype (dq_r, dk_r, dv_r [B,U*T,*,d]) -> dq [B,T,H,d],
@@ -109,11 +127,13 @@ class UlyssesLevel {
   Tensor copy_run_, copy32_;  // f > 1: one copy [B,T,G,d] (run dtype; float32 when not f32)
                               // uneven: one slot [B,T,1,d]; acc32_ the sum of a head's slots
   Tensor acc32_;
+  Tensor lat_all_, lat_grad_;  // latent travel: the all-gather's [U,B,T,latent] (run dtype), the reduce-scatter's (float32)
   // The splits (query heads; KV heads; under uneven heads the members' KV slots of the backward),
   // this member's head counts and the exchanges' chunks, from setup: the steps compute none.
   HeadSplit q_split_, kv_split_, slot_split_;
   int hq_ = 0, hk_ = 0;
   Chunks qkv_, o_, do_, grads_;
+  Chunks q_, dq_;  // latent travel: q alone to heads, dq alone back
 };
 
 // The exchange of uneven chunks: `send` elements [send_off[j], +send_n[j]) go to member j of `c`,
@@ -137,6 +157,11 @@ CommPrediction ulysses_level_bytes(const LayerShape& s, int P, int t, int U, int
 // s*Tw*(hq(j)*d_v + hq(u)*d + hk(u)*(d + d_v)) backward, Tw = t*B*(N-C)/P the tokens it exchanges
 // (the TP group's under a tp level, whose rank's heads the split is over).
 CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, const UlyssesShape& us, int u, int64_t elem);
+// --mla-travel latent (t = 1, U | H): forward q's all-to-all s*Tn*H*d*(U-1)/U, the latent's
+// all-gather s*Tn*(r_kv + d_rope)*(U-1) and o's all-to-all s*Tn*H*d_v*(U-1)/U; backward do's and
+// dq's all-to-alls s*Tn*H*(d_v + d)*(U-1)/U and the latent gradients' reduce-scatter
+// 4*Tn*(r_kv + d_rope)*(U-1) (float32).
+CommPrediction ulysses_latent_bytes(const LayerShape& s, int P, int U, int64_t elem);
 // Decode: each step the head group's merged o (B rows x H/(t*U) heads of d, run dtype) all-gathered
 // over the U members: S * s*B*(H/(t*U))*d*(U-1).
 // Under --uneven-heads member u's own hq(u) heads: S * s*B*hq(u)*d*(U-1) (`hq` > 0 gives it).

@@ -47,6 +47,8 @@ class Ulysses final : public UlyssesRingLayer {
                                                                     + " (or --uneven-heads)");
     else if (s.N % P != 0)
       e << "ulysses: P=" << P << " does not divide seq=" << s.N;
+    else if (!latent_refusal(s, m).empty())
+      e << latent_refusal(s, m);
     if (!e.str().empty()) throw ConstraintError(e.str());
   }
 };

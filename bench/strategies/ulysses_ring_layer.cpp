@@ -43,7 +43,10 @@ CommPrediction UlyssesRingLayer::member_bytes(const LayerShape& s, int P, const 
   // The tp level around the attention's GEMMs, as megatron-sp (the new tokens only; the MLP's:
   // the block's term), then the Ulysses level's all-to-alls.
   CommPrediction p = tp_sublayer_bytes(s, P, m.tp, "tp", elem);
-  if (u < 0) {
+  if (s.mla_latent) {  // the latent all-gathered (and its gradient reduce-scattered); the ring moves it too
+    p.add(ulysses_latent_bytes(s, P, m.U, elem));
+    kv = int64_t(m.U) * s.ring_block_row();
+  } else if (u < 0) {
     p.add(ulysses_level_bytes(s, P, m.tp, m.U, elem));
   } else {
     // Uneven heads: member u's own all-to-all terms, and its ring carries its heads, hq(u) query and
@@ -84,6 +87,20 @@ std::string UlyssesRingLayer::heads_error(const LayerShape& s, int t, int U) {
   return e.str();
 }
 
+std::string UlyssesRingLayer::latent_refusal(const LayerShape& s, const MeshSpec& m) const {
+  if (!s.mla_latent) return "";
+  std::ostringstream e;
+  if (m.tp > 1)
+    e << name() << ": --mla-travel latent runs without a tp level (got tp=" << m.tp
+      << "): the Ulysses members already split the up-projections by heads (use --mla-travel expanded)";
+  else if (s.uneven_heads)
+    e << name() << ": --mla-travel latent splits the heads evenly over the Ulysses level; it does not run --uneven-heads";
+  else if (s.queries_travel())
+    e << name() << ": --mla-travel latent circulates the K,V latent: --ring-pass " << ring_travel(s.pass.travel).flag
+      << " moves queries instead (use --ring-pass kv, or --mla-travel expanded)";
+  return e.str();
+}
+
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
                                             const std::string& hint) const {
   std::ostringstream e;
@@ -104,6 +121,8 @@ void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const Me
   else if (balanced && m.ring_layout != RingLayout::auto_)
     e << name() << ": --usp-layout " << (m.ring_layout == RingLayout::zigzag ? "zigzag" : "contiguous") << " and --balance "
       << balance_name(s.balance) << " both choose the token layout; drop one";
+  else if (!latent_refusal(s, m).empty())
+    e << latent_refusal(s, m);
   else if (m.inner_ring > 0 && !travel_refusal(name(), s.pass.travel, RingSchedule::double_ring(m.R, m.inner_ring)).empty())
     e << travel_refusal(name(), s.pass.travel, RingSchedule::double_ring(m.R, m.inner_ring));
   else if (m.inner_ring > 0 && !precision_refusal(name(), s, RingSchedule::double_ring(m.R, m.inner_ring)).empty())
@@ -207,7 +226,9 @@ void UlyssesRingLayer::core_setup() {
   dq_r_ = alloc_f32({s.B, n, hl, s.d});
   dk_r_ = alloc_f32({s.B, n, gl, s.d});
   dv_r_ = alloc_f32({s.B, n, gl, dv});
-  ulysses_.setup(be(), mesh().group("ulysses"), us);
+  UlyssesShape ul = us;
+  if (latent_keys_) ul.latent = int(s.ring_block_row());
+  ulysses_.setup(be(), mesh().group("ulysses"), ul);
   // --sinks: those of the query heads the all-to-all gives this member (slice u of the TP rank's).
   const SinkHeads ring_sinks = sinks_.narrow(us.q_split().first[size_t(u)], hl);
   RingCoreShape cs;
@@ -229,15 +250,30 @@ void UlyssesRingLayer::core_setup() {
     ring_cache_.setup(reg_, be(), env_.seed, s, cache, n, heads);
     cs.nk = ring_cache_.k().shape[1];
   }
+  if (latent_keys_) {  // the member's heads of its ring index's latent (latent_keys.h)
+    const int64_t w = s.ring_block_row();
+    lat_r_ = alloc({s.B * n, w});
+    dlat_r_ = alloc_f32({s.B * n, w});
+    latent_ = {latent_keys_, lat_r_, dlat_r_, us.q_split().first[size_t(u)], hl};
+    cs.latent = int(w);
+  }
   const RingSchedule sch = ring_schedule(env_.spec);
   if (double_ring())
     ring_.setup(be(), sch, mesh().group("ring_inner"), &mesh().group("ring_outer"), cs,
-                ring_layout(s, env_.spec), ring_sinks);
+                ring_layout(s, env_.spec), ring_sinks, latent_);
   else
-    ring_.setup(be(), sch, mesh().group("ring"), nullptr, cs, ring_layout(s, env_.spec), ring_sinks);
+    ring_.setup(be(), sch, mesh().group("ring"), nullptr, cs, ring_layout(s, env_.spec), ring_sinks, latent_);
 }
 
 void UlyssesRingLayer::core_forward() {
+  if (latent_.on()) {  // q by all-to-all, the latent gathered and expanded for this member's heads
+    ulysses_.scatter_q(q_, q_r_);
+    ulysses_.gather_latent(latent_.keys->local(), lat_r_);
+    latent_.keys->expand(be(), lat_r_, lat_r_.shape[0], latent_.h0, latent_.heads, k_r_, v_r_, 1.0);
+    ring_.forward(q_r_, k_r_, v_r_, o_r_);
+    ulysses_.gather_o(o_r_, o_);
+    return;
+  }
   ulysses_.scatter_qkv(q_, k_, v_, q_r_, k_r_, v_r_);
   const Tensor* kr = &k_r_;
   const Tensor* vr = &v_r_;
@@ -255,6 +291,11 @@ void UlyssesRingLayer::core_backward() {
   Backend& b = be();
   ulysses_.scatter_do(do_, do_r_);
   ring_.backward(q_r_, k_r_, v_r_, o_r_, do_r_, dq_r_, dk_r_, dv_r_);
+  if (latent_.on()) {  // dq back by all-to-all; the latent's gradient (this member's heads' share) reduce-scattered
+    ulysses_.gather_dq(in_dtype(b, dt, dq_r_, q_r_), dq_, dq_run_);
+    ulysses_.scatter_latent_grad(dlat_r_, latent_.keys->grad());
+    return;
+  }
   // dq, dk, dv: back to my tokens, sent in the run dtype (converted into q_r_, k_r_, v_r_,
   // which the step no longer needs).
   const Tensor &dq = in_dtype(b, dt, dq_r_, q_r_), &dk = in_dtype(b, dt, dk_r_, k_r_), &dv = in_dtype(b, dt, dv_r_, v_r_);
@@ -292,8 +333,15 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.travel = s.pass.travel;  // the travel policy's buffers (ring_travel.h)
   const int64_t d = s.d, dv = s.vdim();  // q, k, dq, dk: d per head; v, o, do, dv: d_v
-  return s.B * n * ((hl * d + gl * (d + dv) + 2 * hl * dv) * es + (hl * d + gl * (d + dv)) * 4) +
-         ulysses_level_activation_bytes(us) + ring_level_activation_bytes(ring_schedule(m), s, cs);
+  UlyssesShape ul = us;
+  int64_t latent = 0;
+  if (s.mla_latent) {  // the ring index's gathered latent (run dtype) and its gradient (float32)
+    ul.latent = int(s.ring_block_row());
+    cs.latent = ul.latent;
+    latent = s.B * n * ul.latent * (es + 4);
+  }
+  return s.B * n * ((hl * d + gl * (d + dv) + 2 * hl * dv) * es + (hl * d + gl * (d + dv)) * 4) + latent +
+         ulysses_level_activation_bytes(ul) + ring_level_activation_bytes(ring_schedule(m), s, cs);
 }
 
 }  // namespace cpbench

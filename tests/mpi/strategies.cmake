@@ -224,15 +224,18 @@ list(APPEND _verify_matrix
   "p4_mla_balance_dynamic                  4  1 --model tiny-mla --seq 128 --docs 20,50,30,28 --balance dynamic --strategies ring"
   "p6_mla_noncausal_b2                     6 19 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mesh all"
   "p8_mla_balance_greedy                   8 15 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --strategies ring,double-ring,usp --mesh all"
-  # --mla-travel latent (the ring family: the latent circulates, receivers up-project; dk, dv are
-  # not formed, the up-projections' gradients and dx check the path): documents, a window without a
-  # query rank, fp16 with bf16 accumulators, the block and sinks, prefill, non-causal B = 2, greedy.
-  "p2_mla_latent_docs                      2  5 --model tiny-mla --seq 64 --docs 20,44 --mla-travel latent --strategies ring,ring-zigzag,ring-striped,double-ring --mesh all"
-  "p3_mla_latent_no_q_rank_window          3  3 --model deepseek-v2-lite --dim 64 --heads 3 --seq 96 --window 30 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
-  "p4_mla_latent_fp16_block_full_sinks     4  4 --model tiny-mla --seq 128 --block full --dtype fp16 --acc-dtype bf16 --sinks --mla-travel latent --strategies ring,ring-zigzag,ring-striped,double-ring"
-  "p4_mla_latent_prefill_window            4  3 --model tiny-mla --seq 128 --pass prefill --window 40 --mla-travel latent --strategies ring,ring-zigzag,ring-striped"
-  "p6_mla_latent_noncausal_b2              6  7 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mla-travel latent --strategies ring,ring-zigzag,ring-striped,double-ring --mesh all"
-  "p8_mla_latent_balance_greedy            8  1 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --mla-travel latent --strategies ring"
+  # --mla-travel latent on every strategy that runs it (the ring family: the latent circulates, each
+  # receiver up-projects; ulysses and usp: the latent all-gathered, each member up-projecting its
+  # heads, and circulated by usp's ring level; dk, dv and k, v are not formed on the tokens' owners,
+  # the up-projections' gradients, y and dx check the path): documents, a window without a query
+  # rank, fp16 with bf16 accumulators, the block, sinks and usp's double ring, prefill, non-causal
+  # B = 2, greedy balance.
+  "p2_mla_latent_docs                      2  8 --model tiny-mla --seq 64 --docs 20,44 --mla-travel latent --mesh all"
+  "p3_mla_latent_no_q_rank_window          3  8 --model deepseek-v2-lite --dim 64 --heads 3 --seq 96 --window 30 --mla-travel latent --mesh all"
+  "p4_mla_latent_fp16_block_full_sinks     4 13 --model tiny-mla --seq 128 --block full --dtype fp16 --acc-dtype bf16 --sinks --mla-travel latent --usp-ring double --mesh all"
+  "p4_mla_latent_prefill_window            4 10 --model tiny-mla --seq 128 --pass prefill --window 40 --mla-travel latent --mesh all"
+  "p6_mla_latent_noncausal_b2              6 12 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mla-travel latent --mesh all"
+  "p8_mla_latent_balance_greedy            8  9 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --mla-travel latent --strategies ring,double-ring,usp --mesh all"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -264,9 +267,10 @@ set_tests_properties(dump_p4_float64_sinks PROPERTIES LABELS "mpi;verify" TIMEOU
 # --attention mla against check_dump.py's float64 MLA (latents, norms, up-projections, the shared
 # rope key and its gradient summed over the heads): every strategy and mesh with documents, a window,
 # sinks and B = 2 (tiny-mla, a query rank), without a query rank (deepseek-v2-lite at D 64), and
-# under --mla-travel latent (no dk, dv dumped: the ring never forms them).
+# under --mla-travel latent on a ring, a Ulysses level and usp's u2 x r2 (no k, v, dk, dv dumped:
+# the tokens' owners never form them).
 add_test(NAME dump_p4_float64_mla
-         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_mla ${CPBENCH_TEST_OUT}/dump_mla_lite && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --batch 2 --window 24 --docs 20,44 --mesh all --sinks --dump ${CPBENCH_TEST_OUT}/dump_mla && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla && test -f ${CPBENCH_TEST_OUT}/dump_mla/usp_u2xr2/dw_dq.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model deepseek-v2-lite --dim 64 --heads 4 --seq 64 --strategies ring-zigzag,ulysses,allgather-kv --dump ${CPBENCH_TEST_OUT}/dump_mla_lite && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_lite && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_lite/ulysses/w_dq.npy && rm -rf ${CPBENCH_TEST_OUT}/dump_mla_latent && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --window 24 --sinks --mla-travel latent --strategies ring-zigzag --dump ${CPBENCH_TEST_OUT}/dump_mla_latent && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_latent && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_latent/ring-zigzag/dk.npy && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_latent/ring-zigzag/k.npy")
+         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_mla ${CPBENCH_TEST_OUT}/dump_mla_lite && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --batch 2 --window 24 --docs 20,44 --mesh all --sinks --dump ${CPBENCH_TEST_OUT}/dump_mla && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla && test -f ${CPBENCH_TEST_OUT}/dump_mla/usp_u2xr2/dw_dq.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model deepseek-v2-lite --dim 64 --heads 4 --seq 64 --strategies ring-zigzag,ulysses,allgather-kv --dump ${CPBENCH_TEST_OUT}/dump_mla_lite && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_lite && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_lite/ulysses/w_dq.npy && rm -rf ${CPBENCH_TEST_OUT}/dump_mla_latent && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --window 24 --sinks --mla-travel latent --strategies ring-zigzag,ulysses,usp --ulysses 2 --dump ${CPBENCH_TEST_OUT}/dump_mla_latent && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_latent && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_latent/ring-zigzag/dk.npy && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_latent/ring-zigzag/k.npy && test -f ${CPBENCH_TEST_OUT}/dump_mla_latent/usp_u2xr2/dw_uk.npy")
 set_tests_properties(dump_p4_float64_mla PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 # scripts/numerics.py end to end on a small shape (P = 1, 2, 4; bf16; float32 and bf16
 # accumulators): errors against float64 from layer_reference.py, and what the rounding points
@@ -293,7 +297,8 @@ cpbench_fail_test(mla_gqa_preset 2 "--attention mla takes its ranks and head dim
 cpbench_fail_test(mla_preset_as_gqa 2 "model 'deepseek-v3' is an MLA model: --attention gqa has no heads to take from it" run --model deepseek-v3 --seq 64 --attention gqa)
 cpbench_fail_test(mla_travel_without_mla 2 "--mla-travel expanded chooses what MLA's levels move: it needs --attention mla \\(got attention=gqa\\)" run --model tiny --seq 64 --mla-travel expanded)
 cpbench_fail_test(mla_moe_block_full 2 "model 'deepseek-v3': its feed-forward layers are mixtures of experts, which --block full does not model" run --model deepseek-v3 --seq 64 --block full)
-cpbench_fail_test(mla_latent_ulysses 2 "ulysses: --mla-travel latent is built for ring, ring-zigzag, ring-striped, double-ring only" run --model tiny-mla --seq 64 --mla-travel latent --strategies ulysses)
+cpbench_fail_test(mla_latent_allgather_kv 2 "allgather-kv: --mla-travel latent is built for ulysses, ring, ring-zigzag, ring-striped, usp, double-ring only" run --model tiny-mla --seq 64 --mla-travel latent --strategies allgather-kv)
+cpbench_fail_test(mla_latent_usp_tp 4 "usp: --mla-travel latent runs without a tp level \\(got tp=2\\)" run --model tiny-mla --seq 64 --mla-travel latent --strategies usp --tp 2)
 cpbench_fail_test(mla_latent_pass_q 2 "ring: --mla-travel latent circulates the K,V latent: --ring-pass q moves queries instead" run --model tiny-mla --seq 64 --mla-travel latent --strategies ring --pass prefill --ring-pass q)
 cpbench_fail_test(mla_decode 2 "--attention mla with a KV cache \\(--pass decode, --cached\\) is not built yet" run --model tiny-mla --pass decode --cached 64)
 # Bad block options: refused on every rank before any work, naming the flag and the value.

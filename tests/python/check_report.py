@@ -158,6 +158,19 @@ def cmd_model(a):
             for ph, want in zip(("fwd", "bwd"), fb):
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (acc_dtype {cfg.get('acc_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
+        if (r["strategy"] in ("ulysses", "usp") and (cfg.get("mla") or {}).get("travel") == "latent" and cfg["pass"] == "train"
+                and not r["mesh"].get("inner_ring") and not cfg["mask"]["window"] and not cfg["mask"]["docs"]):
+            # MLA's latent on a Ulysses level (cpmodel, apart from the C++ model): q and o by all-to-all, the
+            # latent all-gathered (its float32 gradient reduce-scattered), then the ring level's latent blocks of
+            # the ring index's U*T tokens, R-1 hops.
+            P, U, R = cfg["world_size"], r["mesh"]["ulysses"], r["mesh"]["ring"]
+            T, w = cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), cpmodel.mla_latent_row(cfg["mla"])
+            e = cpmodel.elem_bytes(cfg["dtype"])
+            ul = cpmodel.ulysses_latent_bytes(T, cfg["heads"], cfg["head_dim"], value_dim(cfg), w, U, e)
+            ring = cpmodel.ring_kv_bytes(T, U * w, R - 1, e, acc=cpmodel.acc_bytes(cfg.get("acc_dtype")), hv=0)
+            for i, ph in enumerate(("fwd", "bwd")):
+                check(r["comm"][ph]["per_rank"] == [ul[i] + ring[i]] * P,
+                      f"{r['label']} seq={r['seq']} {ph} (latent): {r['comm'][ph]['per_rank']} != cpmodel {ul[i] + ring[i]}")
         check(r["flops"]["model"] > 0 and r["flops"]["hardware"] >= r["flops"]["model"], f"{r['label']}: flops {r['flops']}")
         silent = all(b == 0 for ph in ("fwd", "bwd") for b in r["comm"][ph]["per_rank"])
         ratio = r["overlap"]["ratio"]
