@@ -75,6 +75,10 @@ json list_json() {
     for (const RingTravelPolicy& t : ring_travels())
       if (!t.queries_travel || (can.pass_q && (t.single_ring_only == nullptr || !double_ring)))
         ring_pass.push_back(t.flag);
+    // --attention mla: what its levels can move (--mla-travel), empty when it does not run MLA.
+    json mla_travel = json::array();
+    if (can.mla) mla_travel.push_back("expanded");
+    if (can.mla_latent) mla_travel.push_back("latent");
     json balance = {"none"};
     for (BalanceScheme b : {BalanceScheme::doc_zigzag, BalanceScheme::greedy, BalanceScheme::dynamic})
       if (can.supports(b)) balance.push_back(balance_name(b));
@@ -86,13 +90,14 @@ json list_json() {
                           {"passes", passes},
                           {"ring_pass", ring_pass},
                           {"balance", balance},
-                          {"cached", can.cached}});
+                          {"cached", can.cached},
+                          {"mla_travel", mla_travel}});
   }
   json models = json::array();
   for (const auto& m : model_presets())
     models.push_back({{"name", m.name}, {"description", m.description}, {"dim", m.dim}, {"heads", m.heads},
                       {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn_dim", m.ffn_dim},
-                      {"layers", m.layers}, {"vocab", m.vocab}});
+                      {"layers", m.layers}, {"vocab", m.vocab}, {"attention", m.mla ? "mla" : "gqa"}});
   json loads = json::array();
   for (const auto& w : workloads()) {
     json e = {{"name", w.name}, {"description", w.description}, {"sampled", w.sampled()}};

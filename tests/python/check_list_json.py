@@ -87,6 +87,12 @@ def main():
         check(s["summary"].split("\n")[0] in text and s["constraints"] in text, f"{s['name']}: text differs")
         check({"train", "prefill"} <= set(s["passes"]) and s["balance"][0] == "none" and s["ring_pass"][0] == "kv",
               f"{s['name']}: passes {s['passes']} balance {s['balance']} ring_pass {s['ring_pass']}")
+        # --mla-travel: every strategy runs MLA's expanded heads; the latent where a ring or a Ulysses level moves it.
+        latent = s["name"] in ("ring", "ring-zigzag", "ring-striped", "double-ring", "ulysses", "usp")
+        check(s["mla_travel"] == (["expanded", "latent"] if latent else ["expanded"]),
+              f"{s['name']}: mla_travel {s['mla_travel']}")
+    check({m["name"] for m in listing["models"] if m["attention"] == "mla"} == {"deepseek-v3", "deepseek-v2-lite", "tiny-mla"},
+          f"MLA presets {[m['name'] for m in listing['models'] if m['attention'] == 'mla']}")
 
     # A report written by this binary: its schema_version is the listing's, and every option the
     # listing says is reported under a key is in its config block.
