@@ -231,14 +231,16 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       w = w > 0 ? w : s.d;
       return ExportRule::tokens(wide, int64_t(s.G) * w, kv0 * w, k.gl_ * w, this_rank);
     };
+    // (Latent travel on a Ulysses level: no rank forms its own tokens' k, v, dk, dv: zero rows.)
+    const int64_t nkv = k.holds_local_kv(s) ? n : 0;
     k.q_ = reg.add("q", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation, "q", heads_q(true));
-    k.k_ = reg.add("k", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation, "k", heads_kv(kv_exporter));
-    k.v_ = reg.add("v", {s.B, n, k.gl_, vd}, s.dtype, Held::activation, "v", heads_kv(kv_exporter, vd));
+    k.k_ = reg.add("k", {s.B, nkv, k.gl_, s.d}, s.dtype, Held::activation, "k", heads_kv(kv_exporter));
+    k.v_ = reg.add("v", {s.B, nkv, k.gl_, vd}, s.dtype, Held::activation, "v", heads_kv(kv_exporter, vd));
     k.o_ = reg.add("o", {s.B, n, k.helix_ ? k.hx_ : k.hl_, vd}, s.dtype, Held::activation, "o", heads_q(true, vd));
     k.do_ = reg.add("do", {s.B, n, k.hl_, vd}, s.dtype, Held::activation, "do", heads_q(true, vd));
     k.dq_ = reg.add("dq", {s.B, n, k.hl_, s.d}, DType::f32, Held::activation, "dq", heads_q(true));
-    k.dk_ = reg.add("dk", {s.B, n, k.gl_, s.d}, DType::f32, Held::activation, "dk", heads_kv(true));
-    k.dv_ = reg.add("dv", {s.B, n, k.gl_, vd}, DType::f32, Held::activation, "dv", heads_kv(true, vd));
+    k.dk_ = reg.add("dk", {s.B, nkv, k.gl_, s.d}, DType::f32, Held::activation, "dk", heads_kv(true));
+    k.dv_ = reg.add("dv", {s.B, nkv, k.gl_, vd}, DType::f32, Held::activation, "dv", heads_kv(true, vd));
     if (s.pass.cached > 0 && !k.core_holds_cache()) {
       // The KV cache shard (t = 1 under --cached: every head on this rank), seeded as the roped
       // k and v a previous prefill would have written; the new rows are filled every forward.
@@ -264,8 +266,8 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     reg.add("dw_o", {Hvl, s.D}, DType::f32, Held::grad, "dw_o", ExportRule::slice(tr * Hvl * s.D));
     if (s.dtype != DType::f32 && s.mla) {  // no qkv to reuse: their own (a strategy's level converts into them)
       k.dq_run_ = reg.add("dq_run", {s.B, n, k.hl_, s.d}, s.dtype, Held::activation);
-      k.dk_run_ = reg.add("dk_run", {s.B, n, k.gl_, s.d}, s.dtype, Held::activation);
-      k.dv_run_ = reg.add("dv_run", {s.B, n, k.gl_, vd}, s.dtype, Held::activation);
+      k.dk_run_ = reg.add("dk_run", {s.B, nkv, k.gl_, s.d}, s.dtype, Held::activation);
+      k.dv_run_ = reg.add("dv_run", {s.B, nkv, k.gl_, vd}, s.dtype, Held::activation);
     }
     if (s.dtype != DType::f32 && !s.mla) {
       k.dq_run_ = reg.add_view("dq_run", reuse_as(qkv, s.dtype, {s.B, n, k.hl_, s.d}), Held::activation);
@@ -946,8 +948,9 @@ int64_t Block::activation_bytes_estimate(const LayerShape& s, int P, const MeshS
   const int64_t T = s.new_tokens() / P, BT = s.B * T, es = int64_t(dtype_size(s.dtype));
   const int64_t cache = s.pass.cached > 0 ? s.B * (s.pass.cached / P + T) * int64_t(s.G) * (s.d + s.vdim()) * es : 0;
   const int64_t local = BT * 6 * s.D * es + BT * 4;  // x, dy, xn, y, dxn, dx; rstd
-  // (latent travel: a Ulysses member contracts its group's U x B x T rows)
-  return local + tp_heads_activation_bytes(s, BT, s.H, s.G, BT * std::max(1, m.U)) + cache + core_activation_bytes(s, P, m) +
+  // (latent travel: a Ulysses member contracts its group's U x B x T rows and holds no k, v of its own)
+  return local + tp_heads_activation_bytes(s, BT, s.H, holds_local_kv(s) ? s.G : 0, BT * std::max(1, m.U)) + cache +
+         core_activation_bytes(s, P, m) +
          mlp_activation_bytes(s, BT, m);
 }
 

@@ -297,6 +297,14 @@ class Block : public Strategy {
   // core_setup; latent_keys.h); null otherwise. The core's backward then leaves the latent's
   // gradient there and does not write dk_, dv_.
   LatentKeys* latent_keys_ = nullptr;
+  // Under latent travel, whether the core uses this rank's own tokens' expanded k_, v_ (and dk_,
+  // dv_): a ring of the ring family expands its own block into them; a Ulysses member expands its
+  // heads of the group's latent into its own buffers, and then the block allocates none.
+  virtual bool latent_keeps_local_kv() const { return true; }
+  // Whether the block holds k_, v_, dk_, dv_ for shape s (all but a Ulysses member's latent travel).
+  bool holds_local_kv(const LayerShape& s) const {
+    return !(s.mla_latent && describe().can.mla_latent && !latent_keeps_local_kv());
+  }
 
  private:
   class AttentionSubLayer;

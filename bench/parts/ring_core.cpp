@@ -145,7 +145,7 @@ void RingCore::fwd_begin() { have_ = false; }
 
 void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
   if (!latent_.on()) return fwd_keys(q, kv_view(kv, 0), kv_view(kv, 1), key_pos_(owner), o);
-  Tensor kb, vb;  // latent travel: up-projected here (the own block: the projections' k, v)
+  Tensor kb, vb;  // latent travel: up-projected here (the own block: the k, v its caller expanded)
   if (latent_block(kv, owner, own_k_, own_v_, kb, vb)) fwd_keys(q, kb, vb, key_pos_(owner), o);
 }
 

@@ -131,6 +131,7 @@ class UlyssesRingLayer : public Block {
   static Positions cp_positions(const LayerShape& s, const Mesh& m, RingOrder order);
 
   Positions token_positions(const LayerShape& s, const Mesh& m) const override;
+  bool latent_keeps_local_kv() const override { return false; }  // a member expands into k_r_, v_r_
   Communicator* tp_group() override;
   bool core_holds_cache() const override { return !shape().decode(); }
   CacheHeld cache_held() override;

@@ -172,6 +172,13 @@ def cmd_model(a):
                 check(r["comm"][ph]["per_rank"] == [ul[i] + ring[i]] * P,
                       f"{r['label']} seq={r['seq']} {ph} (latent): {r['comm'][ph]['per_rank']} != cpmodel {ul[i] + ring[i]}")
         check(r["flops"]["model"] > 0 and r["flops"]["hardware"] >= r["flops"]["model"], f"{r['label']}: flops {r['flops']}")
+        if (cfg.get("mla") or {}).get("travel") == "latent":
+            # Latent travel's buffers (the latent, its gradient, a received block expanded, a Ulysses
+            # member's gathered latent; no k, v of its own there): the estimate is the allocation.
+            m = r["memory"]
+            check(m["activation_estimate_bytes"] == m["activations"] + m["comm_buffers"],
+                  f"{r['label']}: activation estimate {m['activation_estimate_bytes']} != measured "
+                  f"{m['activations']} + {m['comm_buffers']}")
         silent = all(b == 0 for ph in ("fwd", "bwd") for b in r["comm"][ph]["per_rank"])
         ratio = r["overlap"]["ratio"]
         check((ratio is None) if silent else (ratio is not None and 0 <= ratio <= 1),

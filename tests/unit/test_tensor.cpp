@@ -387,13 +387,17 @@ TEST_CASE("Backend entry points check, gate, count and log around do_*", "[backe
     CHECK(be.compute_log()[1].name == "attn_fwd");
     CHECK(be.compute_log()[1].t1_ms >= be.compute_log()[1].t0_ms);
   }
-  SECTION("a GEMM's model share: model FLOPs x share, hardware FLOPs all; a share outside (0, 1] refused") {
+  SECTION("a GEMM's model share: model FLOPs x share, hardware FLOPs all; a share outside [0, 1] refused") {
     be.gemm(false, false, 3, 7, 5, 1.0f, A, 5, B, 7, 0.0f, C, 7, 0.375);
     CHECK(be.model_flops() == 0.375 * 2.0 * 3 * 7 * 5);
     CHECK(be.hardware_flops() == 2.0 * 3 * 7 * 5);
-    for (double bad : {0.0, -0.5, 1.5})
+    // 0: repeated work only (MLA latent travel's up-projection of a received block)
+    be.gemm(false, false, 3, 7, 5, 1.0f, A, 5, B, 7, 0.0f, C, 7, 0.0);
+    CHECK(be.model_flops() == 0.375 * 2.0 * 3 * 7 * 5);
+    CHECK(be.hardware_flops() == 2 * 2.0 * 3 * 7 * 5);
+    for (double bad : {-0.5, 1.5})
       CHECK_THROWS_WITH(be.gemm(false, false, 3, 7, 5, 1.0f, A, 5, B, 7, 0.0f, C, 7, bad), Catch::Contains("model_share"));
-    CHECK(be.ran == std::vector<std::string>{"gemm"});
+    CHECK(be.ran == std::vector<std::string>{"gemm", "gemm"});
   }
   SECTION("replay mode: compute skipped (not counted, not logged), layout still runs") {
     be.set_compute_enabled(false);
