@@ -173,12 +173,12 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
 
     Tensor& norm_w = reg.add("norm_w", {s.D}, s.dtype, Held::weight, "norm_w", ExportRule::slice(0, root));
     be.upload(input_matrix_block(k.env_.seed, InputId::norm_w, s.D, 0, 1, 0, s.D, law(InputId::norm_w)), norm_w);
-    if (s.mla) {  // instead of w_qkv (mla.h); latent travel where the strategy's ring moves the latent
+    if (s.mla) {  // instead of w_qkv (mla.h); latent travel where the strategy's levels move the latent
       LayerShape ms = s;  // (single, the reference, runs the same shape with nothing traveling)
       ms.mla_latent = s.mla_latent && k.describe().can.mla_latent;
       // (a Ulysses member expands and contracts its group's rows: U x B x n)
       mla_.setup(reg, be, k.env_.seed, ms, s.B, n, {t, tr, weights_exporter}, s.B * n * k.mesh().size_of("ulysses"));
-      if (ms.mla_latent) k.latent_keys_ = &mla_;  // what the ring moves (latent_keys.h)
+      if (ms.mla_latent) k.latent_keys_ = &mla_;  // what the levels move (latent_keys.h)
     }
     // w_qkv's columns of this rank's heads: q heads, then k heads, then v heads.
     const ExportRule::ColBlock qcols{int64_t(tr) * Hl, 0, Hl, weights_exporter};
@@ -334,7 +334,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       b.gemm(true, false, Hl, s.D, BW, 1.0f, k.o_, Hl, dw, s.D, 0.0f, reg["dw_o"], s.D);
     }
     if (k.sinks_.on()) b.fill(k.sink_grad_, 0.0f);  // the core's level adds its rows' share
-    if (k.latent_keys_) mla_.begin_backward(b);  // the ring's contractions add to dW_UK, dW_UV
+    if (k.latent_keys_) mla_.begin_backward(b);  // the levels' contractions add to dW_UK, dW_UV
     k.core_backward();
     if (s.mla) {  // MLA's projections (mla.h); under a tp level each rank's dxn is a partial sum
       const Tensor& xw = k.tp_.gather(b, xn, 0, 1);
