@@ -153,7 +153,7 @@ std::vector<OptionSpec> make_table() {
        {"gqa", "mla"}, false, [](RunConfig& c, const json& v) { c.attention = v.get<std::string>(); }},
       {"mla_travel", "--mla-travel", OptKind::choice,
        "--attention mla: what a ring or Ulysses level moves: expanded (per-head K, V; default) | latent (the "
-       "compressed c_kv and rope key, up-projected by each receiver; the ring family, ulysses, usp without tp)",
+       "compressed c_kv and rope key, up-projected by each receiver; the ring family, ulysses, usp)",
        {"expanded", "latent"}, false, [](RunConfig& c, const json& v) { c.mla_travel = v.get<std::string>(); }},
       {"window", "--window", OptKind::integer, "sliding window W (>= 0; 0 = none)", {}, false,
        [](RunConfig& c, const json& v) { c.window = v.get<int64_t>(); }},

@@ -229,7 +229,7 @@ struct Capabilities {
   // d_nope + d_rope, values d_v), a tp level splitting the up-projections by heads. Every strategy.
   bool mla = false;
   // --mla-travel latent (bench/parts/latent_keys.h): its levels move MLA's latent and each receiver
-  // up-projects it: the ring family (its single and double rings), ulysses and usp (t = 1).
+  // up-projects it: the ring family (its single and double rings), ulysses and usp.
   bool mla_latent = false;
   bool supports(BalanceScheme b) const {
     return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);

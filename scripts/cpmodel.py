@@ -167,13 +167,15 @@ def ulysses_a2a_bytes(tokens, hq, hk, U, elem, hqv=None, hkv=None):
     return div(elem * tokens * (hq + hk + hqv + hkv) * (U - 1), U)
 
 
-def ulysses_latent_bytes(tokens, H, d, dv, latent, U, elem):
+def ulysses_latent_bytes(tokens, H, d, dv, latent, U, elem, t=1):
     """(fwd, bwd) of a Ulysses level under MLA's --mla-travel latent: q's all-to-all and o's back,
     s*T*H*(d + d_v)*(U-1)/U each phase (do out, dq back in the backward), the latent's all-gather
     s*T*latent*(U-1) forward and its float32 gradients' reduce-scatter 4*T*latent*(U-1) backward
-    (latent = r_kv + d_rope: mla_latent_row). Mirrors ulysses_latent_bytes (bench/parts/ulysses_level.cpp)."""
+    (latent = r_kv + d_rope: mla_latent_row). Under a tp level of t every tp member gathers its TP
+    group's t*T rows of latent (the all-to-alls' bytes are unchanged: t*T rows of H/t heads).
+    Mirrors ulysses_latent_bytes (bench/parts/ulysses_level.cpp)."""
     a2a = div(elem * tokens * H * d * (U - 1), U) + div(elem * tokens * H * dv * (U - 1), U)
-    return (a2a + elem * tokens * latent * (U - 1), a2a + 4 * tokens * latent * (U - 1))
+    return (a2a + elem * t * tokens * latent * (U - 1), a2a + 4 * t * tokens * latent * (U - 1))
 
 
 def ulysses_uneven_split(H, G, U):
@@ -368,7 +370,7 @@ def allgather_kv_bytes(tokens, hk, P, elem, acc=ACC_BYTES, hv=None):
 
 
 def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc=ACC_BYTES, travel="kv", w=0,
-                       hops=None, mesh=None, dv=None):
+                       hops=None, mesh=None, dv=None, latent=0):
     """{level: (fwd, bwd)} of usp's mesh t x U x R (ulysses: U = P; the ring family: t = U = 1,
     R = P): the attention's tp level on the new tokens (tp_level_bytes) and the MLP's (mlp_bytes: on
     its own level when the result's `mesh` has mlp_tp), the all-to-all of the
@@ -377,12 +379,18 @@ def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc
     tokens = B*N/P; tokens_new = B*(N-C)/P (= tokens without --cached). Mirrors
     UlyssesRingLayer::predicted_bytes (bench/strategies/ulysses_ring_layer.cpp); DESIGN "Analytic
     communication model", "Tensor parallelism inside the CP mesh", "Persistent-KV prefill". Under
-    MLA (dv: d_v) v and o are d_v wide per head."""
+    MLA (dv: d_v) v and o are d_v wide per head; under its latent travel (latent: r_kv + d_rope,
+    mla_latent_row) the Ulysses level is ulysses_latent_bytes and a ring block the ring index's
+    t*U*T rows of latent."""
     dv = d if dv is None else dv
     Ge = replicated_kv_heads(G, t * U)
     hq, hk, hqv, hkv = H * d, d * Ge, H * dv, dv * Ge
     a2a = ulysses_a2a_bytes(tokens_new, hq, hk, U, elem, hqv, hkv)
-    return add_levels({"tp": tp_level_bytes(tokens_new, D, t, elem), "ulysses": (a2a, a2a),
+    ulysses = (a2a, a2a)
+    if latent:
+        ulysses = ulysses_latent_bytes(tokens_new, H, d, dv, latent, U, elem, t) if U > 1 else (0, 0)
+        hk, hkv = t * U * latent, 0
+    return add_levels({"tp": tp_level_bytes(tokens_new, D, t, elem), "ulysses": ulysses,
                        "ring": ring_level_bytes(travel, R, w, tokens, hk, tokens_new, hq, H, elem, acc, hops, hkv, hqv)},
                       mlp_bytes(tokens_new, D, mesh or {}, t, elem, block))
 

@@ -86,7 +86,6 @@ void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, cons
   down_share_ = 1.0 / tp.t;
   latent_ = s.mla_latent;
   latent_rows_ = latent_rows > 0 ? latent_rows : B * T;
-  if (latent_ && tp.t != 1) throw std::logic_error("mla: latent travel runs without a tp level");
   const int64_t rows = B * T, H = hl_;
   for (const MlaWeight& w : mla_weights(s)) {
     // An up-projection: this rank's heads' columns [tr*hl, (tr+1)*hl) of per_head each, added to

@@ -22,8 +22,9 @@
 // share), which the tp level's reduce-scatter adds; the replicated weights' gradients are partial
 // sums too, as every weight gradient is. Without a tp level t = 1 and everything is whole.
 //
-// Latent travel (--mla-travel latent, without a tp level): the projections are the levels'
-// LatentKeys (bench/parts/latent_keys.h). The forward packs this rank's latent [c_kv | k_R] (k_R
+// Latent travel (--mla-travel latent): the projections are the levels' LatentKeys
+// (bench/parts/latent_keys.h); under a tp level each member's latent is its TP group's rows' (the
+// down-projections are replicated), its heads the ones it holds. The forward packs this rank's latent [c_kv | k_R] (k_R
 // roped) and expands no k, v; the levels up-project the blocks they hold (their heads' columns of
 // W_UK, W_UV) and contract their gradients back to the latent's, adding c_kvᵀ·dk_C and c_kvᵀ·dv
 // to those columns of dW_UK, dW_UV (zeroed by begin_backward); backward() then starts from the

@@ -347,8 +347,8 @@ CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, con
   return p;
 }
 
-CommPrediction ulysses_latent_bytes(const LayerShape& s, int P, int U, int64_t elem) {
-  const int64_t Tn = s.B * s.new_tokens() / P, H = s.H, w = s.ring_block_row();
+CommPrediction ulysses_latent_bytes(const LayerShape& s, int P, int t, int U, int64_t elem) {
+  const int64_t Tn = s.B * s.new_tokens() / P, H = s.H, w = int64_t(t) * s.ring_block_row();  // t: the TP group's rows
   const int64_t q = elem * Tn * H * s.d * (U - 1) / U, o = elem * Tn * H * s.vdim() * (U - 1) / U;
   CommPrediction p;
   p.add("ulysses", Phase::fwd, 0, q).add("ulysses", Phase::fwd, 0, elem * Tn * w * (U - 1)).add("ulysses", Phase::fwd, 0, o);

@@ -157,11 +157,13 @@ CommPrediction ulysses_level_bytes(const LayerShape& s, int P, int t, int U, int
 // s*Tw*(hq(j)*d_v + hq(u)*d + hk(u)*(d + d_v)) backward, Tw = t*B*(N-C)/P the tokens it exchanges
 // (the TP group's under a tp level, whose rank's heads the split is over).
 CommPrediction ulysses_level_bytes_uneven(const LayerShape& s, int P, int t, const UlyssesShape& us, int u, int64_t elem);
-// --mla-travel latent (t = 1, U | H): forward q's all-to-all s*Tn*H*d*(U-1)/U, the latent's
-// all-gather s*Tn*(r_kv + d_rope)*(U-1) and o's all-to-all s*Tn*H*d_v*(U-1)/U; backward do's and
+// --mla-travel latent (U | H/t): forward q's all-to-all s*Tn*H*d*(U-1)/U, the latent's
+// all-gather s*t*Tn*(r_kv + d_rope)*(U-1) and o's all-to-all s*Tn*H*d_v*(U-1)/U; backward do's and
 // dq's all-to-alls s*Tn*H*(d_v + d)*(U-1)/U and the latent gradients' reduce-scatter
-// 4*Tn*(r_kv + d_rope)*(U-1) (float32).
-CommPrediction ulysses_latent_bytes(const LayerShape& s, int P, int U, int64_t elem);
+// 4*t*Tn*(r_kv + d_rope)*(U-1) (float32). Under a tp level of t the exchanges carry the TP group's
+// t*Tn rows: for H/t heads the all-to-alls are the same bytes, but every tp member gathers the
+// whole latent of those rows (the down-projections are replicated over tp: mla.h).
+CommPrediction ulysses_latent_bytes(const LayerShape& s, int P, int t, int U, int64_t elem);
 // Decode: each step the head group's merged o (B rows x H/(t*U) heads of d, run dtype) all-gathered
 // over the U members: S * s*B*(H/(t*U))*d*(U-1).
 // Under --uneven-heads member u's own hq(u) heads: S * s*B*hq(u)*d*(U-1) (`hq` > 0 gives it).

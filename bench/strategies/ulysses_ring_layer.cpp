@@ -44,8 +44,8 @@ CommPrediction UlyssesRingLayer::member_bytes(const LayerShape& s, int P, const 
   // the block's term), then the Ulysses level's all-to-alls.
   CommPrediction p = tp_sublayer_bytes(s, P, m.tp, "tp", elem);
   if (s.mla_latent) {  // the latent all-gathered (and its gradient reduce-scattered); the ring moves it too
-    p.add(ulysses_latent_bytes(s, P, m.U, elem));
-    kv = int64_t(m.U) * s.ring_block_row();
+    p.add(ulysses_latent_bytes(s, P, m.tp, m.U, elem));
+    kv = int64_t(m.tp) * m.U * s.ring_block_row();  // the ring index's t*U*T rows of latent per T
   } else if (u < 0) {
     p.add(ulysses_level_bytes(s, P, m.tp, m.U, elem));
   } else {
@@ -90,10 +90,7 @@ std::string UlyssesRingLayer::heads_error(const LayerShape& s, int t, int U) {
 std::string UlyssesRingLayer::latent_refusal(const LayerShape& s, const MeshSpec& m) const {
   if (!s.mla_latent) return "";
   std::ostringstream e;
-  if (m.tp > 1)
-    e << name() << ": --mla-travel latent runs without a tp level (got tp=" << m.tp
-      << "): the Ulysses members already split the up-projections by heads (use --mla-travel expanded)";
-  else if (s.uneven_heads)
+  if (s.uneven_heads)
     e << name() << ": --mla-travel latent splits the heads evenly over the Ulysses level; it does not run --uneven-heads";
   else if (s.queries_travel())
     e << name() << ": --mla-travel latent circulates the K,V latent: --ring-pass " << ring_travel(s.pass.travel).flag
@@ -359,7 +356,8 @@ int64_t UlyssesRingLayer::activation_bytes_estimate(const LayerShape& s, int P, 
   const int64_t hl = s.H / m.tp, gl = replicated_kv_heads(m.tp, s) / m.tp;
   const int64_t cache = s.pass.cached > 0 ? 2 * s.B * (s.pass.cached / m.R) * (std::max(gl, int64_t(m.U)) / m.U) * s.d * es : 0;
   const int64_t local = BT * 6 * s.D * es + BT * 4 + cache;
-  const int64_t heads = tp_heads_activation_bytes(s, BW, hl, gl);
+  // (latent travel: no k, v of its own; a Ulysses member contracts U x the TP group's rows)
+  const int64_t heads = tp_heads_activation_bytes(s, BW, hl, holds_local_kv(s) ? gl : 0, BW * m.U);
   const int64_t slots = (s.B > 1 ? 3 : 2) * BW * s.D * es;
   return local + heads + slots + core_activation_bytes(s, P, m) + mlp_activation_bytes(s, BT, m);
 }

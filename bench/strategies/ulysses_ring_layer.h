@@ -40,9 +40,9 @@
 // when U = 1, ring terms when R = 1 (DESIGN's usp model; Ge = G without replication). Under a
 // window or documents the ring runs K_eff hops (ring_core.h's terms with h = K_eff); a double
 // ring's terms are double_ring_core.h's, with its truncated schedule.
-// MLA's latent travel (t = 1): the Ulysses terms are ulysses_latent_bytes (q, o by all-to-all,
-// the latent all-gathered, its float32 gradient reduce-scattered) and the ring's block is the ring
-// index's U*T tokens of latent, r_kv + d_rope values each.
+// MLA's latent travel: the Ulysses terms are ulysses_latent_bytes (q, o by all-to-all, the latent
+// all-gathered, its float32 gradient reduce-scattered) and the ring's block is the ring index's
+// t*U*T tokens of latent, r_kv + d_rope values each (every tp member holds the TP group's latent).
 #pragma once
 #include <string>
 #include <vector>
@@ -73,11 +73,10 @@ class UlyssesRingLayer : public Block {
     Capabilities c;
     c.decode = c.cached = c.uneven_heads = true;
     c.mla = true;  // MLA's expanded heads through the Ulysses level's all-to-alls (and its tp level: mla.h)
-    c.mla_latent = true;  // or the latent, all-gathered by the Ulysses level and circulated by the ring level (t = 1)
+    c.mla_latent = true;  // or the latent, all-gathered by the Ulysses level and circulated by the ring level
     return c;
   }
-  // --mla-travel latent on mesh m ("" when it runs): no tp level (the projections' up-projections
-  // would split by heads twice), no uneven heads, K,V travel on the ring level.
+  // --mla-travel latent on mesh m ("" when it runs): no uneven heads, K,V travel on the ring level.
   std::string latent_refusal(const LayerShape& s, const MeshSpec& m) const;
   // check() under --pass decode: the mesh, the heads over tp x ulysses, an equal cache shard per
   // ring position, and Helix on a single merge level only.

@@ -42,6 +42,7 @@ cpbench_report_test(model_p8_mla_tp 8 "--model;tiny-mla;--heads;8;--seq;128;--st
 # --mla-travel latent: the ring's block is the latent, r_kv + d_rope values per token (cpmodel.mla_latent_row);
 # a Ulysses level all-gathers it (cpmodel.ulysses_latent_bytes), usp's ring level circulates its ring index's.
 cpbench_report_test(model_p4_mla_latent 4 "--model;tiny-mla;--seq;128;--mla-travel;latent;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
+cpbench_report_test(model_p8_mla_latent_tp 8 "--model;tiny-mla;--heads;8;--seq;128;--mla-travel;latent;--strategies;usp;--mesh;all;--ranks-per-node;4;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} tp REPORT --min-ok 6")
 cpbench_report_test(model_p4_mla_pass_q 4 "--model;tiny-mla;--seq;128;--pass;prefill;--ring-pass;q;--strategies;ring,ring-zigzag,double-ring,usp;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 8")
 # The whole block: megatron-sp's MLP doubles its bytes (check_report.py recomputes DESIGN's formula),
 # every other strategy's MLP is token-local; B = 2 exercises the reordering gathers.

@@ -229,13 +229,14 @@ list(APPEND _verify_matrix
   # heads, and circulated by usp's ring level; dk, dv and k, v are not formed on the tokens' owners,
   # the up-projections' gradients, y and dx check the path): documents, a window without a query
   # rank, fp16 with bf16 accumulators, the block, sinks and usp's double ring, prefill, non-causal
-  # B = 2, greedy balance.
+  # B = 2, greedy balance, usp's tp levels in bf16.
   "p2_mla_latent_docs                      2  8 --model tiny-mla --seq 64 --docs 20,44 --mla-travel latent --mesh all"
   "p3_mla_latent_no_q_rank_window          3  8 --model deepseek-v2-lite --dim 64 --heads 3 --seq 96 --window 30 --mla-travel latent --mesh all"
   "p4_mla_latent_fp16_block_full_sinks     4 13 --model tiny-mla --seq 128 --block full --dtype fp16 --acc-dtype bf16 --sinks --mla-travel latent --usp-ring double --mesh all"
   "p4_mla_latent_prefill_window            4 10 --model tiny-mla --seq 128 --pass prefill --window 40 --mla-travel latent --mesh all"
   "p6_mla_latent_noncausal_b2              6 12 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mla-travel latent --mesh all"
   "p8_mla_latent_balance_greedy            8  9 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --mla-travel latent --strategies ring,double-ring,usp --mesh all"
+  "p8_mla_latent_tp_bf16                   8 10 --model tiny-mla --heads 8 --seq 128 --dtype bf16 --mla-travel latent --strategies usp --mesh all"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -298,7 +299,7 @@ cpbench_fail_test(mla_preset_as_gqa 2 "model 'deepseek-v3' is an MLA model: --at
 cpbench_fail_test(mla_travel_without_mla 2 "--mla-travel expanded chooses what MLA's levels move: it needs --attention mla \\(got attention=gqa\\)" run --model tiny --seq 64 --mla-travel expanded)
 cpbench_fail_test(mla_moe_block_full 2 "model 'deepseek-v3': its feed-forward layers are mixtures of experts, which --block full does not model" run --model deepseek-v3 --seq 64 --block full)
 cpbench_fail_test(mla_latent_allgather_kv 2 "allgather-kv: --mla-travel latent is built for ulysses, ring, ring-zigzag, ring-striped, usp, double-ring only" run --model tiny-mla --seq 64 --mla-travel latent --strategies allgather-kv)
-cpbench_fail_test(mla_latent_usp_tp 4 "usp: --mla-travel latent runs without a tp level \\(got tp=2\\)" run --model tiny-mla --seq 64 --mla-travel latent --strategies usp --tp 2)
+cpbench_fail_test(mla_latent_uneven_heads 2 "usp: --mla-travel latent splits the heads evenly over the Ulysses level; it does not run --uneven-heads" run --model tiny-mla --heads 3 --seq 64 --mla-travel latent --strategies usp --ulysses 2 --uneven-heads)
 cpbench_fail_test(mla_latent_pass_q 2 "ring: --mla-travel latent circulates the K,V latent: --ring-pass q moves queries instead" run --model tiny-mla --seq 64 --mla-travel latent --strategies ring --pass prefill --ring-pass q)
 cpbench_fail_test(mla_decode 2 "--attention mla with a KV cache \\(--pass decode, --cached\\) is not built yet" run --model tiny-mla --pass decode --cached 64)
 # Bad block options: refused on every rank before any work, naming the flag and the value.

@@ -160,17 +160,19 @@ def cmd_model(a):
                       f"{r['label']} seq={r['seq']} {ph} (acc_dtype {cfg.get('acc_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
         if (r["strategy"] in ("ulysses", "usp") and (cfg.get("mla") or {}).get("travel") == "latent" and cfg["pass"] == "train"
                 and not r["mesh"].get("inner_ring") and not cfg["mask"]["window"] and not cfg["mask"]["docs"]):
-            # MLA's latent on a Ulysses level (cpmodel, apart from the C++ model): q and o by all-to-all, the
-            # latent all-gathered (its float32 gradient reduce-scattered), then the ring level's latent blocks of
-            # the ring index's U*T tokens, R-1 hops.
-            P, U, R = cfg["world_size"], r["mesh"]["ulysses"], r["mesh"]["ring"]
-            T, w = cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), cpmodel.mla_latent_row(cfg["mla"])
-            e = cpmodel.elem_bytes(cfg["dtype"])
-            ul = cpmodel.ulysses_latent_bytes(T, cfg["heads"], cfg["head_dim"], value_dim(cfg), w, U, e)
-            ring = cpmodel.ring_kv_bytes(T, U * w, R - 1, e, acc=cpmodel.acc_bytes(cfg.get("acc_dtype")), hv=0)
+            # MLA's latent on a Ulysses level (cpmodel, apart from the C++ model): the tp level's terms, q and o
+            # by all-to-all, the latent all-gathered (its float32 gradient reduce-scattered), then the ring
+            # level's latent blocks of the ring index's t*U*T tokens, R-1 hops.
+            P, t = cfg["world_size"], r["mesh"].get("tp") or 1
+            U, R = r["mesh"]["ulysses"], r["mesh"]["ring"]
+            T = cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P)
+            want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
+                T, T, cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["dim"], t, U, R, cpmodel.elem_bytes(cfg["dtype"]),
+                cfg["block"], acc=cpmodel.acc_bytes(cfg.get("acc_dtype")), mesh=r["mesh"], dv=value_dim(cfg),
+                latent=cpmodel.mla_latent_row(cfg["mla"])))
             for i, ph in enumerate(("fwd", "bwd")):
-                check(r["comm"][ph]["per_rank"] == [ul[i] + ring[i]] * P,
-                      f"{r['label']} seq={r['seq']} {ph} (latent): {r['comm'][ph]['per_rank']} != cpmodel {ul[i] + ring[i]}")
+                check(r["comm"][ph]["per_rank"] == [want[i]] * P,
+                      f"{r['label']} seq={r['seq']} {ph} (latent): {r['comm'][ph]['per_rank']} != cpmodel {want[i]}")
         check(r["flops"]["model"] > 0 and r["flops"]["hardware"] >= r["flops"]["model"], f"{r['label']}: flops {r['flops']}")
         if (cfg.get("mla") or {}).get("travel") == "latent":
             # Latent travel's buffers (the latent, its gradient, a received block expanded, a Ulysses
@@ -661,7 +663,9 @@ def cmd_tp(a):
         else:
             check(r["strategy"] == "megatron-sp" and (t, U, R) == (P, 1, 1), f"{r['label']}: mesh {m}")
         T = cpmodel.tokens_per_rank(B, r["seq"], P)
-        levels = cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, s, cfg["block"], mesh=r["mesh"], dv=value_dim(cfg))
+        latent = cpmodel.mla_latent_row(cfg["mla"]) if (cfg.get("mla") or {}).get("travel") == "latent" else 0
+        levels = cpmodel.ulysses_ring_bytes(T, T, H, G, d, D, t, U, R, s, cfg["block"], mesh=r["mesh"], dv=value_dim(cfg),
+                                            latent=latent)
         want = {ph: {name: fb[i] for name, fb in levels.items()} for i, ph in enumerate(("fwd", "bwd"))}
         # groups from the levels: level i's members are strided by the product of the sizes inside it
         stride, groups = 1, {}
