@@ -34,6 +34,31 @@ std::vector<MlaWeight> mla_weights(const LayerShape& s) {
   w.push_back({"w_uv", InputId::w_uv, m.kv_rank, H * m.d_v, m.d_v});
   return w;
 }
+
+// k [rows, heads, dn + dr] = [k_C | k_R] per head, from k_C [rows, heads*dn] and the one rope key
+// k_R of each row (dr values, row pitch `kr_pitch`), repeated for every head.
+void assemble_keys(Backend& be, const Tensor& kn, const Tensor& kr, int64_t kr_pitch, int64_t rows, int64_t heads,
+                   int64_t dn, int64_t dr, Tensor& k) {
+  const int64_t dqk = dn + dr;
+  be.copy_2d(k, dqk, kn, dn, rows * heads, dn);
+  for (int64_t h = 0; h < heads; ++h) {
+    Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
+    be.copy_2d(k_rope, heads * dqk, kr, kr_pitch, rows, dr);
+  }
+}
+
+// The mirror: dk [rows, heads, dn + dr] (float32) -> dk_C [rows*heads, dn] and the shared rope
+// key's gradient dk_R [rows, dr], summed over the heads in head order (`head`: [rows, dr] scratch).
+void split_key_grads(Backend& be, const Tensor& dk, int64_t rows, int64_t heads, int64_t dn, int64_t dr, Tensor& dkn,
+                     Tensor& dkr, Tensor& head) {
+  const int64_t dqk = dn + dr;
+  be.copy_2d(dkn, dn, dk, dqk, rows * heads, dn);
+  be.copy_2d(dkr, dr, dk.view(dn, {dk.numel() - dn}), heads * dqk, rows, dr);
+  for (int64_t h = 1; h < heads; ++h) {
+    be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), heads * dqk, rows, dr);
+    be.add(dkr, dkr, head);
+  }
+}
 }  // namespace
 
 std::vector<std::string> MlaProjections::weight_names(const MlaDims& m) {
@@ -189,12 +214,7 @@ void MlaProjections::forward(Backend& be, const Tensor& xn, const Positions& pos
   }
   be.gemm(false, false, rows, H * dn, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uk"], H * dn, 0.0f, kn, H * dn);
   be.gemm(false, false, rows, H * m.d_v, m.kv_rank, 1.0f, ckv, m.kv_rank, reg["w_uv"], H * m.d_v, 0.0f, v, H * m.d_v);
-  // k = [k_C | k_R] per head (k_R repeated for every head).
-  be.copy_2d(k, dqk, kn, dn, rows * H, dn);
-  for (int64_t h = 0; h < H; ++h) {
-    Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
-    be.copy_2d(k_rope, H * dqk, kr, dr, rows, dr);
-  }
+  assemble_keys(be, kn, kr, dr, rows, H, dn, dr, k);
 }
 
 const Tensor& MlaProjections::local() const { return (*reg_)["mla_latent"]; }
@@ -212,19 +232,14 @@ void MlaProjections::expand(Backend& be, const Tensor& lat, int64_t rows, int h0
                             double share) {
   TensorRegistry& reg = *reg_;
   const MlaDims& m = s_.mla_dims;
-  const int64_t H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank, w = width(), dv = m.d_v;
+  const int64_t H = hl_, dn = m.d_nope, dr = m.d_rope, rkv = m.kv_rank, w = width(), dv = m.d_v;
   check_slice(rows, h0, nh);
   Tensor& kn = reg["mla_kn"];
   const Tensor w_uk = reg["w_uk"].view(h0 * dn, {H * dn * rkv - h0 * dn});
   const Tensor w_uv = reg["w_uv"].view(h0 * dv, {H * dv * rkv - h0 * dv});
   be.gemm(false, false, rows, nh * dn, rkv, 1.0f, lat, w, w_uk, H * dn, 0.0f, kn, nh * dn, share);
   be.gemm(false, false, rows, nh * dv, rkv, 1.0f, lat, w, w_uv, H * dv, 0.0f, v, nh * dv, share);
-  be.copy_2d(k, dqk, kn, dn, rows * nh, dn);
-  const Tensor lat_rope = lat.view(rkv, {lat.numel() - rkv});
-  for (int64_t h = 0; h < nh; ++h) {
-    Tensor k_rope = k.view(h * dqk + dn, {k.numel() - h * dqk - dn});
-    be.copy_2d(k_rope, nh * dqk, lat_rope, w, rows, dr);
-  }
+  assemble_keys(be, kn, lat.view(rkv, {lat.numel() - rkv}), w, rows, nh, dn, dr, k);
 }
 
 // Those heads' dk, dv back to the latent: dk_R summed over them (in head order, as backward()
@@ -235,16 +250,11 @@ void MlaProjections::contract(Backend& be, const Tensor& lat, int64_t rows, int 
   TensorRegistry& reg = *reg_;
   const MlaDims& m = s_.mla_dims;
   const bool lowp = s_.dtype != DType::f32;
-  const int64_t H = hl_, dn = m.d_nope, dr = m.d_rope, dqk = dn + dr, rkv = m.kv_rank, w = width(), dvw = m.d_v;
+  const int64_t H = hl_, dn = m.d_nope, dr = m.d_rope, rkv = m.kv_rank, w = width(), dvw = m.d_v;
   check_slice(rows, h0, nh);
   Tensor dkn32 = reg["mla_dkn32"];
   Tensor dkr32 = reg["mla_lat_dkr32"].view(0, {rows, dr}), head = reg["mla_lat_dkr_head"].view(0, {rows, dr});
-  be.copy_2d(dkn32, dn, dk, dqk, rows * nh, dn);
-  be.copy_2d(dkr32, dr, dk.view(dn, {dk.numel() - dn}), nh * dqk, rows, dr);
-  for (int64_t h = 1; h < nh; ++h) {
-    be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), nh * dqk, rows, dr);
-    be.add(dkr32, dkr32, head);
-  }
+  split_key_grads(be, dk, rows, nh, dn, dr, dkn32, dkr32, head);
   Tensor dlat_rope = dlat.view(rkv, {dlat.numel() - rkv});
   be.copy_2d(dlat_rope, w, dkr32, dr, rows, dr);
   Tensor dkn = dkn32, dv_run = dv;  // the GEMMs' inputs in the run dtype
@@ -288,13 +298,7 @@ void MlaProjections::backward(Backend& be, const Tensor& xn, const Positions& po
     const Tensor& dlat = grad();
     be.copy_2d(dkr32, dr, dlat.view(rkv, {dlat.numel() - rkv}), width(), rows, dr);
   } else {
-    be.copy_2d(dkn32, dn, dk, dqk, rows * H, dn);
-    be.copy_2d(dkr32, dr, dk.view(dn, {dk.numel() - dn}), H * dqk, rows, dr);
-    Tensor& head = reg["mla_dkr_head"];
-    for (int64_t h = 1; h < H; ++h) {
-      be.copy_2d(head, dr, dk.view(h * dqk + dn, {dk.numel() - h * dqk - dn}), H * dqk, rows, dr);
-      be.add(dkr32, dkr32, head);
-    }
+    split_key_grads(be, dk, rows, H, dn, dr, dkn32, dkr32, reg["mla_dkr_head"]);
   }
   // In the run dtype for the GEMMs (float32 runs: the float32 tensors themselves).
   auto run = [&](Tensor& f32, const char* name) -> Tensor& {

@@ -57,6 +57,15 @@ struct LatentBlock {
   Tensor local, grad;
   int h0 = 0, heads = 0;
   bool on() const { return keys != nullptr; }
+  // LatentKeys::expand and contract for this level's heads on a block `lat` of its rows (its own
+  // `local`, or one that arrived: rows = lat's elements / width).
+  void expand(Backend& be, const Tensor& lat, Tensor& k, Tensor& v, double model_share) const {
+    keys->expand(be, lat, lat.numel() / keys->width(), h0, heads, k, v, model_share);
+  }
+  void contract(Backend& be, const Tensor& lat, const Tensor& dk, const Tensor& dv, Tensor& dlat,
+                double model_share) const {
+    keys->contract(be, lat, lat.numel() / keys->width(), h0, heads, dk, dv, dlat, model_share);
+  }
 };
 
 }  // namespace cpbench

@@ -146,7 +146,7 @@ void RingCore::fwd_begin() { have_ = false; }
 void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
   if (!latent_.on()) return fwd_keys(q, kv_view(kv, 0), kv_view(kv, 1), key_pos_(owner), o);
   Tensor kb, vb;  // latent travel: up-projected here (the own block: the k, v its caller expanded)
-  if (latent_block(kv, owner, own_k_, own_v_, kb, vb)) fwd_keys(q, kb, vb, key_pos_(owner), o);
+  if (latent_block(kv, owner, kb, vb)) fwd_keys(q, kb, vb, key_pos_(owner), o);
 }
 
 void RingCore::fwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, const Positions& kpos, Tensor& o) {
@@ -194,7 +194,7 @@ void RingCore::bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq) {
 
 void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq,
                          Tensor& acc) {
-  if (latent_.on()) return bwd_latent(q, kv, owner, own_k_, own_v_, dout, dq, acc);
+  if (latent_.on()) return bwd_latent(q, kv, owner, dout, dq, acc);
   Backend& b = *be_;
   const AttnShape a = attn_shape();
   const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
@@ -204,30 +204,29 @@ void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Ten
   b.attn_bwd(a, q, kv_view(kv, 0), kv_view(kv, 1), dout, lse_, delta_, qpos, kpos, dq, dkb, dvb);
 }
 
-bool RingCore::latent_block(const Tensor& lat, int owner, const Tensor& k, const Tensor& v, Tensor& kb, Tensor& vb) {
+bool RingCore::latent_block(const Tensor& lat, int owner, Tensor& kb, Tensor& vb) {
   if (invisible(attn_shape(), block_pos_(me_), key_pos_(owner))) return false;
   if (owner == me_) {  // the caller expanded this rank's own block already
-    kb = k;
-    vb = v;
+    kb = own_k_;
+    vb = own_v_;
     return true;
   }
-  latent_.keys->expand(*be_, lat, s_.B * s_.keys(), latent_.h0, latent_.heads, lk_, lv_, 0.0);
+  latent_.expand(*be_, lat, lk_, lv_, 0.0);
   kb = lk_;
   vb = lv_;
   return true;
 }
 
-void RingCore::bwd_latent(const Tensor& q, const Tensor& lat, int owner, const Tensor& k, const Tensor& v,
-                          const Tensor& dout, Tensor& dq, Tensor& acc) {
+void RingCore::bwd_latent(const Tensor& q, const Tensor& lat, int owner, const Tensor& dout, Tensor& dq, Tensor& acc) {
   Backend& b = *be_;
   b.fill(acc, 0.0f);
   Tensor kb, vb;
-  if (!latent_block(lat, owner, k, v, kb, vb)) return;
+  if (!latent_block(lat, owner, kb, vb)) return;
   b.fill(ldk_, 0.0f);
   b.fill(ldv_, 0.0f);
   b.attn_bwd(attn_shape(), q, kb, vb, dout, lse_, delta_, block_pos_(me_), block_pos_(owner), dq, ldk_, ldv_);
   // The owner's own block is the layer's backward GEMMs (model FLOPs); the others' are hardware only.
-  latent_.keys->contract(b, lat, s_.B * s_.keys(), latent_.h0, latent_.heads, ldk_, ldv_, acc, owner == me_ ? 1.0 : 0.0);
+  latent_.contract(b, lat, ldk_, ldv_, acc, owner == me_ ? 1.0 : 0.0);
 }
 
 void RingCore::bwd_keys(const Tensor& q, const Tensor& kb, const Tensor& vb, const Positions& kpos, const Tensor& dout,
@@ -281,7 +280,7 @@ void RingCore::backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     b.fill(dv, 0.0f);
     b.attn_bwd(a, q, k, v, dout, lse_, delta_, qpos, qpos, dq, dk, dv);
     if (latent_.on())  // dk, dv: scratch here
-      latent_.keys->contract(b, latent_.local, s_.B * s_.n, latent_.h0, latent_.heads, dk, dv, latent_.grad, 1.0);
+      latent_.contract(b, latent_.local, dk, dv, latent_.grad, 1.0);
     return;
   }
   // Step i: this rank holds block j = me-i (its K,V, and in acc_[2] the dK,dV accumulated by the

@@ -148,13 +148,12 @@ class RingCore {
   void bwd_keys(const Tensor& q, const Tensor& k, const Tensor& v, const Positions& kpos, const Tensor& dout,
                 Tensor& dq, Tensor& dk, Tensor& dv);
   // Latent travel: the block `lat` of ring rank `owner` as the kernels' keys: this rank's own k,
-  // v when it is the owner, else `lat` up-projected into the core's block buffers (kb, vb: views
-  // of either). False, with nothing expanded, when no query here sees the block.
-  bool latent_block(const Tensor& lat, int owner, const Tensor& k, const Tensor& v, Tensor& kb, Tensor& vb);
+  // v (pack_block's) when it is the owner, else `lat` up-projected into the core's block buffers
+  // (kb, vb: views of either). False, with nothing expanded, when no query here sees the block.
+  bool latent_block(const Tensor& lat, int owner, Tensor& kb, Tensor& vb);
   // Latent travel's bwd_block: this rank's contribution to block `owner`'s latent gradient, written
   // into the float32 `acc` [travel_elems()]; dq accumulates.
-  void bwd_latent(const Tensor& q, const Tensor& lat, int owner, const Tensor& k, const Tensor& v, const Tensor& dout,
-                  Tensor& dq, Tensor& acc);
+  void bwd_latent(const Tensor& q, const Tensor& lat, int owner, const Tensor& dout, Tensor& dq, Tensor& acc);
   // The accumulator steps under --acc-dtype (the traveling dK|dV buffers are in s.acc_dtype; with
   // bf16 a block's contribution and the sums are float32 and each hop rounds once):
   // acc_sum: where a block's float32 contribution is computed, for the traveling buffer `acc`

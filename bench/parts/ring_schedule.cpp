@@ -29,6 +29,17 @@ std::string precision_refusal(const std::string& who, const LayerShape& s, const
          "a ring per CP group (--balance dynamic) keeps them float32 (not built yet)";
 }
 
+std::string latent_refusal(const std::string& who, const LayerShape& s, const RingSchedule& sch) {
+  if (!s.mla_latent) return "";
+  if (s.queries_travel())
+    return who + ": --mla-travel latent circulates the K,V latent: --ring-pass " + ring_travel(s.pass.travel).flag +
+           " moves queries instead (use --ring-pass kv, or --mla-travel expanded)";
+  if (sch.kind == RingScheduleKind::groups)
+    return who + ": --mla-travel latent circulates the K,V latent on a single or a double ring; --balance " +
+           balance_name(s.balance) + " runs one ring per document group (use --mla-travel expanded)";
+  return "";
+}
+
 // The double ring runs its own loops (DoubleRingCore): K,V travel and pass-Q's. A policy whose row
 // says it runs on a double ring but has no loop there is a programming error, not a silent q.
 void check_double_ring_loop(RingTravel travel) {
@@ -44,6 +55,11 @@ void check_travel(const std::string& who, RingTravel travel, const RingSchedule&
 
 void check_precision(const std::string& who, const LayerShape& s, const RingSchedule& sch) {
   const std::string why = precision_refusal(who, s, sch);
+  if (!why.empty()) throw ConstraintError(why);
+}
+
+void check_latent(const std::string& who, const LayerShape& s, const RingSchedule& sch) {
+  const std::string why = latent_refusal(who, s, sch);
   if (!why.empty()) throw ConstraintError(why);
 }
 

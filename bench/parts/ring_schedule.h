@@ -56,6 +56,11 @@ std::string travel_refusal(const std::string& who, RingTravel travel, const Ring
 // the schedule rounds them: a single or a double ring).
 void check_precision(const std::string& who, const LayerShape& s, const RingSchedule& sch);
 std::string precision_refusal(const std::string& who, const LayerShape& s, const RingSchedule& sch);
+// Throws ConstraintError naming `who` when the shape's --mla-travel latent cannot run on this ring
+// level (queries travel instead of K,V; a ring per CP group); latent_refusal is its message ("" when
+// it runs, or without latent travel).
+void check_latent(const std::string& who, const LayerShape& s, const RingSchedule& sch);
+std::string latent_refusal(const std::string& who, const LayerShape& s, const RingSchedule& sch);
 // A double ring has loops for kv and q only (DoubleRingCore); any other policy is a logic_error.
 void check_double_ring_loop(RingTravel travel);
 

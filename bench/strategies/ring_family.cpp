@@ -65,12 +65,7 @@ void RingFamily::check(const LayerShape& s, int P, const MeshSpec& m) const {
     throw ConstraintError(name() + ": --balance dynamic circulates K,V inside each document's group; --ring-pass " +
                           ring_travel(s.pass.travel).flag + " is built for the static and doc-zigzag/greedy layouts only");
   check_travel(name(), s.pass.travel, schedule(s, P, m));
-  if (s.mla_latent && s.queries_travel())
-    throw ConstraintError(name() + ": --mla-travel latent circulates the K,V latent: --ring-pass " +
-                          ring_travel(s.pass.travel).flag + " moves queries instead (use --ring-pass kv, or --mla-travel expanded)");
-  if (s.mla_latent && schedule(s, P, m).kind == RingScheduleKind::groups)
-    throw ConstraintError(name() + ": --mla-travel latent circulates the K,V latent on a single or a double ring; --balance " +
-                          balance_name(s.balance) + " runs one ring per document group (use --mla-travel expanded)");
+  check_latent(name(), s, schedule(s, P, m));
   check_precision(name(), s, schedule(s, P, m));
 }
 
@@ -129,7 +124,7 @@ void RingFamily::core_setup() {
 
 void RingFamily::core_forward() {
   if (latent_.on())  // this rank's own block, for every head (the layer's up-projection: model FLOPs)
-    latent_.keys->expand(be(), latent_.local, shape().B * T_, 0, shape().H, k_, v_, 1.0);
+    latent_.expand(be(), latent_.local, k_, v_, 1.0);
   level_.forward(q_, kc_, vc_, o_);
 }
 

@@ -88,14 +88,9 @@ std::string UlyssesRingLayer::heads_error(const LayerShape& s, int t, int U) {
 }
 
 std::string UlyssesRingLayer::latent_refusal(const LayerShape& s, const MeshSpec& m) const {
-  if (!s.mla_latent) return "";
-  std::ostringstream e;
-  if (s.uneven_heads)
-    e << name() << ": --mla-travel latent splits the heads evenly over the Ulysses level; it does not run --uneven-heads";
-  else if (s.queries_travel())
-    e << name() << ": --mla-travel latent circulates the K,V latent: --ring-pass " << ring_travel(s.pass.travel).flag
-      << " moves queries instead (use --ring-pass kv, or --mla-travel expanded)";
-  return e.str();
+  if (s.mla_latent && s.uneven_heads)
+    return name() + ": --mla-travel latent splits the heads evenly over the Ulysses level; it does not run --uneven-heads";
+  return cpbench::latent_refusal(name(), s, ring_schedule(m));  // the ring level's (ring_schedule.h)
 }
 
 void UlyssesRingLayer::check_mesh_and_shape(const LayerShape& s, int P, const MeshSpec& m,
@@ -266,7 +261,7 @@ void UlyssesRingLayer::core_forward() {
   if (latent_.on()) {  // q by all-to-all, the latent gathered and expanded for this member's heads
     ulysses_.scatter_q(q_, q_r_);
     ulysses_.gather_latent(latent_.keys->local(), lat_r_);
-    latent_.keys->expand(be(), lat_r_, lat_r_.shape[0], latent_.h0, latent_.heads, k_r_, v_r_, 1.0);
+    latent_.expand(be(), lat_r_, k_r_, v_r_, 1.0);
     ring_.forward(q_r_, k_r_, v_r_, o_r_);
     ulysses_.gather_o(o_r_, o_);
     return;
