@@ -175,9 +175,14 @@ void resolve_attention(RunConfig& c, const ModelPreset& m) {
                                 std::to_string(m.mla_dims.d_nope + m.mla_dims.d_rope) + ", values d_v = " +
                                 std::to_string(m.mla_dims.d_v) + "); do not give --kv-heads or --head-dim (got kv_heads=" +
                                 std::to_string(c.kv_heads) + ", head_dim=" + std::to_string(c.head_dim) + ")");
-  if (c.pass == "decode" || c.cached > 0)
-    throw std::invalid_argument("--attention mla with a KV cache (--pass decode, --cached) is not built yet: MLA's decode runs its "
-                                "absorbed form over the cached latent (got pass=" + c.pass + ", cached=" + std::to_string(c.cached) + ")");
+  // Decode runs the absorbed form over a cache of latents (DESIGN "Decode"); a prefill after a
+  // cache (--cached) would have to expand or circulate that latent cache, which is not built.
+  if (c.pass != "decode" && c.cached > 0)
+    throw std::invalid_argument("--attention mla with --cached prefill is not built (MLA's cache holds latents: --pass decode "
+                                "reads them; got pass=" + c.pass + ", cached=" + std::to_string(c.cached) + ")");
+  if (c.pass == "decode" && !c.mla_travel.empty())
+    throw std::invalid_argument("--mla-travel " + c.mla_travel + " chooses what a training or prefill level moves; --pass decode "
+                                "moves no keys (its cache holds the latent, its ranks exchange partial outputs): omit it");
   if (c.mla_travel.empty()) c.mla_travel = "expanded";
   if (c.mla_travel != "expanded" && c.mla_travel != "latent")
     throw std::invalid_argument("mla_travel must be expanded or latent, got '" + c.mla_travel + "'");
@@ -290,11 +295,11 @@ void finalize_config(RunConfig& c, int P) {
     throw std::invalid_argument("--partial-dtype bf16 under " + (c.pass == "decode" ? std::string("--pass decode") : "--ring-pass " + c.ring_pass) +
                                 " sends each bf16 o with its float32 lse in one message: it needs an even " +
                                 (mla ? "d_v" : "head_dim") + " (got " + (mla ? "d_v=" : "head_dim=") + std::to_string(o_dim) + ")");
-  if (mla && c.backend == "cuda" && parse_dtype(c.dtype) != DType::f32)
+  if (mla && c.backend == "cuda" && parse_dtype(c.dtype) != DType::f32 && c.pass != "decode")  // (decode: the decode kernel)
     throw std::invalid_argument("--attention mla on --backend cuda needs --dtype fp32: the " + c.dtype +
                                 " tensor-core attention kernels are built for head dims 64 and 128 with d_v = d (MLA: d=" +
                                 std::to_string(c.head_dim) + ", d_v=" + std::to_string(c.mla_dims.d_v) +
-                                "); the fp32 kernels take two head dims");
+                                "); the fp32 kernels take two head dims, as does the decode kernel (--pass decode) in any dtype");
   if (c.comm != "mpi" && c.comm != "nccl")
     throw std::invalid_argument("comm must be mpi or nccl, got '" + c.comm + "'");
   if (c.backend == "cpu" && c.comm == "nccl")

@@ -73,7 +73,13 @@ void write_dump(const RunConfig& cfg, int world_size, const std::string& label, 
     else dims[1] = kept;
     write_npy(dir + "/" + name + ".npy", cut, dims);
   }
-  if (C > 0) {
+  if (C > 0 && shape.latent_cache()) {  // MLA's decode: the cached latents [c_kv | k_R], [B, C, r_kv + d_rope]
+    const int64_t w = shape.latent_width(), Hd = int64_t(shape.H) * shape.d;
+    write_npy(dir + "/latent_cache.npy",
+              input_token_rows(cfg.seed, InputId::k_cache, shape.B, C, w, Positions::contiguous(0, C), 0, w,
+                               input_law(InputId::k_cache, shape.D, Hd)),
+              {shape.B, C, w});
+  } else if (C > 0) {
     const int64_t Gd = int64_t(shape.G) * shape.d, Hd = int64_t(shape.H) * shape.d;
     for (auto [id, file] : {std::pair{InputId::k_cache, "k_cache"}, std::pair{InputId::v_cache, "v_cache"}})
       write_npy(dir + "/" + file + ".npy",

@@ -325,14 +325,16 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   const double tol = cfg_.dtype == "fp32" ? 1e-5 : 2e-2;
   // Under --cached only the forward runs (persistent-KV prefill, decode): the gradients are not
   // compared. Decode compares the S new tokens' x, y, k, v (from the cache slots), o and lse and
-  // the weights; its q is recomputed on every rank and has no sharded share to check.
+  // the weights; its q is recomputed on every rank and has no sharded share to check. MLA's decode
+  // caches latents, not k, v: its o, lse and y check the absorbed attention instead.
   std::vector<std::string> names =
       dump_tensor_names(cfg_.block == "full", cfg_.sinks, cfg_.attention == "mla" ? &cfg_.mla_dims : nullptr);
-  const bool decode = cfg_.pass == "decode";
+  const bool decode = cfg_.pass == "decode", latent_cache = decode && cfg_.attention == "mla";
   if (cfg_.cached > 0)
     names.erase(std::remove_if(names.begin(), names.end(),
                                [&](const std::string& n) {
                                  if (decode && (n == "dy" || n == "q")) return true;
+                                 if (latent_cache && (n == "k" || n == "v")) return true;
                                  return n != "dy" && n[0] == 'd';
                                }),
                 names.end());

@@ -80,6 +80,10 @@ struct LayerShape {
   int64_t ring_block_row() const {
     return mla_latent ? int64_t(mla_dims.kv_rank) + mla_dims.d_rope : int64_t(G) * (d + vdim());
   }
+  // MLA's decode (absorbed; DESIGN "Decode"): its cache holds the latent [c_kv | k_R] of each
+  // token, one row of latent_width() values shared by every head, instead of k, v per KV head.
+  bool latent_cache() const { return mla && decode(); }
+  int64_t latent_width() const { return int64_t(mla_dims.kv_rank) + mla_dims.d_rope; }
   bool rope = true;
   bool sinks = false;  // --sinks: one learned logit per query head in the softmax (bench/parts/attn_sinks.h)
   // --uneven-heads: a Ulysses level splits heads it does not divide (bench/parts/ulysses_level.h)

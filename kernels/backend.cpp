@@ -295,7 +295,11 @@ void check_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, const 
   check_attn_shape(s, op);
   expect_numel(op, "q", q, s.B * s.nq * s.hq * s.d, dims({s.B, s.nq, s.hq, s.d}));
   expect_numel(op, "k", k, s.B * s.nk * s.hk * s.d, dims({s.B, s.nk, s.hk, s.d}));
-  expect_numel(op, "v", v, s.B * s.nk * s.hk * s.vdim(), dims({s.B, s.nk, s.hk, s.vdim()}));
+  if (!s.v_in_k)
+    expect_numel(op, "v", v, s.B * s.nk * s.hk * s.vdim(), dims({s.B, s.nk, s.hk, s.vdim()}));
+  else if (v.data != k.data || v.numel() != k.numel() || s.vdim() > s.d)
+    fail(op, "v_in_k: v must be k itself and d_v <= d (got d=" + std::to_string(s.d) + ", d_v=" +
+                 std::to_string(s.vdim()) + (v.data != k.data ? ", v a different tensor)" : ")"));
   expect_numel(op, "o", o, s.B * s.nq * s.hq * s.vdim(), dims({s.B, s.nq, s.hq, s.vdim()}));
   expect_numel(op, "lse", lse, s.B * s.hq * s.nq, dims({s.B, s.hq, s.nq}));
   expect_dtype(op, "k", k, q.dtype);
@@ -365,6 +369,7 @@ void check_attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, const 
                     const Tensor& dk, const Tensor& dv) {
   const char* op = "attn_bwd";
   check_attn_shape(s, op);
+  if (s.v_in_k) fail(op, "v_in_k (values inside the key rows) is defined for the forward only");
   const int64_t nqe = s.B * s.nq * s.hq * s.d, nke = s.B * s.nk * s.hk * s.d;
   const int64_t noe = s.B * s.nq * s.hq * s.vdim(), nve = s.B * s.nk * s.hk * s.vdim();
   const std::string qs = dims({s.B, s.nq, s.hq, s.d}), ks = dims({s.B, s.nk, s.hk, s.d});

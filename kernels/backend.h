@@ -69,6 +69,12 @@ struct AttnShape {
   int hq = 0, hk = 0, d = 0;
   int d_v = 0;             // the values' head dim; 0: d
   int vdim() const { return d_v > 0 ? d_v : d; }
+  // v_in_k: the values are the first d_v columns of each key head's row of k (MLA's absorbed
+  // decode: the latent c_kv inside its cached row [c_kv | k_R], one copy read once, as FlashMLA
+  // reads it); v must then be k itself, d_v <= d. The forward only (the CPU kernels at any nq,
+  // the CUDA decode kernel at nq = 1); attn_bwd refuses it.
+  bool v_in_k = false;
+  int64_t v_row() const { return v_in_k ? d : vdim(); }  // v's elements per (token, kv head)
   int rep = 0, head0 = 0;  // the GQA map above; rep 0: hq / hk, head0 0
   int group() const { return rep > 0 ? rep : hq / hk; }
   int kv_head(int h) const { return (h + head0) / group(); }

@@ -508,12 +508,15 @@ def decode_block_bytes(steps, B, H, d, D, merges, U, t, mesh, P, block, elem, ac
     return out
 
 
-def kv_cache_bytes(B, C, G, d, elem, t=1, U=1, R=1, dv=None):
+def kv_cache_bytes(B, C, G, d, elem, t=1, U=1, R=1, dv=None, latent=None):
     """The k and v of the cache shard one rank holds: C/R tokens (R: the ranks the tokens are split
     over, head_ring_split) for max(G, tU)/(tU) KV heads: 2*B*(C/R)*(max(G,tU)/(tU))*d*s (C = 1:
-    the bytes per cached token held; v is dv wide when given, MLA's d_v: (d + dv) for 2d). Mirrors
-    Block::cache_held (bench/block/block.cpp) and the harness's per-token figure; DESIGN
-    "Persistent-KV prefill" (Report), "Decode"."""
+    the bytes per cached token held; v is dv wide when given, MLA's d_v: (d + dv) for 2d). MLA's
+    decode caches one latent row per token instead (`latent` = r_kv + d_rope values, whole on every
+    member of the head group): B*(C/R)*latent*s. Mirrors Block::cache_held (bench/block/block.cpp)
+    and the harness's per-token figure; DESIGN "Persistent-KV prefill" (Report), "Decode"."""
+    if latent is not None:
+        return B * div(C, R) * latent * elem
     return B * div(C, R) * div(replicated_kv_heads(G, t * U), t * U) * (d + (d if dv is None else dv)) * elem
 
 

@@ -218,15 +218,33 @@ def cached_reference(inp, meta):
     prefill" and "Decode". Same block as reference(), but RoPE at the global positions C..C+T-1
     and keys = the cache (positions 0..C-1, used as dumped: it stands for the roped k, v a
     previous prefill wrote, so it is neither recomputed nor rotated here) then the new tokens'
-    own k, v. Returns the forward tensors the pass dumps (decode has no q)."""
+    own k, v. Returns the forward tensors the pass dumps (decode has no q).
+
+    MLA's decode (meta attention "mla"): the cache is latent_cache [B, C, r_kv + d_rope] = [c_kv |
+    k_R] per token, and this reference EXPANDS it, k = [c_kv W_UK | k_R] and v = c_kv W_UV per
+    head, the new tokens' k, v from project_mla, then the plain attention at 1/sqrt(d_nope +
+    d_rope): an independent check of the absorbed form cpbench runs (DESIGN "Decode"). Its k, v
+    are not returned (nothing caches them)."""
     B, H, G, d, D, C = (meta[k] for k in ("B", "H", "G", "d", "D", "cached"))
     eps = meta["eps"]
     decode = meta["pass"] == "decode"
-    x, w, wqkv, wo = (inp[k].astype(np.float64) for k in ("x", "norm_w", "w_qkv", "w_o"))
-    k_cache, v_cache = (inp[k].astype(np.float64) for k in ("k_cache", "v_cache"))
+    mla = meta.get("attention") == "mla"
+    x, w, wo = (inp[k].astype(np.float64) for k in ("x", "norm_w", "w_o"))
     T = x.shape[1]
     pos = C + np.arange(T)  # --cached excludes --docs, so RoPE positions are the global ones
-    _, _, q, k, v = project_qkv(x, w, wqkv, meta, pos)
+    if mla:
+        m = meta["mla"]
+        xn, _ = rms_norm(x, w, eps)
+        q, k, v, _ = project_mla(xn, inp, meta, pos)
+        lat = inp["latent_cache"].astype(np.float64)
+        ckv, kr = lat[..., :m["kv_rank"]], lat[..., m["kv_rank"]:]
+        k_cache = np.concatenate([(ckv @ inp["w_uk"].astype(np.float64)).reshape(B, C, H, m["d_nope"]),
+                                  np.broadcast_to(kr[:, :, None, :], (B, C, H, m["d_rope"]))], axis=-1)
+        v_cache = (ckv @ inp["w_uv"].astype(np.float64)).reshape(B, C, H, m["d_v"])
+    else:
+        wqkv = inp["w_qkv"].astype(np.float64)
+        k_cache, v_cache = (inp[k].astype(np.float64) for k in ("k_cache", "v_cache"))
+        _, _, q, k, v = project_qkv(x, w, wqkv, meta, pos)
     rep = H // G
     kh = np.repeat(np.concatenate([k_cache, k], axis=1), rep, axis=2)  # [B, C + T, H, d]
     vh = np.repeat(np.concatenate([v_cache, v], axis=1), rep, axis=2)
@@ -237,13 +255,13 @@ def cached_reference(inp, meta):
     s = np.where(vis[None, None], s, -np.inf)
     p, lse = softmax_rows(s, inp, meta)  # every query sees at least its own key
     o = np.einsum("bhqk,bkhd->bqhd", p, vh)
-    y = x + o.reshape(B, T, H * d) @ wo
+    y = x + o.reshape(B, T, -1) @ wo  # o: d_v wide per head under MLA
     if meta.get("block") == "full":  # the SwiGLU MLP sub-layer, forward only
         w2, wg, wu, wd = (inp[k].astype(np.float64) for k in ("norm2_w", "w_gate", "w_up", "w_down"))
         hn = y * w2 / np.sqrt(np.mean(y * y, axis=-1, keepdims=True) + eps)
         a = hn @ wg
         y = y + (a / (1.0 + np.exp(-a)) * (hn @ wu)) @ wd
-    out = dict(y=y, k=k, v=v, o=o, lse=lse)
+    out = dict(y=y, o=o, lse=lse) if mla else dict(y=y, k=k, v=v, o=o, lse=lse)
     if not decode:  # decode's q is recomputed on every rank and not dumped
         out["q"] = q
     return out

@@ -2,6 +2,7 @@
 #include "bench/block/mla.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "bench/inputs.h"
@@ -175,10 +176,11 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     be.upload(input_matrix_block(k.env_.seed, InputId::norm_w, s.D, 0, 1, 0, s.D, law(InputId::norm_w)), norm_w);
     if (s.mla) {  // instead of w_qkv (mla.h); latent travel where the strategy's levels move the latent
       LayerShape ms = s;  // (single, the reference, runs the same shape with nothing traveling)
-      ms.mla_latent = s.mla_latent && k.describe().can.mla_latent;
+      // Decode forms the new token's latent for the cache and no k, v (the absorbed form: below)
+      ms.mla_latent = (s.mla_latent && k.describe().can.mla_latent) || s.latent_cache();
       // (a Ulysses member expands and contracts its group's rows: U x B x n)
       mla_.setup(reg, be, k.env_.seed, ms, s.B, n, {t, tr, weights_exporter}, s.B * n * k.mesh().size_of("ulysses"));
-      if (ms.mla_latent) k.latent_keys_ = &mla_;  // what the levels move (latent_keys.h)
+      if (ms.mla_latent && !s.decode()) k.latent_keys_ = &mla_;  // what the levels move (latent_keys.h)
     }
     // w_qkv's columns of this rank's heads: q heads, then k heads, then v heads.
     const ExportRule::ColBlock qcols{int64_t(tr) * Hl, 0, Hl, weights_exporter};
@@ -304,7 +306,8 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     if (writes) {  // decode: this member's dgk_ KV heads from k_'s dkv_local_, out of its gl_
       const int64_t n = k.q_.shape[1];
       const int64_t first = s.decode() ? k.cache_.cached_rows() + k.step_ / k.decode_p_ : k.kc_.shape[1] - n;
-      k.cache_.write(b, k.k_, k.v_, first, s.decode() ? k.dkv_local_ : 0);
+      if (s.latent_cache()) k.cache_.write_latent(b, mla_.local(), first);  // MLA: the token's latent
+      else k.cache_.write(b, k.k_, k.v_, first, s.decode() ? k.dkv_local_ : 0);
     }
     if (s.decode()) k.decode_attention();
     else k.core_forward();
@@ -559,15 +562,20 @@ void Block::setup(StrategyEnv& env) {
       dkv_skip_ = u > 0 && kv.first[size_t(u)] == kv.first[size_t(u) - 1] + kv.count[size_t(u) - 1] - 1 ? 1 : 0;
       // The gather of the merged o in uneven shares: this member's B x dhq_ heads to every member;
       // member m's B x count_m arrive at B*d*first_m (the TP rank's heads in order).
-      const int64_t on = s.B * int64_t(dhq_) * s.d;
+      const int64_t vd = s.vdim(), on = s.B * int64_t(dhq_) * vd;
       ogather_send_off_.assign(size_t(decode_u_), 0);
       ogather_send_n_.assign(size_t(decode_u_), on);
       ogather_recv_off_.clear();
       ogather_recv_n_.clear();
       for (int m = 0; m < decode_u_; ++m) {
-        ogather_recv_off_.push_back(s.B * int64_t(q.first[size_t(m)]) * s.d);
-        ogather_recv_n_.push_back(s.B * int64_t(q.count[size_t(m)]) * s.d);
+        ogather_recv_off_.push_back(s.B * int64_t(q.first[size_t(m)]) * vd);
+        ogather_recv_n_.push_back(s.B * int64_t(q.count[size_t(m)]) * vd);
       }
+    }
+    if (s.latent_cache()) {  // MLA: one latent shared by every query head, whole on every member
+      dgk_ = 1;
+      dkv0_ = dkv_local_ = dgrep_ = dhead0_ = dkv_skip_ = 0;
+      dkv_exporter_ = false;  // no k, v to export: the cache holds latents
     }
     helix_ = helix(s, env_.spec, env_.world->size());
     if (helix_) {  // slice decode_r_ of the member's dhq_ heads (check_mlp_mesh: P divides H)
@@ -678,7 +686,7 @@ CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSp
     const std::vector<int> n = UlyssesShape::uneven_split(s.H / t, replicated_kv_heads(t, s) / t, U).q_split().count;
     hq = member >= 0 ? n.at(size_t(member)) : *std::max_element(n.begin(), n.end());
   }
-  const int64_t partial = acc * s.B * hq * s.d + 4 * s.B * hq;  // o (float32) and lse of one step
+  const int64_t partial = acc * s.B * hq * s.vdim() + 4 * s.B * hq;  // o (s_part; d_v wide) and lse of one step
   for (const MergeLevel& l : merges)
     if (l.size > 1) p.add(l.level, Phase::fwd, 0, s.pass.steps * partial * (l.size - 1));
   if (U > 1) p.add(ulysses_decode_bytes(s, t, U, elem, int(hq)));
@@ -689,7 +697,7 @@ CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSp
 void Block::decode_setup() {
   const LayerShape& s = env_.shape;
   const DType pd = s.partial_dtype;
-  const int64_t S = s.pass.steps, hd = int64_t(dhq_) * s.d, part_n = RingCore::partial_elems(s.B * hd, s.B * dhq_, pd);
+  const int64_t vd = s.vdim(), S = s.pass.steps, hd = int64_t(dhq_) * vd, part_n = RingCore::partial_elems(s.B * hd, s.B * dhq_, pd);
   // This rank's partial (o, then lse), every merge-group member's after the all-gather, the
   // running merge; allocated once (the timed steps allocate nothing).
   part_ = reg_.add("decode_partial", {part_n}, pd, Held::comm);
@@ -703,38 +711,46 @@ void Block::decode_setup() {
   } else {
     gathered_ = reg_.add("decode_gathered", {levels * part_n}, pd, Held::comm);
   }
-  o_acc_ = reg_.add("decode_o_acc", {s.B, 1, merged, s.d}, pd, Held::activation);
+  o_acc_ = reg_.add("decode_o_acc", {s.B, 1, merged, vd}, pd, Held::activation);
   lse_acc_ = reg_.add("decode_lse", {s.B, merged, 1}, DType::f32, Held::activation);
-  o_steps_ = reg_.add("decode_o_steps", {s.B, S, helix_ ? hx_ : hl_, s.d}, s.dtype, Held::activation);
+  o_steps_ = reg_.add("decode_o_steps", {s.B, S, helix_ ? hx_ : hl_, vd}, s.dtype, Held::activation);
   lse_steps_ = reg_.add("decode_lse_steps", {s.B, merged, S}, DType::f32, Held::activation);
   // This member's query heads, and (not under Helix, whose owners merge by heads) the head
   // group's merged o.
   if (decode_u_ > 1) q_heads_ = reg_.add("decode_q_heads", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
   if (decode_u_ > 1 && !helix_)  // every member's merged o (uneven shares: the TP rank's hl_ heads)
-    o_heads_ = reg_.add("decode_o_heads", {s.uneven_heads ? s.B * hl_ * s.d : decode_u_ * s.B * hd}, s.dtype, Held::comm);
+    o_heads_ = reg_.add("decode_o_heads", {s.uneven_heads ? s.B * hl_ * vd : decode_u_ * s.B * hd}, s.dtype, Held::comm);
   if (decode_u_ > 1 || s.dtype != DType::f32)
-    o_part_run_ = reg_.add("decode_o_run", {s.B, 1, dhq_, s.d}, s.dtype, Held::activation);
+    o_part_run_ = reg_.add("decode_o_run", {s.B, 1, dhq_, vd}, s.dtype, Held::activation);
+  if (s.latent_cache()) {  // MLA's absorbed queries [q_C·W_UKᵀ | q_R] and the latent output
+    const MlaDims& m = s.mla_dims;
+    q_abs_ = reg_.add("decode_q_absorbed", {s.B, 1, dhq_, s.latent_width()}, s.dtype, Held::activation);
+    o_lat_ = reg_.add("decode_o_latent", {s.B, 1, dhq_, m.kv_rank}, s.dtype, Held::activation);
+  }
 }
 
 void Block::decode_attention() {
   const LayerShape& s = env_.shape;
   Backend& b = be();
   AttnShape a;
-  a.B = s.B; a.nq = 1; a.nk = key_pos_.count(); a.hq = dhq_; a.hk = dgk_; a.d = s.d;
+  a.B = s.B; a.nq = 1; a.nk = key_pos_.count(); a.hq = dhq_; a.hk = dgk_; a.d = s.d; a.d_v = s.d_v;
   a.rep = dgrep_; a.head0 = dhead0_;
   a.causal = true;  // a decode token sees every earlier key; the mask hides slots not written yet
   a.window = s.mask.window;
-  const int64_t hd = int64_t(dhq_) * s.d, Hd = int64_t(hl_) * s.d, on = s.B * hd, ln = s.B * dhq_;
+  const int64_t vd = s.vdim(), qd = int64_t(dhq_) * s.d, Qd = int64_t(hl_) * s.d;  // q's widths
+  const int64_t hd = int64_t(dhq_) * vd, Hd = int64_t(hl_) * vd, on = s.B * hd, ln = s.B * dhq_;  // o's
   const int64_t part_n = RingCore::partial_elems(on, ln, part_.dtype);
   // This member's query heads (the head group's u-th H/U of q's).
   const Tensor* q = &q_;
   if (decode_u_ > 1) {
-    b.copy_2d(q_heads_, hd, q_.view(int64_t(dq0_) * s.d, {(s.B - 1) * Hd + hd}), Hd, s.B, hd);
+    b.copy_2d(q_heads_, qd, q_.view(int64_t(dq0_) * s.d, {(s.B - 1) * Qd + qd}), Qd, s.B, qd);
     q = &q_heads_;
   }
   // This rank's shard: its partial o (the partial dtype) and lse, straight into the send buffer.
-  Tensor po = part_.view(0, {s.B, 1, dhq_, s.d}), pl = RingCore::lse_view(part_, on, ln, {s.B, dhq_, 1});
-  if (po.dtype == s.dtype) {  // the kernel writes the partial's dtype
+  Tensor po = part_.view(0, {s.B, 1, dhq_, vd}), pl = RingCore::lse_view(part_, on, ln, {s.B, dhq_, 1});
+  if (s.latent_cache()) {  // MLA: the absorbed form over the cached latents
+    absorbed_attention(a, *q, po, pl);
+  } else if (po.dtype == s.dtype) {  // the kernel writes the partial's dtype
     b.attn_fwd(a, *q, kc_, vc_, pos_, key_pos_, po, pl);
   } else {  // the kernel writes the run dtype, converted to the partial's
     b.attn_fwd(a, *q, kc_, vc_, pos_, key_pos_, o_part_run_, pl);
@@ -761,7 +777,7 @@ void Block::decode_attention() {
     b.copy_2d(o_acc_, on, all, on, 1, on);
     b.copy_2d(lse_acc_, ln, RingCore::lse_view(all, on, ln, {ln}), ln, 1, ln);
     for (int r = 1; r < level->size(); ++r)
-      b.attn_merge(a, o_acc_, lse_acc_, all.view(r * part_n, {s.B, 1, dhq_, s.d}),
+      b.attn_merge(a, o_acc_, lse_acc_, all.view(r * part_n, {s.B, 1, dhq_, vd}),
                    RingCore::lse_view(all, r * part_n + on, ln, {s.B, dhq_, 1}));
   }
   // Every member now holds the same merged rows of its dhq_ heads: the sinks, once (on float32,
@@ -797,11 +813,48 @@ void Block::decode_attention() {
   b.copy_2d(ld, S, lse_acc_, 1, ln, 1);
 }
 
+// MLA's absorbed decode (DeepSeek-V2 §2.1.2's weight absorption; FlashMLA's kernel shape): with
+// k_C = c_kv·W_UK_h and v = c_kv·W_UV_h, each head's scores q_C·k_C + q_R·k_R equal
+// (q_C·W_UK_hᵀ)·c_kv + q_R·k_R and its output P·v equals (P·c_kv)·W_UV_h, so the attention runs
+// over the cached latents [c_kv | k_R] as one key head r_kv + d_rope wide whose values are its first
+// r_kv columns (v_in_k: read once), at the expanded layer's scale 1/sqrt(d_nope + d_rope); the
+// latent output is up-projected per head before the merge (merging is a convex combination, so
+// the order does not change o, and the partials that travel are d_v wide, not r_kv).
+void Block::absorbed_attention(const AttnShape& a, const Tensor& q, Tensor& po, Tensor& pl) {
+  const LayerShape& s = env_.shape;
+  const MlaDims& m = s.mla_dims;
+  Backend& b = be();
+  const int64_t dn = m.d_nope, dr = m.d_rope, rkv = m.kv_rank, dqk = s.d, w = s.latent_width(), dv = s.vdim();
+  const int64_t hq = dhq_, H = hl_;  // this member's heads; the TP rank's (W_UK's, W_UV's columns)
+  const Tensor &w_uk = reg_["w_uk"], &w_uv = reg_["w_uv"];
+  auto tail = [](const Tensor& t, int64_t off) { return t.view(off, {t.numel() - off}); };
+  for (int64_t h = 0; h < hq; ++h) {  // q_C·W_UK_hᵀ [B, r_kv] into the absorbed query's first columns
+    Tensor qa = tail(q_abs_, h * w);
+    b.gemm(false, true, s.B, rkv, dn, 1.0f, tail(q, h * dqk), hq * dqk, tail(w_uk, (dq0_ + h) * dn), H * dn, 0.0f, qa, hq * w);
+  }
+  Tensor qa_rope = tail(q_abs_, rkv);  // then q_R
+  b.copy_2d(qa_rope, w, tail(q, dn), dqk, s.B * hq, dr);
+  AttnShape ab = a;
+  ab.d = int(w);
+  ab.d_v = int(rkv);
+  ab.hk = 1;
+  ab.rep = ab.head0 = 0;
+  ab.v_in_k = true;
+  ab.scale = float(1.0 / std::sqrt(double(dqk)));
+  b.attn_fwd(ab, q_abs_, kc_, kc_, pos_, key_pos_, o_lat_, pl);
+  Tensor& o = po.dtype == s.dtype ? po : o_part_run_;  // up-projected in the run dtype, as the kernel writes
+  for (int64_t h = 0; h < hq; ++h) {
+    Tensor oh = tail(o, h * dv);
+    b.gemm(false, false, s.B, dv, rkv, 1.0f, tail(o_lat_, h * rkv), hq * rkv, tail(w_uv, (dq0_ + h) * dv), H * dv, 0.0f, oh, hq * dv);
+  }
+  if (&o != &po) b.convert(po, o);
+}
+
 void Block::helix_merge(const AttnShape& a) {
   const LayerShape& s = env_.shape;
   Backend& b = be();
   const int R = decode_p_;
-  const int64_t hd = int64_t(dhq_) * s.d, on = s.B * hd, xd = int64_t(hx_) * s.d, ln = s.B * dhq_;
+  const int64_t vd = s.vdim(), hd = int64_t(dhq_) * vd, on = s.B * hd, xd = int64_t(hx_) * vd, ln = s.B * dhq_;
   const int64_t xo = s.B * xd, xl = s.B * hx_, chunk = RingCore::partial_elems(xo, xl, part_.dtype);  // one destination's o, lse
   const Tensor pl = RingCore::lse_view(part_, on, ln, {ln});
   // Chunk j of the send buffer: heads [j*hx_, (j+1)*hx_) of this rank's partial, o then lse, for
@@ -821,7 +874,7 @@ void Block::helix_merge(const AttnShape& a) {
   b.copy_2d(o_acc_, xo, helix_recv_, xo, 1, xo);
   b.copy_2d(lse_acc_, xl, RingCore::lse_view(helix_recv_, xo, xl, {xl}), xl, 1, xl);
   for (int r = 1; r < R; ++r)
-    b.attn_merge(m, o_acc_, lse_acc_, helix_recv_.view(r * chunk, {s.B, 1, hx_, s.d}),
+    b.attn_merge(m, o_acc_, lse_acc_, helix_recv_.view(r * chunk, {s.B, 1, hx_, vd}),
                  RingCore::lse_view(helix_recv_, r * chunk + xo, xl, {s.B, hx_, 1}));
   // The owner's merged rows of its hx_ heads (global from hx0_): the sinks, once.
   if (sinks_.on()) SinkHeads(sink_logits_, sink_grad_, hx0_, hx_).forward(b, m, o_acc_, lse_acc_);
@@ -837,8 +890,9 @@ void Block::helix_merge(const AttnShape& a) {
 
 void Block::export_decode(const std::string& name, std::vector<float>& global) {
   const LayerShape& s = env_.shape;
-  const int64_t S = s.pass.steps;
+  const int64_t S = s.pass.steps, vd = s.vdim();  // o: d_v per head
   if (name == "k" || name == "v") {
+    if (s.latent_cache()) return;  // MLA: the cache holds latents, no k, v (verify leaves them out)
     // The new tokens' k, v from the slots this rank owns (slot j holds step decode_r_ + j * p),
     // its dgk_ KV heads from dkv0_; replicated heads by the first of their copies.
     if (!dkv_exporter_) return;
@@ -859,8 +913,8 @@ void Block::export_decode(const std::string& name, std::vector<float>& global) {
           if (name == "lse") {
             global[size_t((b * s.H + hx0_ + hh) * S + i)] += h[size_t((b * hx_ + hh) * S + i)];
           } else {
-            for (int64_t e = 0; e < s.d; ++e)
-              global[size_t(((b * S + i) * s.H + hx0_ + hh) * s.d + e)] += h[size_t(((b * S + i) * hx_ + hh) * s.d + e)];
+            for (int64_t e = 0; e < vd; ++e)
+              global[size_t(((b * S + i) * s.H + hx0_ + hh) * vd + e)] += h[size_t(((b * S + i) * hx_ + hh) * vd + e)];
           }
         }
     return;
@@ -881,10 +935,10 @@ void Block::export_decode(const std::string& name, std::vector<float>& global) {
   // group's gather; the first of them adds them.
   if (decode_r_ != 0 || decode_ui_ != 0) return;
   const std::vector<float> h = be().download(o_steps_);
-  const int64_t Hd = int64_t(s.H) * s.d, w = int64_t(hl_) * s.d;
+  const int64_t Hd = int64_t(s.H) * vd, w = int64_t(hl_) * vd;
   if (h.size() * size_t(tp_.size()) != global.size()) throw std::logic_error("export_tensor: decode 'o' size mismatch");
   for (int64_t r = 0; r < s.B * S; ++r)
-    for (int64_t e = 0; e < w; ++e) global[size_t(r * Hd + tp_q0 * s.d + e)] += h[size_t(r * w + e)];
+    for (int64_t e = 0; e < w; ++e) global[size_t(r * Hd + tp_q0 * vd + e)] += h[size_t(r * w + e)];
 }
 
 void Block::backward() {
@@ -967,12 +1021,15 @@ int64_t Block::decode_activation_bytes(const LayerShape& s, int R, int U, int t)
   // shard with its slots [B, C/R + ceil(S/R), max(G,tU)/(tU), d] twice; the partials of H/(tU)
   // heads (this rank's and R gathered: o in s_part, lse float32); one step's tensors are B rows
   // and left out.
+  // MLA (s.latent_cache()): the cache is one latent row (r_kv + d_rope) per token, whole on every
+  // member of the head group; o is d_v wide.
   const int64_t es = int64_t(dtype_size(s.dtype)), S = s.pass.steps, shards = int64_t(t) * U;
-  const int64_t Hd = int64_t(s.H) * s.d, slots = (S + R - 1) / R;
+  const int64_t Hd = int64_t(s.H) * s.vdim(), slots = (S + R - 1) / R;
   const int64_t part = s.B * (Hd * s.acc_bytes() + s.H * 4) / shards;
   const int64_t heads = replicated_kv_heads(int(shards), s) / shards;
+  const int64_t cache_row = s.latent_cache() ? s.latent_width() : heads * (s.d + s.vdim());
   return s.B * S * (2 * s.D + Hd / t) * es + s.B * s.H / shards * S * 4 +
-         2 * s.B * (s.pass.cached / R + slots) * heads * s.d * es + (R > 1 ? R + 1 : 1) * part;
+         s.B * (s.pass.cached / R + slots) * cache_row * es + (R > 1 ? R + 1 : 1) * part;
 }
 
 int64_t Block::mlp_activation_bytes(const LayerShape& s, int64_t local_rows, const MeshSpec& m) {

@@ -290,6 +290,8 @@ class Block : public Strategy {
   int hx_ = 0, hx0_ = 0;
   Tensor helix_send_, helix_recv_;
   Tensor q_heads_, o_part_run_, o_heads_;  // U > 1 (or a non-f32 partial): this member's heads
+  // MLA's decode (absorbed_attention): this member's absorbed queries and their latent output.
+  Tensor q_abs_, o_lat_;
   // bf16/fp16 runs: dq, dk, dv in the run dtype, in qkv's memory (dead once q, k, v are split
   // out of it; nothing exports them), so the conversion allocates nothing and adds no memory.
   Tensor dq_run_, dk_run_, dv_run_;
@@ -301,9 +303,10 @@ class Block : public Strategy {
   // dv_): a ring of the ring family expands its own block into them; a Ulysses member expands its
   // heads of the group's latent into its own buffers, and then the block allocates none.
   virtual bool latent_keeps_local_kv() const { return true; }
-  // Whether the block holds k_, v_, dk_, dv_ for shape s (all but a Ulysses member's latent travel).
+  // Whether the block holds k_, v_, dk_, dv_ for shape s (all but a Ulysses member's latent travel
+  // and MLA's decode, whose cache takes the latent).
   bool holds_local_kv(const LayerShape& s) const {
-    return !(s.mla_latent && describe().can.mla_latent && !latent_keeps_local_kv());
+    return !s.latent_cache() && !(s.mla_latent && describe().can.mla_latent && !latent_keeps_local_kv());
   }
 
  private:
@@ -314,6 +317,9 @@ class Block : public Strategy {
   // over the head group), the export of what the ranks hold (k, v from the slots they own).
   void decode_setup();
   void decode_attention();
+  // MLA's absorbed decode of this member's query heads q [B, 1, dhq_, d] over the latent cache:
+  // writes the partial's o (po, d_v wide) and lse (pl).
+  void absorbed_attention(const AttnShape& a, const Tensor& q, Tensor& po, Tensor& pl);
   void export_decode(const std::string& name, std::vector<float>& global);  // k, v, o, lse
   // Helix: this rank's partial (part_) to the heads' owners in one all-to-all over the merge
   // group, and the merge of the R partials of the hx_ heads it owns into o_ (and the kept steps).

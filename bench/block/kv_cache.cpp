@@ -13,6 +13,19 @@ void KvCache::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const Layer
   const int64_t Cr = cached.count(), nk = Cr + extra, hn = int64_t(heads.size()), Gd = int64_t(s.G) * s.d;
   const int64_t Hd = int64_t(s.H) * s.d, row = hn * s.d;
   cached_ = Cr;
+  latent_ = s.latent_cache();
+  if (latent_) {  // one latent row per token, seeded as a prefill's [c_kv | k_R] would stand
+    const int64_t w = s.latent_width();
+    k_ = reg.add("k_cache", {s.B, nk, 1, w}, s.dtype, Held::activation);
+    v_ = k_;
+    const std::vector<float> rows =
+        input_token_rows(seed, InputId::k_cache, s.B, s.pass.cached, w, cached, 0, w, input_law(InputId::k_cache, s.D, Hd));
+    std::vector<float> full(static_cast<size_t>(s.B * nk * w), 0.0f);
+    for (int64_t b = 0; b < s.B; ++b)
+      std::copy_n(&rows[static_cast<size_t>(b * Cr * w)], Cr * w, &full[static_cast<size_t>(b * nk * w)]);
+    be.upload(full, k_);
+    return;
+  }
   k_ = reg.add("k_cache", {s.B, nk, hn, s.d}, s.dtype, Held::activation);
   v_ = reg.add("v_cache", {s.B, nk, hn, s.d}, s.dtype, Held::activation);
   // Runs of consecutive original heads are drawn together (one draw for a contiguous shard).
@@ -47,8 +60,16 @@ void KvCache::write(Backend& be, const Tensor& k, const Tensor& v, int64_t first
   be.copy_2d(vd, pitch, v.view(c0, {src_tail}), src_pitch, B, row);
 }
 
+void KvCache::write_latent(Backend& be, const Tensor& latent, int64_t first) {
+  const int64_t B = k_.shape[0], nk = k_.shape[1], w = k_.shape[3];
+  if (latent.numel() != B * w) throw std::logic_error("KvCache::write_latent: one step's B latent rows expected");
+  Tensor kd = k_.view(first * w, {(B - 1) * nk * w + w});
+  be.copy_2d(kd, nk * w, latent, w, B, w);
+}
+
 int64_t KvCache::held_bytes() const {
   if (empty()) return 0;
+  if (latent_) return k_.shape[0] * cached_ * k_.shape[3] * int64_t(dtype_size(k_.dtype));  // the latent
   return 2 * k_.shape[0] * cached_ * k_.shape[2] * k_.shape[3] * int64_t(dtype_size(k_.dtype));
 }
 

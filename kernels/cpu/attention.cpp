@@ -325,7 +325,7 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
 
   const float alpha = scale_log2(s);  // scores in log2 units
-  const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d, ldv = int64_t(hk) * dv;
+  const int64_t ldq = int64_t(hq) * d, ldk = int64_t(hk) * d, vr = s.v_row(), ldv = int64_t(hk) * vr;
   const int64_t ldS = round_up(bk, 16);
   const int64_t items = int64_t(nqt) * B * hq;
   const VecOps& ops = vec_ops();
@@ -350,7 +350,7 @@ void attn_fwd(const AttnShape& s, const float* q, const float* k, const float* v
     for (const Visit& vis : plan[qi]) {
       const TileInfo& kt = ktiles[vis.kt];
       const float* Kt = k + ((b * nk + kt.start) * hk + g) * d;
-      const float* Vt = v + ((b * nk + kt.start) * hk + g) * dv;
+      const float* Vt = v + ((b * nk + kt.start) * hk + g) * vr;
       for_each_band(qt, kt, vis.p, rb, kp.data(), band, [&](const Band& bd) {
         const float* Qb = Qt + int64_t(bd.r0) * ldq;
         const float *Kb = Kt + int64_t(bd.c0) * ldk, *Vb = Vt + int64_t(bd.c0) * ldv;

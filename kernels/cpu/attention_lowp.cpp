@@ -79,9 +79,9 @@ void widen_tile_t(const T* x, int64_t row0, int64_t hk, int d, int nj, float* ou
   }
 }
 template <class T>
-void widen_tile(const T* x, int64_t row0, int64_t hk, int d, int nj, float* out) {
+void widen_tile(const T* x, int64_t row0, int64_t pitch, int d, int nj, float* out) {  // rows pitch apart
   for (int j = 0; j < nj; ++j) {
-    const T* r = x + (row0 + j) * hk * d;
+    const T* r = x + (row0 + j) * pitch;
     for (int c = 0; c < d; ++c) out[j * d + c] = to_f32(r[c]);
   }
 }
@@ -153,7 +153,7 @@ void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
       const int64_t j0 = t * kBK;
       const int nj = static_cast<int>(std::min<int64_t>(kBK, nk - j0));
       widen_tile_t(k + (b * nk * hk + g) * d, j0, hk, d, nj, Kt);
-      widen_tile(v + (b * nk * hk + g) * dv, j0, hk, dv, nj, V);
+      widen_tile(v + (b * nk * hk + g) * s.v_row(), j0, hk * s.v_row(), dv, nj, V);  // v_in_k: k's rows
       for (int r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
         if (!pl.may_see(i, t)) continue;  // a shortcut: the tile's scores would all be -inf
@@ -285,7 +285,7 @@ void attn_bwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
       const T* kb = k + (b * nk * hk + g) * d;
       widen_tile_t(kb, j0, hk, d, nj, Kt);
       widen_tile_t(v + (b * nk * hk + g) * dv, j0, hk, dv, nj, Vt);
-      widen_tile(kb, j0, hk, d, nj, K);
+      widen_tile(kb, j0, int64_t(hk) * d, d, nj, K);
       for (int r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
         if (L[r] == kNegInf || !pl.may_see(i, t)) continue;

@@ -79,10 +79,12 @@ void attn_decode(const AttnArgs& a, float* scratch, int64_t scratch_floats, int 
   p.head0 = a.head0;
   p.d = a.d;
   p.dv = a.dv;
+  p.v_row = a.v_row > 0 ? a.v_row : a.dv;
+  if (p.v_row < a.dv) throw std::invalid_argument("cuda attn_decode: v_row < dv");
   p.splits = pl.splits;
   p.chunk = pl.chunk;
   p.group = decode_group(width);
-  p.vec = a.d % kDecVec == 0 && a.dv % kDecVec == 0 && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
+  p.vec = a.d % kDecVec == 0 && a.dv % kDecVec == 0 && p.v_row % kDecVec == 0 && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
   p.qp = pos_at(a.qpos, 0);
   p.mask = a.mask;
   p.scale_log2 = a.scale * kLog2e;

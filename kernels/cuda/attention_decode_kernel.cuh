@@ -100,7 +100,7 @@ inline DecodePlan decode_plan(int64_t nk, int64_t rows, int64_t target_blocks) {
 struct DecodeParams {
   const void* q;   // [B, 1, hq, d]   dtype t
   const void* k;   // [B, nk, hk, d]  dtype t
-  const void* v;   // [B, nk, hk, dv] dtype t
+  const void* v;   // [B, nk, hk, v_row] dtype t: the first dv of each row (v_row = d: inside k's rows)
   float* o_part;   // [B*hq, splits, dv]  split out, combine in
   float* lse_part; // [B*hq, splits]      base 2
   void* o;         // [B, 1, hq, dv]  dtype t, combine out
@@ -108,10 +108,11 @@ struct DecodeParams {
   int t;           // DType code (f32 0, bf16 1, f16 2)
   int nk, hq, hk;
   int d, dv;          // head dims: q, k (scores); v, o (values)
+  int v_row;          // v's elements per (token, kv head): dv, or d (AttnShape::v_in_k)
   int rep, head0;     // GQA map: query head h uses kv head (h + head0) / rep (AttnShape)
   int splits, chunk;  // decode_plan
   int group;          // decode_group(max(d, dv)); the split kernel's NC is decode_passes of it
-  int vec;            // 1: d % 8 == 0, dv % 8 == 0 and q, k, v 16-byte aligned (vector loads)
+  int vec;            // 1: d, dv, v_row % 8 == 0 and q, k, v 16-byte aligned (vector loads)
   int qp;             // the query's position
   MaskArg mask;
   float scale_log2;   // softmax scale * log2(e)
@@ -232,7 +233,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_split_kernel(const De
         for (int r = 0; r < NC; ++r) {
           float kf[kDecVec];
           ld_vec8(kf, p.k, p.t, kv * d + c0[r], nd[r], vec);
-          ld_vec8(vf[r], p.v, p.t, kv * dv + c0[r], nv[r], vec);
+          ld_vec8(vf[r], p.v, p.t, kv * p.v_row + c0[r], nv[r], vec);
 #pragma unroll
           for (int x = 0; x < kDecVec; ++x) s += qf[r][x] * kf[x];
         }

@@ -560,6 +560,9 @@ void CudaBackendImpl::check_attn_support(const char* op, const AttnShape& s, DTy
   const bool decode = std::strcmp(op, "attn_fwd") == 0 && s.nq == 1;
   const int d = s.d, dv = s.vdim();
   const std::string dims = "d = " + std::to_string(d) + ", d_v = " + std::to_string(dv);
+  if (s.v_in_k && !decode)
+    throw std::invalid_argument(std::string(op) + ": values inside the key rows (v_in_k) are read by the cuda " +
+                                "decode kernel only (attn_fwd with nq = 1; got nq = " + std::to_string(s.nq) + ")");
   if (decode || dt == DType::f32) {
     const int limit = decode ? cuda::kAttnDecodeMaxHeadDim : cuda::kAttnF32MaxHeadDim;
     if (d > limit || dv > limit)
@@ -596,6 +599,7 @@ cuda::AttnArgs CudaBackendImpl::attn_args(const AttnShape& s, DType dt, const Po
   a.nk = int(s.nk);
   a.hq = s.hq;
   a.hk = s.hk;
+  a.v_row = int(s.v_row());
   a.rep = s.group();
   a.head0 = s.head0;
   a.d = s.d;

@@ -66,6 +66,8 @@ struct AttnArgs {
   int B = 1, nq = 0, nk = 0, hq = 0, hk = 0;
   int d = 0;   // head dim of q and k (the scores' dot products; scale = 1/sqrt(d) by default)
   int dv = 0;  // head dim of v, o and dout (AttnShape::vdim(), resolved: never 0)
+  int v_row = 0;  // v's elements per (token, kv head): dv, or d when v lies inside k's rows (the
+                  // decode kernel only: AttnShape::v_in_k); 0 = dv
   int rep = 1, head0 = 0;  // GQA map: query head h uses kv head (h + head0) / rep (AttnShape)
   MaskArg mask;
   float scale = 0;  // resolved (never 0)

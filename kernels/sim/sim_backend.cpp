@@ -236,7 +236,9 @@ void SimBackend::do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor&,
     // memory bandwidth (its sourced memory_bw_gbs), or the FLOPs at peak if those take longer; the
     // attn_fwd efficiency table (measured on blocks of >= 128 queries) does not describe it.
     const double keys = flops / (2.0 * (s.d + s.vdim()) * s.hq * double(s.B));  // visible keys per sequence
-    const double bytes = double(s.B) * keys * s.hk * (s.d + s.vdim()) * double(dtype_size(q.dtype));  // k (d) and v (d_v)
+    // k (d) and v (d_v); v inside k's rows (MLA's absorbed decode) is read with them, once
+    const double row = s.v_in_k ? s.d : s.d + s.vdim();
+    const double bytes = double(s.B) * keys * s.hk * row * double(dtype_size(q.dtype));
     execute(std::max(platform_.memory_seconds(bytes), platform_.launch_us * 1e-6 + flops / (platform_.peak(q.dtype) * 1e12)));
     return;
   }

@@ -41,6 +41,9 @@ cpbench_report_test(model_p4_mla 4 "--model;tiny-mla;--seq;128;--mesh;all;${_fas
 cpbench_report_test(model_p8_mla_tp 8 "--model;tiny-mla;--heads;8;--seq;128;--strategies;usp,megatron-sp;--mesh;all;--ranks-per-node;4;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} tp REPORT --min-ok 6")
 # --mla-travel latent: the ring's block is the latent, r_kv + d_rope values per token (cpmodel.mla_latent_row);
 # a Ulysses level all-gathers it (cpmodel.ulysses_latent_bytes), usp's ring level circulates its ring index's.
+# MLA's decode: its partials d_v wide on every mesh, the cache's latent bytes (r_kv + d_rope per
+# token, whole on every head-group member) and the longest cache that fits from them.
+cpbench_report_test(model_p4_mla_decode 4 "--model;tiny-mla;--batch;2;--block;full;--mem-limit;64MiB;--pass;decode;--cached;128;--decode-steps;5;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 14")
 cpbench_report_test(model_p4_mla_latent 4 "--model;tiny-mla;--seq;128;--mla-travel;latent;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p8_mla_latent_tp 8 "--model;tiny-mla;--heads;8;--seq;128;--mla-travel;latent;--strategies;usp;--mesh;all;--ranks-per-node;4;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} tp REPORT --min-ok 6")
 cpbench_report_test(model_p4_mla_pass_q 4 "--model;tiny-mla;--seq;128;--pass;prefill;--ring-pass;q;--strategies;ring,ring-zigzag,double-ring,usp;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 8")

@@ -237,6 +237,15 @@ list(APPEND _verify_matrix
   "p6_mla_latent_noncausal_b2              6 12 --model tiny-mla --heads 6 --seq 144 --no-causal --batch 2 --mla-travel latent --mesh all"
   "p8_mla_latent_balance_greedy            8  9 --model tiny-mla --heads 8 --seq 160 --docs 40,70,50 --balance greedy --mla-travel latent --strategies ring,double-ring,usp --mesh all"
   "p8_mla_latent_tp_bf16                   8 10 --model tiny-mla --heads 8 --seq 128 --dtype bf16 --mla-travel latent --strategies usp --mesh all"
+  # MLA's decode: the absorbed form over a cache of latents [c_kv | k_R] (values read inside the
+  # key rows), the output up-projected before the merge: every decode strategy and mesh with B = 2,
+  # a window and sinks; bf16 with bf16 partials and usp's double ring level; Helix (--mlp-tp P)
+  # under the whole block; uneven heads; deepseek-v2-lite's real widths (latent 576, d 192, d_v 128).
+  "p4_mla_decode_mesh_window_sinks         4 14 --model tiny-mla --pass decode --cached 128 --decode-steps 5 --batch 2 --window 40 --sinks --mesh all"
+  "p6_mla_decode_bf16_double               6 17 --model tiny-mla --heads 6 --pass decode --cached 144 --decode-steps 7 --dtype bf16 --partial-dtype bf16 --strategies ring,double-ring,usp --usp-ring double --mesh all"
+  "p4_mla_decode_helix_full                4  2 --model tiny-mla --block full --pass decode --cached 64 --decode-steps 3 --mlp-tp 4 --strategies ring,usp --ulysses 2"
+  "p2_mla_decode_uneven_heads              2  3 --model tiny-mla --heads 3 --pass decode --cached 64 --decode-steps 3 --strategies ulysses,usp --mesh all --uneven-heads"
+  "p3_mla_decode_lite                      3  8 --model deepseek-v2-lite --dim 64 --heads 3 --pass decode --cached 96 --decode-steps 4 --mesh all"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -273,6 +282,13 @@ set_tests_properties(dump_p4_float64_sinks PROPERTIES LABELS "mpi;verify" TIMEOU
 add_test(NAME dump_p4_float64_mla
          COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_mla ${CPBENCH_TEST_OUT}/dump_mla_lite && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --batch 2 --window 24 --docs 20,44 --mesh all --sinks --dump ${CPBENCH_TEST_OUT}/dump_mla && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla && test -f ${CPBENCH_TEST_OUT}/dump_mla/usp_u2xr2/dw_dq.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model deepseek-v2-lite --dim 64 --heads 4 --seq 64 --strategies ring-zigzag,ulysses,allgather-kv --dump ${CPBENCH_TEST_OUT}/dump_mla_lite && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_lite && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_lite/ulysses/w_dq.npy && rm -rf ${CPBENCH_TEST_OUT}/dump_mla_latent && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --window 24 --sinks --mla-travel latent --strategies ring-zigzag,ulysses,usp --ulysses 2 --dump ${CPBENCH_TEST_OUT}/dump_mla_latent && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_latent && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_latent/ring-zigzag/dk.npy && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_latent/ring-zigzag/k.npy && test -f ${CPBENCH_TEST_OUT}/dump_mla_latent/usp_u2xr2/dw_uk.npy && rm -rf ${CPBENCH_TEST_OUT}/dump_mla_latent_tp && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --seq 64 --batch 2 --docs 20,44 --mla-travel latent --strategies usp --tp 2 --ulysses 2 --dump ${CPBENCH_TEST_OUT}/dump_mla_latent_tp && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_latent_tp && test -f ${CPBENCH_TEST_OUT}/dump_mla_latent_tp/usp_t2xu2xr1/dw_uk.npy")
 set_tests_properties(dump_p4_float64_mla PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
+# MLA's decode against check_dump.py's float64 reference, which EXPANDS the dumped latent cache
+# (k = [c_kv W_UK | k_R], v = c_kv W_UV per head) where cpbench runs the absorbed form: the ring
+# family, usp and megatron-sp under the whole block with a window and sinks (tiny-mla), and
+# deepseek-v2-lite's real widths (latent 576, d 192, d_v 128) on a ring and Ulysses.
+add_test(NAME dump_p4_float64_mla_decode
+         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_mla_decode ${CPBENCH_TEST_OUT}/dump_mla_decode_lite && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --block full --pass decode --cached 64 --decode-steps 4 --batch 2 --window 40 --sinks --strategies ring-zigzag,double-ring,usp,megatron-sp --ulysses 2 --dump ${CPBENCH_TEST_OUT}/dump_mla_decode && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_decode && test -f ${CPBENCH_TEST_OUT}/dump_mla_decode/usp_u2xr2/latent_cache.npy && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_decode/usp_u2xr2/k.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model deepseek-v2-lite --dim 64 --heads 4 --pass decode --cached 64 --decode-steps 3 --strategies ring,ulysses --dump ${CPBENCH_TEST_OUT}/dump_mla_decode_lite && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_decode_lite")
+set_tests_properties(dump_p4_float64_mla_decode PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 # scripts/numerics.py end to end on a small shape (P = 1, 2, 4; bf16; float32 and bf16
 # accumulators): errors against float64 from layer_reference.py, and what the rounding points
 # imply (tests/python/check_numerics.py).
@@ -301,7 +317,8 @@ cpbench_fail_test(mla_moe_block_full 2 "model 'deepseek-v3': its feed-forward la
 cpbench_fail_test(mla_latent_allgather_kv 2 "allgather-kv: --mla-travel latent is built for ulysses, ring, ring-zigzag, ring-striped, usp, double-ring only" run --model tiny-mla --seq 64 --mla-travel latent --strategies allgather-kv)
 cpbench_fail_test(mla_latent_uneven_heads 2 "usp: --mla-travel latent splits the heads evenly over the Ulysses level; it does not run --uneven-heads" run --model tiny-mla --heads 3 --seq 64 --mla-travel latent --strategies usp --ulysses 2 --uneven-heads)
 cpbench_fail_test(mla_latent_pass_q 2 "ring: --mla-travel latent circulates the K,V latent: --ring-pass q moves queries instead" run --model tiny-mla --seq 64 --mla-travel latent --strategies ring --pass prefill --ring-pass q)
-cpbench_fail_test(mla_decode 2 "--attention mla with a KV cache \\(--pass decode, --cached\\) is not built yet" run --model tiny-mla --pass decode --cached 64)
+cpbench_fail_test(mla_cached_prefill 2 "--attention mla with --cached prefill is not built \\(MLA's cache holds latents: --pass decode reads them; got pass=prefill, cached=32\\)" run --model tiny-mla --seq 64 --pass prefill --cached 32)
+cpbench_fail_test(mla_travel_decode 2 "--mla-travel latent chooses what a training or prefill level moves; --pass decode moves no keys" run --model tiny-mla --pass decode --cached 64 --mla-travel latent)
 # Bad block options: refused on every rank before any work, naming the flag and the value.
 cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)
 cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)

@@ -36,7 +36,9 @@ def input_shapes(meta):
     wrong row count fails with its name rather than as a NumPy error (or, worse, as a result
     compared with the wrong positions)."""
     B, D, G, d, C, T = meta["B"], meta["D"], meta["G"], meta["d"], meta["cached"], new_tokens(meta)
-    return dict(x=(B, T, D), dy=(B, T, D), k_cache=(B, C, G, d), v_cache=(B, C, G, d))
+    m = meta.get("mla") or {}
+    return dict(x=(B, T, D), dy=(B, T, D), k_cache=(B, C, G, d), v_cache=(B, C, G, d),
+                latent_cache=(B, C, m.get("kv_rank", 0) + m.get("d_rope", 0)))
 
 
 def main():
@@ -69,7 +71,8 @@ def main():
                        (("w_dq", "q_norm_w") if meta["mla"]["q_rank"] > 0 else ()) +
                        ("w_uq", "w_qr", "w_dkv", "kv_norm_w", "w_kr", "w_uk", "w_uv"))
         input_names = ("x", "norm_w", "w_o") + proj_inputs + (("dy",) if meta.get("pass") != "decode" else ()) \
-            + mlp_inputs + (("k_cache", "v_cache") if cache else ()) + (("sinks",) if meta.get("sinks") else ())
+            + mlp_inputs + (() if not cache else ("latent_cache",) if meta.get("attention") == "mla" else ("k_cache", "v_cache")) \
+            + (("sinks",) if meta.get("sinks") else ())
         missing = [k for k in input_names if k not in t]
         bad_shapes = [f"{k} shape {t[k].shape}, expected {want}" for k, want in input_shapes(meta).items()
                       if cache and k in t and t[k].shape != want]

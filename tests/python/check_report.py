@@ -82,6 +82,13 @@ def value_dim(cfg):
     return (cfg.get("mla") or {}).get("d_v", cfg["head_dim"])
 
 
+def latent_cache_width(cfg):
+    """MLA's decode caches one latent row per token, r_kv + d_rope values (DESIGN "Decode"); None
+    for every other cache (k, v per KV head)."""
+    m = cfg.get("mla")
+    return m["kv_rank"] + m["d_rope"] if m and cfg["pass"] == "decode" else None
+
+
 def head_ring_split(r, P):
     """(t, U, R) of a result: the ranks its heads (t*U) and its cache's tokens (R) are split over
     (cpmodel.head_ring_split)."""
@@ -114,7 +121,8 @@ def fit_check(r, cfg, P):
     # (prefill, C = 0) the harness assumes every KV head over P ranks.
     (tc, Uc), shards = ((t, U), R) if cfg.get("cached") else ((1, 1), 1 if r["strategy"] == "single" else P)
     per_token = cpmodel.kv_cache_bytes(cfg["batch"], 1, cfg["kv_heads"], cfg["head_dim"],
-                                       cpmodel.elem_bytes(cfg["dtype"]), tc, Uc, dv=value_dim(cfg))
+                                       cpmodel.elem_bytes(cfg["dtype"]), tc, Uc, dv=value_dim(cfg),
+                                       latent=latent_cache_width(cfg))
     want = cpmodel.longest_cache(cap, L, block_parameters(cfg, t), V, D, step, per_token, shards)
     check(inf["memory_capacity_bytes"] == cap and inf["max_cached_tokens"] == want,
           f"{r['label']}: max_cached_tokens {inf['max_cached_tokens']} (capacity {inf['memory_capacity_bytes']}), expected {want}")
@@ -219,7 +227,8 @@ def cmd_model(a):
             P, inf, S = cfg["world_size"], r["inference"], cfg["decode_steps"]
             t, U, R = head_ring_split(r, P)
             e = cpmodel.elem_bytes(cfg["dtype"])
-            want_cache = cpmodel.kv_cache_bytes(cfg["batch"], C, cfg["kv_heads"], cfg["head_dim"], e, t, U, R, dv=value_dim(cfg))
+            want_cache = cpmodel.kv_cache_bytes(cfg["batch"], C, cfg["kv_heads"], cfg["head_dim"], e, t, U, R, dv=value_dim(cfg),
+                                                latent=latent_cache_width(cfg))
             check(r["seq"] == C and inf["pass"] == "decode" and inf["cached"] == C and inf["decode_steps"] == S
                   and inf["new_tokens"] == S and inf["kv_cache_bytes"] == want_cache and inf["ttft_ms"] is None
                   and inf["miss_rate"] is None and inf["ring_pass"] is None
@@ -234,7 +243,7 @@ def cmd_model(a):
             # usp's double ring level merges over its inner ring of w, then across the R/w rings.
             # The MLP on its own level under --mlp-tp N; N = P with t < P is Helix: one all-to-all of
             # the partials over the merge level, w_o's all-reduce over all P (cpmodel.helix_attention_bytes).
-            levels = cpmodel.decode_block_bytes(S, cfg["batch"], cfg["heads"], cfg["head_dim"], cfg["dim"],
+            levels = cpmodel.decode_block_bytes(S, cfg["batch"], cfg["heads"], value_dim(cfg), cfg["dim"],  # o: d_v
                                                 cpmodel.decode_merge_levels(r["strategy"], r["mesh"], R), U, t,
                                                 r["mesh"], P, cfg["block"], e, acc=cpmodel.part_bytes(cfg.get("partial_dtype")))
             want = sum(levels.values())
@@ -921,7 +930,7 @@ def cmd_uneven(a):
             want = []
             for q in range(P):
                 u = mesh_coord(m["levels"], q, "ulysses")
-                lv = cpmodel.decode_block_bytes(S, B, H, d, cfg["dim"], cpmodel.decode_merge_levels(r["strategy"], m, R),
+                lv = cpmodel.decode_block_bytes(S, B, H, value_dim(cfg), cfg["dim"], cpmodel.decode_merge_levels(r["strategy"], m, R),
                                                 U, t, m, P, cfg["block"], s, acc=cpmodel.part_bytes(cfg.get("partial_dtype")),
                                                 hq=qn[u])
                 want.append(sum(lv.values()))

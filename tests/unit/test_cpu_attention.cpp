@@ -674,3 +674,45 @@ TEST_CASE("attention sinks: forward and gradient against float64, every dtype", 
     CHECK(std::abs(grad[size_t(h)] - fd) <= 1e-3 * std::max(1.0, std::abs(fd)));
   }
 }
+
+// MLA's absorbed decode reads its values as the first d_v columns of each cached latent row
+// [c_kv | k_R] (AttnShape::v_in_k): the forward must equal the one over those columns copied out,
+// bit for bit, in every dtype, for one query row (decode) and for a block of rows.
+TEST_CASE("attention: values inside the key rows (v_in_k) = the same values copied out", "[attention][mla]") {
+  CpuBackend be(2);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t nq : {1, 37}) {
+      AttnShape s;
+      s.B = 2; s.nq = nq; s.nk = 90; s.hq = 4; s.hk = 1; s.d = 40; s.d_v = 32; s.causal = true; s.window = 50;
+      s.scale = 0.2f;  // MLA's: 1/sqrt(d_nope + d_rope), not 1/sqrt(d)
+      INFO(dtype_name(dt) << " nq " << nq);
+      const std::vector<float> qh = randn(size_t(s.B * nq * s.hq * s.d), 5), kh = randn(size_t(s.B * s.nk * s.d), 6);
+      std::vector<float> vh;  // the first d_v columns of every key row
+      for (int64_t r = 0; r < s.B * s.nk; ++r) vh.insert(vh.end(), kh.begin() + r * s.d, kh.begin() + r * s.d + s.d_v);
+      auto make = [&](const std::vector<float>& h, std::vector<int64_t> shape) {
+        Tensor t = be.alloc(std::move(shape), dt, MemKind::activations);
+        be.upload(h, t);
+        return t;
+      };
+      Tensor q = make(qh, qshape(s)), k = make(kh, kshape(s)), v = make(vh, vshape(s));
+      const Positions qp = Positions::contiguous(s.nk - nq, nq), kp = Positions::contiguous(0, s.nk);
+      Tensor o1 = be.alloc(oshape(s), dt, MemKind::activations), o2 = be.alloc(oshape(s), dt, MemKind::activations);
+      Tensor l1 = be.alloc(lshape(s), DType::f32, MemKind::activations), l2 = be.alloc(lshape(s), DType::f32, MemKind::activations);
+      be.attn_fwd(s, q, k, v, qp, kp, o1, l1);
+      AttnShape si = s;
+      si.v_in_k = true;
+      be.attn_fwd(si, q, k, k, qp, kp, o2, l2);
+      const std::vector<float> a = be.download(o1), b = be.download(o2);
+      CHECK(std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); }));
+      CHECK(a == b);
+      CHECK(be.download(l1) == be.download(l2));
+      // Refused: v not k itself, d_v > d, and the backward.
+      CHECK_THROWS_WITH(be.attn_fwd(si, q, k, v, qp, kp, o2, l2), Catch::Contains("v must be k itself"));
+      AttnShape wide = si;
+      wide.d_v = 48;
+      Tensor o48 = be.alloc(oshape(wide), dt, MemKind::activations);
+      CHECK_THROWS_WITH(be.attn_fwd(wide, q, k, k, qp, kp, o48, l2), Catch::Contains("d_v <= d") && Catch::Contains("d_v=48"));
+      Tensor dq = be.alloc(qshape(s), DType::f32, MemKind::activations), dk = be.alloc(kshape(s), DType::f32, MemKind::activations);
+      CHECK_THROWS_WITH(be.attn_bwd(si, q, k, k, o1, l1, l1, qp, kp, dq, dk, dk), Catch::Contains("forward only"));
+    }
+}

@@ -184,6 +184,7 @@ struct Run {
   int chunk = 0;     // 0: decode_plan's; else splits of this many keys
   bool vec = true;   // vector loads where the kernel may take them
   int d_v = 0;       // the values' head dim (0: d)
+  bool v_in_k = false;  // v is the first dv columns of k's rows (MLA's absorbed decode: c_kv in [c_kv | k_R])
   int dv() const { return d_v > 0 ? d_v : d; }
 };
 
@@ -222,13 +223,13 @@ Stats run_decode(const Run& r, uint64_t seed) {
     for (float& e : x) e = from_e<E>(to_e<E>(nd(rng)));
     return x;
   };
-  const std::vector<float> q = rnd(nqe), k = rnd(nke), v = rnd(nve);
+  const std::vector<float> q = rnd(nqe), k = rnd(nke), v = r.v_in_k ? std::vector<float>{} : rnd(nve);
   const E nan_e = to_e<E>(std::numeric_limits<float>::quiet_NaN());
   const float nan_f = std::numeric_limits<float>::quiet_NaN();
-  Guarded<E> tq(nqe, nan_e), tk(nke, nan_e), tv(nve, nan_e), to(noe, nan_e);
+  Guarded<E> tq(nqe, nan_e), tk(nke, nan_e), tv(r.v_in_k ? 0 : nve, nan_e), to(noe, nan_e);
   for (size_t i = 0; i < nqe; ++i) tq.data()[i] = to_e<E>(q[i]);
   for (size_t i = 0; i < nke; ++i) tk.data()[i] = to_e<E>(k[i]);
-  for (size_t i = 0; i < nve; ++i) tv.data()[i] = to_e<E>(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) tv.data()[i] = to_e<E>(v[i]);
   Guarded<float> lse(size_t(rows), nan_f), opart(size_t(rows * pl.splits) * dv, nan_f),
       lpart(size_t(rows * pl.splits), nan_f);
 
@@ -236,7 +237,7 @@ Stats run_decode(const Run& r, uint64_t seed) {
   kern::DecodeParams p{};
   p.q = tq.data();
   p.k = tk.data();
-  p.v = tv.data();
+  p.v = r.v_in_k ? tk.data() : tv.data();
   p.o_part = opart.data();
   p.lse_part = lpart.data();
   p.o = to.data();
@@ -249,10 +250,11 @@ Stats run_decode(const Run& r, uint64_t seed) {
   p.head0 = 0;
   p.d = d;
   p.dv = dv;
+  p.v_row = r.v_in_k ? d : dv;
   p.splits = pl.splits;
   p.chunk = pl.chunk;
   p.group = kern::decode_group(width);
-  p.vec = r.vec && d % kern::kDecVec == 0 && dv % kern::kDecVec == 0;
+  p.vec = r.vec && d % kern::kDecVec == 0 && dv % kern::kDecVec == 0 && p.v_row % kern::kDecVec == 0;
   p.qp = int(r.lay.qpos);
   p.mask.causal = 1;
   p.mask.window = int32_t(r.lay.window);
@@ -326,7 +328,7 @@ Stats run_decode(const Run& r, uint64_t seed) {
         for (int64_t j = 0; j < nk; ++j) {
           if (!visible(j)) continue;
           const double w = std::exp(sc[size_t(j)] - mx) / l;
-          const float* vr = &v[size_t((b * nk + j) * hk + g) * dv];
+          const float* vr = r.v_in_k ? &k[size_t((b * nk + j) * hk + g) * d] : &v[size_t((b * nk + j) * hk + g) * dv];
           for (int c = 0; c < dv; ++c) o_ref[size_t(c)] += w * vr[c], a_ref[size_t(c)] += w * std::abs(double(vr[c]));
         }
         lse_ref = mx + std::log(l);
@@ -477,6 +479,13 @@ void run_two_dims(uint64_t seed) {
   add({1, 576, 40, cache_layout(40), 0, true, 512});
   add({1, 576, 40, window_layout(40), 16, true, 512});
   add({1, 576, 40, cache_layout(40), 16, false, 512});
+  // v inside k's rows (AttnShape::v_in_k): the latent cache read once, as MLA's absorbed decode
+  // runs it; the reference reads v from k's first dv columns. One split and three, vector and
+  // scalar loads, and a row pitch off the vector path (d 20, dv 12).
+  add({1, 576, 40, cache_layout(40), 0, true, 512, true});
+  add({1, 576, 40, window_layout(40), 16, true, 512, true});
+  add({1, 576, 40, cache_layout(40), 16, false, 512, true});
+  add({2, 20, 100, cache_layout(100), 0, true, 12, true});
   std::printf("decode emu %s, dv != d: %d runs, %lld o elements; max |o err| %.3g (%.3g of its tolerance), "
               "max |lse err| %.3g (%.3g of its tolerance)\n",
               dtype_str<E>(), all.runs, (long long)all.elements, all.max_err_o, all.max_ratio_o, all.max_err_lse,

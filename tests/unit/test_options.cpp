@@ -412,6 +412,22 @@ TEST_CASE("options: --attention mla takes its dims from the preset; the config a
   apply_settings(cuda, {{"model", "tiny-mla"}, {"seq", 64}, {"backend", "cuda"}, {"dtype", "bf16"}}, "t");
   CHECK_THROWS_WITH(finalize_config(cuda, 2), Catch::Contains("--attention mla on --backend cuda needs --dtype fp32") &&
                                                   Catch::Contains("d=12, d_v=8"));
+  // ... but its decode runs the decode kernel, which takes two head dims in any dtype.
+  RunConfig cuda_decode;
+  apply_settings(cuda_decode, {{"model", "tiny-mla"}, {"pass", "decode"}, {"cached", 64}, {"backend", "cuda"}, {"dtype", "bf16"}}, "t");
+  try {  // (a build without CUDA may refuse the backend itself: not this check)
+    finalize_config(cuda_decode, 2);
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), !Catch::Contains("--attention mla on --backend cuda"));
+  }
+  // MLA's decode caches latents: --mla-travel (what training levels move) is refused with it, and
+  // a prefill after a cache is not built.
+  RunConfig travel;
+  apply_settings(travel, {{"model", "tiny-mla"}, {"pass", "decode"}, {"cached", 64}, {"mla_travel", "expanded"}}, "t");
+  CHECK_THROWS_WITH(finalize_config(travel, 2), Catch::Contains("--pass decode moves no keys"));
+  const LayerShape ds = cuda_decode.shape(64);
+  CHECK(ds.latent_cache());
+  CHECK(ds.latent_width() == 16 + 4);
   // --partial-dtype bf16 under pass-Q needs an even o: MLA's d_v, not head_dim, is what it checks.
   RunConfig part;
   apply_settings(part, {{"model", "tiny-mla"}, {"seq", 64}, {"dtype", "bf16"}, {"pass", "prefill"}, {"ring_pass", "q"},
