@@ -164,6 +164,12 @@ class Backend {
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
             int64_t ldc, double model_share = 1.0);
+  // `batch` GEMMs of one shape in one call, entry i on A + i*sa, B + i*sb, C + i*sc (elements):
+  // cuBLAS's strided-batched GEMM, one launch (the CPU loops; the simulator charges one launch).
+  // MLA's decode absorbs W_UK into, and up-projects through W_UV, every head of a step this way.
+  void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& A,
+                    int64_t lda, int64_t sa, const Tensor& B, int64_t ldb, int64_t sb, float beta, Tensor& C,
+                    int64_t ldc, int64_t sc, int64_t batch, double model_share = 1.0);
 
   // ---- MLP (SwiGLU) ----------------------------------------------------------------------------
   // Element-wise, run dtype storage, fp32 math; a, b, g (and da, db, dg) of one element count.
@@ -231,6 +237,10 @@ class Backend {
   virtual void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
                        Tensor& C, int64_t ldc) = 0;
+  // Default: do_gemm on each entry's views (the CPU backend); CUDA and the simulator override it.
+  virtual void do_gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                               const Tensor& A, int64_t lda, int64_t sa, const Tensor& B, int64_t ldb, int64_t sb,
+                               float beta, Tensor& C, int64_t ldc, int64_t sc, int64_t batch);
   // Not pure: a backend without the MLP (a test double) throws std::logic_error naming the op.
   virtual void do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g);
   virtual void do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db);

@@ -72,6 +72,43 @@ void Backend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   op_end(op);
 }
 
+namespace {
+Tensor entry(const Tensor& t, int64_t off) { return t.view(off, {t.numel() - off}); }  // from off to the end
+}  // namespace
+
+void Backend::gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& A,
+                           int64_t lda, int64_t sa, const Tensor& B, int64_t ldb, int64_t sb, float beta, Tensor& C,
+                           int64_t ldc, int64_t sc, int64_t batch, double model_share) {
+  if (batch < 1 || sa < 0 || sb < 0 || sc < 0)
+    throw std::invalid_argument("gemm_batched: batch=" + std::to_string(batch) + " must be >= 1 and the strides " +
+                                std::to_string(sa) + ", " + std::to_string(sb) + ", " + std::to_string(sc) + " >= 0");
+  // The last entry bounds the others (strides >= 0): each of its operands must fit from its offset.
+  const int64_t last = batch - 1;
+  if (last * sa > A.numel() || last * sb > B.numel() || last * sc > C.numel())
+    throw std::invalid_argument("gemm_batched: entry " + std::to_string(last) + " starts past a tensor's end");
+  Tensor c_last = entry(C, last * sc);
+  check_gemm(trans_a, trans_b, m, n, k, entry(A, last * sa), lda, entry(B, last * sb), ldb, c_last, ldc);
+  check_gemm(trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc);
+  check_dtypes("gemm_batched", {&A, &B, &C});
+  if (!(model_share >= 0 && model_share <= 1))
+    throw std::invalid_argument("gemm_batched: model_share=" + std::to_string(model_share) + " is not in [0, 1]");
+  if (!compute_enabled_) return;
+  for (int64_t i = 0; i < batch; ++i) count_gemm(m, n, k, model_share);
+  if (m == 0 || n == 0) return;
+  const int op = op_begin("gemm_batched");
+  do_gemm_batched(trans_a, trans_b, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+  op_end(op);
+}
+
+void Backend::do_gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                              const Tensor& A, int64_t lda, int64_t sa, const Tensor& B, int64_t ldb, int64_t sb,
+                              float beta, Tensor& C, int64_t ldc, int64_t sc, int64_t batch) {
+  for (int64_t i = 0; i < batch; ++i) {
+    Tensor ci = entry(C, i * sc);
+    do_gemm(trans_a, trans_b, m, n, k, alpha, entry(A, i * sa), lda, entry(B, i * sb), ldb, beta, ci, ldc);
+  }
+}
+
 void Backend::swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) {
   check_same_numel("swiglu_fwd", g, a);
   check_same_numel("swiglu_fwd", g, b);

@@ -828,10 +828,10 @@ void Block::absorbed_attention(const AttnShape& a, const Tensor& q, Tensor& po, 
   const int64_t hq = dhq_, H = hl_;  // this member's heads; the TP rank's (W_UK's, W_UV's columns)
   const Tensor &w_uk = reg_["w_uk"], &w_uv = reg_["w_uv"];
   auto tail = [](const Tensor& t, int64_t off) { return t.view(off, {t.numel() - off}); };
-  for (int64_t h = 0; h < hq; ++h) {  // q_C·W_UK_hᵀ [B, r_kv] into the absorbed query's first columns
-    Tensor qa = tail(q_abs_, h * w);
-    b.gemm(false, true, s.B, rkv, dn, 1.0f, tail(q, h * dqk), hq * dqk, tail(w_uk, (dq0_ + h) * dn), H * dn, 0.0f, qa, hq * w);
-  }
+  // Per head h: q_C·W_UK_hᵀ [B, r_kv] into the absorbed query's first columns (one batched GEMM
+  // over the heads, as serving engines run it: one launch, not one per head).
+  b.gemm_batched(false, true, s.B, rkv, dn, 1.0f, q, hq * dqk, dqk, tail(w_uk, dq0_ * dn), H * dn, dn, 0.0f, q_abs_,
+                 hq * w, w, hq);
   Tensor qa_rope = tail(q_abs_, rkv);  // then q_R
   b.copy_2d(qa_rope, w, tail(q, dn), dqk, s.B * hq, dr);
   AttnShape ab = a;
@@ -843,10 +843,8 @@ void Block::absorbed_attention(const AttnShape& a, const Tensor& q, Tensor& po, 
   ab.scale = float(1.0 / std::sqrt(double(dqk)));
   b.attn_fwd(ab, q_abs_, kc_, kc_, pos_, key_pos_, o_lat_, pl);
   Tensor& o = po.dtype == s.dtype ? po : o_part_run_;  // up-projected in the run dtype, as the kernel writes
-  for (int64_t h = 0; h < hq; ++h) {
-    Tensor oh = tail(o, h * dv);
-    b.gemm(false, false, s.B, dv, rkv, 1.0f, tail(o_lat_, h * rkv), hq * rkv, tail(w_uv, (dq0_ + h) * dv), H * dv, 0.0f, oh, hq * dv);
-  }
+  b.gemm_batched(false, false, s.B, dv, rkv, 1.0f, o_lat_, hq * rkv, rkv, tail(w_uv, dq0_ * dv), H * dv, dv, 0.0f, o,
+                 hq * dv, dv, hq);  // per head h: õ_h·W_UV,h
   if (&o != &po) b.convert(po, o);
 }
 

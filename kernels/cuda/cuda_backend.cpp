@@ -109,6 +109,9 @@ class CudaBackendImpl final : public CudaBackend {
   void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C,
                int64_t ldc) override;
+  void do_gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& A,
+                       int64_t lda, int64_t sa, const Tensor& B, int64_t ldb, int64_t sb, float beta, Tensor& C,
+                       int64_t ldc, int64_t sc, int64_t batch) override;
   void do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows, Tensor& y,
                       Tensor& rstd) override;
   void do_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
@@ -514,6 +517,22 @@ void CudaBackendImpl::do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, 
                             B.data, cuda_type(B.dtype), int(ldb), A.data, cuda_type(A.dtype),
                             int(lda), &beta, C.data, cuda_type(C.dtype), int(ldc),
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaBackendImpl::do_gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                      const Tensor& A, int64_t lda, int64_t sa, const Tensor& B, int64_t ldb,
+                                      int64_t sb, float beta, Tensor& C, int64_t ldc, int64_t sc, int64_t batch) {
+  if (k == 0 || batch > INT32_MAX) {  // (the loop: the scale kernel, or more entries than cuBLAS counts)
+    Backend::do_gemm_batched(trans_a, trans_b, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    return;
+  }
+  // As do_gemm, operands swapped for cuBLAS's column-major view; the strides are in elements.
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                          trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &alpha,
+                                          B.data, cuda_type(B.dtype), int(ldb), (long long)sb, A.data,
+                                          cuda_type(A.dtype), int(lda), (long long)sa, &beta, C.data,
+                                          cuda_type(C.dtype), int(ldc), (long long)sc, int(batch),
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackendImpl::do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows,

@@ -210,6 +210,18 @@ void SimBackend::do_gemm(bool, bool, int64_t m, int64_t n, int64_t k, float, con
   execute(std::max(platform_.gemm_seconds(m, n, k, A.dtype), platform_.memory_seconds(bytes)));
 }
 
+// One launch for the batch: each entry's compute time at its shape's efficiency (less the launch
+// each would pay alone), or every entry's operands read once at the memory bandwidth, whichever
+// is longer (MLA decode's per-head absorptions: B rows against a head's weight slice, memory-bound).
+void SimBackend::do_gemm_batched(bool, bool, int64_t m, int64_t n, int64_t k, float, const Tensor& A, int64_t,
+                                 int64_t, const Tensor&, int64_t, int64_t, float, Tensor&, int64_t, int64_t,
+                                 int64_t batch) {
+  const double launch = platform_.launch_us * 1e-6;
+  const double one = std::max(0.0, platform_.gemm_seconds(m, n, k, A.dtype) - launch);
+  const double bytes = (double(m) * double(k) + double(k) * double(n) + double(m) * double(n)) * double(dtype_size(A.dtype));
+  execute(std::max(launch + double(batch) * one, platform_.memory_seconds(double(batch) * bytes)));
+}
+
 // ---- normalisation and rotary embedding -------------------------------------------------------------
 void SimBackend::do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float, int64_t, Tensor& y, Tensor& rstd) {
   execute(platform_.memory_seconds(double(x.bytes() + y.bytes() + w.bytes() + rstd.bytes())));

@@ -50,6 +50,9 @@ class SimBackend final : public Backend, public SimulatedBackend {
   void do_convert(Tensor& dst, const Tensor& src) override;
   void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& A,
                int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C, int64_t ldc) override;
+  void do_gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& A,
+                       int64_t lda, int64_t sa, const Tensor& B, int64_t ldb, int64_t sb, float beta, Tensor& C,
+                       int64_t ldc, int64_t sc, int64_t batch) override;
   void do_rmsnorm_fwd(const Tensor& x, const Tensor& w, float eps, int64_t rows, Tensor& y, Tensor& rstd) override;
   void do_rmsnorm_bwd(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, int64_t rows,
                       Tensor& dx, Tensor& dw) override;

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -199,6 +200,41 @@ TEST_CASE("cpu gemm: all transposes, pitches, alpha and beta", "[cpu][gemm]") {
     CHECK_THROWS_WITH(be.gemm(false, false, 3, 2, 4, 1.0f, A, 4, Bs, 2, 0.0f, C, 2), Catch::Contains("B needs 8"));
     CHECK_THROWS_WITH(be.gemm(false, false, 4, 4, 4, 1.0f, A, 4, A, 4, 0.0f, A, 4), Catch::Contains("A needs 16"));
     CHECK_THROWS_WITH(be.gemm(false, false, 3, 4, 4, 1.0f, A, 3, A, 4, 0.0f, A, 4), Catch::Contains("pitch 3"));
+  }
+}
+
+// MLA decode's per-head absorptions: B rows of each head's slice against that head's columns of a
+// weight, one call (strides per entry; the layout of absorbed_attention, bench/block/block.cpp).
+TEST_CASE("cpu gemm_batched = each entry's gemm, FLOPs counted per entry, bad strides refused", "[cpu][gemm]") {
+  CpuBackend be(2);
+  const int64_t B = 3, heads = 5, dn = 6, r = 7;  // q [B, heads, dn], W [r, heads*dn]: per head q_h W_hᵀ
+  for (DType dt : {DType::f32, DType::bf16}) {
+    INFO(dtype_name(dt));
+    auto make = [&](const std::vector<float>& h, std::vector<int64_t> shape) {
+      Tensor t = be.alloc(std::move(shape), dt, MemKind::activations);
+      be.upload(h, t);
+      return t;
+    };
+    Tensor q = make(randn(size_t(B * heads * dn), 21), {B, heads * dn}), w = make(randn(size_t(r * heads * dn), 22), {r, heads * dn});
+    Tensor c1 = be.alloc({B, heads * r}, dt, MemKind::activations), c2 = be.alloc({B, heads * r}, dt, MemKind::activations);
+    be.reset_flops();
+    be.gemm_batched(false, true, B, r, dn, 1.0f, q, heads * dn, dn, w, heads * dn, dn, 0.0f, c1, heads * r, r, heads);
+    CHECK(be.model_flops() == Approx(double(heads) * 2.0 * B * r * dn));
+    for (int64_t h = 0; h < heads; ++h) {
+      Tensor ch = c2.view(h * r, {c2.numel() - h * r});
+      be.gemm(false, true, B, r, dn, 1.0f, q.view(h * dn, {q.numel() - h * dn}), heads * dn,
+              w.view(h * dn, {w.numel() - h * dn}), heads * dn, 0.0f, ch, heads * r);
+    }
+    const std::vector<float> a = be.download(c1), b = be.download(c2);
+    CHECK(std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); }));
+    CHECK(a == b);
+    // An entry past a tensor's end, or its last rows out of bounds, is refused by name.
+    CHECK_THROWS_WITH(be.gemm_batched(false, true, B, r, dn, 1.0f, q, heads * dn, dn, w, heads * dn, dn, 0.0f, c1,
+                                      heads * r, r, heads + 1),
+                      Catch::Contains("needs"));
+    CHECK_THROWS_WITH(be.gemm_batched(false, true, B, r, dn, 1.0f, q, heads * dn, -1, w, heads * dn, dn, 0.0f, c1,
+                                      heads * r, r, heads),
+                      Catch::Contains("strides"));
   }
 }
 

@@ -208,6 +208,28 @@ TEST_CASE("cuda: gemm against the cpu backend", "[cuda]") {
   }
 }
 
+// cuBLAS's strided-batched GEMM in MLA decode's layout: per head, B rows of a head's slice against
+// that head's columns of a weight (transposed for W_UK's absorption, plain for W_UV's).
+TEST_CASE("cuda: gemm_batched against the cpu backend", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Backend& c = *backends().cpu;
+  Backend& g = *backends().gpu;
+  const int64_t B = 3, heads = 5, dn = 24, r = 40;
+  for (DType t : kAllTypes)
+    for (int tb = 0; tb < 2; ++tb) {
+      INFO("dtype " << dtype_name(t) << " trans_b " << tb);
+      const std::vector<float> q = rnd(size_t(B * heads * dn), 30, t), w = rnd(size_t(r * heads * dn), 31, t);
+      const std::vector<int64_t> ws = tb ? std::vector<int64_t>{r, heads * dn} : std::vector<int64_t>{dn, heads * r};
+      const int64_t ldb = tb ? heads * dn : heads * r, sb = tb ? dn : r;
+      Tensor gq = up(g, q, {B, heads * dn}, t), gw = up(g, w, ws, t), cq = up(c, q, {B, heads * dn}, DType::f32),
+             cw = up(c, w, ws, DType::f32);
+      Tensor gC = g.alloc({B, heads * r}, t, MemKind::activations), cC = c.alloc({B, heads * r}, DType::f32, MemKind::activations);
+      g.gemm_batched(false, tb, B, r, dn, 1.0f, gq, heads * dn, dn, gw, ldb, sb, 0.0f, gC, heads * r, r, heads);
+      c.gemm_batched(false, tb, B, r, dn, 1.0f, cq, heads * dn, dn, cw, ldb, sb, 0.0f, cC, heads * r, r, heads);
+      CHECK_CLOSE("C", g.download(gC), c.download(cC), tol(t == DType::f32 ? DType::f32 : DType::bf16));
+    }
+}
+
 TEST_CASE("cuda: rmsnorm forward and backward against the cpu backend", "[cuda]") {
   SKIP_WITHOUT_CUDA();
   Backend& c = *backends().cpu;
