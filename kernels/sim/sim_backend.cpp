@@ -245,13 +245,15 @@ void SimBackend::do_attn_fwd(const AttnShape& s, const Tensor& q, const Tensor&,
   if (s.nq == 1) {
     // Decode attention (one query row per sequence against a long shard, split along the keys):
     // memory-bound, so it costs the bytes of the visible keys' K and V read once at the platform's
-    // memory bandwidth (its sourced memory_bw_gbs), or the FLOPs at peak if those take longer; the
-    // attn_fwd efficiency table (measured on blocks of >= 128 queries) does not describe it.
+    // memory bandwidth (its sourced memory_bw_gbs), or its FLOPs if those take longer, at the
+    // platform's attn_decode rate (MLA's absorbed decode, 128 heads on one latent, is compute-bound:
+    // FlashMLA's published figure) or at peak without one; the attn_fwd efficiency table (measured
+    // on blocks of >= 128 queries) does not describe it.
     const double keys = flops / (2.0 * (s.d + s.vdim()) * s.hq * double(s.B));  // visible keys per sequence
     // k (d) and v (d_v); v inside k's rows (MLA's absorbed decode) is read with them, once
     const double row = s.v_in_k ? s.d : s.d + s.vdim();
     const double bytes = double(s.B) * keys * s.hk * row * double(dtype_size(q.dtype));
-    execute(std::max(platform_.memory_seconds(bytes), platform_.launch_us * 1e-6 + flops / (platform_.peak(q.dtype) * 1e12)));
+    execute(platform_.decode_seconds(flops, bytes, double(s.group()), q.dtype, s.d));
     return;
   }
   execute(platform_.attention_seconds(s.nq, s.nk, pairs, flops, /*backward=*/false, q.dtype, s.d));

@@ -20,11 +20,14 @@ const char* sim_class_name(SimClass c) {
     case SimClass::attn_bwd: return "attn_bwd";
     case SimClass::attn_fwd_masked: return "attn_fwd_masked";
     case SimClass::attn_bwd_masked: return "attn_bwd_masked";
+    case SimClass::attn_decode: return "attn_decode";
   }
   return "?";
 }
 
-bool sim_class_optional(SimClass c) { return c == SimClass::attn_fwd_masked || c == SimClass::attn_bwd_masked; }
+bool sim_class_optional(SimClass c) {
+  return c == SimClass::attn_fwd_masked || c == SimClass::attn_bwd_masked || c == SimClass::attn_decode;
+}
 
 SimClass sim_class_fallback(SimClass c) {
   if (c == SimClass::attn_fwd_masked) return SimClass::attn_fwd;
@@ -394,6 +397,13 @@ double SimPlatform::memory_seconds(double bytes) const {
   return launch_us * 1e-6 + std::max(bytes, 0.0) / (memory_bw_gbs * 1e9);
 }
 
+double SimPlatform::decode_seconds(double flops, double bytes, double heads_per_key, DType t, int head_dim) const {
+  const double eff = has_table(SimClass::attn_decode)
+                         ? efficiency_at(SimClass::attn_decode, std::max(heads_per_key, 1.0), head_dim)
+                         : 1.0;
+  return std::max(memory_seconds(bytes), launch_us * 1e-6 + flops / (peak(t) * 1e12 * eff));
+}
+
 namespace {
 // A published time curve [(bytes, seconds)] read at `bytes` above its first row: log-log between
 // rows, the last row's rate beyond it. (Below the first row each curve has its own rule.)
@@ -449,7 +459,8 @@ json SimPlatform::context(int head_dim) const {
   json tables = json::object();
   for (int c = 0; c < kNumSimClasses; ++c) {
     if (!has_table(SimClass(c))) {  // an optional class the platform has no table for
-      fallback[sim_class_name(SimClass(c))] = sim_class_name(sim_class_fallback(SimClass(c)));
+      fallback[sim_class_name(SimClass(c))] =
+          SimClass(c) == SimClass::attn_decode ? "peak" : sim_class_name(sim_class_fallback(SimClass(c)));
       continue;
     }
     const int key = table_head_dim(SimClass(c), head_dim);
@@ -475,7 +486,7 @@ json SimPlatform::context(int head_dim) const {
                                {"attn_bwd", "as attn_fwd"},
                                {"attn_fwd_masked", "min(pairs / nq, pairs / nk) of a block with some pair masked"},
                                {"attn_bwd_masked", "as attn_fwd_masked"},
-                               {"attn_decode", "nq = 1: memory-bound, visible keys' K and V bytes / memory_bw (FLOPs at peak when longer)"}}},
+                               {"attn_decode", "nq = 1: memory-bound, visible keys' K and V bytes / memory_bw, or its FLOPs when longer, at the attn_decode table (size: query heads per key head; without one, at peak)"}}},
           {"memory_bw", memory_bw_gbs * 1e9},
           {"hbm_bytes", hbm_gib * 1073741824.0},
           {"kernel_launch_us", launch_us},

@@ -21,10 +21,13 @@ class Backend;
 // classes (a block where some pair is masked: causal diagonal, window, documents, strided
 // positions) are optional: a platform without a table for one charges such blocks at the
 // unmasked class's table (masked_fallback), and its context.simulated says so.
-enum class SimClass { gemm = 0, attn_fwd = 1, attn_bwd = 2, attn_fwd_masked = 3, attn_bwd_masked = 4 };
-constexpr int kNumSimClasses = 5;
+// attn_decode (optional): the decode kernel's (nq = 1) FLOP rate where its FLOPs outlast its
+// bytes (MLA's absorbed decode: 128 query heads on one latent), looked up at the query heads per
+// key head; without a table those FLOPs run at peak.
+enum class SimClass { gemm = 0, attn_fwd = 1, attn_bwd = 2, attn_fwd_masked = 3, attn_bwd_masked = 4, attn_decode = 5 };
+constexpr int kNumSimClasses = 6;
 const char* sim_class_name(SimClass c);
-bool sim_class_optional(SimClass c);  // the masked attention classes
+bool sim_class_optional(SimClass c);  // the masked attention classes and attn_decode
 // The unmasked class a masked one falls back to (itself for the others).
 SimClass sim_class_fallback(SimClass c);
 
@@ -137,6 +140,10 @@ struct SimPlatform {
                            int head_dim) const;
   // Seconds of one memory-bound kernel moving `bytes` (reads + writes).
   double memory_seconds(double bytes) const;
+  // One decode attention kernel (nq = 1): its `bytes` at memory_bw, or its `flops` at the
+  // attn_decode table's rate (looked up at `heads_per_key`, the query heads sharing a key head;
+  // at peak without a table), whichever takes longer.
+  double decode_seconds(double flops, double bytes, double heads_per_key, DType t, int head_dim) const;
   // The published seconds of one ring step moving a block of `bytes` (interpolated linearly in
   // log(bytes) and log(seconds) between the curve's points; below the first, the first point's
   // time, a latency floor; beyond the last, at the last point's bandwidth). 0 without a curve.

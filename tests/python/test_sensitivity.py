@@ -55,7 +55,8 @@ class InputsTest(unittest.TestCase):
         self.assertEqual((h100["network.intra.nccl"], h100["efficiency.gemm"],
                           h100["overlap_interference.compute_slowdown"]), (0.13, 0.07, 1.12))
         self.assertNotIn("peak_tflops", h100)  # rel 0: a definition, nothing to perturb
-        self.assertEqual(len(h100), 16)
+        self.assertEqual(h100["efficiency.attn_decode"], 0.12)  # FlashMLA's two releases (issue 43)
+        self.assertEqual(len(h100), 17)
 
     def test_the_rule(self):
         plat = small_platform()

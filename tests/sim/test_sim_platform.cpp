@@ -50,6 +50,22 @@ TEST_CASE("kernel cost: launch + flops / (peak x efficiency), launch + bytes / b
                     Catch::Contains("no peak_tflops for fp16"));
 }
 
+TEST_CASE("decode cost: bytes at the bandwidth, or FLOPs at the attn_decode table (peak without one)", "[sim]") {
+  const SimPlatform bare = SimPlatform::from_json(toy(), "toy");
+  json j = toy();
+  j["efficiency"]["attn_decode"] = {{"points", json::parse("[[128, 0.5]]")}, {"source", "toy"}};
+  const SimPlatform with = SimPlatform::from_json(j, "toy");
+  // Memory-bound (GQA): 1e9 bytes take 1 ms, 1e9 FLOPs 10 us at peak or 20 us at half of it.
+  CHECK(bare.decode_seconds(1e9, 1e9, 8, DType::bf16, 128) == Approx(1e-3 + 2e-6));
+  CHECK(with.decode_seconds(1e9, 1e9, 8, DType::bf16, 128) == Approx(1e-3 + 2e-6));
+  // Compute-bound (MLA's 128 heads on one latent): 1e12 FLOPs at peak, or at the table's 0.5.
+  CHECK(bare.decode_seconds(1e12, 1e6, 128, DType::bf16, 576) == Approx(1e-2 + 2e-6));
+  CHECK(with.decode_seconds(1e12, 1e6, 128, DType::bf16, 576) == Approx(2e-2 + 2e-6));
+  CHECK(bare.context().at("efficiencies_fallback").at("attn_decode") == "peak");
+  CHECK(with.context().at("efficiencies").at("attn_decode") == json::parse("[[128.0, 0.5]]"));
+  CHECK(with.context().at("efficiency_tables").at("attn_decode").at("source") == "toy");
+}
+
 TEST_CASE("context.simulated names the platform, its peaks, efficiencies and bandwidth", "[sim]") {
   const json c = SimPlatform::from_json(toy(), "toy.json").context();
   CHECK(c.at("platform") == "toy");
@@ -84,7 +100,8 @@ TEST_CASE("attention blocks: looked up at their visible extent, masked blocks at
   CHECK(plain.attention_seconds(4096, 4096, diag, flops, true, DType::bf16, 64) == Approx(2e-6 + 1.0 / (100 * e_diag)));
   CHECK(plain.attention_seconds(4096, 4096, 4096LL * 4096, flops, true, DType::bf16, 64) == Approx(2e-6 + 1.0 / (100 * 0.4)));
   const json c = plain.context();
-  CHECK(c.at("efficiencies_fallback") == json::parse(R"({"attn_fwd_masked": "attn_fwd", "attn_bwd_masked": "attn_bwd"})"));
+  CHECK(c.at("efficiencies_fallback") ==
+        json::parse(R"({"attn_fwd_masked": "attn_fwd", "attn_bwd_masked": "attn_bwd", "attn_decode": "peak"})"));
   CHECK(!c.at("efficiencies").contains("attn_fwd_masked"));
 
   // With masked tables: a block with one pair masked takes the masked class, a full one never.
@@ -95,7 +112,7 @@ TEST_CASE("attention blocks: looked up at their visible extent, masked blocks at
   CHECK(masked.attention_seconds(64, 64, 64 * 64, flops, false, DType::bf16, 64) == Approx(2e-6 + 1.0 / (100 * 0.5)));
   CHECK(masked.attention_seconds(64, 64, 64 * 64 - 1, flops, true, DType::bf16, 64) == Approx(2e-6 + 1.0 / (100 * 0.1)));
   CHECK(masked.context().at("efficiencies").at("attn_bwd_masked") == json::parse("[[64.0, 0.1]]"));
-  CHECK(masked.context().at("efficiencies_fallback").empty());
+  CHECK(masked.context().at("efficiencies_fallback") == json::parse(R"({"attn_decode": "peak"})"));
   // A masked table is checked like the others.
   j["efficiency"]["attn_fwd_masked"] = json::parse("[[64, 1.2]]");
   CHECK_THROWS_WITH(SimPlatform::from_json(j, "bad.json"), Catch::Contains("efficiency.attn_fwd_masked"));
