@@ -111,6 +111,9 @@ class Backend {
   // Raw byte copies for host-staged communication (MPI with device buffers). The CPU backend's
   // memory is host memory: device_memory() is false and communicators use the pointers directly.
   virtual bool device_memory() const { return false; }
+  // false: the backend keeps no tensor data (the simulator drops uploads), so a caller may skip
+  // generating large host inputs (a long KV cache's seeded rows) it would only throw away.
+  virtual bool keeps_data() const { return true; }
   virtual void copy_to_host_raw(void* dst, const Tensor& src, size_t bytes);
   virtual void copy_from_host_raw(Tensor& dst, const void* src, size_t bytes);
 

@@ -14,10 +14,12 @@ void KvCache::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const Layer
   const int64_t Hd = int64_t(s.H) * s.d, row = hn * s.d;
   cached_ = Cr;
   latent_ = s.latent_cache();
+  const bool seed_rows = be.keeps_data();  // the simulator drops the values: skip drawing them (1M tokens)
   if (latent_) {  // one latent row per token, seeded as a prefill's [c_kv | k_R] would stand
     const int64_t w = s.latent_width();
     k_ = reg.add("k_cache", {s.B, nk, 1, w}, s.dtype, Held::activation);
     v_ = k_;
+    if (!seed_rows) return;
     const std::vector<float> rows =
         input_token_rows(seed, InputId::k_cache, s.B, s.pass.cached, w, cached, 0, w, input_law(InputId::k_cache, s.D, Hd));
     std::vector<float> full(static_cast<size_t>(s.B * nk * w), 0.0f);
@@ -28,6 +30,7 @@ void KvCache::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const Layer
   }
   k_ = reg.add("k_cache", {s.B, nk, hn, s.d}, s.dtype, Held::activation);
   v_ = reg.add("v_cache", {s.B, nk, hn, s.d}, s.dtype, Held::activation);
+  if (!seed_rows) return;
   // Runs of consecutive original heads are drawn together (one draw for a contiguous shard).
   for (auto [id, dst] : {std::pair{InputId::k_cache, &k_}, std::pair{InputId::v_cache, &v_}}) {
     std::vector<float> full(static_cast<size_t>(s.B * nk * row), 0.0f);

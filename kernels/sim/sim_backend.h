@@ -26,6 +26,7 @@ class SimBackend final : public Backend, public SimulatedBackend {
   ~SimBackend() override;
 
   std::string name() const override { return "sim"; }
+  bool keeps_data() const override { return false; }  // upload() drops the values
   std::string device_name() const override;
   int64_t device_memory_bytes() const override { return static_cast<int64_t>(platform_.hbm_gib * 1073741824.0); }
   const SimPlatform& platform() const override { return platform_; }
