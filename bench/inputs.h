@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/tensor.h"
 
 namespace cpbench {
@@ -34,6 +35,14 @@ std::vector<float> input_token_rows(uint64_t seed, InputId id, int64_t B, int64_
 // A block of a global [rows, cols] weight: rows [r0, r0+nr), columns [c0, c0+nc) -> [nr, nc].
 std::vector<float> input_matrix_block(uint64_t seed, InputId id, int64_t cols, int64_t r0,
                                       int64_t nr, int64_t c0, int64_t nc, InputLaw law);
+
+// Uploads the values draw() returns (one of the above) into t, or draws nothing where the
+// backend keeps no data: the simulator drops uploads, and drawing every simulated rank's inputs
+// in its one process (SMPI) would take the host's memory at 1M tokens.
+template <class Draw>
+void upload_seeded(Backend& be, Draw&& draw, Tensor& t) {
+  if (be.keeps_data()) be.upload(draw(), t);
+}
 
 // Adds local rows [B, T, nc] (tokens at `pos`) into a global [B, N, C] array at columns c0...
 void add_token_rows(std::vector<float>& global, const std::vector<float>& local, int64_t B,

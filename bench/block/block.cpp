@@ -173,7 +173,8 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     Backend& be = k.be();
 
     Tensor& norm_w = reg.add("norm_w", {s.D}, s.dtype, Held::weight, "norm_w", ExportRule::slice(0, root));
-    be.upload(input_matrix_block(k.env_.seed, InputId::norm_w, s.D, 0, 1, 0, s.D, law(InputId::norm_w)), norm_w);
+    upload_seeded(be, [&] { return input_matrix_block(k.env_.seed, InputId::norm_w, s.D, 0, 1, 0, s.D, law(InputId::norm_w)); },
+                  norm_w);
     if (s.mla) {  // instead of w_qkv (mla.h); latent travel where the strategy's levels move the latent
       LayerShape ms = s;  // (single, the reference, runs the same shape with nothing traveling)
       // Decode forms the new token's latent for the cache and no k, v (the absorbed form: below)
@@ -194,9 +195,8 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
     wcols.blocks = {qcols, kcols, vcols};
     if (!s.mla) {
       Tensor& w_qkv = reg.add("w_qkv", {s.D, Cl}, s.dtype, Held::weight, "w_qkv", wcols);
-      if (t == 1) {
-        be.upload(input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, 0, Cq, law(InputId::w_qkv)), w_qkv);
-      } else {
+      upload_seeded(be, [&] {  // this rank's column blocks of the global w_qkv (t = 1: all of it)
+        if (t == 1) return input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, 0, Cq, law(InputId::w_qkv));
         std::vector<float> wq(static_cast<size_t>(s.D * Cl));
         for (const ExportRule::ColBlock& c : wcols.blocks) {
           const std::vector<float> blk = input_matrix_block(k.env_.seed, InputId::w_qkv, Cq, 0, s.D, c.global0,
@@ -204,17 +204,19 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
           for (int64_t i = 0; i < s.D; ++i)
             std::copy_n(&blk[static_cast<size_t>(i * c.width)], c.width, &wq[static_cast<size_t>(i * Cl + c.local0)]);
         }
-        be.upload(wq, w_qkv);
-      }
+        return wq;
+      }, w_qkv);
     }
     // w_o's rows of this rank's heads (Helix: of the H/P heads it owns; no rank holds another's).
     const int64_t o0 = k.helix_ ? int64_t(k.hx0_) * vd : tr * Hvl, Ol = k.helix_ ? int64_t(k.hx_) * vd : Hvl;
     Tensor& w_o = reg.add("w_o", {Ol, s.D}, s.dtype, Held::weight, "w_o",
                           ExportRule::slice(o0 * s.D, k.helix_ || weights_exporter));
-    be.upload(input_matrix_block(k.env_.seed, InputId::w_o, s.D, o0, Ol, 0, s.D, law(InputId::w_o)), w_o);
+    upload_seeded(be, [&] { return input_matrix_block(k.env_.seed, InputId::w_o, s.D, o0, Ol, 0, s.D, law(InputId::w_o)); },
+                  w_o);
     if (s.sinks) {  // every head's logit on every rank (root exports); each rank's gradient share
       k.sink_logits_ = reg.add("sinks", {s.H}, DType::f32, Held::weight, "sinks", ExportRule::slice(0, root));
-      be.upload(input_matrix_block(k.env_.seed, InputId::sinks, s.H, 0, 1, 0, s.H, law(InputId::sinks)), k.sink_logits_);
+      upload_seeded(be, [&] { return input_matrix_block(k.env_.seed, InputId::sinks, s.H, 0, 1, 0, s.H, law(InputId::sinks)); },
+                    k.sink_logits_);
       k.sink_grad_ = reg.add("dsinks", {s.H}, DType::f32, Held::grad, "dsinks", ExportRule::slice(0));
       k.sinks_ = SinkHeads(k.sink_logits_, k.sink_grad_, tr * k.hl_, k.hl_);
     }
@@ -414,7 +416,8 @@ class Block::MlpSubLayer final : public Block::SubLayer {
     const uint64_t seed = k.env_.seed;
 
     Tensor& norm2_w = reg.add("norm2_w", {s.D}, s.dtype, Held::weight, "norm2_w", ExportRule::slice(0, root));
-    be.upload(input_matrix_block(seed, InputId::norm2_w, s.D, 0, 1, 0, s.D, law(InputId::norm2_w)), norm2_w);
+    upload_seeded(be, [&] { return input_matrix_block(seed, InputId::norm2_w, s.D, 0, 1, 0, s.D, law(InputId::norm2_w)); },
+                  norm2_w);
     auto columns = [&](bool this_rank) {  // [D, F/t] -> columns [tr*F/t, (tr+1)*F/t) of [D, F]
       ExportRule r;
       r.how = ExportRule::How::columns;
@@ -425,12 +428,15 @@ class Block::MlpSubLayer final : public Block::SubLayer {
       return r;
     };
     Tensor& w_gate = reg.add("w_gate", {s.D, Fl}, s.dtype, Held::weight, "w_gate", columns(weights_exporter));
-    be.upload(input_matrix_block(seed, InputId::w_gate, s.F, 0, s.D, tr * Fl, Fl, law(InputId::w_gate)), w_gate);
+    upload_seeded(be, [&] { return input_matrix_block(seed, InputId::w_gate, s.F, 0, s.D, tr * Fl, Fl, law(InputId::w_gate)); },
+                  w_gate);
     Tensor& w_up = reg.add("w_up", {s.D, Fl}, s.dtype, Held::weight, "w_up", columns(weights_exporter));
-    be.upload(input_matrix_block(seed, InputId::w_up, s.F, 0, s.D, tr * Fl, Fl, law(InputId::w_up)), w_up);
+    upload_seeded(be, [&] { return input_matrix_block(seed, InputId::w_up, s.F, 0, s.D, tr * Fl, Fl, law(InputId::w_up)); },
+                  w_up);
     Tensor& w_down = reg.add("w_down", {Fl, s.D}, s.dtype, Held::weight, "w_down",
                              ExportRule::slice(tr * Fl * s.D, weights_exporter));
-    be.upload(input_matrix_block(seed, InputId::w_down, s.D, tr * Fl, Fl, 0, s.D, law(InputId::w_down)), w_down);
+    upload_seeded(be, [&] { return input_matrix_block(seed, InputId::w_down, s.D, tr * Fl, Fl, 0, s.D, law(InputId::w_down)); },
+                  w_down);
 
     reg.add("hn", {BT, s.D}, s.dtype, Held::activation);
     reg.add("rstd2", {BT}, DType::f32, Held::activation);
@@ -617,17 +623,21 @@ void Block::setup(StrategyEnv& env) {
     const bool root = env_.world->rank() == 0;
     Tensor& x = reg_.add("x", {s.B, s.pass.steps, s.D}, s.dtype, Held::activation, "x",
                          ExportRule::tokens(steps, s.D, 0, s.D, root));
-    be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.pass.cached + s.pass.steps, s.D,
-                                 Positions::contiguous(s.pass.cached, s.pass.steps), 0, s.D, law(InputId::x)), x);
+    upload_seeded(be(), [&] {
+      return input_token_rows(env_.seed, InputId::x, s.B, s.pass.cached + s.pass.steps, s.D,
+                              Positions::contiguous(s.pass.cached, s.pass.steps), 0, s.D, law(InputId::x));
+    }, x);
     reg_.add("y", {s.B, s.pass.steps, s.D}, s.dtype, Held::activation, "y", ExportRule::tokens(steps, s.D, 0, s.D, root));
     rows("x_step", "");
     rows("y_step", "");
     in = "x_step", out = "y_step";
   } else {
     Tensor& x = reg_.add("x", {s.B, T_, s.D}, s.dtype, Held::activation, "x", ExportRule::tokens(pos_, s.D, 0, s.D));
-    be().upload(input_token_rows(env_.seed, InputId::x, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::x)), x);
+    upload_seeded(be(), [&] { return input_token_rows(env_.seed, InputId::x, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::x)); },
+                  x);
     Tensor& dy = reg_.add("dy", {s.B, T_, s.D}, s.dtype, Held::activation, "dy", ExportRule::tokens(pos_, s.D, 0, s.D));
-    be().upload(input_token_rows(env_.seed, InputId::dy, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::dy)), dy);
+    upload_seeded(be(), [&] { return input_token_rows(env_.seed, InputId::dy, s.B, s.N, s.D, pos_, 0, s.D, law(InputId::dy)); },
+                  dy);
     // The residual stream between sub-layers and its gradient: token rows [B, T, D]. y and dx
     // are the block's output and input gradient; under --block full h = x + attn(x) and dh sit
     // between the attention and the MLP sub-layer.

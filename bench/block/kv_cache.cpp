@@ -14,25 +14,25 @@ void KvCache::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const Layer
   const int64_t Hd = int64_t(s.H) * s.d, row = hn * s.d;
   cached_ = Cr;
   latent_ = s.latent_cache();
-  const bool seed_rows = be.keeps_data();  // the simulator drops the values: skip drawing them (1M tokens)
+  // (upload_seeded: the simulator keeps no data, so a 1M-token cache is not drawn for it)
   if (latent_) {  // one latent row per token, seeded as a prefill's [c_kv | k_R] would stand
     const int64_t w = s.latent_width();
     k_ = reg.add("k_cache", {s.B, nk, 1, w}, s.dtype, Held::activation);
     v_ = k_;
-    if (!seed_rows) return;
-    const std::vector<float> rows =
-        input_token_rows(seed, InputId::k_cache, s.B, s.pass.cached, w, cached, 0, w, input_law(InputId::k_cache, s.D, Hd));
-    std::vector<float> full(static_cast<size_t>(s.B * nk * w), 0.0f);
-    for (int64_t b = 0; b < s.B; ++b)
-      std::copy_n(&rows[static_cast<size_t>(b * Cr * w)], Cr * w, &full[static_cast<size_t>(b * nk * w)]);
-    be.upload(full, k_);
+    upload_seeded(be, [&] {
+      const std::vector<float> rows =
+          input_token_rows(seed, InputId::k_cache, s.B, s.pass.cached, w, cached, 0, w, input_law(InputId::k_cache, s.D, Hd));
+      std::vector<float> full(static_cast<size_t>(s.B * nk * w), 0.0f);
+      for (int64_t b = 0; b < s.B; ++b)
+        std::copy_n(&rows[static_cast<size_t>(b * Cr * w)], Cr * w, &full[static_cast<size_t>(b * nk * w)]);
+      return full;
+    }, k_);
     return;
   }
   k_ = reg.add("k_cache", {s.B, nk, hn, s.d}, s.dtype, Held::activation);
   v_ = reg.add("v_cache", {s.B, nk, hn, s.d}, s.dtype, Held::activation);
-  if (!seed_rows) return;
   // Runs of consecutive original heads are drawn together (one draw for a contiguous shard).
-  for (auto [id, dst] : {std::pair{InputId::k_cache, &k_}, std::pair{InputId::v_cache, &v_}}) {
+  auto draw = [&](InputId id) {
     std::vector<float> full(static_cast<size_t>(s.B * nk * row), 0.0f);
     for (int64_t c = 0; c < hn;) {
       int64_t run = 1;
@@ -46,8 +46,10 @@ void KvCache::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const Layer
                       &full[static_cast<size_t>((b * nk + t) * row + c * s.d)]);
       c += run;
     }
-    be.upload(full, *dst);
-  }
+    return full;
+  };
+  upload_seeded(be, [&] { return draw(InputId::k_cache); }, k_);
+  upload_seeded(be, [&] { return draw(InputId::v_cache); }, v_);
 }
 
 void KvCache::write(Backend& be, const Tensor& k, const Tensor& v, int64_t first, int h0) {

@@ -129,7 +129,8 @@ void MlaProjections::setup(TensorRegistry& reg, Backend& be, uint64_t seed, cons
     }
     Tensor& t = reg.add(w.name, w.rows > 1 ? std::vector<int64_t>{w.rows, cols} : std::vector<int64_t>{cols}, s.dtype,
                         Held::weight, w.name, rule);
-    be.upload(input_matrix_block(seed, w.id, w.cols, 0, w.rows, col0, cols, input_law(w.id, s.D, 0, 0, w.rows)), t);
+    upload_seeded(be, [&] { return input_matrix_block(seed, w.id, w.cols, 0, w.rows, col0, cols, input_law(w.id, s.D, 0, 0, w.rows)); },
+                  t);
     reg.add(std::string("d") + w.name, t.shape, DType::f32, Held::grad, std::string("d") + w.name, grad);
   }
   const DType dt = s.dtype;
