@@ -704,8 +704,13 @@ TEST_CASE("attention: values inside the key rows (v_in_k) = the same values copi
       be.attn_fwd(si, q, k, k, qp, kp, o2, l2);
       const std::vector<float> a = be.download(o1), b = be.download(o2);
       CHECK(std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); }));
-      CHECK(a == b);
-      CHECK(be.download(l1) == be.download(l2));
+      if (dt == DType::f32) {  // OpenBLAS sgemm reads v at another pitch: no bitwise promise
+        CHECK(compare(b, to_double(a)).ok(1e-6));
+        CHECK(compare(be.download(l2), to_double(be.download(l1))).ok(1e-6));
+      } else {  // the 16-bit emulation's own fixed-order loops: bit for bit
+        CHECK(a == b);
+        CHECK(be.download(l1) == be.download(l2));
+      }
       // Refused: v not k itself, d_v > d, and the backward.
       CHECK_THROWS_WITH(be.attn_fwd(si, q, k, v, qp, kp, o2, l2), Catch::Contains("v must be k itself"));
       AttnShape wide = si;
