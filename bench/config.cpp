@@ -59,10 +59,14 @@ nlohmann::json default_run_preset() { return nlohmann::json::parse(kEmbeddedDefa
 
 int64_t RunConfig::full_block_ffn_dim() const { return block == "full" ? ffn_dim : 0; }
 
+DType RunConfig::storage_dtype() const { return fp8() ? DType::bf16 : parse_dtype(dtype); }
+
 LayerShape RunConfig::shape(int64_t N, int pack) const {
   LayerShape s;
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
-  s.mask.causal = causal; s.rope = rope; s.dtype = parse_dtype(dtype);
+  s.mask.causal = causal; s.rope = rope; s.dtype = storage_dtype();
+  s.fp8 = fp8();
+  s.fp8_scaling = fp8_scaling == "tensor" ? Fp8Scaling::tensor : Fp8Scaling::block;
   s.partial_dtype = parse_dtype(partial_dtype);
   s.acc_dtype = parse_dtype(acc_dtype);
   s.mask.window = window;
@@ -272,15 +276,30 @@ void finalize_config(RunConfig& c, int P) {
     throw std::invalid_argument("head_dim=" + std::to_string(c.head_dim) + " exceeds the supported maximum 256");
   if (c.peak_tflops < 0) throw std::invalid_argument("peak_tflops must be positive");
   // Every backend runs fp32, bf16 and fp16 (the cpu stores 16-bit tensors and rounds where the GPU
-  // kernels round: DESIGN "Rounding points"); fp8 is refused by the option table.
-  parse_dtype(c.dtype);  // throws on an unknown name
+  // kernels round: DESIGN "Rounding points"); fp8 is the cpu's emulation of an fp8 forward.
+  c.storage_dtype();  // throws on an unknown name
+  if (c.fp8()) {
+    if (c.pass == "train")
+      throw std::invalid_argument("--dtype fp8 defines attention's forward only (FlashAttention-3's fp8 kernels): it needs "
+                                  "--pass prefill or decode (got pass=train)");
+    if (c.backend != "cpu")
+      throw std::invalid_argument("--dtype fp8 is emulated by --backend cpu only (got backend=" + c.backend +
+                                  "): the cuda backend has no fp8 kernels and no platform file gives fp8 attention's rate");
+    if (c.attention == "mla")
+      throw std::invalid_argument("--dtype fp8 with --attention mla is not built (MLA's absorbed decode and latent "
+                                  "travel quantize nothing yet); use --attention gqa");
+    if (c.fp8_scaling == "block" && c.head_dim % kMxBlock != 0)
+      throw std::invalid_argument("--fp8-scaling block scales each " + std::to_string(kMxBlock) +
+                                  " elements of a head's row: it needs head_dim a multiple of " + std::to_string(kMxBlock) +
+                                  " (got head_dim=" + std::to_string(c.head_dim) + "); use --fp8-scaling tensor");
+  }
   // What travels in a lower precision than the run's float32 partials and accumulators: only in a
   // 16-bit run, and only where it is built (the K,V ring's running output and the train pass's
   // dK,dV accumulators; the strategies refuse the schedules that do not round them).
   for (const auto& [flag, value] : {std::pair{"--partial-dtype", c.partial_dtype}, std::pair{"--acc-dtype", c.acc_dtype}}) {
     if (value != "f32" && value != "bf16")
       throw std::invalid_argument(std::string(flag) + " must be f32 or bf16, got \"" + value + "\"");
-    if (value == "bf16" && parse_dtype(c.dtype) == DType::f32)
+    if (value == "bf16" && c.storage_dtype() == DType::f32)
       throw std::invalid_argument(std::string(flag) + " bf16 rounds what a 16-bit run keeps in float32: it needs --dtype bf16 or fp16 (got dtype=" +
                                   c.dtype + ")");
   }
@@ -295,7 +314,7 @@ void finalize_config(RunConfig& c, int P) {
     throw std::invalid_argument("--partial-dtype bf16 under " + (c.pass == "decode" ? std::string("--pass decode") : "--ring-pass " + c.ring_pass) +
                                 " sends each bf16 o with its float32 lse in one message: it needs an even " +
                                 (mla ? "d_v" : "head_dim") + " (got " + (mla ? "d_v=" : "head_dim=") + std::to_string(o_dim) + ")");
-  if (mla && c.backend == "cuda" && parse_dtype(c.dtype) != DType::f32 && c.pass != "decode")  // (decode: the decode kernel)
+  if (mla && c.backend == "cuda" && c.storage_dtype() != DType::f32 && c.pass != "decode")  // (decode: the decode kernel)
     throw std::invalid_argument("--attention mla on --backend cuda needs --dtype fp32: the " + c.dtype +
                                 " tensor-core attention kernels are built for head dims 64 and 128 with d_v = d (MLA: d=" +
                                 std::to_string(c.head_dim) + ", d_v=" + std::to_string(c.mla_dims.d_v) +

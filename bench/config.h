@@ -70,6 +70,10 @@ struct RunConfig {
   // --partial-dtype / --acc-dtype (issue 42, DESIGN "What travels, and in what precision"): the
   // K,V ring's running output and its dK,dV accumulators, f32 (default) or bf16, in a 16-bit run.
   std::string partial_dtype = "f32", acc_dtype = "f32";
+  // --dtype fp8 (issue 42): attention's forward in fp8 e4m3 on bf16 storage; --fp8-scaling its scales.
+  std::string fp8_scaling = "block";
+  bool fp8() const { return dtype == "fp8"; }
+  DType storage_dtype() const;  // the tensors' dtype: bf16 under fp8, else --dtype
   std::string out, trace, dump;
   double peak_tflops = 0;  // 0: device table or calibrated
   bool progress = true;

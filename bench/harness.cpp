@@ -322,7 +322,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
 std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink& sink) {
   std::vector<JobResult> results;
   const int P = w_.size();
-  const double tol = cfg_.dtype == "fp32" ? 1e-5 : 2e-2;
+  const double tol = verify_tolerance(cfg_.dtype);
   // Under --cached only the forward runs (persistent-KV prefill, decode): the gradients are not
   // compared. Decode compares the S new tokens' x, y, k, v (from the cache slots), o and lse and
   // the weights; its q is recomputed on every rank and has no sharded share to check. MLA's decode
@@ -330,7 +330,8 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   std::vector<std::string> names =
       dump_tensor_names(cfg_.block == "full", cfg_.sinks, cfg_.attention == "mla" ? &cfg_.mla_dims : nullptr);
   const bool decode = cfg_.pass == "decode", latent_cache = decode && cfg_.attention == "mla";
-  if (cfg_.cached > 0)
+  // --dtype fp8 defines the forward only: its prefill compares what the forward writes, as --cached does.
+  if (cfg_.cached > 0 || cfg_.fp8())
     names.erase(std::remove_if(names.begin(), names.end(),
                                [&](const std::string& n) {
                                  if (decode && (n == "dy" || n == "q")) return true;
@@ -370,7 +371,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
         log_.set_phase(Phase::fwd);
         strat->forward();
         log_.set_phase(Phase::bwd);
-        if (shape.pass.cached == 0) strat->backward();
+        if (shape.pass.cached == 0 && !shape.fp8) strat->backward();
         be_.synchronize();
       } catch (const std::exception& e) {
         error = std::string("run: ") + e.what();

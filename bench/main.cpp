@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
       bo.local_rank = world.local_rank();
       backend = make_backend(bo);
       backend->set_threads(cfg.threads);
+      backend->set_fp8_attention(cfg.fp8());  // --dtype fp8: every attention forward rounds P to e4m3
       if (verifying && backend->name() == "sim")
         throw std::invalid_argument("verify compares computed values, and the sim backend only times the work; "
                                     "simulate with `run`, verify with --backend cpu or cuda");

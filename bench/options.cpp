@@ -227,8 +227,15 @@ std::vector<OptionSpec> make_table() {
        [](RunConfig& c, const json& v) { c.backend = v.get<std::string>(); }},
       {"comm", "--comm", OptKind::choice, "mpi | nccl", {"mpi", "nccl"}, false,
        [](RunConfig& c, const json& v) { c.comm = v.get<std::string>(); }},
-      {"dtype", "--dtype", OptKind::choice, "fp32 | bf16 | fp16 (fp8 is not emulated yet)", {"fp32", "bf16", "fp16"}, false,
+      {"dtype", "--dtype", OptKind::choice,
+       "fp32 | bf16 | fp16 | fp8 (fp8: FlashAttention-3's fp8 forward, emulated by --backend cpu: q, k, v cast to e4m3 "
+       "with power-of-two scales (--fp8-scaling), P rounded to e4m3 before P·V, every other tensor bf16; "
+       "--pass prefill or decode only)", {"fp32", "bf16", "fp16", "fp8"}, false,
        [](RunConfig& c, const json& v) { c.dtype = v.get<std::string>(); }},
+      {"fp8_scaling", "--fp8-scaling", OptKind::choice,
+       "block (default) | tensor: --dtype fp8's scales, one per 32 elements of a head's row (MXFP8) or one per "
+       "tensor a rank holds (current scaling, the amax of this rank's shard)", {"block", "tensor"}, false,
+       [](RunConfig& c, const json& v) { c.fp8_scaling = v.get<std::string>(); }},
       {"partial_dtype", "--partial-dtype", OptKind::choice,
        "f32 (default) | bf16: the K,V ring's running merged output and pass-Q's and decode's partials of a bf16/fp16 "
        "run, kept in float32 or rounded to bf16 at every merge (the partials then travel at 2 bytes)", {"f32", "bf16"}, false,
@@ -307,6 +314,7 @@ std::vector<OptionSpec> make_table() {
       {"backend", "backend", [](const RunConfig& c) { return json(c.backend); }},
       {"comm", "comm", [](const RunConfig& c) { return json(c.comm); }},
       {"dtype", "dtype", [](const RunConfig& c) { return json(c.dtype); }},
+      {"fp8_scaling", "fp8_scaling", [](const RunConfig& c) { return c.fp8() ? json(c.fp8_scaling) : json(nullptr); }},
       {"partial_dtype", "partial_dtype", [](const RunConfig& c) { return json(c.partial_dtype); }},
       {"acc_dtype", "acc_dtype", [](const RunConfig& c) { return json(c.acc_dtype); }},
       {"pass", "pass", [](const RunConfig& c) { return json(c.pass); }},

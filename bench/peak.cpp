@@ -24,7 +24,7 @@ Peak resolve_peak(const RunConfig& cfg, Backend& be, World& w) {
   std::vector<double> rates;
   std::string error;
   try {
-    const DType dt = parse_dtype(cfg.dtype);
+    const DType dt = cfg.storage_dtype();  // (fp8: the bf16 GEMM; the CPU has no fp8 units)
     Tensor a = be.alloc({n, n}, dt, MemKind::activations), b = be.alloc({n, n}, dt, MemKind::activations),
            c = be.alloc({n, n}, dt, MemKind::activations);
     be.fill(a, 0.5f);

@@ -94,6 +94,10 @@ struct LayerShape {
   // --partial-dtype, --acc-dtype: the K,V ring's running merged output and the dK,dV accumulators
   // that travel back to their owner: f32 (default) or bf16 (rounded at every merge / hop).
   DType partial_dtype = DType::f32, acc_dtype = DType::f32;
+  // --dtype fp8 (dtype is then bf16): q, k, v and a KV cache quantized to e4m3 with power-of-two
+  // scales where they are formed (Backend::quantize_fp8), P in e4m3 (Backend::set_fp8_attention).
+  bool fp8 = false;
+  Fp8Scaling fp8_scaling = Fp8Scaling::block;
   // The byte model's s_acc: the dK,dV accumulators' bytes (train), and in a forward-only pass the
   // partials' s_part (pass-Q's and decode's o: --partial-dtype).
   int64_t acc_bytes() const {

@@ -23,6 +23,12 @@ const std::vector<float>& tensor(const std::map<std::string, std::vector<float>>
 }
 }  // namespace
 
+double verify_tolerance(const std::string& dtype) {
+  if (dtype == "fp32") return 1e-5;
+  if (dtype == "fp8") return 1.0 / 16;
+  return 2e-2;
+}
+
 double verify_error(const std::vector<float>& a, const std::vector<float>& b, double m) {
   if (a.size() != b.size()) return INFINITY;
   double num = 0, den = 0;

@@ -20,6 +20,12 @@
 
 namespace cpbench {
 
+// The bound by the run's dtype: fp32 1e-5; bf16 and fp16 2e-2; fp8 2^-4 = 6.25e-2, e4m3's unit
+// roundoff: rounding P to e4m3 alone moves o by up to about that against float64 on the same
+// inputs (tests/unit/test_cpu_lowp.cpp's fp8 case asserts it), and a CP strategy rounds P against
+// other running maxima than `single` does (measured 0.6-2.3e-2 at P = 4, N = 512: docs/NUMERICS.md).
+double verify_tolerance(const std::string& dtype);
+
 // e = ||a - b|| / max(||b||, m) in double: 0 when a == b (also when both are zero), +inf when
 // the sizes differ, when a and b hold NaN/+Inf/-Inf at different positions or of different kinds
 // (non-finite elements are left out of the norms otherwise), or when max(||b||, m) = 0 and a != b.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/float8.h"
 #include "kernels/tensor.h"
 
 namespace cpbench {
@@ -75,6 +76,11 @@ struct AttnShape {
   // the CUDA decode kernel at nq = 1); attn_bwd refuses it.
   bool v_in_k = false;
   int64_t v_row() const { return v_in_k ? d : vdim(); }  // v's elements per (token, kv head)
+  // p_e4m3: FlashAttention-3's fp8 forward (--dtype fp8): P rounded to e4m3, offset by 2^8, before
+  // P·V at every nq (kernels/float8.h round_p_e4m3), on 16-bit storage holding fp8 values. Set by
+  // Backend::attn_fwd from the backend's fp8 mode (set_fp8_attention), never by a caller; the CPU
+  // 16-bit forward emulates it, every other kernel refuses it.
+  bool p_e4m3 = false;
   int rep = 0, head0 = 0;  // the GQA map above; rep 0: hq / hk, head0 0
   int group() const { return rep > 0 ? rep : hq / hk; }
   int kv_head(int h) const { return (h + head0) / group(); }
@@ -104,6 +110,10 @@ class Backend {
   // Returns the backend's cached free blocks to the system (between jobs of a sweep).
   virtual void release_cached_memory() {}
   void set_poison(bool on) { poison_ = on; }
+  // --dtype fp8 (forward and inference only): every attn_fwd rounds P to e4m3 (AttnShape::p_e4m3)
+  // and attn_bwd refuses to run; q, k, v reach attention through quantize_fp8. Off by default.
+  void set_fp8_attention(bool on) { fp8_attention_ = on; }
+  bool fp8_attention() const { return fp8_attention_; }
 
   // Host <-> backend copies of float32 host data (converted to/from the tensor's dtype).
   virtual void upload(const std::vector<float>& host, Tensor& dst) = 0;
@@ -156,6 +166,10 @@ class Backend {
   void convert(Tensor& dst, const Tensor& src);
   // out = a + b (same shapes); out may alias a or b
   void add(Tensor& out, const Tensor& a, const Tensor& b);
+  // In place: t's values rounded to fp8 e4m3 with power-of-two scales per tensor or per block of
+  // 32 elements of its innermost dimension (kernels/float8.h quantize_e4m3; block: that dimension a
+  // multiple of 32), kept in t's dtype, bf16, which holds them exactly. --dtype fp8's cast of q, k, v.
+  void quantize_fp8(Tensor& t, Fp8Scaling scaling);
 
   // ---- GEMM (row-major) -----------------------------------------------------------------------
   // C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C; lda/ldb/ldc are row pitches of the
@@ -237,6 +251,8 @@ class Backend {
                           int64_t rows, int64_t cols) = 0;
   virtual void do_convert(Tensor& dst, const Tensor& src) = 0;
   virtual void do_add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // Not pure: a backend without the fp8 emulation (CUDA, the simulator) throws invalid_argument.
+  virtual void do_quantize_fp8(Tensor& t, Fp8Scaling scaling);
   virtual void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
                        Tensor& C, int64_t ldc) = 0;
@@ -276,6 +292,7 @@ class Backend {
   double model_flops_ = 0, hardware_flops_ = 0;
   MemTracker mem_;
   bool poison_ = false;
+  bool fp8_attention_ = false;
   bool compute_enabled_ = true;
   int threads_ = 1;
   int phase_ = 2;

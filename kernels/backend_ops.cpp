@@ -57,6 +57,25 @@ void Backend::add(Tensor& out, const Tensor& a, const Tensor& b) {
   op_end(op);
 }
 
+void Backend::quantize_fp8(Tensor& t, Fp8Scaling scaling) {
+  if (t.dtype != DType::bf16)  // (fp16's range does not hold every scaled e4m3 value)
+    throw std::invalid_argument(std::string("quantize_fp8: fp8 values are kept in a bf16 tensor (got ") +
+                                dtype_name(t.dtype) + ")");
+  const int64_t inner = t.shape.empty() ? 0 : t.shape.back();
+  if (scaling == Fp8Scaling::block && inner % kMxBlock != 0)
+    throw std::invalid_argument("quantize_fp8: block scaling takes blocks of " + std::to_string(kMxBlock) +
+                                " elements of the innermost dimension, which must be a multiple of it (got " +
+                                std::to_string(inner) + ")");
+  if (!compute_enabled_) return;
+  const int op = op_begin("quantize_fp8");
+  do_quantize_fp8(t, scaling);
+  op_end(op);
+}
+
+void Backend::do_quantize_fp8(Tensor&, Fp8Scaling) {
+  throw std::invalid_argument("backend '" + name() + "' does not emulate fp8 (--dtype fp8 runs on --backend cpu)");
+}
+
 void Backend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
                    Tensor& C, int64_t ldc, double model_share) {
@@ -170,11 +189,16 @@ void Backend::attn_fwd(const AttnShape& s, const Tensor& q, const Tensor& k, con
                        const Positions& qpos, const Positions& kpos, Tensor& o, Tensor& lse) {
   check_attn_fwd(s, q, k, v, qpos, kpos, o, lse);
   check_dtypes("attn_fwd", {&q, &k, &v, &o, &lse});
-  check_attn_support("attn_fwd", s, q.dtype);
+  AttnShape a = s;
+  a.p_e4m3 = fp8_attention_;  // --dtype fp8: P in e4m3 (the backend's mode, not the caller's)
+  if (a.p_e4m3 && q.dtype != DType::bf16)
+    throw std::invalid_argument(std::string("attn_fwd: fp8 attention runs on bf16 tensors holding fp8 values (got ") +
+                                dtype_name(q.dtype) + ")");
+  check_attn_support("attn_fwd", a, q.dtype);
   if (!compute_enabled_) return;
-  count_attn(s, qpos, kpos, /*backward=*/false);
+  count_attn(a, qpos, kpos, /*backward=*/false);
   const int op = op_begin("attn_fwd");
-  do_attn_fwd(s, q, k, v, qpos, kpos, o, lse);
+  do_attn_fwd(a, q, k, v, qpos, kpos, o, lse);
   op_end(op);
 }
 
@@ -204,6 +228,8 @@ void Backend::attn_bwd(const AttnShape& s, const Tensor& q, const Tensor& k, con
                        Tensor& dv) {
   check_attn_bwd(s, q, k, v, dout, lse, delta, qpos, kpos, dq, dk, dv);
   check_dtypes("attn_bwd", {&q, &k, &v, &dout, &lse, &delta, &dq, &dk, &dv});
+  if (fp8_attention_ || s.p_e4m3)
+    throw std::invalid_argument("attn_bwd: fp8 attention defines the forward only (--dtype fp8 runs --pass prefill or decode)");
   check_attn_support("attn_bwd", s, q.dtype);
   if (!compute_enabled_) return;
   count_attn(s, qpos, kpos, /*backward=*/true);

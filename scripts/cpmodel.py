@@ -28,7 +28,7 @@ WEIGHT_BYTES_PER_PARAM, GRAD_BYTES_PER_PARAM, OPTIMIZER_BYTES_PER_PARAM = 2, 2, 
 # it recomputes the scores) (kernels/backend.h kAttnBwdModelFactor, kAttnBwdHardwareFactor).
 ATTN_BWD_MODEL_FACTOR, ATTN_BWD_HARDWARE_FACTOR = 2, 2.5
 
-_ELEM = {"fp32": 4, "bf16": 2, "fp16": 2}
+_ELEM = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}  # fp8: e4m3 values held in bf16 storage
 
 
 # --- shared rules ------------------------------------------------------------------------------
@@ -56,8 +56,9 @@ def part_bytes(partial_dtype):
 
 
 def elem_bytes(dtype):
-    """Bytes of one element of the run dtype (s): fp32 4, bf16 and fp16 2. Mirrors dtype_size
-    (kernels/tensor.h); DESIGN "Communication"."""
+    """Bytes of one element of the run dtype (s): fp32 4, bf16 and fp16 2, fp8 2 (--dtype fp8 keeps
+    its e4m3 values in bf16 tensors, and they travel so). Mirrors dtype_size (kernels/tensor.h) of
+    RunConfig::storage_dtype; DESIGN "Communication"."""
     return _ELEM[dtype]
 
 

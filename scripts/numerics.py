@@ -14,6 +14,9 @@ Variants (what travels, --partial-dtype / --acc-dtype):
   f32          the defaults: the ring's running output and its dK,dV accumulators in float32
   bf16-partial --partial-dtype bf16: the running output rounded to bf16 at every merge
   bf16-acc     --acc-dtype bf16: the accumulators rounded to bf16 at every hop (s_acc = 2)
+  fp8-block    --dtype fp8 --fp8-scaling block --pass prefill: FlashAttention-3's fp8 forward (q, k, v
+               in e4m3 with a power-of-two scale per 32 elements, P in e4m3); o only
+  fp8-tensor   the same with one scale per tensor a rank holds (its shard's amax)
 
 usage: numerics.py --cpbench build/bench/cpbench [--P 1,2,4,8,16] [--seq 1024] [--seeds 1,2,3]
                    [--variants f32,bf16-partial,bf16-acc] [--masks causal,window,docs]
@@ -40,6 +43,8 @@ VARIANTS = {
     "f32": [],
     "bf16-partial": ["--partial-dtype", "bf16"],
     "bf16-acc": ["--acc-dtype", "bf16"],
+    "fp8-block": ["--dtype", "fp8", "--fp8-scaling", "block", "--pass", "prefill"],
+    "fp8-tensor": ["--dtype", "fp8", "--fp8-scaling", "tensor", "--pass", "prefill"],
 }
 # The strategies each variant changes (ulysses has no ring running output or accumulator; the
 # running output of allgather-kv's one attention never merges).
@@ -47,6 +52,8 @@ STRATEGIES = {
     "f32": ["ring", "ring-zigzag", "double-ring", "usp", "ulysses", "allgather-kv"],
     "bf16-partial": ["ring", "ring-zigzag", "double-ring", "usp"],
     "bf16-acc": ["ring", "ring-zigzag", "double-ring", "usp", "allgather-kv"],
+    "fp8-block": ["ring", "ring-zigzag", "double-ring", "usp", "ulysses", "allgather-kv"],
+    "fp8-tensor": ["ring", "ring-zigzag", "double-ring", "usp", "ulysses", "allgather-kv"],
 }
 
 
@@ -90,7 +97,8 @@ def measure(dump):
         t = {f[:-4]: np.load(os.path.join(sd, f)) for f in os.listdir(sd) if f.endswith(".npy")}
         if ref is None:  # every strategy saw the same inputs (check_dump.py checks it)
             ref = reference(t, meta)
-        out[lab] = {n: (rel_fro(t[n].astype(np.float64), ref[n]), float(np.abs(t[n] - ref[n]).max())) for n in TENSORS}
+        out[lab] = {n: (rel_fro(t[n].astype(np.float64), ref[n]), float(np.abs(t[n] - ref[n]).max()))
+                    for n in TENSORS if n in t}  # (a forward-only variant dumps o, no gradient)
     return out
 
 
@@ -101,8 +109,10 @@ def run(args, P, variant, mask, seed, work):
     dump = os.path.join(work, f"p{P}_{variant}_{mask}_{seed}")
     cmd = [args.mpirun, "--oversubscribe", "-np", str(P), args.cpbench, "verify", "--no-progress",
            "--seq", str(args.seq), "--heads", str(args.heads), "--kv-heads", str(args.kv_heads),
-           "--head-dim", str(args.head_dim), "--dim", str(args.dim), "--dtype", args.dtype, "--seed", str(seed),
+           "--head-dim", str(args.head_dim), "--dim", str(args.dim), "--seed", str(seed),
            "--strategies", ",".join(strategies), "--dump", dump] + VARIANTS[variant] + mask_args(mask, args.seq)
+    if "--dtype" not in VARIANTS[variant]:
+        cmd += ["--dtype", args.dtype]
     if "usp" in strategies:
         cmd += ["--ulysses", "2"]
     if "double-ring" in strategies:
@@ -158,11 +168,12 @@ def markdown(summary, args):
                 continue
             lines += [f"**{tensor}, {mask}**", "", "| strategy | variant | " + " | ".join(f"P={p}" for p in Ps) + " |",
                       "|---|---|" + "---|" * len(Ps)]
-            single_row = {s["P"]: s for s in summary if s["mask"] == mask and s["tensor"] == tensor
-                          and s["label"] == "single" and s["variant"] == "f32"}
-            if single_row:
-                lines.append("| single | f32 | " + " | ".join(
-                    f"{single_row[p]['rel_fro_median'] * 1e3:.3f}" if p in single_row else "" for p in Ps) + " |")
+            for variant in ("f32", "fp8-block", "fp8-tensor"):  # (bf16-partial, bf16-acc: single's is f32's)
+                single_row = {s["P"]: s for s in summary if s["mask"] == mask and s["tensor"] == tensor
+                              and s["label"] == "single" and s["variant"] == variant}
+                if single_row:
+                    lines.append(f"| single | {variant} | " + " | ".join(
+                        f"{single_row[p]['rel_fro_median'] * 1e3:.3f}" if p in single_row else "" for p in Ps) + " |")
             for (fam, variant), by_p in sorted(rows.items()):
                 cells = []
                 for p in Ps:
@@ -180,7 +191,7 @@ def plot(summary, args, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(TENSORS), figsize=(4.2 * len(TENSORS), 4), sharey=False)
-    styles = {"f32": "-", "bf16-partial": "--", "bf16-acc": ":"}  # the variant by line style,
+    styles = {"f32": "-", "bf16-partial": "--", "bf16-acc": ":", "fp8-block": "-.", "fp8-tensor": (0, (1, 3))}  # the variant by line style,
     colors = {"single": "black", "ring": "tab:blue", "ring-zigzag": "tab:orange", "double-ring": "tab:green",
               "usp": "tab:red", "ulysses": "tab:purple", "allgather-kv": "tab:brown"}  # the strategy by colour
     mask = args.masks[0]
@@ -190,11 +201,11 @@ def plot(summary, args, path):
             if s["mask"] == mask and s["tensor"] == tensor:
                 lines.setdefault((family(s["label"]), s["variant"]), []).append((s["P"], s["rel_fro_median"]))
         for (fam, variant), pts in sorted(lines.items()):
-            if fam == "single" and variant != "f32":
-                continue
+            if fam == "single" and variant in ("bf16-partial", "bf16-acc"):
+                continue  # (single has no ring to round: its f32 line)
             pts.sort()
-            ax.plot([p for p, _ in pts], [e for _, e in pts], styles.get(variant, "-"), marker="o", ms=3,
-                    color=colors.get(fam, "gray"), label=f"{fam} {variant}" if fam != "single" else "single")
+            ax.plot([p for p, _ in pts], [e for _, e in pts], linestyle=styles.get(variant, "-"), marker="o", ms=3,
+                    color=colors.get(fam, "gray"), label=f"{fam} {variant}" if variant != "f32" or fam != "single" else "single")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(f"{tensor} ({mask})")

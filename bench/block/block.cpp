@@ -301,6 +301,10 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       const int64_t Cl = qkv.shape[1];
       b.gemm(false, false, BW, Cl, s.D, 1.0f, xw, s.D, reg["w_qkv"], Cl, 0.0f, qkv, Cl, k.qkv_model_share_);
       rope_and_split_qkv(b, qkv_layout(), s.rope, rows_pos, s.rope_theta, qkv, k.q_, k.k_, k.v_);
+      // --dtype fp8: the roped q, k, v cast to e4m3 where they are formed, before anything travels
+      // (the QKV GEMM's fp8 output in TransformerEngine; FlashAttention-3 takes them so).
+      if (s.fp8)
+        for (Tensor* t : {&k.q_, &k.k_, &k.v_}) b.quantize_fp8(*t, s.fp8_scaling);
     }
     // The new tokens' k, v into this rank's cache, per batch row: under prefill its n rows after
     // the cache shard; under decode the step's one row, written by the slot's owner only (0 bytes).

@@ -50,6 +50,10 @@ void KvCache::setup(TensorRegistry& reg, Backend& be, uint64_t seed, const Layer
   };
   upload_seeded(be, [&] { return draw(InputId::k_cache); }, k_);
   upload_seeded(be, [&] { return draw(InputId::v_cache); }, v_);
+  if (s.fp8) {  // an fp8 cache: the shard quantized once (its new rows are zero here, no part of an amax)
+    be.quantize_fp8(k_, s.fp8_scaling);
+    be.quantize_fp8(v_, s.fp8_scaling);
+  }
 }
 
 void KvCache::write(Backend& be, const Tensor& k, const Tensor& v, int64_t first, int h0) {

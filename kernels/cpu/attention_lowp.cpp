@@ -3,7 +3,9 @@
 // (exact), every product and sum is an fp32 operation, and values are rounded to the storage type
 // exactly where the GPU kernels round them: P before P·V (not in a decode step, nq = 1, whose CUDA
 // kernel multiplies fp32 P), P before dV += Pᵀ·dO, dS before dK += dSᵀ·Q and dQ += dS·K, o once at
-// the end. The fp32 backward accumulators and lse stay fp32.
+// the end. The fp32 backward accumulators and lse stay fp32. Under fp8 (AttnShape::p_e4m3, the
+// forward only) P is rounded to e4m3 offset by 2^8 (FlashAttention-3's fp8 forward) instead, at
+// every nq.
 //
 // The order of the fp32 operations is fixed and documented, so that tests/unit/test_lowp_ref.h
 // (a scalar loop per row) reproduces every bit: a dot product over d is summed in ascending
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_rows.h"
+#include "kernels/float8.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace cpbench::cpu {
@@ -125,6 +128,7 @@ void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
   const int hq = s.hq, hk = s.hk, d = s.d, dv = s.vdim();  // q, k over d; v, o over dv
   if (nq == 0) return;
   const bool round_p = nq != 1;  // a decode step: the CUDA decode kernel's P·V is all fp32
+  const bool p8 = s.p_e4m3;      // fp8: P in e4m3 at every nq (FlashAttention-3 has no fp32 P·V)
   const Plan pl = make_plan(s, qpos, kpos);
   const float sl2 = scale_log2(s);
   const int64_t nqt = (nq + kQT - 1) / kQT, items = B * hq * nqt;
@@ -176,7 +180,8 @@ void attn_fwd_lowp(const AttnShape& s, const T* q, const T* k, const T* v, const
         float* Or = O + r * dv;
         for (int c = 0; c < dv; ++c) Or[c] *= alpha;
         for (int j = 0; j < nj; ++j) {
-          const float p = round_p ? round_to<T>(S[j]) : S[j];  // P in the input dtype before P·V
+          // P in the input dtype (fp8: e4m3) before P·V
+          const float p = p8 ? round_p_e4m3(S[j]) : round_p ? round_to<T>(S[j]) : S[j];
           const float* vr = V + j * dv;
           for (int c = 0; c < dv; ++c) Or[c] += p * vr[c];
         }

@@ -166,6 +166,14 @@ void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
   });
 }
 
+// Widened, quantized (kernels/float8.h, one thread: a tensor scale needs the whole amax) and
+// narrowed back, which is exact: bf16 holds every scaled e4m3 value.
+void CpuBackend::do_quantize_fp8(Tensor& t, Fp8Scaling scaling) {
+  std::vector<float> x = download(t);
+  quantize_e4m3(x.data(), int64_t(x.size()), scaling);
+  upload(x, t);
+}
+
 void CpuBackend::do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) {
   cpu::with_elem(g.dtype, [&](auto tag) {
     using T = decltype(tag);

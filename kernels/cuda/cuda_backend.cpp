@@ -579,6 +579,8 @@ void CudaBackendImpl::check_attn_support(const char* op, const AttnShape& s, DTy
   const bool decode = std::strcmp(op, "attn_fwd") == 0 && s.nq == 1;
   const int d = s.d, dv = s.vdim();
   const std::string dims = "d = " + std::to_string(d) + ", d_v = " + std::to_string(dv);
+  if (s.p_e4m3)
+    throw std::invalid_argument(std::string(op) + ": fp8 attention (P in e4m3) is emulated by the cpu backend only");
   if (s.v_in_k && !decode)
     throw std::invalid_argument(std::string(op) + ": values inside the key rows (v_in_k) are read by the cuda " +
                                 "decode kernel only (attn_fwd with nq = 1; got nq = " + std::to_string(s.nq) + ")");

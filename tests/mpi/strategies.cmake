@@ -246,6 +246,12 @@ list(APPEND _verify_matrix
   "p4_mla_decode_helix_full                4  2 --model tiny-mla --block full --pass decode --cached 64 --decode-steps 3 --mlp-tp 4 --strategies ring,usp --ulysses 2"
   "p2_mla_decode_uneven_heads              2  3 --model tiny-mla --heads 3 --pass decode --cached 64 --decode-steps 3 --strategies ulysses,usp --mesh all --uneven-heads"
   "p3_mla_decode_lite                      3  8 --model deepseek-v2-lite --dim 64 --heads 3 --pass decode --cached 96 --decode-steps 4 --mesh all"
+  # --dtype fp8 (issue 42; forward only): q, k, v cast to e4m3 where they are formed, P in e4m3,
+  # against single at 2^-4: prefill on every strategy and mesh with a window and documents (block
+  # scales), decode with B = 2, sinks and bf16 partials (tensor scales), cached q-a2a pass-Q.
+  "p4_fp8_prefill_mesh_window_docs         4 15 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --dtype fp8 --pass prefill --window 40 --docs 50,78 --strategies ${_all},ring,ring-striped,double-ring --mesh all"
+  "p4_fp8_tensor_decode_mesh_sinks         4 14 --model tiny --cached 128 --decode-steps 5 --heads 8 --kv-heads 2 --head-dim 32 --batch 2 --dtype fp8 --fp8-scaling tensor --partial-dtype bf16 --pass decode --sinks --strategies ring,ring-zigzag,ring-striped,double-ring,megatron-sp,usp,ulysses --mesh all"
+  "p3_fp8_tensor_q_a2a_cached              3  3 --model tiny --seq 150 --cached 60 --heads 6 --kv-heads 3 --head-dim 32 --dtype fp8 --fp8-scaling tensor --pass prefill --ring-pass q-a2a --partial-dtype bf16 --strategies ring,ring-zigzag,ring-striped"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -289,11 +295,11 @@ set_tests_properties(dump_p4_float64_mla PROPERTIES LABELS "mpi;verify" TIMEOUT 
 add_test(NAME dump_p4_float64_mla_decode
          COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_mla_decode ${CPBENCH_TEST_OUT}/dump_mla_decode_lite && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny-mla --block full --pass decode --cached 64 --decode-steps 4 --batch 2 --window 40 --sinks --strategies ring-zigzag,double-ring,usp,megatron-sp --ulysses 2 --dump ${CPBENCH_TEST_OUT}/dump_mla_decode && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_decode && test -f ${CPBENCH_TEST_OUT}/dump_mla_decode/usp_u2xr2/latent_cache.npy && test ! -e ${CPBENCH_TEST_OUT}/dump_mla_decode/usp_u2xr2/k.npy && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model deepseek-v2-lite --dim 64 --heads 4 --pass decode --cached 64 --decode-steps 3 --strategies ring,ulysses --dump ${CPBENCH_TEST_OUT}/dump_mla_decode_lite && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_dump.py ${CPBENCH_TEST_OUT}/dump_mla_decode_lite")
 set_tests_properties(dump_p4_float64_mla_decode PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
-# scripts/numerics.py end to end on a small shape (P = 1, 2, 4; bf16; float32 and bf16
-# accumulators): errors against float64 from layer_reference.py, and what the rounding points
-# imply (tests/python/check_numerics.py).
+# scripts/numerics.py end to end on a small shape (P = 1, 2, 4; bf16 with float32 and bf16
+# accumulators; fp8's forward with block and tensor scales): errors against float64 from
+# layer_reference.py, and what the rounding points imply (tests/python/check_numerics.py).
 add_test(NAME numerics_p4_bf16
-         COMMAND sh -c "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/numerics.py --cpbench ${CPBENCH_BIN} --mpirun ${MPIEXEC_EXECUTABLE} --P 1,2,4 --seq 256 --heads 4 --kv-heads 2 --head-dim 64 --dim 128 --seeds 1 --variants f32,bf16-acc --out ${CPBENCH_TEST_OUT}/numerics_p4.json --markdown ${CPBENCH_TEST_OUT}/numerics_p4.md && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_numerics.py ${CPBENCH_TEST_OUT}/numerics_p4.json")
+         COMMAND sh -c "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/numerics.py --cpbench ${CPBENCH_BIN} --mpirun ${MPIEXEC_EXECUTABLE} --P 1,2,4 --seq 256 --heads 4 --kv-heads 2 --head-dim 64 --dim 128 --seeds 1 --variants f32,bf16-acc,fp8-block,fp8-tensor --out ${CPBENCH_TEST_OUT}/numerics_p4.json --markdown ${CPBENCH_TEST_OUT}/numerics_p4.md && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_numerics.py ${CPBENCH_TEST_OUT}/numerics_p4.json")
 set_tests_properties(numerics_p4_bf16 PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
 # What travels in bf16 (--partial-dtype, --acc-dtype): a 16-bit run, the passes and schedules that round it.
 # --uneven-heads: a tp level still needs divisibility, a Ulysses member at least one head, Helix even shares.
@@ -319,6 +325,11 @@ cpbench_fail_test(mla_latent_uneven_heads 2 "usp: --mla-travel latent splits the
 cpbench_fail_test(mla_latent_pass_q 2 "ring: --mla-travel latent circulates the K,V latent: --ring-pass q moves queries instead" run --model tiny-mla --seq 64 --mla-travel latent --strategies ring --pass prefill --ring-pass q)
 cpbench_fail_test(mla_cached_prefill 2 "--attention mla with --cached prefill is not built \\(MLA's cache holds latents: --pass decode reads them; got pass=prefill, cached=32\\)" run --model tiny-mla --seq 64 --pass prefill --cached 32)
 cpbench_fail_test(mla_travel_decode 2 "--mla-travel latent chooses what a training or prefill level moves; --pass decode moves no keys" run --model tiny-mla --pass decode --cached 64 --mla-travel latent)
+# --dtype fp8: the forward only, on the cpu backend, not with MLA, block scales need head_dim % 32 == 0.
+cpbench_fail_test(fp8_train 2 "--dtype fp8 defines attention's forward only \\(FlashAttention-3's fp8 kernels\\): it needs --pass prefill or decode \\(got pass=train\\)" run --model tiny --seq 64 --head-dim 32 --dtype fp8)
+cpbench_fail_test(fp8_mla 2 "--dtype fp8 with --attention mla is not built" run --model tiny-mla --seq 64 --dtype fp8 --pass prefill)
+cpbench_fail_test(fp8_block_head_dim 2 "--fp8-scaling block scales each 32 elements of a head's row: it needs head_dim a multiple of 32 \\(got head_dim=16\\); use --fp8-scaling tensor" run --model tiny --seq 64 --dtype fp8 --pass prefill)
+cpbench_fail_test(fp8_scaling_unknown 2 "--fp8-scaling must be block or tensor, got \"row\"" run --model tiny --seq 64 --dtype fp8 --pass prefill --fp8-scaling row)
 # Bad block options: refused on every rank before any work, naming the flag and the value.
 cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)
 cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)

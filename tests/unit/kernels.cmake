@@ -7,6 +7,7 @@ cpbench_unit_test(test_kernels
     ${CMAKE_CURRENT_LIST_DIR}/test_cpu_kernels.cpp
     ${CMAKE_CURRENT_LIST_DIR}/test_cpu_attention.cpp
     ${CMAKE_CURRENT_LIST_DIR}/test_cpu_lowp.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/test_float8.cpp
   LIBS cpbench_backends cpbench_cpu BLAS::BLAS OpenMP::OpenMP_CXX)
 # The OpenBLAS concurrency test calls cblas directly.
 target_include_directories(test_kernels SYSTEM PRIVATE ${CPBENCH_CBLAS_INCLUDE})

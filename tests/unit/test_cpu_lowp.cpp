@@ -430,6 +430,61 @@ TEST_CASE("cpu bf16/fp16 attention = the emulation reference, bit for bit", "[lo
         }
 }
 
+// --dtype fp8 (the forward only): inputs quantized to e4m3 (block scales where d and d_v are
+// multiples of 32, else a tensor scale) in bf16 tensors, P rounded to e4m3 with the 2^8 offset at
+// every nq: bit for bit against the reference, within e4m3's rounding of float64 attention on the
+// same quantized inputs, and attn_bwd refused.
+TEST_CASE("cpu fp8 attention forward = the emulation reference, bit for bit", "[lowp][attention][fp8]") {
+  const auto all = cases();
+  for (int threads : {1, 3})
+    for (size_t i = 0; i < all.size(); ++i)
+      DYNAMIC_SECTION("threads " << threads << ": " << all[i].name) {
+        const AttnShape& s = all[i].s;
+        CpuBackend be(threads);
+        be.set_poison(true);
+        be.set_fp8_attention(true);
+        const uint64_t seed = 900 + 7 * i;
+        auto q = randn(size_t(s.B * s.nq * s.hq * s.d), seed + 1, 1.5f);
+        auto k = randn(size_t(s.B * s.nk * s.hk * s.d), seed + 2, 1.5f);
+        auto v = randn(size_t(s.B * s.nk * s.hk * s.vdim()), seed + 3);
+        Tensor tq = upload(be, DType::bf16, q, qshape(s)), tk = upload(be, DType::bf16, k, kshape(s)),
+               tv = upload(be, DType::bf16, v, vshape(s));
+        const bool block = s.d % kMxBlock == 0 && s.vdim() % kMxBlock == 0;
+        const Fp8Scaling sc = block ? Fp8Scaling::block : Fp8Scaling::tensor;
+        for (Tensor* t : {&tq, &tk, &tv}) be.quantize_fp8(*t, sc);
+        // the backend's op = the header's function on the stored (bf16) values
+        for (auto [t, h] : {std::pair{&tq, &q}, std::pair{&tk, &k}, std::pair{&tv, &v}}) {
+          *h = rounded(kBf16, *h);
+          quantize_e4m3(h->data(), int64_t(h->size()), sc);
+          CHECK_BITS(be.download(*t), *h);
+        }
+        Tensor o = make(be, DType::bf16, oshape(s)), lse = make(be, DType::f32, lshape(s));
+        be.attn_fwd(s, tq, tk, tv, all[i].qpos, all[i].kpos, o, lse);
+        AttnShape s8 = s;
+        s8.p_e4m3 = true;
+        const auto ref = test::lowp::attn_fwd(s8, q, k, v, all[i].qpos, all[i].kpos, kBf16.rnd, cpu::kLowpKeyTile);
+        const auto o_h = be.download(o), lse_h = be.download(lse);
+        CHECK_BITS(o_h, ref.o);
+        CHECK_BITS(lse_h, ref.lse);
+        // Against float64 on the same quantized inputs: P's e4m3 rounding (u = 2^-4) dominates.
+        const auto r64 = test::attn_reference(s, test::to_double(q), test::to_double(k), test::to_double(v),
+                                              test::to_double(std::vector<float>(o_h.size(), 0.0f)), all[i].qpos,
+                                              all[i].kpos, false);
+        const auto co = test::compare(o_h, r64.o), cl = test::compare(lse_h, r64.lse);
+        INFO("vs float64: o " << co.str() << " lse " << cl.str());
+        CHECK(co.ok(1.0 / 16));
+        CHECK(cl.ok(1e-5));
+        Tensor delta = make(be, DType::f32, lshape(s)), dq = make(be, DType::f32, qshape(s)),
+               dk = make(be, DType::f32, kshape(s)), dv = make(be, DType::f32, vshape(s));
+        CHECK_THROWS_WITH(be.attn_bwd(s, tq, tk, tv, o, lse, delta, all[i].qpos, all[i].kpos, dq, dk, dv),
+                          Catch::Contains("forward only"));
+      }
+  CpuBackend be(1);
+  Tensor f = make(be, DType::f32, {2, 64}), b = make(be, DType::bf16, {2, 48});
+  CHECK_THROWS_WITH(be.quantize_fp8(f, Fp8Scaling::tensor), Catch::Contains("bf16") && Catch::Contains("fp32"));
+  CHECK_THROWS_WITH(be.quantize_fp8(b, Fp8Scaling::block), Catch::Contains("multiple") && Catch::Contains("48"));
+}
+
 TEST_CASE("cpu bf16/fp16 attention merge = the reference, bit for bit", "[lowp][attention][merge]") {
   AttnShape s = attn_case_shape(2, 30, 30, 4, 2, 24, true);
   const size_t no = size_t(s.B * s.nq * s.hq * s.d), nl = size_t(s.B * s.hq * s.nq);

@@ -9,7 +9,8 @@
 //   - forward: keys in tiles of `key_tile` consecutive indices; a tile in which the row sees no
 //     key is skipped; else per tile m' = max(m, max s2), alpha = exp2(m - m'), P = exp2(s2 - m'),
 //     l = l * alpha + (sum of P in key order), O = O * alpha, then O += P~ v key by key, where P~
-//     is P rounded to the dtype (P itself when nq = 1: a decode step); o = round(O * (1 / l));
+//     is P rounded to the dtype (P itself when nq = 1: a decode step; under s.p_e4m3, fp8, at every
+//     nq round_e4m3(P * 2^8) / 2^8); o = round(O * (1 / l));
 //   - backward: per visible pair P = exp2(s2 - lse * log2 e), dS = P (do . v - delta); dV, dK of
 //     a key summed over (query head, row) ascending of P~ do and dS~ q, dQ of a row over keys
 //     ascending of dS~ k, in fp32 from 0, then dk += scale * dK, dv += dV, dq += scale * dQ;
@@ -26,6 +27,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/float16.h"
+#include "kernels/float8.h"
 #include "tests/unit/test_kernels_ref.h"
 
 namespace cpbench::test::lowp {
@@ -87,7 +89,9 @@ inline Fwd attn_fwd(const AttnShape& s, const std::vector<float>& q, const std::
           m = mn;
           for (int c = 0; c < dv; ++c) O[size_t(c)] *= alpha;
           for (int64_t j = 0; j < nj; ++j) {
-            const float p = nq == 1 ? sc[size_t(j)] : rnd(sc[size_t(j)]);
+            const float p = s.p_e4m3 ? round_e4m3(sc[size_t(j)] * 256.0f) / 256.0f
+                            : nq == 1  ? sc[size_t(j)]
+                                       : rnd(sc[size_t(j)]);
             const float* vj = &v[size_t(((b * nk + j0 + j) * hk + g) * dv)];
             for (int c = 0; c < dv; ++c) O[size_t(c)] += p * vj[c];
           }

@@ -501,6 +501,7 @@ TEST_CASE("names written into reports are exactly the report schema's", "[report
 
   std::set<std::string> dtypes;
   for (DType t : {DType::f32, DType::bf16, DType::f16}) dtypes.insert(dtype_name(t));
+  dtypes.insert("fp8");  // --dtype fp8: a run dtype on bf16 storage (RunConfig::storage_dtype), no DType
   CHECK(dtypes == as_set(schema["properties"]["config"]["properties"]["dtype"]["enum"]));
 
   // Phases and memory kinds are keys of a result's comm and memory blocks.
