@@ -67,6 +67,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   s.mask.causal = causal; s.rope = rope; s.dtype = storage_dtype();
   s.fp8 = fp8();
   s.fp8_scaling = fp8_scaling == "tensor" ? Fp8Scaling::tensor : Fp8Scaling::block;
+  s.kv_transit = comm_dtype == "fp8" ? KvTransit::fp8 : comm_dtype == "bf16" ? KvTransit::bf16 : KvTransit::run;
   s.partial_dtype = parse_dtype(partial_dtype);
   s.acc_dtype = parse_dtype(acc_dtype);
   s.mask.window = window;
@@ -302,6 +303,26 @@ void finalize_config(RunConfig& c, int P) {
     if (value == "bf16" && c.storage_dtype() == DType::f32)
       throw std::invalid_argument(std::string(flag) + " bf16 rounds what a 16-bit run keeps in float32: it needs --dtype bf16 or fp16 (got dtype=" +
                                   c.dtype + ")");
+  }
+  if (c.comm_dtype != "run") {
+    const std::string v = "--comm-dtype " + c.comm_dtype;
+    if (c.comm_dtype == "bf16" && c.storage_dtype() != DType::f32)
+      throw std::invalid_argument(v + " is the " + c.dtype + " run's own: K,V travel as bf16 already (use fp8, or --dtype fp32)");
+    if (c.pass == "decode")
+      throw std::invalid_argument(v + " chooses what a K,V ring block travels as; --pass decode moves no keys");
+    if (ring_travel(parse_ring_travel(c.ring_pass)).queries_travel)
+      throw std::invalid_argument(v + " chooses what a K,V ring block travels as; --ring-pass " + c.ring_pass +
+                                  " moves query blocks instead (not built for them: use --ring-pass kv)");
+    if (c.attention == "mla")
+      throw std::invalid_argument(v + " with --attention mla is not built (its blocks hold d + d_v or a latent per head)");
+    if (c.comm_dtype == "fp8") {
+      if (c.backend == "cuda")
+        throw std::invalid_argument(v + " is built on --backend cpu and sim (the cuda backend has no fp8 codec)");
+      if (c.fp8_scaling == "block" && c.head_dim % kMxBlock != 0)
+        throw std::invalid_argument(v + " with --fp8-scaling block scales each " + std::to_string(kMxBlock) +
+                                    " values of a head's row: it needs head_dim a multiple of " + std::to_string(kMxBlock) +
+                                    " (got head_dim=" + std::to_string(c.head_dim) + "); use --fp8-scaling tensor");
+    }
   }
   if (c.acc_dtype == "bf16" && c.pass != "train")
     throw std::invalid_argument("--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train (got pass=" +

@@ -72,6 +72,8 @@ struct RunConfig {
   std::string partial_dtype = "f32", acc_dtype = "f32";
   // --dtype fp8 (issue 42): attention's forward in fp8 e4m3 on bf16 storage; --fp8-scaling its scales.
   std::string fp8_scaling = "block";
+  // --comm-dtype run | bf16 | fp8: what the K,V ring blocks travel as (LayerShape::kv_transit).
+  std::string comm_dtype = "run";
   bool fp8() const { return dtype == "fp8"; }
   DType storage_dtype() const;  // the tensors' dtype: bf16 under fp8, else --dtype
   std::string out, trace, dump;

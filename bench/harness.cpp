@@ -322,7 +322,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
 std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink& sink) {
   std::vector<JobResult> results;
   const int P = w_.size();
-  const double tol = verify_tolerance(cfg_.dtype);
+  const double tol = verify_tolerance(cfg_.dtype, cfg_.comm_dtype);
   // Under --cached only the forward runs (persistent-KV prefill, decode): the gradients are not
   // compared. Decode compares the S new tokens' x, y, k, v (from the cache slots), o and lse and
   // the weights; its q is recomputed on every rank and has no sharded share to check. MLA's decode

@@ -233,9 +233,15 @@ std::vector<OptionSpec> make_table() {
        "--pass prefill or decode only)", {"fp32", "bf16", "fp16", "fp8"}, false,
        [](RunConfig& c, const json& v) { c.dtype = v.get<std::string>(); }},
       {"fp8_scaling", "--fp8-scaling", OptKind::choice,
-       "block (default) | tensor: --dtype fp8's scales, one per 32 elements of a head's row (MXFP8) or one per "
-       "tensor a rank holds (current scaling, the amax of this rank's shard)", {"block", "tensor"}, false,
+       "block (default) | tensor: --dtype fp8's and --comm-dtype fp8's scales, one per 32 elements of a head's row "
+       "(MXFP8) or one per tensor a rank holds (current scaling, the amax of this rank's shard; in transit: of the block)",
+       {"block", "tensor"}, false,
        [](RunConfig& c, const json& v) { c.fp8_scaling = v.get<std::string>(); }},
+      {"comm_dtype", "--comm-dtype", OptKind::choice,
+       "run (default) | bf16 | fp8: what the K,V ring blocks travel as (ring, ring-zigzag, ring-striped; K,V travel): "
+       "the run dtype, bf16 (an fp32 run's), or fp8 e4m3 with power-of-two scales (--fp8-scaling), encoded once by "
+       "their owner and decoded by each receiver; bytes = the codes plus one scale byte per 32 values (block) or per block (tensor)",
+       {"run", "bf16", "fp8"}, false, [](RunConfig& c, const json& v) { c.comm_dtype = v.get<std::string>(); }},
       {"partial_dtype", "--partial-dtype", OptKind::choice,
        "f32 (default) | bf16: the K,V ring's running merged output and pass-Q's and decode's partials of a bf16/fp16 "
        "run, kept in float32 or rounded to bf16 at every merge (the partials then travel at 2 bytes)", {"f32", "bf16"}, false,
@@ -314,7 +320,9 @@ std::vector<OptionSpec> make_table() {
       {"backend", "backend", [](const RunConfig& c) { return json(c.backend); }},
       {"comm", "comm", [](const RunConfig& c) { return json(c.comm); }},
       {"dtype", "dtype", [](const RunConfig& c) { return json(c.dtype); }},
-      {"fp8_scaling", "fp8_scaling", [](const RunConfig& c) { return c.fp8() ? json(c.fp8_scaling) : json(nullptr); }},
+      {"fp8_scaling", "fp8_scaling",
+       [](const RunConfig& c) { return c.fp8() || c.comm_dtype == "fp8" ? json(c.fp8_scaling) : json(nullptr); }},
+      {"comm_dtype", "comm_dtype", [](const RunConfig& c) { return json(c.comm_dtype); }},
       {"partial_dtype", "partial_dtype", [](const RunConfig& c) { return json(c.partial_dtype); }},
       {"acc_dtype", "acc_dtype", [](const RunConfig& c) { return json(c.acc_dtype); }},
       {"pass", "pass", [](const RunConfig& c) { return json(c.pass); }},

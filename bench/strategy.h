@@ -98,6 +98,7 @@ struct LayerShape {
   // scales where they are formed (Backend::quantize_fp8), P in e4m3 (Backend::set_fp8_attention).
   bool fp8 = false;
   Fp8Scaling fp8_scaling = Fp8Scaling::block;
+  KvTransit kv_transit = KvTransit::run;  // --comm-dtype (its fp8 takes fp8_scaling's scales)
   // The byte model's s_acc: the dK,dV accumulators' bytes (train), and in a forward-only pass the
   // partials' s_part (pass-Q's and decode's o: --partial-dtype).
   int64_t acc_bytes() const {
@@ -239,6 +240,9 @@ struct Capabilities {
   // --mla-travel latent (bench/parts/latent_keys.h): its levels move MLA's latent and each receiver
   // up-projects it: the ring family (its single and double rings), ulysses and usp.
   bool mla_latent = false;
+  // --comm-dtype bf16|fp8: its K,V ring blocks travel encoded (ring_core.h): ring, ring-zigzag,
+  // ring-striped (a single ring; not --balance dynamic's groups).
+  bool kv_transit = false;
   bool supports(BalanceScheme b) const {
     return b == BalanceScheme::none || (b == BalanceScheme::dynamic ? balance_dynamic : balance);
   }

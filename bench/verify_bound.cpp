@@ -23,10 +23,9 @@ const std::vector<float>& tensor(const std::map<std::string, std::vector<float>>
 }
 }  // namespace
 
-double verify_tolerance(const std::string& dtype) {
-  if (dtype == "fp32") return 1e-5;
-  if (dtype == "fp8") return 1.0 / 16;
-  return 2e-2;
+double verify_tolerance(const std::string& dtype, const std::string& comm_dtype) {
+  auto bound = [](const std::string& t) { return t == "fp32" ? 1e-5 : t == "fp8" ? 1.0 / 16 : 2e-2; };
+  return comm_dtype == "run" ? bound(dtype) : std::max(bound(dtype), bound(comm_dtype));
 }
 
 double verify_error(const std::vector<float>& a, const std::vector<float>& b, double m) {

@@ -170,6 +170,12 @@ class Backend {
   // 32 elements of its innermost dimension (kernels/float8.h quantize_e4m3; block: that dimension a
   // multiple of 32), kept in t's dtype, bf16, which holds them exactly. --dtype fp8's cast of q, k, v.
   void quantize_fp8(Tensor& t, Fp8Scaling scaling);
+  // --comm-dtype fp8: src (fp32/bf16/fp16) encoded into dst, u8 of e4m3_encoded_bytes(src.numel())
+  // bytes (codes, then scales: kernels/float8.h), and back (decode: dst of src's element count, the
+  // values rounded to dst's dtype, exact for bf16 and fp32). Element-wise, run in replay mode too
+  // (the bytes that travel are the encoded ones).
+  void encode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling);
+  void decode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling);
 
   // ---- GEMM (row-major) -----------------------------------------------------------------------
   // C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C; lda/ldb/ldc are row pitches of the
@@ -253,6 +259,8 @@ class Backend {
   virtual void do_add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // Not pure: a backend without the fp8 emulation (CUDA, the simulator) throws invalid_argument.
   virtual void do_quantize_fp8(Tensor& t, Fp8Scaling scaling);
+  virtual void do_encode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling);
+  virtual void do_decode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling);
   virtual void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
                        Tensor& C, int64_t ldc) = 0;

@@ -76,6 +76,39 @@ void Backend::do_quantize_fp8(Tensor&, Fp8Scaling) {
   throw std::invalid_argument("backend '" + name() + "' does not emulate fp8 (--dtype fp8 runs on --backend cpu)");
 }
 
+namespace {
+void check_fp8_codec(const char* op, const Tensor& values, const Tensor& bytes, Fp8Scaling scaling) {
+  if (values.dtype == DType::u8 || bytes.dtype != DType::u8)
+    throw std::invalid_argument(std::string(op) + ": values (fp32/bf16/fp16) and their encoding (u8), got " +
+                                dtype_name(values.dtype) + " and " + dtype_name(bytes.dtype));
+  if (bytes.numel() != e4m3_encoded_bytes(values.numel(), scaling))
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(values.numel()) + " values encode to " +
+                                std::to_string(e4m3_encoded_bytes(values.numel(), scaling)) + " bytes, the buffer has " +
+                                std::to_string(bytes.numel()));
+}
+}  // namespace
+
+void Backend::encode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling) {
+  check_fp8_codec("encode_fp8", src, dst, scaling);
+  const int op = op_begin("encode_fp8");
+  do_encode_fp8(src, dst, scaling);
+  op_end(op);
+}
+
+void Backend::decode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling) {
+  check_fp8_codec("decode_fp8", dst, src, scaling);
+  const int op = op_begin("decode_fp8");
+  do_decode_fp8(src, dst, scaling);
+  op_end(op);
+}
+
+void Backend::do_encode_fp8(const Tensor&, Tensor&, Fp8Scaling) {
+  throw std::invalid_argument("backend '" + name() + "' has no fp8 codec (--comm-dtype fp8 runs on --backend cpu or sim)");
+}
+void Backend::do_decode_fp8(const Tensor&, Tensor&, Fp8Scaling) {
+  throw std::invalid_argument("backend '" + name() + "' has no fp8 codec (--comm-dtype fp8 runs on --backend cpu or sim)");
+}
+
 void Backend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const Tensor& A, int64_t lda, const Tensor& B, int64_t ldb, float beta,
                    Tensor& C, int64_t ldc, double model_share) {

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace cpbench {
 
@@ -92,17 +93,44 @@ inline float finite_amax(const float* x, int64_t n) {
   return m;
 }
 
-// x[i] <- round_e4m3(x[i] * m) / m in place, m per tensor or per block of kMxBlock elements
-// (block: n a multiple of kMxBlock, blocks consecutive elements of the innermost dimension).
-inline void quantize_e4m3(float* x, int64_t n, Fp8Scaling scaling) {
+// The encoded form of n values (a block in transit under --comm-dtype fp8): n e4m3 codes, then one
+// scale byte per scale block (block: ceil(n / 32); tensor: one, none for n = 0), each the E8M0
+// exponent e + 127 of the scale X = 2^e = 1 / multiplier (OCP MX's E8M0: 2^-127 .. 2^127).
+inline int64_t e4m3_scale_bytes(int64_t n, Fp8Scaling scaling) {
+  if (n == 0) return 0;
+  return scaling == Fp8Scaling::block ? (n + kMxBlock - 1) / kMxBlock : 1;
+}
+inline int64_t e4m3_encoded_bytes(int64_t n, Fp8Scaling scaling) { return n + e4m3_scale_bytes(n, scaling); }
+
+inline void encode_e4m3(const float* x, int64_t n, Fp8Scaling scaling, uint8_t* out) {
   const int64_t blk = scaling == Fp8Scaling::block ? kMxBlock : n;
+  uint8_t* scales = out + n;
   for (int64_t b0 = 0; b0 < n; b0 += blk) {
     const int64_t len = n - b0 < blk ? n - b0 : blk;
     const float amax = finite_amax(x + b0, len);
     const float m = scaling == Fp8Scaling::block ? e4m3_block_multiplier(amax) : e4m3_tensor_multiplier(amax);
-    const float inv = 1.0f / m;  // exact: a power of two
-    for (int64_t i = b0; i < b0 + len; ++i) x[i] = round_e4m3(x[i] * m) * inv;
+    for (int64_t i = b0; i < b0 + len; ++i) out[i] = f32_to_e4m3(x[i] * m);
+    *scales++ = static_cast<uint8_t>(127 - std::ilogb(m));  // X = 1/m = 2^-ilogb(m)
   }
+}
+
+inline void decode_e4m3(const uint8_t* in, int64_t n, Fp8Scaling scaling, float* x) {
+  const int64_t blk = scaling == Fp8Scaling::block ? kMxBlock : n;
+  const uint8_t* scales = in + n;
+  for (int64_t b0 = 0; b0 < n; b0 += blk) {
+    const int64_t len = n - b0 < blk ? n - b0 : blk;
+    const float X = std::ldexp(1.0f, int(*scales++) - 127);
+    for (int64_t i = b0; i < b0 + len; ++i) x[i] = e4m3_to_f32(in[i]) * X;
+  }
+}
+
+// x[i] <- round_e4m3(x[i] * m) / m in place, m per tensor or per block of kMxBlock elements
+// (block: blocks of consecutive elements of the innermost dimension, a multiple of kMxBlock):
+// exactly decode_e4m3(encode_e4m3(x)), the one formula both use.
+inline void quantize_e4m3(float* x, int64_t n, Fp8Scaling scaling) {
+  std::vector<uint8_t> enc(static_cast<size_t>(e4m3_encoded_bytes(n, scaling)));
+  encode_e4m3(x, n, scaling, enc.data());
+  decode_e4m3(enc.data(), n, scaling, x);
 }
 
 }  // namespace cpbench

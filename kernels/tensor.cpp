@@ -85,6 +85,7 @@ size_t dtype_size(DType t) {
     case DType::f32: return 4;
     case DType::bf16: return 2;
     case DType::f16: return 2;
+    case DType::u8: return 1;
   }
   throw std::invalid_argument("dtype_size: unknown dtype value " + std::to_string(int(t)));
 }
@@ -94,6 +95,7 @@ const char* dtype_name(DType t) {
     case DType::f32: return "fp32";
     case DType::bf16: return "bf16";
     case DType::f16: return "fp16";
+    case DType::u8: return "u8";
   }
   return "?";
 }

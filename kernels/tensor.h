@@ -63,7 +63,9 @@ double sim_collective_extra_s(int64_t chunk_bytes, int peers);
 double sim_op_fixed_s(bool one_node);
 double sim_p2p_s(int64_t bytes, bool one_node);
 
-enum class DType { f32, bf16, f16 };
+// u8: raw bytes, no element type: an encoded block in transit (--comm-dtype fp8: e4m3 codes and
+// their scales, kernels/float8.h); only copies, sends and the fp8 codec touch it.
+enum class DType { f32, bf16, f16, u8 };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 DType parse_dtype(const std::string& s);  // throws std::invalid_argument

@@ -207,18 +207,37 @@ def ulysses_uneven_bytes(tokens, H, G, d, U, u, elem, dv=None):
 
 # --- ring level: single ring, the three travel policies --------------------------------------------
 
-def ring_kv_bytes(tokens, hk, K, elem, acc=ACC_BYTES, hv=None):
+MX_BLOCK = 32  # values per fp8 scale under --fp8-scaling block (kernels/float8.h kMxBlock)
+
+
+def kv_transit_bytes(elems, elem, comm_dtype=None, scaling="block"):
+    """Bytes of a K,V ring block of `elems` values in transit (--comm-dtype): elem*elems in the run
+    dtype (None, "run"), 2*elems as bf16, or under fp8 one e4m3 code per value plus its scale bytes,
+    one per 32 values (block, rounded up) or one per block (tensor; none for an empty block).
+    Mirrors kv_transit_bytes (bench/parts/ring_travel.cpp) and e4m3_encoded_bytes (kernels/float8.h)."""
+    if comm_dtype in (None, "run"):
+        return elem * elems
+    if comm_dtype == "bf16":
+        return 2 * elems
+    if comm_dtype != "fp8":
+        raise ValueError(f"cpmodel: unknown comm_dtype {comm_dtype!r}")
+    if elems == 0:
+        return 0
+    return elems + (-(-elems // MX_BLOCK) if scaling == "block" else 1)
+
+
+def ring_kv_bytes(tokens, hk, K, elem, acc=ACC_BYTES, hv=None, comm_dtype=None, scaling="block"):
     """(fwd, bwd) of pass-KV on a single ring run for K hops (K = R-1 for the full ring, K_eff
     under a window or documents; --cached: `tokens` is the whole key block, cache shard included):
     the k|v block K hops each pass, s*T*2hk*K; backward adds the float32 dK,dV accumulators, K hops
     with it and one send to the owner, s_acc*T*2hk*(K+1) (0 when K = 0). Mirrors
     RingCore::predicted_bytes (bench/parts/ring_core.cpp); DESIGN "Analytic communication model",
     "Ring hop truncation", "Persistent-KV prefill". Under MLA v is hv = G*d_v per token (default hk):
-    the block is T*(hk + hv)."""
+    the block is T*(hk + hv). --comm-dtype: each hop's block is kv_transit_bytes of its T*(hk + hv) values."""
     if K <= 0:
         return (0, 0)
     row = hk + (hk if hv is None else hv)
-    kv = elem * tokens * row * K
+    kv = kv_transit_bytes(tokens * row, elem, comm_dtype, scaling) * K
     return (kv, kv + acc * tokens * row * (K + 1))
 
 

@@ -44,6 +44,12 @@ void RingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
 }
 
 void RingCore::pack_block(const Tensor& k, const Tensor& v, Tensor& buf) {
+  if (s_.encoded()) {  // --comm-dtype: encoded here, by the owner, once per pass
+    pack_kv(k, v, own_kv_);
+    if (s_.transit == KvTransit::fp8) be_->encode_fp8(own_kv_, buf, s_.transit_scaling);
+    else be_->convert(buf, own_kv_);
+    return;
+  }
   if (!latent_.on()) return pack_kv(k, v, buf);
   own_k_ = k;
   own_v_ = v;
@@ -65,7 +71,15 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
   ring_ = &ring;
   if (ring.size() > 1) {
     const int64_t kv = s.travel_elems();
-    for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
+    if (s.encoded()) {  // --comm-dtype: the encoded block travels; this rank's own and a decoded one
+      if (s.latent > 0) throw std::logic_error("ring core: --comm-dtype encodes k|v blocks, not a latent");
+      const DType td = s.transit == KvTransit::fp8 ? DType::u8 : DType::bf16;
+      for (Tensor& t : kv_) t = be.alloc({s.transit_bytes() / int64_t(dtype_size(td))}, td, MemKind::comm);
+      own_kv_ = be.alloc({kv}, s.dtype, MemKind::activations);
+      dec_ = be.alloc({kv}, s.dtype, MemKind::activations);
+    } else {
+      for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
+    }
     for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
     ring_travel(s.travel).setup(*this, travel_, ring.size());
   }
@@ -143,7 +157,19 @@ void RingCore::wait_hop(Communicator& c, Hop& h) {
 
 void RingCore::fwd_begin() { have_ = false; }
 
-void RingCore::fwd_block(const Tensor& q, const Tensor& kv, int owner, Tensor& o) {
+// --comm-dtype: this rank's own block as formed, another's decoded (once per block in hand; not
+// when no query here sees it).
+const Tensor& RingCore::block_in_hand(const Tensor& kv, int owner) {
+  if (!s_.encoded() || kv.data == own_kv_.data) return kv;
+  if (owner == me_) return own_kv_;
+  if (invisible(attn_shape(), block_pos_(me_), key_pos_(owner))) return own_kv_;  // (skipped by the caller)
+  if (s_.transit == KvTransit::fp8) be_->decode_fp8(kv, dec_, s_.transit_scaling);
+  else be_->convert(dec_, kv);
+  return dec_;
+}
+
+void RingCore::fwd_block(const Tensor& q, const Tensor& kv_in, int owner, Tensor& o) {
+  const Tensor& kv = block_in_hand(kv_in, owner);
   if (!latent_.on()) return fwd_keys(q, kv_view(kv, 0), kv_view(kv, 1), key_pos_(owner), o);
   Tensor kb, vb;  // latent travel: up-projected here (the own block: the k, v its caller expanded)
   if (latent_block(kv, owner, kb, vb)) fwd_keys(q, kb, vb, key_pos_(owner), o);
@@ -192,9 +218,10 @@ void RingCore::bwd_begin(const Tensor& o, const Tensor& dout, Tensor& dq) {
   be_->fill(dq, 0.0f);
 }
 
-void RingCore::bwd_block(const Tensor& q, const Tensor& kv, int owner, const Tensor& dout, Tensor& dq,
+void RingCore::bwd_block(const Tensor& q, const Tensor& kv_in, int owner, const Tensor& dout, Tensor& dq,
                          Tensor& acc) {
-  if (latent_.on()) return bwd_latent(q, kv, owner, dout, dq, acc);
+  if (latent_.on()) return bwd_latent(q, kv_in, owner, dout, dq, acc);
+  const Tensor& kv = block_in_hand(kv_in, owner);
   Backend& b = *be_;
   const AttnShape a = attn_shape();
   const Positions qpos = block_pos_(me_), kpos = block_pos_(owner);
@@ -389,7 +416,9 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
     const int64_t kv = s.travel_elems(), o = s.o_elems();
     bytes += o * es + rows * 4;                      // block o, lse
     if (s.running_f32()) bytes += 2 * o * 4;         // float32 running and block output
-    bytes += 2 * kv * es + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
+    const int64_t block = s.encoded() ? s.transit_bytes() : kv * es;  // one k|v block as it travels
+    bytes += 2 * block + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
+    if (s.encoded()) bytes += 2 * kv * es;  // --comm-dtype: this rank's own block as formed, one decoded
     bytes += ring_travel(s.travel).buffer_bytes(s, R);
   }
   if (s.latent > 0) bytes += s.kv_elems() * (es + 4);  // one block expanded (lk_, lv_), its dk, dv
@@ -397,11 +426,11 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
 }
 
 CommPrediction RingCore::predicted_bytes(int64_t tokens, int64_t kv_row, int R, int64_t elem, int64_t acc,
-                                         int hops, const std::string& level) {
+                                         int hops, const std::string& level, KvTransit transit, Fp8Scaling scaling) {
   const int h = hops < 0 ? R - 1 : hops;
   CommPrediction p;
   if (R <= 1 || h == 0) return p;
-  const int64_t kv = elem * tokens * kv_row * h, acc_block = acc * tokens * kv_row;
+  const int64_t kv = kv_transit_bytes(tokens * kv_row, elem, transit, scaling) * h, acc_block = acc * tokens * kv_row;
   // K,V go h hops to the next rank, both passes; the dK,dV accumulators travel with them and
   // are then sent back to their owner, h places before (for the full ring: the next rank).
   p.add(level, Phase::fwd, 1, kv).add(level, Phase::bwd, 1, kv + acc_block * h);
@@ -419,7 +448,7 @@ void travel_kv_forward(RingCore& core, RingTravelBuffers&, const Tensor& q, cons
 
 CommPrediction travel_kv_bytes(const RingBlockSizes& b, int R, int64_t elem, int64_t acc, int hops,
                                const std::string& level) {
-  return RingCore::predicted_bytes(b.tokens_kv, b.kv, R, elem, acc, hops, level);
+  return RingCore::predicted_bytes(b.tokens_kv, b.kv, R, elem, acc, hops, level, b.transit, b.scaling);
 }
 
 int64_t travel_kv_buffer_bytes(const RingCoreShape&, int) { return 0; }

@@ -21,6 +21,8 @@
 // Bytes per rank (DESIGN, with T the B*n tokens of a ring rank, 2hk = kv heads * (d + d_v) its
 // k|v elements per token (2 * kv heads * d without MLA), h = hops):
 //   fwd = s*T*2hk*h;  bwd = s*T*2hk*h + s_acc*T*2hk*(h+1 if h > 0 else 0);  h = R-1 gives
+//   (--comm-dtype: s*T*2hk becomes the encoded block's kv_transit_bytes(T*2hk): 2 per value under
+//   bf16; under fp8 1 per value plus a scale byte per 32 values, or one per block);
 //   DESIGN's full-ring terms (both 0 when R = 1). Under MLA's latent travel (latent_keys.h) 2hk is
 //   the latent's r_kv + d_rope: the block and its accumulator are the latent and its gradient.
 #pragma once
@@ -71,6 +73,11 @@ struct RingCoreShape {
   // travel_elems() elements.
   int latent = 0;
   int64_t travel_elems() const { return latent > 0 ? B * keys() * latent : kv_elems(); }
+  // --comm-dtype: the k|v block in transit (kv_transit_bytes bytes; fp8: u8 codes and scales).
+  KvTransit transit = KvTransit::run;
+  Fp8Scaling transit_scaling = Fp8Scaling::block;
+  bool encoded() const { return transit != KvTransit::run; }
+  int64_t transit_bytes() const { return kv_transit_bytes(kv_elems(), int64_t(dtype_size(dtype)), transit, transit_scaling); }
 };
 
 // Global positions of the n tokens ring rank j holds, in storage order.
@@ -215,15 +222,18 @@ class RingCore {
   // pass-KV's rank r+k holding rank r's keys; under --cached the keys are the cache shard plus the
   // new tokens, the queries the new tokens only (the unit test scans pass-Q's pairs literally).
   // Bytes the core keeps allocated per rank: lse, delta, block o and lse, the float32 running
-  // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype) and three dk|dv
+  // and block output for bf16/fp16, and when R > 1 two k|v buffers (run dtype; --comm-dtype: encoded,
+  // with the own block and a decoded one in the run dtype) and three dk|dv
   // accumulators (float32) (latent travel: of the latent, plus one expanded block k, v in the run
   // dtype and its dk, dv in float32), and the travel policy's buffers.
   static int64_t activation_bytes(const RingCoreShape& s, int R);
   // DESIGN's ring terms for R ranks, `tokens` = B*n per rank, `kv` = its k|v elements per token
   // (kv heads * (d + d_v): 2 * kv heads * d for GQA), `hops` hops (-1: R-1, the full ring).
   // `level`: the mesh level the ring runs on ("cp" or "ring"), for the per-tier prediction.
+  // `transit`/`scaling` (--comm-dtype): a block's bytes are kv_transit_bytes of its T*kv values.
   static CommPrediction predicted_bytes(int64_t tokens, int64_t kv, int R, int64_t elem, int64_t acc,
-                                        int hops = -1, const std::string& level = "ring");
+                                        int hops = -1, const std::string& level = "ring",
+                                        KvTransit transit = KvTransit::run, Fp8Scaling scaling = Fp8Scaling::block);
   // One Q block's partial (the pass-Q policies): o (`ho` = query heads * d_v per token; `acc` =
   // s_part bytes per element: 4, or 2 under --partial-dtype bf16) and lse (float32) over `heads`
   // rows per token.
@@ -245,6 +255,10 @@ class RingCore {
   LatentBlock latent_;            // latent travel (latent_keys.h); off: k|v travel
   Tensor lk_, lv_, ldk_, ldv_;    // latent travel: a received block expanded (run dtype), its dk, dv (float32)
   Tensor own_k_, own_v_;          // latent travel: this rank's own k, v (views of the caller's, from pack_block)
+  // --comm-dtype (s_.encoded()): kv_ hold the encoded block (bf16, or u8 under fp8); own_kv_ is this
+  // rank's k|v as formed (what it computes its own block on), dec_ a received block decoded.
+  Tensor own_kv_, dec_;
+  const Tensor& block_in_hand(const Tensor& kv, int owner);  // kv, or its decoded values
   RingTravelBuffers travel_;  // the travel policy's (ring_travel.h)
 };
 

@@ -24,6 +24,10 @@ std::string travel_refusal(const std::string& who, RingTravel travel, const Ring
 }
 
 std::string precision_refusal(const std::string& who, const LayerShape& s, const RingSchedule& sch) {
+  if (s.kv_transit != KvTransit::run && sch.kind != RingScheduleKind::single)
+    return who + ": --comm-dtype encodes the blocks of a single K,V ring; " +
+           (sch.kind == RingScheduleKind::groups ? "a ring per CP group (--balance dynamic)" : "a double ring") +
+           " moves them in the run dtype (not built yet)";
   if (s.acc_dtype == DType::f32 || sch.kind != RingScheduleKind::groups) return "";
   return who + ": --acc-dtype " + dtype_name(s.acc_dtype) + " rounds the accumulators of a single or double ring; "
          "a ring per CP group (--balance dynamic) keeps them float32 (not built yet)";

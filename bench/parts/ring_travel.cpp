@@ -4,6 +4,15 @@
 
 namespace cpbench {
 
+int64_t kv_transit_bytes(int64_t elems, int64_t elem, KvTransit t, Fp8Scaling scaling) {
+  switch (t) {
+    case KvTransit::run: return elem * elems;
+    case KvTransit::bf16: return 2 * elems;
+    case KvTransit::fp8: return e4m3_encoded_bytes(elems, scaling);
+  }
+  return elem * elems;
+}
+
 const RingTravelPolicy& ring_travel(RingTravel t) {
   for (const RingTravelPolicy& p : ring_travels())
     if (p.id == t) return p;

@@ -17,7 +17,18 @@
 #include <string>
 #include <vector>
 
+#include "kernels/float8.h"
+
 namespace cpbench {
+
+// --comm-dtype (issue 42): what a K,V ring block travels as: the run dtype (default), bf16, or fp8
+// e4m3 with its scales (LayerShape::fp8_scaling's granularity; kernels/float8.h's encoding). Its
+// owner encodes the block once and computes on its own block as formed; every receiver decodes it.
+enum class KvTransit { run, bf16, fp8 };
+// Bytes of a block of `elems` values in transit: elem*elems (the run dtype, elem bytes each), 2*elems
+// (bf16), or under fp8 elems e4m3 codes plus their scale bytes (block: one per 32 values; tensor: one).
+int64_t kv_transit_bytes(int64_t elems, int64_t elem, KvTransit t, Fp8Scaling scaling);
+
 
 class RingCore;
 struct Tensor;
@@ -33,6 +44,8 @@ enum class RingTravel { kv, q, q_a2a };
 // partials' `ho` = query heads x d_v and `heads` lse rows per token.
 struct RingBlockSizes {
   int64_t tokens_kv = 0, kv = 0, tokens_q = 0, hq = 0, ho = 0, heads = 0;
+  KvTransit transit = KvTransit::run;  // --comm-dtype: what the k|v block travels as (K,V travel)
+  Fp8Scaling scaling = Fp8Scaling::block;
 };
 
 struct RingTravelPolicy {

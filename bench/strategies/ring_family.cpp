@@ -12,6 +12,7 @@ StrategyDesc RingFamily::describe() const {
   d.can.pass_q = d.can.cached = d.can.decode = true;
   d.can.mla = true;  // expanded heads: k|v blocks of d + d_v per head (ring_core.h)
   d.can.mla_latent = true;  // the latent on a single or a double ring (latent_keys.h)
+  d.can.kv_transit = !p_.double_ring;  // --comm-dtype: the single ring's blocks (RingCore::setup)
   d.can.balance = p_.balance;
   d.can.balance_dynamic = p_.balance_dynamic;
   // --balance dynamic: one ring per CP group, whose ranks hold different token counts.
@@ -85,6 +86,8 @@ RingBlockSizes RingFamily::block_sizes(const LayerShape& s, int P) {
   b.hq = int64_t(s.H) * s.d;
   b.ho = int64_t(s.H) * s.vdim();
   b.heads = s.H;
+  b.transit = s.kv_transit;
+  b.scaling = s.fp8_scaling;
   return b;
 }
 
@@ -111,6 +114,8 @@ void RingFamily::core_setup() {
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
+  cs.transit = s.kv_transit;
+  cs.transit_scaling = s.fp8_scaling;
   cs.nk = key_pos_.count();
   if (latent_keys_) {
     cs.latent = int(s.ring_block_row());
@@ -138,6 +143,8 @@ int64_t RingFamily::core_activation_bytes(const LayerShape& s, int P, const Mesh
   cs.B = s.B; cs.n = s.new_tokens() / P; cs.hq = s.H; cs.hk = s.G; cs.d = s.d; cs.d_v = s.d_v; cs.dtype = s.dtype;
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.travel = s.pass.travel;
+  cs.transit = s.kv_transit;
+  cs.transit_scaling = s.fp8_scaling;
   cs.nk = s.N / P;  // = n without a cache; under --cached the cache shard too
   if (s.mla_latent) cs.latent = int(s.ring_block_row());
   return ring_level_activation_bytes(schedule(s, P, m), s, cs);

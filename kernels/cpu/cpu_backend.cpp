@@ -82,7 +82,9 @@ Tensor CpuBackend::alloc(std::vector<int64_t> shape, DType dtype, MemKind kind) 
     cache->release(ptr, static_cast<size_t>(bytes));
   });
   t.data = p;
-  if (poison_)
+  if (poison_ && dtype == DType::u8)
+    std::memset(p, 0xff, static_cast<size_t>(bytes));  // e4m3's NaN code (an unwritten scale: 2^128)
+  else if (poison_)
     cpu::with_elem(dtype, [&](auto tag) {
       cpu::fill(e<decltype(tag)>(t), n, std::numeric_limits<float>::quiet_NaN(), threads_);
     });
@@ -172,6 +174,17 @@ void CpuBackend::do_quantize_fp8(Tensor& t, Fp8Scaling scaling) {
   std::vector<float> x = download(t);
   quantize_e4m3(x.data(), int64_t(x.size()), scaling);
   upload(x, t);
+}
+
+void CpuBackend::do_encode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling) {
+  const std::vector<float> x = download(src);
+  encode_e4m3(x.data(), int64_t(x.size()), scaling, static_cast<uint8_t*>(dst.data));
+}
+
+void CpuBackend::do_decode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling) {
+  std::vector<float> x(static_cast<size_t>(dst.numel()));
+  decode_e4m3(static_cast<const uint8_t*>(src.data), dst.numel(), scaling, x.data());
+  upload(x, dst);
 }
 
 void CpuBackend::do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) {

@@ -43,6 +43,8 @@ class CpuBackend final : public Backend {
   void do_convert(Tensor& dst, const Tensor& src) override;
   void do_add(Tensor& out, const Tensor& a, const Tensor& b) override;
   void do_quantize_fp8(Tensor& t, Fp8Scaling scaling) override;
+  void do_encode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling) override;
+  void do_decode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling) override;
   void do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) override;
   void do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db) override;
   void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

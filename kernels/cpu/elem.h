@@ -5,6 +5,7 @@
 // same code as a kernel written on float alone.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 
 #include "kernels/float16.h"
 #include "kernels/tensor.h"
@@ -51,6 +52,7 @@ decltype(auto) with_elem(DType t, F&& f) {
     case DType::bf16: return f(bf16_t{});
     case DType::f16: return f(fp16_t{});
     case DType::f32: break;
+    case DType::u8: throw std::invalid_argument("cpu: u8 holds raw bytes (an encoded fp8 block), no element type");
   }
   return f(float{});
 }

@@ -199,6 +199,14 @@ void SimBackend::do_convert(Tensor& dst, const Tensor& src) {
   execute(platform_.memory_seconds(double(src.bytes() + dst.bytes())));
 }
 
+void SimBackend::do_encode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling) {
+  execute(platform_.memory_seconds(double(src.bytes() + dst.bytes())));
+}
+
+void SimBackend::do_decode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling) {
+  execute(platform_.memory_seconds(double(src.bytes() + dst.bytes())));
+}
+
 // ---- GEMM -------------------------------------------------------------------------------------------
 void SimBackend::do_gemm(bool, bool, int64_t m, int64_t n, int64_t k, float, const Tensor& A, int64_t,
                          const Tensor&, int64_t, float, Tensor&, int64_t) {

@@ -49,6 +49,9 @@ class SimBackend final : public Backend, public SimulatedBackend {
   void do_swiglu_fwd(const Tensor& a, const Tensor& b, Tensor& g) override;
   void do_swiglu_bwd(const Tensor& a, const Tensor& b, const Tensor& dg, Tensor& da, Tensor& db) override;
   void do_convert(Tensor& dst, const Tensor& src) override;
+  // --comm-dtype fp8's codec: one pass reading the values and writing the bytes (or back), memory-bound.
+  void do_encode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling) override;
+  void do_decode_fp8(const Tensor& src, Tensor& dst, Fp8Scaling scaling) override;
   void do_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& A,
                int64_t lda, const Tensor& B, int64_t ldb, float beta, Tensor& C, int64_t ldc) override;
   void do_gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& A,

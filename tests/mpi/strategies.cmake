@@ -252,6 +252,13 @@ list(APPEND _verify_matrix
   "p4_fp8_prefill_mesh_window_docs         4 15 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --dtype fp8 --pass prefill --window 40 --docs 50,78 --strategies ${_all},ring,ring-striped,double-ring --mesh all"
   "p4_fp8_tensor_decode_mesh_sinks         4 14 --model tiny --cached 128 --decode-steps 5 --heads 8 --kv-heads 2 --head-dim 32 --batch 2 --dtype fp8 --fp8-scaling tensor --partial-dtype bf16 --pass decode --sinks --strategies ring,ring-zigzag,ring-striped,double-ring,megatron-sp,usp,ulysses --mesh all"
   "p3_fp8_tensor_q_a2a_cached              3  3 --model tiny --seq 150 --cached 60 --heads 6 --kv-heads 3 --head-dim 32 --dtype fp8 --fp8-scaling tensor --pass prefill --ring-pass q-a2a --partial-dtype bf16 --strategies ring,ring-zigzag,ring-striped"
+  # --comm-dtype (issue 42): the K,V ring blocks travel encoded (the owner computes on its own block
+  # as formed, the others on the decoded one): fp8 with block and tensor scales and bf16 transit of
+  # an fp32 run, train (both passes move them) and cached prefill, with GQA, B = 2, a window, documents,
+  # balance and --acc-dtype bf16; against single at the format's bound (fp8 2^-4, bf16 2e-2).
+  "p4_comm_fp8_train_docs_balance          4  1 --model tiny --seq 128 --batch 2 --heads 8 --kv-heads 2 --head-dim 32 --dtype bf16 --comm-dtype fp8 --acc-dtype bf16 --docs 50,78 --balance greedy --strategies ring"
+  "p4_comm_fp8_tensor_train_window         4  3 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --comm-dtype fp8 --fp8-scaling tensor --window 40 --strategies ring,ring-zigzag,ring-striped"
+  "p3_comm_bf16_cached_prefill             3  3 --model tiny --seq 150 --cached 60 --comm-dtype bf16 --pass prefill --strategies ring,ring-zigzag,ring-striped"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -330,6 +337,15 @@ cpbench_fail_test(fp8_train 2 "--dtype fp8 defines attention's forward only \\(F
 cpbench_fail_test(fp8_mla 2 "--dtype fp8 with --attention mla is not built" run --model tiny-mla --seq 64 --dtype fp8 --pass prefill)
 cpbench_fail_test(fp8_block_head_dim 2 "--fp8-scaling block scales each 32 elements of a head's row: it needs head_dim a multiple of 32 \\(got head_dim=16\\); use --fp8-scaling tensor" run --model tiny --seq 64 --dtype fp8 --pass prefill)
 cpbench_fail_test(fp8_scaling_unknown 2 "--fp8-scaling must be block or tensor, got \"row\"" run --model tiny --seq 64 --dtype fp8 --pass prefill --fp8-scaling row)
+# --comm-dtype: a single K,V ring of the ring family, K,V travel, not the run's own dtype, fp8 off cuda.
+cpbench_fail_test(comm_dtype_usp 4 "usp: --comm-dtype fp8 is built for ring, ring-zigzag and ring-striped only \\(a single K,V ring\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies usp)
+cpbench_fail_test(comm_dtype_double_ring 4 "double-ring: --comm-dtype fp8 is built for ring, ring-zigzag and ring-striped only" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies double-ring)
+cpbench_fail_test(comm_dtype_balance_dynamic 2 "ring: --comm-dtype encodes the blocks of a single K,V ring; a ring per CP group \\(--balance dynamic\\) moves them in the run dtype" run --model tiny --seq 64 --comm-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
+cpbench_fail_test(comm_dtype_decode 2 "--comm-dtype fp8 chooses what a K,V ring block travels as; --pass decode moves no keys" run --model tiny --head-dim 32 --cached 64 --pass decode --comm-dtype fp8)
+cpbench_fail_test(comm_dtype_pass_q 2 "--comm-dtype bf16 chooses what a K,V ring block travels as; --ring-pass q moves query blocks instead" run --model tiny --seq 64 --pass prefill --ring-pass q --comm-dtype bf16)
+cpbench_fail_test(comm_dtype_own 2 "--comm-dtype bf16 is the bf16 run's own: K,V travel as bf16 already" run --model tiny --seq 64 --dtype bf16 --comm-dtype bf16)
+cpbench_fail_test(comm_dtype_mla 2 "--comm-dtype fp8 with --attention mla is not built" run --model tiny-mla --seq 64 --comm-dtype fp8)
+cpbench_fail_test(comm_dtype_block_head_dim 2 "--comm-dtype fp8 with --fp8-scaling block scales each 32 values of a head's row: it needs head_dim a multiple of 32 \\(got head_dim=16\\)" run --model tiny --seq 64 --comm-dtype fp8)
 # Bad block options: refused on every rank before any work, naming the flag and the value.
 cpbench_fail_test(block_full_without_ffn_dim 2 "block=full needs the MLP width: --ffn-dim F" run --model tiny --dim 80 --seq 64 --block full)
 cpbench_fail_test(ffn_dim_zero 2 "--ffn-dim must be positive, got 0" run --model tiny --seq 64 --ffn-dim 0)

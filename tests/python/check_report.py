@@ -162,7 +162,7 @@ def cmd_model(a):
                 hk, hv = cpmodel.mla_latent_row(cfg["mla"]), 0
             fb = cpmodel.ring_kv_bytes(cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P), hk,
                                        P - 1, cpmodel.elem_bytes(cfg["dtype"]), acc=cpmodel.acc_bytes(cfg.get("acc_dtype")),
-                                       hv=hv)
+                                       hv=hv, comm_dtype=cfg.get("comm_dtype"), scaling=cfg.get("fp8_scaling") or "block")
             for ph, want in zip(("fwd", "bwd"), fb):
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (acc_dtype {cfg.get('acc_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")

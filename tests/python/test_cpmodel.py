@@ -12,9 +12,10 @@ import cpmodel as m  # noqa: E402
 
 class Shared(unittest.TestCase):
     def test_elem_bytes_and_sublayers(self):
-        self.assertEqual([m.elem_bytes(x) for x in ("fp32", "bf16", "fp16")], [4, 2, 2])
+        # fp8: e4m3 values held (and sent) in bf16 tensors
+        self.assertEqual([m.elem_bytes(x) for x in ("fp32", "bf16", "fp16", "fp8")], [4, 2, 2, 2])
         with self.assertRaises(KeyError):
-            m.elem_bytes("fp8")
+            m.elem_bytes("fp4")
         self.assertEqual((m.sublayers("attn"), m.sublayers("full")), (1, 2))
 
     def test_exact_divisions(self):
@@ -115,6 +116,16 @@ class SingleRing(unittest.TestCase):
         self.assertEqual(m.ring_kv_bytes(32, 16, 3, 2), (6144, 6144 + 16384))
         self.assertEqual(m.ring_kv_bytes(32, 16, 1, 2), (2048, 2048 + 4 * 32 * 32 * 2))  # K_eff 1: a halo
         self.assertEqual(m.ring_kv_bytes(32, 16, 0, 2), (0, 0))
+
+    def test_comm_dtype(self):
+        # --comm-dtype: a block of T*2hk = 32*32 = 1024 values per hop; the accumulators unchanged
+        acc = 4 * 32 * 32 * 4
+        self.assertEqual(m.ring_kv_bytes(32, 16, 3, 4, comm_dtype="bf16"), (6144, 6144 + acc))
+        self.assertEqual(m.ring_kv_bytes(32, 16, 3, 2, comm_dtype="fp8"), (3 * 1056, 3 * 1056 + acc))  # + 1024/32
+        self.assertEqual(m.ring_kv_bytes(32, 16, 3, 2, comm_dtype="fp8", scaling="tensor"), (3 * 1025, 3 * 1025 + acc))
+        self.assertEqual(m.ring_kv_bytes(32, 16, 3, 2, comm_dtype="run"), m.ring_kv_bytes(32, 16, 3, 2))
+        self.assertEqual(m.kv_transit_bytes(33, 2, "fp8"), 33 + 2)  # a partial scale block rounds up
+        self.assertEqual(m.kv_transit_bytes(0, 2, "fp8", "tensor"), 0)
 
     def test_pass_q(self):
         # partial 4*Tq*hq + 4*Tq*H = 4*32*64 + 4*32*4 = 8704; Q block 2*32*64 = 4096

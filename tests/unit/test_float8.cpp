@@ -5,6 +5,7 @@
 // (largest 2^k with amax * 2^k <= 448; MXFP8's 2^(8 - floor(log2 amax))).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -141,4 +142,31 @@ TEST_CASE("e4m3 quantization: power-of-two scales per tensor and per 32-block", 
   CHECK(z == std::vector<float>(32, 0.0f));
   CHECK(e4m3_block_multiplier(std::ldexp(1.0f, -140)) == std::ldexp(1.0f, 127));
   CHECK(e4m3_tensor_multiplier(0.0f) == 1.0f);
+}
+
+TEST_CASE("e4m3 encoding (--comm-dtype fp8): codes then E8M0 scales, decoded = quantized", "[fp8][codec]") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (Fp8Scaling sc : {Fp8Scaling::tensor, Fp8Scaling::block})
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(31), int64_t(32), int64_t(96), int64_t(101)}) {
+      INFO("scaling " << int(sc) << " n " << n);
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = nd(rng) * (sc == Fp8Scaling::block ? 1.0f : 1e-3f);
+      const int64_t scales = n == 0 ? 0 : sc == Fp8Scaling::block ? (n + 31) / 32 : 1;
+      REQUIRE(e4m3_encoded_bytes(n, sc) == n + scales);
+      std::vector<uint8_t> enc(static_cast<size_t>(n + scales), 0xee);
+      encode_e4m3(x.data(), n, sc, enc.data());
+      std::vector<float> back(x.size()), q = x;
+      decode_e4m3(enc.data(), n, sc, back.data());
+      quantize_e4m3(q.data(), n, sc);
+      CHECK(back == q);
+      // each scale byte is the E8M0 exponent of 1/multiplier of its block's amax, by definition
+      for (int64_t b = 0; b < scales; ++b) {
+        const int64_t b0 = sc == Fp8Scaling::block ? b * 32 : 0, len = sc == Fp8Scaling::block ? std::min<int64_t>(32, n - b0) : n;
+        const float m = sc == Fp8Scaling::block ? e4m3_block_multiplier(finite_amax(&x[size_t(b0)], len))
+                                                : e4m3_tensor_multiplier(finite_amax(x.data(), len));
+        CHECK(std::ldexp(1.0f, int(enc[size_t(n + b)]) - 127) * m == 1.0f);
+        for (int64_t i = b0; i < b0 + len; ++i) CHECK(int(enc[size_t(i)]) == nearest_code(x[size_t(i)] * m));
+      }
+    }
 }

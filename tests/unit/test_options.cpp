@@ -278,7 +278,7 @@ TEST_CASE("options: the report's config block has schema v1's keys plus the seco
   const json j = c.to_json(2);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  CHECK(keys == std::vector<std::string>{"acc_dtype", "attention", "backend", "balance", "batch", "block", "cached", "causal", "comm", "command", "cp_cap", "decode_steps", "dim", "dtype",
+  CHECK(keys == std::vector<std::string>{"acc_dtype", "attention", "backend", "balance", "batch", "block", "cached", "causal", "comm", "comm_dtype", "command", "cp_cap", "decode_steps", "dim", "dtype",
                                          "ffn_dim", "fp8_scaling", "head_dim", "heads", "iters", "kv_heads", "layers", "mask", "mem_limit_bytes", "mesh",
                                          "mla", "model", "partial_dtype", "pass", "ranks_per_node", "recompute", "ring_pass", "rope", "seed", "seqs", "shard", "sinks", "strategies", "threads",
                                          "timeout_s", "uneven_heads", "warmup", "world_size"});
