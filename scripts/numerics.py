@@ -17,9 +17,12 @@ Variants (what travels, --partial-dtype / --acc-dtype):
   fp8-block    --dtype fp8 --fp8-scaling block --pass prefill: FlashAttention-3's fp8 forward (q, k, v
                in e4m3 with a power-of-two scale per 32 elements, P in e4m3); o only
   fp8-tensor   the same with one scale per tensor a rank holds (its shard's amax)
+  comm-fp8     --comm-dtype fp8: the K,V ring blocks travel as e4m3 with a scale per 32 values (the
+               owner computes on its own block as formed, the others on the decoded one); train
+  comm-fp8-tensor  the same with one scale per block in transit
 
 usage: numerics.py --cpbench build/bench/cpbench [--P 1,2,4,8,16] [--seq 1024] [--seeds 1,2,3]
-                   [--variants f32,bf16-partial,bf16-acc] [--masks causal,window,docs]
+                   [--variants f32,bf16-partial,bf16-acc] [--masks causal,window,docs] [--strategies ring,...]
                    [--out numerics.json] [--markdown numerics.md] [--plot numerics.png]
 Exit 0 when every run produced its dump, 1 otherwise (a verify failure against single is
 recorded, not fatal: the error is what this measures).
@@ -37,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from layer_reference import reference  # noqa: E402
+import cpmodel  # noqa: E402
 
 TENSORS = ("o", "dq", "dk", "dv")
 VARIANTS = {
@@ -45,6 +49,8 @@ VARIANTS = {
     "bf16-acc": ["--acc-dtype", "bf16"],
     "fp8-block": ["--dtype", "fp8", "--fp8-scaling", "block", "--pass", "prefill"],
     "fp8-tensor": ["--dtype", "fp8", "--fp8-scaling", "tensor", "--pass", "prefill"],
+    "comm-fp8": ["--comm-dtype", "fp8"],
+    "comm-fp8-tensor": ["--comm-dtype", "fp8", "--fp8-scaling", "tensor"],
 }
 # The strategies each variant changes (ulysses has no ring running output or accumulator; the
 # running output of allgather-kv's one attention never merges).
@@ -54,7 +60,13 @@ STRATEGIES = {
     "bf16-acc": ["ring", "ring-zigzag", "double-ring", "usp", "allgather-kv"],
     "fp8-block": ["ring", "ring-zigzag", "double-ring", "usp", "ulysses", "allgather-kv"],
     "fp8-tensor": ["ring", "ring-zigzag", "double-ring", "usp", "ulysses", "allgather-kv"],
+    "comm-fp8": ["ring", "ring-zigzag"],  # (--comm-dtype: a single K,V ring of the ring family)
+    "comm-fp8-tensor": ["ring", "ring-zigzag"],
 }
+# What the ring's K,V blocks and accumulators travel as under each variant, for the bytes table:
+# (acc_dtype, comm_dtype, fp8_scaling).
+TRAVEL = {"f32": ("f32", None, "block"), "bf16-partial": ("f32", None, "block"), "bf16-acc": ("bf16", None, "block"),
+          "comm-fp8": ("f32", "fp8", "block"), "comm-fp8-tensor": ("f32", "fp8", "tensor")}
 
 
 def mask_args(mask, N):
@@ -103,7 +115,7 @@ def measure(dump):
 
 
 def run(args, P, variant, mask, seed, work):
-    strategies = runnable(STRATEGIES[variant], P, args.heads)
+    strategies = runnable([s for s in STRATEGIES[variant] if not args.strategies or s in args.strategies], P, args.heads)
     if not strategies:
         return None, "no strategy runs at this P"
     dump = os.path.join(work, f"p{P}_{variant}_{mask}_{seed}")
@@ -182,27 +194,48 @@ def markdown(summary, args):
                     cells.append(f"{s['rel_fro_median'] * 1e3:.3f} ({r:.2f})" if s else "")
                 lines.append(f"| {fam} | {variant} | " + " | ".join(cells) + " |")
             lines.append("")
+    # Bytes beside the error: what one rank of the full ring (ring, ring-zigzag) sends per layer,
+    # forward + backward, under each training variant (cpmodel.ring_kv_bytes, the report's model).
+    train = [v for v in TRAVEL if any(s["variant"] == v for s in summary)]
+    if train:
+        lines += [f"**K,V ring bytes per rank per layer (fwd + bwd, KiB), ring at N = {args.seq}, {args.dtype}**", "",
+                  "| variant | " + " | ".join(f"P={p}" for p in Ps) + " |", "|---|" + "---|" * len(Ps)]
+        for v in train:
+            acc, comm, scaling = TRAVEL[v]
+            cells = []
+            for p in Ps:
+                f, b = cpmodel.ring_kv_bytes(args.seq // p, args.kv_heads * args.head_dim, p - 1,
+                                             cpmodel.elem_bytes(args.dtype), acc=cpmodel.acc_bytes(acc),
+                                             comm_dtype=comm, scaling=scaling)
+                cells.append(f"{(f + b) / 1024:.1f}")
+            lines.append(f"| {v} | " + " | ".join(cells) + " |")
+        lines.append("")
     return "\n".join(lines)
 
 
 def plot(summary, args, path):
-    """Error against P per tensor (the first mask), one colour per strategy, one line style per variant."""
+    """Error against P per tensor measured (the first mask; a forward-only variant has o alone), one
+    colour per strategy, one line style per variant."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(TENSORS), figsize=(4.2 * len(TENSORS), 4), sharey=False)
-    styles = {"f32": "-", "bf16-partial": "--", "bf16-acc": ":", "fp8-block": "-.", "fp8-tensor": (0, (1, 3))}  # the variant by line style,
+    tensors = [t for t in TENSORS if any(s["tensor"] == t for s in summary)]
+    fig, axes = plt.subplots(1, len(tensors), figsize=(4.2 * len(tensors) + (2 if len(tensors) == 1 else 0), 4),
+                             sharey=False, squeeze=False)
+    axes = axes[0]
+    styles = {"f32": "-", "bf16-partial": "--", "bf16-acc": ":", "fp8-block": "-.", "fp8-tensor": (0, (1, 3)),
+              "comm-fp8": (0, (5, 1)), "comm-fp8-tensor": (0, (3, 1, 1, 1))}  # the variant by line style,
     colors = {"single": "black", "ring": "tab:blue", "ring-zigzag": "tab:orange", "double-ring": "tab:green",
               "usp": "tab:red", "ulysses": "tab:purple", "allgather-kv": "tab:brown"}  # the strategy by colour
     mask = args.masks[0]
-    for ax, tensor in zip(axes, TENSORS):
+    for ax, tensor in zip(axes, tensors):
         lines = {}
         for s in summary:
             if s["mask"] == mask and s["tensor"] == tensor:
                 lines.setdefault((family(s["label"]), s["variant"]), []).append((s["P"], s["rel_fro_median"]))
         for (fam, variant), pts in sorted(lines.items()):
-            if fam == "single" and variant in ("bf16-partial", "bf16-acc"):
-                continue  # (single has no ring to round: its f32 line)
+            if fam == "single" and variant in ("bf16-partial", "bf16-acc", "comm-fp8", "comm-fp8-tensor"):
+                continue  # (single has no ring to round and sends nothing: its f32 line)
             pts.sort()
             ax.plot([p for p, _ in pts], [e for _, e in pts], linestyle=styles.get(variant, "-"), marker="o", ms=3,
                     color=colors.get(fam, "gray"), label=f"{fam} {variant}" if variant != "f32" or fam != "single" else "single")
@@ -211,8 +244,8 @@ def plot(summary, args, path):
         ax.set_title(f"{tensor} ({mask})")
         ax.set_xlabel("P (CP degree)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel(f"relative error vs float64 ({args.dtype})")
-    handles, labels = axes[-1].get_legend_handles_labels()
+    axes[0].set_ylabel("relative error vs float64")
+    handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight")
@@ -232,6 +265,7 @@ def main():
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--variants", default="f32,bf16-partial,bf16-acc")
     ap.add_argument("--masks", default="causal")
+    ap.add_argument("--strategies", default="", help="only these (comma-separated), of each variant's")
     ap.add_argument("--timeout", type=int, default=3600)
     ap.add_argument("--out", help="JSON: every measurement and the summary")
     ap.add_argument("--markdown", help="the tables (docs/NUMERICS.md's)")
@@ -240,6 +274,7 @@ def main():
     Ps = [int(x) for x in args.P.split(",")]
     args.seeds = [int(x) for x in args.seeds.split(",")]
     args.masks = args.masks.split(",")
+    args.strategies = [s for s in args.strategies.split(",") if s]
     variants = args.variants.split(",")
     for v in variants:
         if v not in VARIANTS:

@@ -10,6 +10,8 @@ CPU's fixed summation orders):
     bf16 error at every P (e4m3's unit roundoff is 2^-4 against bf16's 2^-8; measured 11x), and
     the ring family's o error stays within 25% of single's at P = 2 and 4 (measured within 1%:
     the casts of q, k, v and P's rounding dominate; where a rank's running max differs moves little);
+  - --comm-dtype fp8 (comm-fp8): at P = 1 nothing travels and the error is f32's exactly; at P = 4
+    the ring's o and dq errors are above 2x f32's (the remote blocks' k, v rounded to e4m3; measured 4x);
   - every run measured every tensor of every strategy it ran.
 usage: check_numerics.py NUMERICS_JSON
 """
@@ -52,6 +54,13 @@ def main():
                         fails.append(f"P={P} {v} {lab}: o error {r:.3f} x single's, beyond 1.25")
             if (P, v, "single", "dq") in s:
                 fails.append(f"P={P} {v}: a forward-only variant measured a gradient")
+    for lab in ("ring", "ring-zigzag"):
+        for t in ("o", "dq"):
+            if err(1, "comm-fp8", lab, t) != err(1, "f32", lab, t):
+                fails.append(f"P=1 {lab}: --comm-dtype fp8 changed the {t} error with nothing travelling")
+            if not err(4, "comm-fp8", lab, t) > 2 * err(4, "f32", lab, t):
+                fails.append(f"P=4 {lab}: --comm-dtype fp8's {t} error {err(4, 'comm-fp8', lab, t):.4e} is not above "
+                             f"2x f32's {err(4, 'f32', lab, t):.4e}")
     tensors = {x["tensor"] for x in rep["summary"]}
     if tensors != {"o", "dq", "dk", "dv"}:
         fails.append(f"tensors measured {sorted(tensors)}")
