@@ -66,7 +66,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   s.B = batch; s.N = N; s.H = heads; s.G = kv_heads; s.d = head_dim; s.D = dim;
   s.mask.causal = causal; s.rope = rope; s.dtype = storage_dtype();
   s.fp8 = fp8();
-  s.fp8_scaling = fp8_scaling == "tensor" ? Fp8Scaling::tensor : Fp8Scaling::block;
+  s.fp8_scaling = fp8_scaling_name() == "tensor" ? Fp8Scaling::tensor : Fp8Scaling::block;
   s.kv_transit = comm_dtype == "fp8" ? KvTransit::fp8 : comm_dtype == "bf16" ? KvTransit::bf16 : KvTransit::run;
   s.partial_dtype = parse_dtype(partial_dtype);
   s.acc_dtype = parse_dtype(acc_dtype);
@@ -289,7 +289,7 @@ void finalize_config(RunConfig& c, int P) {
     if (c.attention == "mla")
       throw std::invalid_argument("--dtype fp8 with --attention mla is not built (MLA's absorbed decode and latent "
                                   "travel quantize nothing yet); use --attention gqa");
-    if (c.fp8_scaling == "block" && c.head_dim % kMxBlock != 0)
+    if (c.fp8_scaling_name() == "block" && c.head_dim % kMxBlock != 0)
       throw std::invalid_argument("--fp8-scaling block scales each " + std::to_string(kMxBlock) +
                                   " elements of a head's row: it needs head_dim a multiple of " + std::to_string(kMxBlock) +
                                   " (got head_dim=" + std::to_string(c.head_dim) + "); use --fp8-scaling tensor");
@@ -318,12 +318,15 @@ void finalize_config(RunConfig& c, int P) {
     if (c.comm_dtype == "fp8") {
       if (c.backend == "cuda")
         throw std::invalid_argument(v + " is built on --backend cpu and sim (the cuda backend has no fp8 codec)");
-      if (c.fp8_scaling == "block" && c.head_dim % kMxBlock != 0)
+      if (c.fp8_scaling_name() == "block" && c.head_dim % kMxBlock != 0)
         throw std::invalid_argument(v + " with --fp8-scaling block scales each " + std::to_string(kMxBlock) +
                                     " values of a head's row: it needs head_dim a multiple of " + std::to_string(kMxBlock) +
                                     " (got head_dim=" + std::to_string(c.head_dim) + "); use --fp8-scaling tensor");
     }
   }
+  if (!c.fp8_scaling.empty() && !c.fp8() && c.comm_dtype != "fp8")
+    throw std::invalid_argument("--fp8-scaling " + c.fp8_scaling + " chooses fp8's scales: it needs --dtype fp8 or --comm-dtype fp8 (got dtype=" +
+                                c.dtype + ", comm_dtype=" + c.comm_dtype + ")");
   if (c.acc_dtype == "bf16" && c.pass != "train")
     throw std::invalid_argument("--acc-dtype bf16 rounds the backward's dK,dV accumulators: it needs --pass train (got pass=" +
                                 c.pass + ")");

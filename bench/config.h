@@ -71,7 +71,8 @@ struct RunConfig {
   // K,V ring's running output and its dK,dV accumulators, f32 (default) or bf16, in a 16-bit run.
   std::string partial_dtype = "f32", acc_dtype = "f32";
   // --dtype fp8 (issue 42): attention's forward in fp8 e4m3 on bf16 storage; --fp8-scaling its scales.
-  std::string fp8_scaling = "block";
+  std::string fp8_scaling;  // "" (not given): block
+  std::string fp8_scaling_name() const { return fp8_scaling.empty() ? "block" : fp8_scaling; }
   // --comm-dtype run | bf16 | fp8: what the K,V ring blocks travel as (LayerShape::kv_transit).
   std::string comm_dtype = "run";
   bool fp8() const { return dtype == "fp8"; }

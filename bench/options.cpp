@@ -321,7 +321,7 @@ std::vector<OptionSpec> make_table() {
       {"comm", "comm", [](const RunConfig& c) { return json(c.comm); }},
       {"dtype", "dtype", [](const RunConfig& c) { return json(c.dtype); }},
       {"fp8_scaling", "fp8_scaling",
-       [](const RunConfig& c) { return c.fp8() || c.comm_dtype == "fp8" ? json(c.fp8_scaling) : json(nullptr); }},
+       [](const RunConfig& c) { return c.fp8() || c.comm_dtype == "fp8" ? json(c.fp8_scaling_name()) : json(nullptr); }},
       {"comm_dtype", "comm_dtype", [](const RunConfig& c) { return json(c.comm_dtype); }},
       {"partial_dtype", "partial_dtype", [](const RunConfig& c) { return json(c.partial_dtype); }},
       {"acc_dtype", "acc_dtype", [](const RunConfig& c) { return json(c.acc_dtype); }},

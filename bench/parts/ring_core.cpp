@@ -160,7 +160,7 @@ void RingCore::fwd_begin() { have_ = false; }
 // --comm-dtype: this rank's own block as formed, another's decoded (once per block in hand; not
 // when no query here sees it).
 const Tensor& RingCore::block_in_hand(const Tensor& kv, int owner) {
-  if (!s_.encoded() || kv.data == own_kv_.data) return kv;
+  if (!s_.encoded()) return kv;
   if (owner == me_) return own_kv_;
   if (invisible(attn_shape(), block_pos_(me_), key_pos_(owner))) return own_kv_;  // (skipped by the caller)
   if (s_.transit == KvTransit::fp8) be_->decode_fp8(kv, dec_, s_.transit_scaling);

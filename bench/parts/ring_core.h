@@ -21,10 +21,10 @@
 // Bytes per rank (DESIGN, with T the B*n tokens of a ring rank, 2hk = kv heads * (d + d_v) its
 // k|v elements per token (2 * kv heads * d without MLA), h = hops):
 //   fwd = s*T*2hk*h;  bwd = s*T*2hk*h + s_acc*T*2hk*(h+1 if h > 0 else 0);  h = R-1 gives
-//   (--comm-dtype: s*T*2hk becomes the encoded block's kv_transit_bytes(T*2hk): 2 per value under
-//   bf16; under fp8 1 per value plus a scale byte per 32 values, or one per block);
 //   DESIGN's full-ring terms (both 0 when R = 1). Under MLA's latent travel (latent_keys.h) 2hk is
 //   the latent's r_kv + d_rope: the block and its accumulator are the latent and its gradient.
+//   Under --comm-dtype s*T*2hk is the encoded block's kv_transit_bytes(T*2hk): 2 bytes a value as
+//   bf16; as fp8 1 a value plus a scale byte per 32 values, or one per block.
 #pragma once
 #include <functional>
 #include <string>

@@ -336,6 +336,7 @@ cpbench_fail_test(mla_travel_decode 2 "--mla-travel latent chooses what a traini
 cpbench_fail_test(fp8_train 2 "--dtype fp8 defines attention's forward only \\(FlashAttention-3's fp8 kernels\\): it needs --pass prefill or decode \\(got pass=train\\)" run --model tiny --seq 64 --head-dim 32 --dtype fp8)
 cpbench_fail_test(fp8_mla 2 "--dtype fp8 with --attention mla is not built" run --model tiny-mla --seq 64 --dtype fp8 --pass prefill)
 cpbench_fail_test(fp8_block_head_dim 2 "--fp8-scaling block scales each 32 elements of a head's row: it needs head_dim a multiple of 32 \\(got head_dim=16\\); use --fp8-scaling tensor" run --model tiny --seq 64 --dtype fp8 --pass prefill)
+cpbench_fail_test(fp8_scaling_unused 2 "--fp8-scaling tensor chooses fp8's scales: it needs --dtype fp8 or --comm-dtype fp8 \\(got dtype=bf16, comm_dtype=run\\)" run --model tiny --seq 64 --dtype bf16 --fp8-scaling tensor)
 cpbench_fail_test(fp8_scaling_unknown 2 "--fp8-scaling must be block or tensor, got \"row\"" run --model tiny --seq 64 --dtype fp8 --pass prefill --fp8-scaling row)
 # --comm-dtype: a single K,V ring of the ring family, K,V travel, not the run's own dtype, fp8 off cuda.
 cpbench_fail_test(comm_dtype_usp 4 "usp: --comm-dtype fp8 is built for ring, ring-zigzag and ring-striped only \\(a single K,V ring\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies usp)
