@@ -431,6 +431,14 @@ void finalize_config(RunConfig& c, int P) {
                                 " plans for ranks that do not exist: it needs --dry-run");
   if (c.min_verified > 0 && c.command != "verify")
     throw std::invalid_argument("min_verified=" + std::to_string(c.min_verified) + " applies to cpbench verify only");
+  at_least_zero("numerics", c.numerics, "off");
+  if (c.numerics > 0 && c.command != "verify")
+    throw std::invalid_argument("numerics=" + std::to_string(c.numerics) + " applies to cpbench verify only");
+  // The float64 reference is the layer's whole attention, every token at its position: a cache's
+  // seeded rows are not exported, and decode exports no queries.
+  if (c.numerics > 0 && (c.cached > 0 || c.pass == "decode"))
+    throw std::invalid_argument("numerics=" + std::to_string(c.numerics) + " compares every token's attention with float64: " +
+                                "not with " + (c.pass == "decode" ? std::string("pass=decode") : "cached=" + std::to_string(c.cached)));
   const int planned = planned_world_size(c, P);
   if (c.ranks_per_node > 0 && planned % c.ranks_per_node != 0)
     throw std::invalid_argument("ranks_per_node=" + std::to_string(c.ranks_per_node) + " must divide the world size " +

@@ -96,6 +96,7 @@ struct RunConfig {
   int inner_ring = 0;           // double ring's inner ring size w; 0 = ranks per node
   std::string usp_ring = "single";  // usp's ring level: single | double
   int min_verified = 0;         // verify: fail when fewer strategies were verified
+  int numerics = 0;             // verify --numerics S: error against float64 over S seeds (0 = off)
   bool dry_run = false;         // plan and model only, allocate nothing
   int world_size = 0;           // dry run: plan for this many ranks; 0 = the world's size
 

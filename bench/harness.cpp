@@ -10,6 +10,7 @@
 #include "bench/parts/balance.h"
 #include "bench/parts/sublayer_mesh.h"
 #include "bench/block/block.h"
+#include "bench/numerics.h"
 #include "bench/verify_bound.h"
 
 namespace cpbench {
@@ -354,13 +355,13 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   // Runs one strategy once and returns its global tensors (complete on every rank), or the
   // agreed failure reasons.
   using Tensors = std::map<std::string, std::vector<float>>;
-  auto run_and_export = [&](const StrategyInfo& info, const MeshSpec& ms, const LayerShape& shape, Tensors& out,
-                            const std::vector<std::string>& exported) {
+  auto run_and_export = [&](const StrategyInfo& info, const MeshSpec& ms, const LayerShape& shape, uint64_t seed,
+                            Tensors& out, const std::vector<std::string>& exported) {
     std::unique_ptr<Strategy> strat = info.make();
     std::string error;
     try {
       Mesh& mesh = meshes_.get(job_mesh_desc(*strat, ms));
-      StrategyEnv env{&be_, &w_, &mesh, shape, cfg_.seed, ms};
+      StrategyEnv env{&be_, &w_, &mesh, shape, seed, ms};
       strat->setup(env);
     } catch (const std::exception& e) {
       error = std::string("setup: ") + e.what();
@@ -397,70 +398,99 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
     if (!cfg_.dump.empty() && w_.rank() == 0) write_dump(cfg_, P, label, ms, shape, t);
   };
 
+  // --numerics S (bench/numerics.h): every job runs on S seeds, each against single's run on the
+  // same seed and a float64 attention of single's inputs; a job's result is complete after its
+  // last seed. Without it the one --seed.
+  const int seeds = std::max(1, cfg_.numerics);
+  const std::vector<std::string> numerics_names = numerics_tensor_names(names);
   for (int64_t seq : cfg_.seqs) {
     if (stop_requested()) break;
     const LayerShape shape = cfg_.shape(seq);
     const StrategyInfo* single = find_strategy("single");
     const MeshSpec single_mesh = single->make()->resolve_mesh({}, shape, P);
-    Tensors ref;
-    const std::string ref_error = run_and_export(*single, single_mesh, shape, ref, ref_names);
-    // The bound's scales m (verify_bound.h) come from the reference, once per seq; the ranks
-    // share the work by (batch row, kv head) and sum the squares.
-    GradientScales scales;
-    if (ref_error.empty() && shape.pass.cached == 0) {
-      const GradientScales part = gradient_scale_squares(ref, shape, w_.rank(), P);
-      std::vector<double> sums = {part.dq, part.dk};
-      w_.allreduce_sum(sums);
-      scales = {std::sqrt(sums[0]), std::sqrt(sums[1])};
-    }
-    for (const auto& n : ref_names)  // (the tensors latent travel does not form: above)
-      if (std::find(names.begin(), names.end(), n) == names.end()) ref.erase(n);
-    if (ref_error.empty()) dump("single", single_mesh, shape, ref);
-    for (const Job& job : jobs) {
-      if (job.seq != seq || job.info->name == "single") continue;
-      if (stop_requested()) break;
-      JobResult r = JobResult::of(job);
-      if (!job.skip.empty()) {
-        r.status = "skipped";
-        r.reason = job.skip;
-      } else if (!ref_error.empty()) {
-        r.status = "failed";
-        r.reason = "the reference (single) failed: " + ref_error;
-      } else {
-        if (w_.rank() == 0 && cfg_.progress)
-          std::fprintf(stderr, "verify %s seq=%lld\n", job.label.c_str(), static_cast<long long>(seq));
-        Tensors got;
-        set_current(&job);
-        const std::string reasons = run_and_export(*job.info, job.mesh, shape, got, names);
-        set_current(nullptr);
-        if (!reasons.empty()) {
+    std::vector<JobResult> state(jobs.size());  // each job's result so far, over the seeds
+    for (int si = 0; si < seeds && !stop_requested(); ++si) {
+      const uint64_t seed = cfg_.seed + uint64_t(si);
+      const bool first = si == 0, last = si + 1 == seeds;
+      Tensors ref;
+      const std::string ref_error = run_and_export(*single, single_mesh, shape, seed, ref, ref_names);
+      // The bound's scales m (verify_bound.h) come from the reference, once per seq; the ranks
+      // share the work by (batch row, kv head) and sum the squares.
+      GradientScales scales;
+      if (ref_error.empty() && shape.pass.cached == 0) {
+        const GradientScales part = gradient_scale_squares(ref, shape, w_.rank(), P);
+        std::vector<double> sums = {part.dq, part.dk};
+        w_.allreduce_sum(sums);
+        scales = {std::sqrt(sums[0]), std::sqrt(sums[1])};
+      }
+      // The float64 attention of single's inputs (collective; every rank holds it whole).
+      Reference64 ref64;
+      if (cfg_.numerics > 0 && ref_error.empty())
+        ref64 = attention_reference64(ref, shape, !shape.forward_only() && !shape.fp8, w_);
+      for (const auto& n : ref_names)  // (the tensors latent travel does not form: above)
+        if (std::find(names.begin(), names.end(), n) == names.end()) ref.erase(n);
+      if (ref_error.empty() && first) dump("single", single_mesh, shape, ref);
+      for (size_t ji = 0; ji < jobs.size(); ++ji) {
+        const Job& job = jobs[ji];
+        if (job.seq != seq || job.info->name == "single") continue;
+        if (stop_requested()) break;
+        JobResult& r = state[ji];
+        if (first) r = JobResult::of(job);
+        if (r.status != "ok") {
+          // skipped or failed on an earlier seed: nothing more to run
+        } else if (!job.skip.empty()) {
+          r.status = "skipped";
+          r.reason = job.skip;
+        } else if (!ref_error.empty()) {
           r.status = "failed";
-          r.reason = reasons;
+          r.reason = "the reference (single) failed: " + ref_error;
         } else {
-          if (!perturb.tensor.empty())
-            for (float& x : got.at(perturb.tensor)) x += perturb.value;
-          dump(job.label, job.mesh, shape, got);
-          VerifyResult v;
-          v.tolerance = tol;
-          for (const auto& n : names) {
-            const double e = verify_error(got.at(n), ref.at(n), scales.of(n));
-            const double shown = std::isfinite(e) ? e : 1e300;  // JSON has no infinity
-            v.tensors.emplace_back(n, shown);
-            v.max_rel_l2 = std::max(v.max_rel_l2, shown);
-          }
-          v.passed = v.max_rel_l2 <= tol;
-          if (!v.passed) {
-            std::ostringstream why;
-            why << "verification failed: " << v.worst_tensor() << " error=" << v.max_rel_l2 << " > " << tol
-                << " (||a-b|| / max(||b||, m))";
+          if (w_.rank() == 0 && cfg_.progress)
+            std::fprintf(stderr, "verify %s seq=%lld%s\n", job.label.c_str(), static_cast<long long>(seq),
+                         cfg_.numerics > 0 ? (" seed=" + std::to_string(seed)).c_str() : "");
+          Tensors got;
+          set_current(&job);
+          const std::string reasons = run_and_export(*job.info, job.mesh, shape, seed, got, names);
+          set_current(nullptr);
+          if (!reasons.empty()) {
             r.status = "failed";
-            r.reason = why.str();
+            r.reason = reasons;
+          } else {
+            if (!perturb.tensor.empty())
+              for (float& x : got.at(perturb.tensor)) x += perturb.value;
+            if (first) dump(job.label, job.mesh, shape, got);
+            // Over the seeds each tensor keeps its largest error.
+            VerifyResult v = r.verify.value_or(VerifyResult{});
+            v.tolerance = tol;
+            for (const auto& n : names) {
+              const double e = verify_error(got.at(n), ref.at(n), scales.of(n));
+              const double shown = std::isfinite(e) ? e : 1e300;  // JSON has no infinity
+              if (first) v.tensors.emplace_back(n, shown);
+              for (auto& [name, worst] : v.tensors)
+                if (name == n) worst = std::max(worst, shown);
+              v.max_rel_l2 = std::max(v.max_rel_l2, shown);
+            }
+            v.passed = v.max_rel_l2 <= tol;
+            if (!v.passed) {
+              std::ostringstream why;
+              why << "verification failed: " << v.worst_tensor() << " error=" << v.max_rel_l2 << " > " << tol
+                  << " (||a-b|| / max(||b||, m))";
+              if (cfg_.numerics > 0) why << " on seed " << seed;
+              r.status = "failed";
+              r.reason = why.str();
+            }
+            r.verify = v;
+            if (cfg_.numerics > 0) {
+              if (!r.numerics) r.numerics = NumericsResult{};
+              r.numerics->add(seed, numerics_names, got, ref, ref64, shape.dtype);
+            }
           }
-          r.verify = v;
+        }
+        if (last) {
+          results.push_back(r);
+          if (w_.rank() == 0 && sink) sink(results);
         }
       }
-      results.push_back(r);
-      if (w_.rank() == 0 && sink) sink(results);
     }
   }
   be_.set_poison(false);

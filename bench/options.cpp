@@ -257,6 +257,11 @@ std::vector<OptionSpec> make_table() {
       {"min_verified", "--min-verified", OptKind::count,
        "verify: fail unless at least N strategies were verified", {}, false,
        [](RunConfig& c, const json& v) { c.min_verified = as_int(v); }},
+      {"numerics", "--numerics", OptKind::count,
+       "verify: also measure every strategy's o and gradients against float64 attention of single's q, k, v, do "
+       "over S seeds (--seed, --seed + 1, ...): relative Frobenius and largest absolute error, ratio to single's "
+       "(the report's numerics block; docs/NUMERICS.md)", {}, false,
+       [](RunConfig& c, const json& v) { c.numerics = as_int(v); }},
       {"dry_run", "--dry-run", OptKind::boolean,
        "plan the jobs and print predicted bytes and activation memory; allocate nothing", {}, false,
        [](RunConfig& c, const json& v) { c.dry_run = v.get<bool>(); }},
@@ -280,7 +285,7 @@ std::vector<OptionSpec> make_table() {
       {"dim", 1},        {"ffn_dim", 1},    {"layers", 1},    {"ulysses", 1},    {"ring", 1},       {"tp", 1},       {"mlp_tp", 1},
       {"iters", 1},      {"warmup", 0},
       {"threads", 0},    {"window", 0},     {"inner_ring", 0}, {"ranks_per_node", 0},
-      {"timeout", 0},    {"min_verified", 0}, {"world_size", 0}};
+      {"timeout", 0},    {"min_verified", 0}, {"numerics", 0}, {"world_size", 0}};
   for (auto& o : t)
     for (const auto& [key, lo] : minimums)
       if (o.key == key) o.min = lo;

@@ -249,6 +249,30 @@ void print_verify_table(const std::vector<JobResult>& results) {
     std::printf("%-22s %8lld %7s %12.3e %10.1e  %s\n", r.label.c_str(), static_cast<long long>(r.seq),
                 v.passed ? "PASS" : "FAIL", v.max_rel_l2, v.tolerance, v.worst_tensor().c_str());
   }
+  // --numerics: single's error first (one per seq), then each job's and its ratio.
+  bool header = false;
+  int64_t single_seq = -1;
+  for (const auto& r : results) {
+    if (!r.numerics || r.numerics->tensors.empty()) continue;
+    const NumericsResult& n = *r.numerics;
+    if (!header) {
+      std::printf("\nerror against float64 attention (relative Frobenius; median over %zu seed%s; [ratio to single])\n",
+                  n.seeds.size(), n.seeds.size() == 1 ? "" : "s");
+      std::printf("%-22s %8s", "strategy", "seq");
+      for (const NumericsTensor& t : n.tensors) std::printf(" %19s", t.name.c_str());
+      std::printf("\n");
+      header = true;
+    }
+    if (r.seq != single_seq) {
+      std::printf("%-22s %8lld", "single", static_cast<long long>(r.seq));
+      for (const NumericsTensor& t : n.tensors) std::printf(" %19.3e", median(t.single_rel_fro));
+      std::printf("\n");
+      single_seq = r.seq;
+    }
+    std::printf("%-22s %8lld", r.label.c_str(), static_cast<long long>(r.seq));
+    for (const NumericsTensor& t : n.tensors) std::printf(" %10.3e [%6.2f]", median(t.rel_fro), median(t.ratio()));
+    std::printf("\n");
+  }
 }
 
 }  // namespace cpbench

@@ -271,6 +271,21 @@ json JobResult::to_json() const {
     r["verify"] = {{"passed", verify->passed}, {"max_rel_l2", verify->max_rel_l2},
                    {"tolerance", verify->tolerance}, {"tensors", tensors}};
   }
+  if (numerics) {
+    // One figure per seed, and its median, min and max (a non-finite one as 1e300: JSON has no infinity).
+    auto figure = [](const std::vector<double>& per_seed) {
+      std::vector<double> v;
+      for (double x : per_seed) v.push_back(std::isfinite(x) ? x : 1e300);
+      const Stats s = summarize(v);
+      return json{{"per_seed", v}, {"median", s.median}, {"min", s.min}, {"max", s.max}};
+    };
+    json tensors = json::object();
+    for (const NumericsTensor& t : numerics->tensors)
+      tensors[t.name] = {{"rel_fro", figure(t.rel_fro)}, {"max_abs", figure(t.max_abs)},
+                         {"single_rel_fro", figure(t.single_rel_fro)}, {"ratio", figure(t.ratio())}};
+    r["numerics"] = {{"reference", "float64 attention of single's q, k, v, do (and sinks)"},
+                     {"seeds", numerics->seeds}, {"tensors", tensors}};
+  }
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/metrics.h"
+#include "bench/numerics.h"
 #include "bench/peak.h"
 #include "bench/plan.h"
 #include "bench/tiers.h"
@@ -128,6 +129,7 @@ struct JobResult {
   std::string warning;        // placement advice (tiers.h placement_warning); empty when none
   std::optional<TimedResult> timed;
   std::optional<VerifyResult> verify;
+  std::optional<NumericsResult> numerics;  // verify --numerics S
 
   static JobResult of(const Job& job);  // identity fields; status ok
   nlohmann::json to_json() const;

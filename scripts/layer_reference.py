@@ -129,6 +129,41 @@ def project_qkv(x, w, wqkv, meta, rope_pos):
     return r, xn, q, k, v
 
 
+def attention_forward(q, k, v, inp, meta, vis):
+    """The attention core in float64 on q [B, N, H, d], k [B, N, G, d], v [B, N, G, dv] under the
+    visibility vis [N, N] (and the sinks' logits of inp under meta "sinks"): o [B, N, H, dv], lse
+    [B, H, N] and what attention_backward needs."""
+    rep = q.shape[2] // k.shape[2]
+    kh = np.repeat(k, rep, axis=2)  # query head h uses kv head h // rep
+    vh = np.repeat(v, rep, axis=2)
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    s = np.einsum("bqhd,bkhd->bhqk", q, kh) * scale
+    s = np.where(vis[None, None], s, -np.inf)
+    p, lse = softmax_rows(s, inp, meta)              # [B, H, N, N], [B, H, N]
+    o = np.einsum("bhqk,bkhd->bqhd", p, vh)   # [B, N, H, dv]: values are d_v wide under MLA
+    return o, lse, dict(q=q, kh=kh, vh=vh, p=p, rep=rep, scale=scale)
+
+
+def attention_backward(do, o, lse, ctx, inp, meta):
+    """The attention core's gradients from do [B, N, H, dv]: dq, dk, dv (summed over each kv head's
+    query heads) and under meta "sinks" dsinks [H]."""
+    q, kh, vh, p, rep, scale = (ctx[n] for n in ("q", "kh", "vh", "p", "rep", "scale"))
+    B, N = q.shape[0], q.shape[1]
+    G = kh.shape[2] // rep
+    dvh = np.einsum("bhqk,bqhd->bkhd", p, do)
+    dp = np.einsum("bqhd,bkhd->bhqk", do, vh)
+    delta = np.einsum("bqhd,bqhd->bhq", do, o)[..., None]
+    ds = p * (dp - delta)
+    g = {}
+    if meta.get("sinks"):  # the sink's probability e^(sink - lse) times (0 - delta): it has no value
+        g["dsinks"] = -(np.exp(inp["sinks"].astype(np.float64)[None, :, None] - lse) * delta[..., 0]).sum(axis=(0, 2))
+    g["dq"] = np.einsum("bhqk,bkhd->bqhd", ds, kh) * scale
+    dkh = np.einsum("bhqk,bqhd->bkhd", ds, q) * scale
+    g["dk"] = dkh.reshape(B, N, G, rep, -1).sum(axis=3)
+    g["dv"] = dvh.reshape(B, N, G, rep, -1).sum(axis=3)
+    return g
+
+
 def reference(inp, meta):
     B, N, H, G, d, D = (meta[k] for k in ("B", "N", "H", "G", "d", "D"))
     eps, theta = meta["eps"], meta.get("rope_theta", 10000.0)
@@ -145,14 +180,7 @@ def reference(inp, meta):
     else:
         wqkv = inp["w_qkv"].astype(np.float64)
         r, xn, q, k, v = project_qkv(x, w, wqkv, meta, rope_pos)
-    rep = H // G
-    kh = np.repeat(k, rep, axis=2)  # query head h uses kv head h // rep
-    vh = np.repeat(v, rep, axis=2)
-    scale = 1.0 / np.sqrt(d)
-    s = np.einsum("bqhd,bkhd->bhqk", q, kh) * scale
-    s = np.where(vis[None, None], s, -np.inf)
-    p, lse = softmax_rows(s, inp, meta)              # [B, H, N, N], [B, H, N]
-    o = np.einsum("bhqk,bkhd->bqhd", p, vh)   # [B, N, H, dv]: values are d_v wide under MLA
+    o, lse, attn_ctx = attention_forward(q, k, v, inp, meta, vis)
     h = x + o.reshape(B, N, -1) @ wo
     mlp = {}
     if meta.get("block") == "full":  # h -> y through the MLP; its backward gives dh
@@ -177,17 +205,9 @@ def reference(inp, meta):
     # backward of the attention sub-layer from dh (dy under --block attn)
     do = (dh @ wo.T).reshape(o.shape)
     dw_o = o.reshape(B * N, -1).T @ dh.reshape(B * N, D)
-    dvh = np.einsum("bhqk,bqhd->bkhd", p, do)
-    dp = np.einsum("bqhd,bkhd->bhqk", do, vh)
-    delta = np.einsum("bqhd,bqhd->bhq", do, o)[..., None]
-    ds = p * (dp - delta)
-    sinks = {}
-    if meta.get("sinks"):  # the sink's probability e^(sink - lse) times (0 - delta): it has no value
-        sinks = dict(dsinks=-(np.exp(inp["sinks"].astype(np.float64)[None, :, None] - lse) * delta[..., 0]).sum(axis=(0, 2)))
-    dq = np.einsum("bhqk,bkhd->bqhd", ds, kh) * scale
-    dkh = np.einsum("bhqk,bqhd->bkhd", ds, q) * scale
-    dk = dkh.reshape(B, N, G, rep, -1).sum(axis=3)
-    dv = dvh.reshape(B, N, G, rep, -1).sum(axis=3)
+    grads = attention_backward(do, o, lse, attn_ctx, inp, meta)
+    dq, dk, dv = grads["dq"], grads["dk"], grads["dv"]
+    sinks = {"dsinks": grads["dsinks"]} if "dsinks" in grads else {}
     if mla:
         dxn, proj = project_mla_backward(dq, dk, dv, mla_ctx, meta, rope_pos)
     else:

@@ -25,7 +25,7 @@ SCHEMA_PATH = SCHEMA_DIR / "report.schema.json"  # the newest version's
 # Every version this reader knows, oldest first, the last being SCHEMA_PATH's; an older one is
 # validated against the schema kept for it (schema_path). tests/python/check_schema_versions.py
 # asserts each has its file. docs/REPORT.md: the migrations between versions.
-SUPPORTED_SCHEMA_VERSIONS = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+SUPPORTED_SCHEMA_VERSIONS = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
 
 
 def schema_path(version):

@@ -308,6 +308,15 @@ set_tests_properties(dump_p4_float64_mla_decode PROPERTIES LABELS "mpi;verify" T
 add_test(NAME numerics_p4_bf16
          COMMAND sh -c "${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/numerics.py --cpbench ${CPBENCH_BIN} --mpirun ${MPIEXEC_EXECUTABLE} --P 1,2,4 --seq 256 --heads 4 --kv-heads 2 --head-dim 64 --dim 128 --seeds 1 --variants f32,bf16-acc,fp8-block,fp8-tensor,comm-fp8 --out ${CPBENCH_TEST_OUT}/numerics_p4.json --markdown ${CPBENCH_TEST_OUT}/numerics_p4.md && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_numerics.py ${CPBENCH_TEST_OUT}/numerics_p4.json")
 set_tests_properties(numerics_p4_bf16 PROPERTIES LABELS "mpi;verify" TIMEOUT 600)
+# cpbench verify --numerics (bench/numerics.h): a bf16 run over two seeds (window, documents, sinks;
+# every family) reproduced figure by figure in float64 by check_dump.py from its dump, and an fp32
+# run; tests/python/check_numerics.py --report says what the rounding points imply.
+add_test(NAME numerics_verify_p4
+         COMMAND sh -c "rm -rf ${CPBENCH_TEST_OUT}/dump_numerics && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --seq 128 --dtype bf16 --numerics 2 --window 40 --docs 32,64,32 --sinks --strategies ring,ring-zigzag,double-ring,ulysses,usp,allgather-kv --ulysses 2 --inner-ring 2 --dump ${CPBENCH_TEST_OUT}/dump_numerics --out ${CPBENCH_TEST_OUT}/numerics_verify_bf16.json && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4 ${CPBENCH_BIN} verify --no-progress --model tiny --seq 64 --numerics 1 --strategies ring-zigzag,ulysses,allgather-kv --out ${CPBENCH_TEST_OUT}/numerics_verify_fp32.json && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/validate_report.py ${CPBENCH_TEST_OUT}/numerics_verify_bf16.json ${CPBENCH_TEST_OUT}/numerics_verify_fp32.json && ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/check_numerics.py --report ${CPBENCH_TEST_OUT}/numerics_verify_bf16.json --dump ${CPBENCH_TEST_OUT}/dump_numerics --fp32-report ${CPBENCH_TEST_OUT}/numerics_verify_fp32.json")
+set_tests_properties(numerics_verify_p4 PROPERTIES LABELS "mpi;verify" TIMEOUT 300)
+cpbench_fail_test(numerics_run 2 "numerics=2 applies to cpbench verify only" run --model tiny --seq 64 --numerics 2)
+cpbench_fail_test(numerics_decode 2 "numerics=2 compares every token's attention with float64: not with pass=decode" verify --model tiny --cached 64 --pass decode --numerics 2)
+cpbench_fail_test(numerics_negative 2 "--numerics must be >= 0, got -1" verify --model tiny --seq 64 --numerics -1)
 # What travels in bf16 (--partial-dtype, --acc-dtype): a 16-bit run, the passes and schedules that round it.
 # --uneven-heads: a tp level still needs divisibility, a Ulysses member at least one head, Helix even shares.
 cpbench_fail_test(uneven_heads_megatron_sp 4 "megatron-sp: P=4 does not divide heads=6 \\(its tp level splits w_qkv by heads; --uneven-heads splits a Ulysses level only" run --model tiny --seq 64 --heads 6 --kv-heads 3 --strategies megatron-sp --uneven-heads)

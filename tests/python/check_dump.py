@@ -17,7 +17,14 @@ decode: decode_steps S at C..C+S-1) plus the cache k_cache, v_cache [B, C, G, d]
 the new tokens is recomputed with their queries attending the cache and, causally, each other,
 and the forward tensors are compared (there are no gradients to check).
 
-usage: check_dump.py DIR [--tol 1e-5]
+With --report R (the report of the same `cpbench verify --numerics S --dump DIR` run) it also
+reproduces the report's numerics block on its first seed, the one dumped: float64 attention of
+single's dumped q, k, v, do (and sinks), and each strategy's relative Frobenius and largest absolute
+error of o, dq, dk, dv (dsinks; the gradients rounded to the run dtype, as the block hands them on)
+against it, and single's; each must equal the report's figure within
+1e-6 of it (two float64 computations of one quantity, summed in different orders).
+
+usage: check_dump.py DIR [--tol 1e-5] [--report R]
 """
 import argparse
 import json
@@ -27,8 +34,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from verify_bound import gradient_scales, verify_error  # noqa: E402
-from layer_reference import cached_reference, new_tokens, reference, uses_cache  # noqa: E402 (DESIGN's layer in float64)
+from verify_bound import gradient_scales, verify_error, visibility  # noqa: E402
+from layer_reference import (attention_backward, attention_forward, cached_reference, new_tokens,  # noqa: E402
+                             reference, uses_cache)  # (DESIGN's layer in float64)
 
 
 def input_shapes(meta):
@@ -41,10 +49,80 @@ def input_shapes(meta):
                 latent_cache=(B, C, m.get("kv_rank", 0) + m.get("d_rope", 0)))
 
 
+def handed_on(name, x, dtype):
+    """A gradient of q, k or v as the block hands it on: rounded once to a 16-bit run dtype (round to
+    nearest even), as bench/numerics.cpp compares it."""
+    x = np.asarray(x, dtype=np.float32)
+    if name not in ("dq", "dk", "dv") or dtype not in ("bf16", "fp16"):
+        return x
+    if dtype == "fp16":
+        return x.astype(np.float16).astype(np.float32)
+    u = x.view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def numerics_errors(got, want):
+    """(relative Frobenius error, largest absolute error) of got against want, as bench/numerics.cpp."""
+    diff = got.astype(np.float64) - want
+    norm = np.linalg.norm(want)
+    return float(np.linalg.norm(diff) / norm if norm > 0 else np.linalg.norm(diff)), float(np.abs(diff).max())
+
+
+def check_numerics(dump_dir, report_path, rtol=1e-6):
+    """Reproduces the report's numerics figures on the dumped seed; returns the failures."""
+    report = json.load(open(report_path))
+    dirs = {}
+    for s in os.listdir(dump_dir):
+        if os.path.isfile(os.path.join(dump_dir, s, "meta.json")):
+            dirs[json.load(open(os.path.join(dump_dir, s, "meta.json")))["strategy"]] = os.path.join(dump_dir, s)
+    load = lambda d, n: np.load(os.path.join(d, n + ".npy"))  # noqa: E731
+    failures, checked = 0, 0
+    single = dirs.get("single")
+    if single is None:
+        print(f"numerics: no single dump under {dump_dir}")
+        return 1
+    meta = json.load(open(os.path.join(single, "meta.json")))
+    inp = {"sinks": load(single, "sinks")} if meta.get("sinks") else {}
+    q, k, v = (load(single, n).astype(np.float64) for n in ("q", "k", "v"))
+    o, lse, ctx = attention_forward(q, k, v, inp, meta, visibility(meta))
+    ref = {"o": o}
+    if os.path.isfile(os.path.join(single, "dq.npy")):
+        ref.update(attention_backward(load(single, "do").astype(np.float64), o, lse, ctx, inp, meta))
+    for r in report["results"]:
+        num = r.get("numerics")
+        if num is None:
+            continue
+        if r["label"] not in dirs:
+            print(f"numerics: {r['label']} has no dump under {dump_dir}")
+            failures += 1
+            continue
+        if num["seeds"][0] != meta["seed"]:
+            print(f"numerics: the report's first seed {num['seeds'][0]} is not the dump's {meta['seed']}")
+            failures += 1
+        for name, fig in num["tensors"].items():
+            mine = numerics_errors(handed_on(name, load(dirs[r["label"]], name), meta["dtype"]), ref[name])
+            theirs = numerics_errors(handed_on(name, load(single, name), meta["dtype"]), ref[name])
+            for what, value, want in (("rel_fro", mine[0], fig["rel_fro"]["per_seed"][0]),
+                                      ("max_abs", mine[1], fig["max_abs"]["per_seed"][0]),
+                                      ("single_rel_fro", theirs[0], fig["single_rel_fro"]["per_seed"][0])):
+                checked += 1
+                if not abs(value - want) <= rtol * abs(want):
+                    print(f"numerics: {r['label']} {name} {what}: float64 here {value:.9e}, report {want:.9e}")
+                    failures += 1
+    if checked == 0:
+        print(f"numerics: {report_path} has no numerics figures to reproduce")
+        return 1
+    print(f"numerics: {checked} figures of {report_path} reproduced in float64 within {rtol:g}"
+          + (f", {failures} not" if failures else ""))
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--report", help="the run's report: reproduce its numerics block (verify --numerics)")
     args = ap.parse_args()
     strategies = sorted(s for s in os.listdir(args.dir) if os.path.isfile(os.path.join(args.dir, s, "meta.json")))
     if not strategies:
@@ -126,6 +204,8 @@ def main():
         print(f"{s:24s} max error vs float64 = {worst:.3e} ({worst_name})")
         failed_strategies += failures > before
     print(f"{len(strategies) - failed_strategies} passed, {failed_strategies} failed")
+    if args.report:
+        failures += check_numerics(args.dir, args.report)
     return 0 if failures == 0 else 1
 
 

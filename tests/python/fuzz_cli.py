@@ -68,7 +68,7 @@ SEMANTIC = {
     "batch": ["0", "-1"], "heads": ["0", "-4", "65537", "2147483647"], "kv_heads": ["0", "-1", "3"],
     "head_dim": ["0", "-8", "300"], "dim": ["0", "-1", "16777217"], "window": ["-1", "-9223372036854775808"], "iters": ["0", "-1"], "warmup": ["-1"],
     "threads": ["-1"], "ulysses": ["-1"], "ring": ["-2"], "inner_ring": ["-1"], "ranks_per_node": ["-1", "3"],
-    "min_verified": ["-1", "2"], "world_size": ["-1", "8"], "timeout": ["-1", "-600"], "model": ["gpt5", ""],
+    "min_verified": ["-1", "2"], "numerics": ["-1", "2"], "world_size": ["-1", "8"], "timeout": ["-1", "-600"], "model": ["gpt5", ""],
     "layers": ["0", "-3"], "cached": ["-1"], "cp_cap": ["-3"], "decode_steps": ["-1"],
 }
 

@@ -70,7 +70,7 @@ class SchemaTest(unittest.TestCase):
         jsonschema.Draft202012Validator.check_schema(schema)
         self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertIn("$id", schema)
-        self.assertEqual(schema["properties"]["schema_version"]["const"], 12)
+        self.assertEqual(schema["properties"]["schema_version"]["const"], 13)
 
     def test_every_field_has_a_description(self):
         schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
@@ -165,7 +165,7 @@ class SchemaTest(unittest.TestCase):
         self.assertInvalid(rep, "$.config.causal", "boolean")
 
     def test_rejects_bad_schema_version(self):
-        for bad in (1, 2, 13, 0, "3", 3.5):
+        for bad in (1, 2, 14, 0, "3", 3.5):
             rep = synth.make_report()
             rep["schema_version"] = bad
             self.assertInvalid(rep, "$.schema_version")
@@ -615,7 +615,7 @@ class PlotTest(TempDirCase):
 
     def test_invalid_input_exit_2(self):
         rep = synth.make_report()
-        rep["schema_version"] = 13
+        rep["schema_version"] = 14
         res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
         self.assertEqual(res.returncode, 2)
         self.assertIn("not supported", res.stderr)

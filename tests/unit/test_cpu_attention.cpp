@@ -721,3 +721,67 @@ TEST_CASE("attention: values inside the key rows (v_in_k) = the same values copi
       CHECK_THROWS_WITH(be.attn_bwd(si, q, k, k, o1, l1, l1, qp, kp, dq, dk, dk), Catch::Contains("forward only"));
     }
 }
+
+// The float64 reference's additions for `verify --numerics` (kernels/attention_reference.h), each
+// against an independent statement of what it must equal: a sink logit rescales a row's output by
+// e^(lse - lse') with lse' = log(e^lse + e^sink); dsinks is the derivative of sum(o * dout) by
+// central differences; the parts of a work split sum to the whole.
+TEST_CASE("float64 reference: sinks rescale o, dsinks by central differences, parts sum to the whole") {
+  auto docs = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 9});
+  const AttnShape s = test::attn_case_shape(2, 24, 24, 4, 2, 8, true, 10, docs);
+  const Positions pos = Positions::contiguous(0, 24);
+  const auto q = test::to_double(test::randn(size_t(2 * 24 * 4 * 8), 11)), k = test::to_double(test::randn(size_t(2 * 24 * 2 * 8), 12)),
+             v = test::to_double(test::randn(size_t(2 * 24 * 2 * 8), 13)), dout = test::to_double(test::randn(size_t(2 * 24 * 4 * 8), 14));
+  const std::vector<double> sinks = {0.3, -1.0, 2.0, 0.0};
+  AttnRefOptions with;
+  with.sinks = &sinks;
+  const AttnRef plain = attn_reference(s, q, k, v, dout, pos, pos, true);
+  const AttnRef sunk = attn_reference(s, q, k, v, dout, pos, pos, true, with);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int h = 0; h < 4; ++h)
+      for (int64_t i = 0; i < 24; ++i) {
+        const double l0 = plain.lse[size_t((b * 4 + h) * 24 + i)], l1 = sunk.lse[size_t((b * 4 + h) * 24 + i)];
+        REQUIRE(l1 == Approx(std::log(std::exp(l0) + std::exp(sinks[size_t(h)]))).epsilon(1e-12));
+        for (int c = 0; c < 8; ++c) {
+          const size_t at = size_t(((b * 24 + i) * 4 + h) * 8 + c);
+          REQUIRE(sunk.o[at] == Approx(plain.o[at] * std::exp(l0 - l1)).epsilon(1e-12).margin(1e-15));
+        }
+      }
+  auto loss = [&](int h, double by) {
+    std::vector<double> moved = sinks;
+    moved[size_t(h)] += by;
+    AttnRefOptions o;
+    o.sinks = &moved;
+    const AttnRef r = attn_reference(s, q, k, v, dout, pos, pos, false, o);
+    double l = 0;
+    for (size_t x = 0; x < r.o.size(); ++x) l += r.o[x] * dout[x];
+    return l;
+  };
+  REQUIRE(sunk.dsinks.size() == 4);
+  for (int h = 0; h < 4; ++h) {
+    const double fd = (loss(h, 1e-5) - loss(h, -1e-5)) / 2e-5;
+    CHECK(sunk.dsinks[size_t(h)] == Approx(fd).epsilon(1e-6).margin(1e-9));
+    CHECK(sunk.dsinks[size_t(h)] != 0.0);
+  }
+  AttnRef sum;
+  for (int part = 0; part < 3; ++part) {
+    AttnRefOptions o = with;
+    o.part = part;
+    o.parts = 3;
+    const AttnRef r = attn_reference(s, q, k, v, dout, pos, pos, true, o);
+    auto add = [](std::vector<double>& a, const std::vector<double>& x) {
+      if (a.empty()) a.assign(x.size(), 0.0);
+      for (size_t i = 0; i < x.size(); ++i) a[i] += x[i];
+    };
+    add(sum.o, r.o);
+    add(sum.dq, r.dq);
+    add(sum.dk, r.dk);
+    add(sum.dv, r.dv);
+    add(sum.dsinks, r.dsinks);
+  }
+  CHECK(test::compare(sum.o, sunk.o).ok(1e-14));
+  CHECK(test::compare(sum.dq, sunk.dq).ok(1e-14));
+  CHECK(test::compare(sum.dk, sunk.dk).ok(1e-14));
+  CHECK(test::compare(sum.dv, sunk.dv).ok(1e-14));
+  CHECK(test::compare(sum.dsinks, sunk.dsinks).ok(1e-14));
+}

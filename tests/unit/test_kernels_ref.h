@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_reference.h"
 #include "kernels/backend.h"
 
 namespace cpbench::test {
@@ -103,105 +104,10 @@ inline AttnShape attn_case_shape(int64_t B, int64_t nq, int64_t nk, int hq, int 
 }
 
 // ---- attention --------------------------------------------------------------------------------
-// DESIGN's visibility rule written out directly (not through AttnMask), on global positions:
-// same document, causal order, and the sliding window.
-inline bool ref_visible(const AttnShape& s, int64_t i, int64_t j) {
-  auto doc = [&](int64_t p) {
-    int64_t idx = 0;
-    if (s.docs)
-      for (size_t x = 0; x < s.docs->size(); ++x)
-        if ((*s.docs)[x] <= p) idx = int64_t(x);
-    return idx;
-  };
-  if (doc(i) != doc(j)) return false;
-  if (s.causal && j > i) return false;
-  if (s.window == 0) return true;
-  return s.causal ? i - j < s.window : std::llabs(i - j) < s.window;
-}
-
-// Brute-force count of visible pairs (the FLOP counter's reference).
-inline int64_t ref_visible_pairs(const AttnShape& s, const Positions& qpos, const Positions& kpos) {
-  int64_t n = 0;
-  for (int64_t i : qpos.list())
-    for (int64_t j : kpos.list()) n += ref_visible(s, i, j);
-  return n;
-}
-
-struct AttnRef {
-  std::vector<double> o, lse;       // [B,nq,hq,dv], [B,hq,nq]
-  std::vector<double> dq, dk, dv;   // gradients of sum(o * dout)
-};
-
-// Direct definition: for each row, softmax over the visible keys.
-inline AttnRef attn_reference(const AttnShape& s, const std::vector<double>& q,
-                              const std::vector<double>& k, const std::vector<double>& v,
-                              const std::vector<double>& dout, const Positions& qpos,
-                              const Positions& kpos, bool with_grad) {
-  const int64_t B = s.B, nq = s.nq, nk = s.nk;
-  const int hq = s.hq, hk = s.hk, d = s.d, dv = s.vdim();  // q, k over d; v, o over dv
-  const int grp = s.rep > 0 ? s.rep : hq / hk;  // query head h uses kv head (h + head0) / grp
-  const double scale = s.scale != 0 ? s.scale : 1.0 / std::sqrt(double(d));
-  const std::vector<int64_t> qp = qpos.list(), kp = kpos.list();
-  AttnRef r;
-  r.o.assign(size_t(B * nq * hq * dv), 0.0);
-  r.lse.assign(size_t(B * hq * nq), -std::numeric_limits<double>::infinity());
-  if (with_grad) {
-    r.dq.assign(size_t(B * nq * hq * d), 0.0);
-    r.dk.assign(size_t(B * nk * hk * d), 0.0);
-    r.dv.assign(size_t(B * nk * hk * dv), 0.0);
-  }
-  auto Q = [&](int64_t b, int64_t i, int h) { return &q[size_t(((b * nq + i) * hq + h) * d)]; };
-  auto K = [&](int64_t b, int64_t j, int g) { return &k[size_t(((b * nk + j) * hk + g) * d)]; };
-  auto V = [&](int64_t b, int64_t j, int g) { return &v[size_t(((b * nk + j) * hk + g) * dv)]; };
-  std::vector<double> sc(static_cast<size_t>(nk)), p(sc), dp(sc);
-  for (int64_t b = 0; b < B; ++b)
-    for (int h = 0; h < hq; ++h) {
-      const int g = (h + s.head0) / grp;
-      for (int64_t i = 0; i < nq; ++i) {
-        double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < nk; ++j) {
-          const bool vis = ref_visible(s, qp[i], kp[j]);
-          double dot = 0;
-          for (int c = 0; c < d; ++c) dot += Q(b, i, h)[c] * K(b, j, g)[c];
-          sc[j] = vis ? dot * scale : -std::numeric_limits<double>::infinity();
-          mx = std::max(mx, sc[j]);
-        }
-        if (mx == -std::numeric_limits<double>::infinity()) continue;  // no visible key
-        double l = 0;
-        for (int64_t j = 0; j < nk; ++j) {
-          p[j] = std::exp(sc[j] - mx);
-          l += p[j];
-        }
-        for (int64_t j = 0; j < nk; ++j) p[j] /= l;
-        double* orow = &r.o[size_t(((b * nq + i) * hq + h) * dv)];
-        for (int64_t j = 0; j < nk; ++j)
-          for (int c = 0; c < dv; ++c) orow[c] += p[j] * V(b, j, g)[c];
-        r.lse[size_t((b * hq + h) * nq + i)] = mx + std::log(l);
-        if (!with_grad) continue;
-        // Softmax Jacobian: dS_j = p_j (dp_j - sum_l p_l dp_l), dp_j = dout . v_j.
-        const double* dorow = &dout[size_t(((b * nq + i) * hq + h) * dv)];
-        double sum_pdp = 0;
-        for (int64_t j = 0; j < nk; ++j) {
-          double t = 0;
-          for (int c = 0; c < dv; ++c) t += dorow[c] * V(b, j, g)[c];
-          dp[j] = t;
-          sum_pdp += p[j] * t;
-        }
-        double* dqrow = &r.dq[size_t(((b * nq + i) * hq + h) * d)];
-        for (int64_t j = 0; j < nk; ++j) {
-          if (p[j] == 0) continue;
-          const double ds = p[j] * (dp[j] - sum_pdp);
-          double* dkrow = &r.dk[size_t(((b * nk + j) * hk + g) * d)];
-          double* dvrow = &r.dv[size_t(((b * nk + j) * hk + g) * dv)];
-          for (int c = 0; c < d; ++c) {
-            dqrow[c] += scale * ds * K(b, j, g)[c];
-            dkrow[c] += scale * ds * Q(b, i, h)[c];
-          }
-          for (int c = 0; c < dv; ++c) dvrow[c] += p[j] * dorow[c];
-        }
-      }
-    }
-  return r;
-}
+// The float64 reference (kernels/attention_reference.h), shared with `cpbench verify --numerics`.
+using cpbench::AttnRef;
+using cpbench::attn_reference;
+using cpbench::ref_visible;
+using cpbench::ref_visible_pairs;
 
 }  // namespace cpbench::test
