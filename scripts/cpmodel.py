@@ -329,13 +329,19 @@ def double_ring_pass_q_bytes(tokens_q, hq, heads, rounds, inner, elem, acc=ACC_B
             for level in ("ring_inner", "ring_outer")}
 
 
-def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc=ACC_BYTES, hops=None, hv=None, ho=None):
+def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc=ACC_BYTES, hops=None, hv=None, ho=None,
+                     comm_dtype=None, scaling="block"):
     """(fwd, bwd) of a ring level of R positions for the travel policy `travel` (RING_TRAVELS): a
     single ring when w is 0/None (K = `hops`, default R-1), else a double ring of inner rings of w
     (`hops` = (T_o, [J(t)]), default the full schedule). Mirrors ring_level_bytes
     (bench/parts/ring_schedule.cpp, the single and double schedules); DESIGN "Strategies" (strategies
-    as compositions of parts)."""
+    as compositions of parts). comm_dtype/scaling (--comm-dtype): a single K,V ring's blocks encoded
+    (ring_kv_bytes)."""
     single, on_double = RING_TRAVELS[travel]
+    if comm_dtype not in (None, "run"):
+        if w or travel != "kv":
+            raise ValueError("cpmodel: --comm-dtype encodes the blocks of a single K,V ring only")
+        return ring_kv_bytes(tokens_kv, hk, R - 1 if hops is None else hops, elem, acc, hv, comm_dtype, scaling)
     if w:
         if not on_double:
             raise ValueError(f"cpmodel: {travel} is not defined on a double ring (DESIGN: pass-Q)")
@@ -390,7 +396,7 @@ def allgather_kv_bytes(tokens, hk, P, elem, acc=ACC_BYTES, hv=None):
 
 
 def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc=ACC_BYTES, travel="kv", w=0,
-                       hops=None, mesh=None, dv=None, latent=0):
+                       hops=None, mesh=None, dv=None, latent=0, comm_dtype=None, scaling="block"):
     """{level: (fwd, bwd)} of usp's mesh t x U x R (ulysses: U = P; the ring family: t = U = 1,
     R = P): the attention's tp level on the new tokens (tp_level_bytes) and the MLP's (mlp_bytes: on
     its own level when the result's `mesh` has mlp_tp), the all-to-all of the
@@ -401,7 +407,7 @@ def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc
     communication model", "Tensor parallelism inside the CP mesh", "Persistent-KV prefill". Under
     MLA (dv: d_v) v and o are d_v wide per head; under its latent travel (latent: r_kv + d_rope,
     mla_latent_row) the Ulysses level is ulysses_latent_bytes and a ring block the ring index's
-    t*U*T rows of latent."""
+    t*U*T rows of latent. comm_dtype/scaling (--comm-dtype): the single ring level's K,V blocks encoded."""
     dv = d if dv is None else dv
     Ge = replicated_kv_heads(G, t * U)
     hq, hk, hqv, hkv = H * d, d * Ge, H * dv, dv * Ge
@@ -411,7 +417,8 @@ def ulysses_ring_bytes(tokens, tokens_new, H, G, d, D, t, U, R, elem, block, acc
         ulysses = ulysses_latent_bytes(tokens_new, H, d, dv, latent, U, elem, t) if U > 1 else (0, 0)
         hk, hkv = t * U * latent, 0
     return add_levels({"tp": tp_level_bytes(tokens_new, D, t, elem), "ulysses": ulysses,
-                       "ring": ring_level_bytes(travel, R, w, tokens, hk, tokens_new, hq, H, elem, acc, hops, hkv, hqv)},
+                       "ring": ring_level_bytes(travel, R, w, tokens, hk, tokens_new, hq, H, elem, acc, hops, hkv, hqv,
+                                                comm_dtype, scaling)},
                       mlp_bytes(tokens_new, D, mesh or {}, t, elem, block))
 
 

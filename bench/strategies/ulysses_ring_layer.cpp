@@ -67,6 +67,8 @@ CommPrediction UlyssesRingLayer::member_bytes(const LayerShape& s, int P, const 
   b.hq = hq;
   b.ho = ho;
   b.heads = heads;
+  b.transit = s.kv_transit;
+  b.scaling = s.fp8_scaling;
   const RingSchedule sch = ring_schedule(m);
   return p.add(ring_level_bytes(sch, s, model_hops(sch, ring_layout(s, m), s), s.pass.travel, b, elem, acc));
 }
@@ -229,6 +231,8 @@ void UlyssesRingLayer::core_setup() {
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
+  cs.transit = s.kv_transit;  // --comm-dtype: the ring level's k|v blocks (a single ring level)
+  cs.transit_scaling = s.fp8_scaling;
   if (s.pass.cached > 0) {
     // The ring index's cache shard for this member's gl heads (copies of the TP rank's local
     // head (u*gl + c) / f, as the all-to-all hands them out; the TP rank's first is original
@@ -324,6 +328,8 @@ int64_t UlyssesRingLayer::core_activation_bytes(const LayerShape& s, int P, cons
   cs.B = s.B; cs.n = n; cs.hq = int(hl); cs.hk = int(gl); cs.d = s.d; cs.d_v = s.d_v; cs.dtype = s.dtype;
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.travel = s.pass.travel;  // the travel policy's buffers (ring_travel.h)
+  cs.transit = s.kv_transit;
+  cs.transit_scaling = s.fp8_scaling;
   const int64_t d = s.d, dv = s.vdim();  // q, k, dq, dk: d per head; v, o, do, dv: d_v
   UlyssesShape ul = us;
   int64_t latent = 0;

@@ -166,21 +166,26 @@ def cmd_model(a):
             for ph, want in zip(("fwd", "bwd"), fb):
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (acc_dtype {cfg.get('acc_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
-        if (r["strategy"] in ("ulysses", "usp") and (cfg.get("mla") or {}).get("travel") == "latent" and cfg["pass"] == "train"
+        latent_travel = (cfg.get("mla") or {}).get("travel") == "latent"
+        encoded = cfg.get("comm_dtype") not in (None, "run")
+        if (r["strategy"] in ("ulysses", "usp") and (latent_travel or encoded) and cfg["pass"] == "train"
                 and not r["mesh"].get("inner_ring") and not cfg["mask"]["window"] and not cfg["mask"]["docs"]):
             # MLA's latent on a Ulysses level (cpmodel, apart from the C++ model): the tp level's terms, q and o
             # by all-to-all, the latent all-gathered (its float32 gradient reduce-scattered), then the ring
-            # level's latent blocks of the ring index's t*U*T tokens, R-1 hops.
+            # level's latent blocks of the ring index's t*U*T tokens, R-1 hops. --comm-dtype (usp's single
+            # ring level): the all-to-alls in the run dtype, the ring's k|v blocks encoded (kv_transit_bytes).
             P, t = cfg["world_size"], r["mesh"].get("tp") or 1
             U, R = r["mesh"]["ulysses"], r["mesh"]["ring"]
             T = cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P)
             want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
                 T, T, cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["dim"], t, U, R, cpmodel.elem_bytes(cfg["dtype"]),
                 cfg["block"], acc=cpmodel.acc_bytes(cfg.get("acc_dtype")), mesh=r["mesh"], dv=value_dim(cfg),
-                latent=cpmodel.mla_latent_row(cfg["mla"])))
+                latent=cpmodel.mla_latent_row(cfg["mla"]) if latent_travel else 0,
+                comm_dtype=cfg.get("comm_dtype"), scaling=cfg.get("fp8_scaling") or "block"))
             for i, ph in enumerate(("fwd", "bwd")):
                 check(r["comm"][ph]["per_rank"] == [want[i]] * P,
-                      f"{r['label']} seq={r['seq']} {ph} (latent): {r['comm'][ph]['per_rank']} != cpmodel {want[i]}")
+                      f"{r['label']} seq={r['seq']} {ph} (latent {latent_travel}, comm_dtype {cfg.get('comm_dtype')}): "
+                      f"{r['comm'][ph]['per_rank']} != cpmodel {want[i]}")
         check(r["flops"]["model"] > 0 and r["flops"]["hardware"] >= r["flops"]["model"], f"{r['label']}: flops {r['flops']}")
         if (cfg.get("mla") or {}).get("travel") == "latent":
             # Latent travel's buffers (the latent, its gradient, a received block expanded, a Ulysses
