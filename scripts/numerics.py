@@ -21,9 +21,19 @@ Variants (what travels, --partial-dtype / --acc-dtype):
                owner computes on its own block as formed, the others on the decoded one); train
   comm-fp8-tensor  the same with one scale per block in transit
 
-usage: numerics.py --cpbench build/bench/cpbench [--P 1,2,4,8,16] [--seq 1024] [--seeds 1,2,3]
-                   [--variants f32,bf16-partial,bf16-acc] [--masks causal,window,docs] [--strategies ring,...]
-                   [--out numerics.json] [--markdown numerics.md] [--plot numerics.png]
+Engines (what "against float64" means):
+  dump    (default) `verify --dump`, the whole layer recomputed in float64 NumPy from the dumped
+          inputs x and weights: every rounding from x on, the inputs' included
+  verify  `cpbench verify --numerics S` (one run per P, variant and mask for the S consecutive
+          seeds): float64 attention of single's stored q, k, v, do in C++ (bench/numerics.h): what
+          the attention and what travels lose, the gradients as the block hands them on
+--from-reports R.json ... makes the tables from `verify --numerics` reports already written (P, the
+variant and the mask read from each report's config) instead of running anything.
+
+usage: numerics.py --cpbench build/bench/cpbench [--engine dump|verify] [--P 1,2,4,8,16] [--seq 1024]
+                   [--seeds 1,2,3] [--variants f32,bf16-partial,bf16-acc] [--masks causal,window,docs]
+                   [--strategies ring,...] [--out numerics.json] [--markdown numerics.md] [--plot numerics.png]
+       numerics.py --from-reports R.json [R.json ...] [--markdown ...] [--plot ...]
 Exit 0 when every run produced its dump, 1 otherwise (a verify failure against single is
 recorded, not fatal: the error is what this measures).
 """
@@ -94,6 +104,71 @@ def runnable(strategies, P, H):
     return out
 
 
+def variant_of(cfg):
+    """The variant (VARIANTS) a report's config ran."""
+    if cfg["dtype"] == "fp8":
+        return "fp8-" + (cfg.get("fp8_scaling") or "block")
+    if cfg.get("comm_dtype") == "fp8":
+        return "comm-fp8" + ("-tensor" if cfg.get("fp8_scaling") == "tensor" else "")
+    if cfg.get("acc_dtype") == "bf16":
+        return "bf16-acc"
+    if cfg.get("partial_dtype") == "bf16":
+        return "bf16-partial"
+    return "f32"
+
+
+def mask_of(cfg):
+    m = cfg["mask"]
+    return "docs" if m.get("docs") else "window" if m.get("window") else "causal"
+
+
+def report_rows(rep):
+    """The rows (as `measure` gives them, single's included) of a `verify --numerics` report."""
+    cfg = rep["config"]
+    P, variant, mask = cfg["world_size"], variant_of(cfg), mask_of(cfg)
+    rows, single = [], {}
+    for r in rep["results"]:
+        num = r.get("numerics")
+        if not num:
+            continue
+        for tensor, f in num["tensors"].items():
+            if tensor not in TENSORS:
+                continue
+            for i, seed in enumerate(num["seeds"]):
+                rows.append({"P": P, "variant": variant, "mask": mask, "seed": seed, "label": r["label"], "tensor": tensor,
+                             "rel_fro": f["rel_fro"]["per_seed"][i], "max_abs": f["max_abs"]["per_seed"][i], "note": ""})
+                single[(seed, tensor)] = f["single_rel_fro"]["per_seed"][i]
+    rows += [{"P": P, "variant": variant, "mask": mask, "seed": seed, "label": "single", "tensor": tensor,
+              "rel_fro": e, "max_abs": None, "note": ""} for (seed, tensor), e in sorted(single.items())]
+    return rows
+
+
+def run_verify(args, P, variant, mask, work):
+    """One `verify --numerics S` run (the seeds args.seeds, consecutive) and its rows; (None, why)
+    when it wrote no report."""
+    strategies = runnable([s for s in STRATEGIES[variant] if not args.strategies or s in args.strategies], P, args.heads)
+    if not strategies:
+        return None, "no strategy runs at this P"
+    out = os.path.join(work, f"p{P}_{variant}_{mask}.json")
+    cmd = [args.mpirun, "--oversubscribe", "-np", str(P), args.cpbench, "verify", "--no-progress",
+           "--seq", str(args.seq), "--heads", str(args.heads), "--kv-heads", str(args.kv_heads),
+           "--head-dim", str(args.head_dim), "--dim", str(args.dim), "--seed", str(args.seeds[0]),
+           "--numerics", str(len(args.seeds)), "--strategies", ",".join(strategies), "--out", out,
+           ] + VARIANTS[variant] + mask_args(mask, args.seq)
+    if "--dtype" not in VARIANTS[variant]:
+        cmd += ["--dtype", args.dtype]
+    if "usp" in strategies:
+        cmd += ["--ulysses", "2"]
+    if "double-ring" in strategies:
+        cmd += ["--inner-ring", "2"]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_mpi_yield_when_idle="1")
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+    if not os.path.isfile(out):
+        return None, f"no report (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-300:]}"
+    return report_rows(json.load(open(out))), "" if p.returncode == 0 else f"verify exit {p.returncode}"
+
+
 def rel_fro(a, b):
     n = float(np.linalg.norm(b))
     return float(np.linalg.norm(a - b)) / n if n > 0 else float(np.linalg.norm(a - b))
@@ -154,7 +229,9 @@ def summarize(rows):
                   if single.get((P, variant, mask, r["seed"], tensor))]
         out.append({"P": P, "variant": variant, "mask": mask, "label": label, "tensor": tensor, "seeds": len(rs),
                     "rel_fro_median": statistics.median(errs), "rel_fro_min": min(errs), "rel_fro_max": max(errs),
-                    "max_abs_median": statistics.median(r["max_abs"] for r in rs),
+                    # (a verify report gives single's relative error only: no max_abs for it)
+                    "max_abs_median": (statistics.median(r["max_abs"] for r in rs)
+                                       if all(r["max_abs"] is not None for r in rs) else None),
                     "ratio_to_single_median": statistics.median(ratios) if ratios else None})
     return out
 
@@ -168,8 +245,9 @@ def markdown(summary, args):
     error (x 1e-3) and, in brackets, the ratio to single's."""
     Ps = sorted({s["P"] for s in summary})
     lines = [f"Relative Frobenius error against float64, x 1e-3 (median of {len(args.seeds)} seeds), and in "
-             f"brackets the ratio to `single`'s error in the same run; {args.dtype}, N = {args.seq}, B = 1, "
-             f"H = {args.heads}, G = {args.kv_heads}, d = {args.head_dim}, D = {args.dim}.", ""]
+             f"parentheses the ratio to `single`'s error in the same run (median over the seeds)"
+             + ("; in brackets the smallest and largest error over the seeds" if args.spread else "")
+             + f"; {args.dtype}, N = {args.seq}, B = 1, H = {args.heads}, G = {args.kv_heads}, d = {args.head_dim}, D = {args.dim}.", ""]
     for mask in args.masks:
         for tensor in TENSORS:
             rows = {}
@@ -185,13 +263,18 @@ def markdown(summary, args):
                               and s["label"] == "single" and s["variant"] == variant}
                 if single_row:
                     lines.append(f"| single | {variant} | " + " | ".join(
-                        f"{single_row[p]['rel_fro_median'] * 1e3:.3f}" if p in single_row else "" for p in Ps) + " |")
+                        (f"{single_row[p]['rel_fro_median'] * 1e3:.3f}" +
+                         (f" [{single_row[p]['rel_fro_min'] * 1e3:.3f}-{single_row[p]['rel_fro_max'] * 1e3:.3f}]"
+                          if args.spread and single_row[p]["seeds"] > 1 else ""))
+                        if p in single_row else "" for p in Ps) + " |")
             for (fam, variant), by_p in sorted(rows.items()):
                 cells = []
                 for p in Ps:
                     s = by_p.get(p)
                     r = s and s["ratio_to_single_median"]
-                    cells.append(f"{s['rel_fro_median'] * 1e3:.3f} ({r:.2f})" if s else "")
+                    spread = (f" [{s['rel_fro_min'] * 1e3:.3f}-{s['rel_fro_max'] * 1e3:.3f}]"
+                              if args.spread and s and s["seeds"] > 1 else "")
+                    cells.append(f"{s['rel_fro_median'] * 1e3:.3f} ({r:.2f}){spread}" if s else "")
                 lines.append(f"| {fam} | {variant} | " + " | ".join(cells) + " |")
             lines.append("")
     # Bytes beside the error: what one rank of the full ring (ring, ring-zigzag) sends per layer,
@@ -253,7 +336,9 @@ def plot(summary, args, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cpbench", required=True)
+    ap.add_argument("--cpbench")
+    ap.add_argument("--engine", default="dump", choices=["dump", "verify"])
+    ap.add_argument("--from-reports", nargs="+", metavar="REPORT", help="verify --numerics reports: tables only")
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--P", default="1,2,4,8,16")
     ap.add_argument("--seq", type=int, default=1024)
@@ -270,6 +355,7 @@ def main():
     ap.add_argument("--out", help="JSON: every measurement and the summary")
     ap.add_argument("--markdown", help="the tables (docs/NUMERICS.md's)")
     ap.add_argument("--plot", help="PNG: error against P per tensor, first mask")
+    ap.add_argument("--spread", action="store_true", help="tables: each cell's min-max over the seeds too")
     args = ap.parse_args()
     Ps = [int(x) for x in args.P.split(",")]
     args.seeds = [int(x) for x in args.seeds.split(",")]
@@ -280,11 +366,34 @@ def main():
         if v not in VARIANTS:
             sys.exit(f"numerics: unknown variant {v!r} ({', '.join(VARIANTS)})")
     rows, problems = [], []
+    if args.from_reports:
+        for path in args.from_reports:
+            rows += report_rows(json.load(open(path)))
+        if not rows:
+            sys.exit("numerics: the reports hold no numerics block (cpbench verify --numerics S)")
+        first = json.load(open(args.from_reports[0]))["config"]
+        args.seq, args.dtype = first["seqs"][0], first["dtype"]
+        args.heads, args.kv_heads, args.head_dim, args.dim = first["heads"], first["kv_heads"], first["head_dim"], first["dim"]
+        args.seeds = sorted({r["seed"] for r in rows})
+        args.masks = sorted({r["mask"] for r in rows})
+    elif not args.cpbench:
+        sys.exit("numerics: --cpbench (or --from-reports) is required")
+    if args.engine == "verify" and args.seeds != list(range(args.seeds[0], args.seeds[0] + len(args.seeds))):
+        sys.exit(f"numerics: --engine verify runs consecutive seeds (--seed S --numerics n), got {args.seeds}")
     work = tempfile.mkdtemp(prefix="cpbench-numerics-")
     try:
-        for mask in args.masks:
+        for mask in ([] if args.from_reports else args.masks):
             for variant in variants:
                 for P in Ps:
+                    if args.engine == "verify":
+                        got, note = run_verify(args, P, variant, mask, work)
+                        print(f"P={P} {variant} {mask} seeds={args.seeds}: " + (note or "ok"), flush=True)
+                        if got is None:
+                            if note != "no strategy runs at this P":
+                                problems.append(f"P={P} {variant} {mask}: {note}")
+                            continue
+                        rows += got
+                        continue
                     for seed in args.seeds:
                         got, note = run(args, P, variant, mask, seed, work)
                         print(f"P={P} {variant} {mask} seed={seed}: " + (note or "ok"), flush=True)
