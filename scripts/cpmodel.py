@@ -386,12 +386,13 @@ def spread_tiers(nbytes, g, same_node_peers):
 
 # --- strategies composed of the parts --------------------------------------------------------------
 
-def allgather_kv_bytes(tokens, hk, P, elem, acc=ACC_BYTES, hv=None):
+def allgather_kv_bytes(tokens, hk, P, elem, acc=ACC_BYTES, hv=None, comm_dtype=None, scaling="block"):
     """(fwd, bwd) of allgather-kv: K,V all-gathered in each pass, s*T*2hk*(P-1), and the float32
     dK,dV reduce-scattered once, s_acc*T*2hk*(P-1) (2hk read as hk + hv, hv = G*d_v, under MLA).
-    Mirrors AllgatherKv::predicted_bytes (bench/strategies/allgather_kv.cpp); DESIGN "Analytic communication model"."""
+    --comm-dtype: each gathered chunk is kv_transit_bytes of its T*2hk values. Mirrors
+    AllgatherKv::predicted_bytes (bench/strategies/allgather_kv.cpp); DESIGN "Analytic communication model"."""
     row = hk + (hk if hv is None else hv)
-    gather = elem * tokens * row * (P - 1)
+    gather = kv_transit_bytes(tokens * row, elem, comm_dtype, scaling) * (P - 1)
     return (gather, gather + acc * tokens * row * (P - 1))
 
 

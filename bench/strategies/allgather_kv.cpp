@@ -8,10 +8,13 @@
 // the memory the method saves), attention backward accumulates float32 dK,dV for the whole
 // sequence, and a reduce_scatter returns each rank the sum for its own tokens.
 // Bytes per rank: fwd = s*T*2hk*(P-1); bwd = s*T*2hk*(P-1) + s_acc*T*2hk*(P-1), with 2hk = G*(d + d_v)
-// the k|v elements per token (2*G*d without MLA).
+// the k|v elements per token (2*G*d without MLA). --comm-dtype bf16|fp8: each rank's k|v chunk is
+// encoded once by its owner before each gather (s*T*2hk becomes s_kv(T*2hk), ring_travel.h) and
+// every other rank's chunk decoded after it; the owner computes on its own chunk as formed.
 #include <sstream>
 
 #include "bench/parts/ring_layout.h"
+#include "bench/parts/ring_travel.h"
 #include "bench/parts/layout.h"
 #include "bench/block/qkv.h"
 #include "bench/block/block.h"
@@ -31,6 +34,7 @@ class AllgatherKV final : public Block {
             [] {
               Capabilities c;
               c.mla = true;  // gathers MLA's expanded k|v (d + d_v per head)
+              c.kv_transit = true;  // --comm-dtype: the gathered chunks encoded (gather_kv)
               return c;
             }()};
   }
@@ -46,7 +50,7 @@ class AllgatherKV final : public Block {
   CommPrediction attention_bytes(const LayerShape& s, int P, const MeshSpec&, int64_t elem, int64_t acc,
                                  int) const override {
     const int64_t T = s.B * s.N / P, kv = int64_t(s.G) * (s.d + s.vdim());
-    const int64_t gather = elem * T * kv * (P - 1);
+    const int64_t gather = kv_transit_bytes(T * kv, elem, s.kv_transit, s.fp8_scaling) * (P - 1);
     CommPrediction p;  // all-gathers and the reduce-scatter over the whole CP group
     return p.add("cp", Phase::fwd, 0, gather).add("cp", Phase::bwd, 0, gather + acc * T * kv * (P - 1));
   }
@@ -96,6 +100,20 @@ class AllgatherKV final : public Block {
       rs_send16_ = reuse_as(slot_a_, s.acc_dtype, {int64_t(P) * e});
       rs_recv16_ = reuse_as(slot_a_, s.acc_dtype, {e}, rs_send16_.bytes());
     }
+    if (encoded()) {  // --comm-dtype: the encoded chunk, and the gathered ones in slot B (dead
+      // once decoded into slot A, before slot B takes K,V)
+      const DType td = transit_dtype();
+      const int64_t n = transit_bytes() / int64_t(dtype_size(td));
+      enc_send_ = be().alloc({n}, td, MemKind::comm);
+      enc_gathered_ = reuse_as(slot_b_, td, {int64_t(P) * n});
+    }
+  }
+
+  // --comm-dtype: what a k|v chunk travels as (fp8: u8 codes and scale bytes) and its bytes.
+  bool encoded() const { return shape().kv_transit != KvTransit::run; }
+  DType transit_dtype() const { return shape().kv_transit == KvTransit::fp8 ? DType::u8 : DType::bf16; }
+  int64_t transit_bytes() const {
+    return kv_transit_bytes(kv_elems(), int64_t(dtype_size(shape().dtype)), shape().kv_transit, shape().fp8_scaling);
   }
 
   // The whole sequence's K [B,N,G,d] then V [B,N,G,d_v] in one buffer (k|v, or dk|dv).
@@ -114,7 +132,24 @@ class AllgatherKV final : public Block {
     Tensor kd = kv_send_.view(0, {ek}), vd = kv_send_.view(ek, {ev});
     be().copy_2d(kd, ek, k_, ek, 1, ek);
     be().copy_2d(vd, ev, v_, ev, 1, ev);
-    c.all_gather(kv_send_, gathered_);  // [P][k | v], rank order
+    if (encoded()) {  // encoded by the owner, gathered, decoded by every other rank
+      if (s.kv_transit == KvTransit::fp8) be().encode_fp8(kv_send_, enc_send_, s.fp8_scaling);
+      else be().convert(enc_send_, kv_send_);
+      c.all_gather(enc_send_, enc_gathered_);
+      const int64_t n = enc_send_.numel();
+      for (int j = 0; j < P; ++j) {
+        Tensor dst = gathered_.view(int64_t(j) * e, {e});
+        if (j == c.rank()) {  // its own chunk as formed
+          be().copy_2d(dst, e, kv_send_, e, 1, e);
+          continue;
+        }
+        const Tensor src = enc_gathered_.view(int64_t(j) * n, {n});
+        if (s.kv_transit == KvTransit::fp8) be().decode_fp8(src, dst, s.fp8_scaling);
+        else be().convert(dst, src);
+      }
+    } else {
+      c.all_gather(kv_send_, gathered_);  // [P][k | v], rank order
+    }
     Tensor kf = k_full(), vf = v_full();
     gathered_to_natural(be(), gathered_, s.B, T_, Gd, P, RankChunks::zigzag, kf, e);
     gathered_to_natural(be(), gathered_.view(ek, {gathered_.numel() - ek}), s.B, T_, Gv, P,
@@ -171,13 +206,16 @@ class AllgatherKV final : public Block {
     // (core_setup).
     const int64_t T = s.N / P, es = int64_t(dtype_size(s.dtype));
     const int64_t e = s.B * T * s.G * (s.d + s.vdim()), full = s.B * s.N * s.G * (s.d + s.vdim());
-    return 2 * s.B * s.H * T * 4 + e * es + 2 * full * 4;
+    // --comm-dtype: the encoded chunk's own buffer (the gathered ones share slot B)
+    const int64_t enc = s.kv_transit != KvTransit::run ? kv_transit_bytes(e, es, s.kv_transit, s.fp8_scaling) : 0;
+    return 2 * s.B * s.H * T * 4 + e * es + 2 * full * 4 + enc;
   }
 
   Tensor lse_, delta_, kv_send_;
   Tensor slot_a_, slot_b_;                                   // the two whole-sequence slots
   Tensor gathered_, dkv_full_, rs_recv_, kv_full_, rs_send_;  // views of the slots
   Tensor rs_send16_, rs_recv16_;  // --acc-dtype bf16: the reduce-scatter's buffers, in slot A
+  Tensor enc_send_, enc_gathered_;  // --comm-dtype: the encoded chunk, the gathered ones (slot B)
 };
 
 }  // namespace

@@ -39,10 +39,10 @@ cpbench_report_test(model_p4_bf16_partial_pass_q 4 "--model;tiny;--seq;128;--hea
 # (k|v blocks of H*(d + d_v), the all-to-alls' and pass-Q partials' d_v-wide o), FLOPs = the model's.
 cpbench_report_test(model_p4_mla 4 "--model;tiny-mla;--seq;128;--mesh;all;${_fast}" "${_py} ${_chk} model REPORT --min-ok 12")
 # --comm-dtype fp8 (issue 42): the K,V blocks travel as e4m3 codes and a scale byte per 32 values
-# (the ring family and usp u2xr2's ring level, its all-to-alls in bf16)
+# (the ring family, usp u2xr2's ring level with its all-to-alls in bf16, allgather-kv's gathers)
 # (bytes = the C++ model and cpmodel's ring_kv_bytes with kv_transit_bytes) in a bf16 run; bf16
 # transit of an fp32 run with a window (2 bytes a value, no scales; K_eff hops).
-cpbench_report_test(model_p4_comm_fp8 4 "--model;tiny;--seq;128,192;--heads;8;--kv-heads;2;--head-dim;32;--dtype;bf16;--comm-dtype;fp8;--strategies;ring,ring-zigzag,ring-striped,usp;--ulysses;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 8")
+cpbench_report_test(model_p4_comm_fp8 4 "--model;tiny;--seq;128,192;--heads;8;--kv-heads;2;--head-dim;32;--dtype;bf16;--comm-dtype;fp8;--strategies;ring,ring-zigzag,ring-striped,usp,allgather-kv;--ulysses;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
 cpbench_report_test(model_p3_comm_bf16_window 3 "--model;tiny;--seq;150;--window;40;--comm-dtype;bf16;--strategies;ring,ring-zigzag,ring-striped;${_fast}" "${_py} ${_chk} model REPORT --min-ok 3")
 cpbench_report_test(model_p8_mla_tp 8 "--model;tiny-mla;--heads;8;--seq;128;--strategies;usp,megatron-sp;--mesh;all;--ranks-per-node;4;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} tp REPORT --min-ok 6")
 # --mla-travel latent: the ring's block is the latent, r_kv + d_rope values per token (cpmodel.mla_latent_row);

@@ -257,7 +257,7 @@ list(APPEND _verify_matrix
   # an fp32 run, train (both passes move them) and cached prefill, with GQA, B = 2, a window, documents,
   # balance and --acc-dtype bf16; against single at the format's bound (fp8 2^-4, bf16 2e-2).
   "p4_comm_fp8_train_docs_balance          4  1 --model tiny --seq 128 --batch 2 --heads 8 --kv-heads 2 --head-dim 32 --dtype bf16 --comm-dtype fp8 --acc-dtype bf16 --docs 50,78 --balance greedy --strategies ring"
-  "p4_comm_fp8_tensor_train_window         4  3 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --comm-dtype fp8 --fp8-scaling tensor --window 40 --strategies ring,ring-zigzag,ring-striped"
+  "p4_comm_fp8_tensor_train_window         4  4 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --comm-dtype fp8 --fp8-scaling tensor --window 40 --strategies ring,ring-zigzag,ring-striped,allgather-kv"
   "p3_comm_bf16_cached_prefill             3  3 --model tiny --seq 150 --cached 60 --comm-dtype bf16 --pass prefill --strategies ring,ring-zigzag,ring-striped"
   "p4_comm_fp8_usp_mesh_window             4  6 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --dtype bf16 --comm-dtype fp8 --window 40 --strategies usp --mesh all"
   "p4_comm_bf16_usp_cached_prefill         4  1 --model tiny --seq 128 --cached 64 --comm-dtype bf16 --pass prefill --strategies usp --ulysses 2"
@@ -351,8 +351,8 @@ cpbench_fail_test(fp8_scaling_unused 2 "--fp8-scaling tensor chooses fp8's scale
 cpbench_fail_test(fp8_scaling_unknown 2 "--fp8-scaling must be block or tensor, got \"row\"" run --model tiny --seq 64 --dtype fp8 --pass prefill --fp8-scaling row)
 # --comm-dtype: a single K,V ring of the ring family, K,V travel, not the run's own dtype, fp8 off cuda.
 cpbench_fail_test(comm_dtype_usp_double_ring 4 "usp: --comm-dtype encodes the blocks of a single K,V ring; a double ring moves them in the run dtype \\(not built yet\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies usp --ulysses 2 --usp-ring double)
-cpbench_fail_test(comm_dtype_double_ring 4 "double-ring: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped and usp only \\(a single K,V ring\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies double-ring)
-cpbench_fail_test(comm_dtype_ulysses 4 "ulysses: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped and usp only" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies ulysses)
+cpbench_fail_test(comm_dtype_double_ring 4 "double-ring: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped, usp and allgather-kv only \\(a single K,V ring or gather\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies double-ring)
+cpbench_fail_test(comm_dtype_ulysses 4 "ulysses: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped, usp and allgather-kv only" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies ulysses)
 cpbench_fail_test(comm_dtype_balance_dynamic 2 "ring: --comm-dtype encodes the blocks of a single K,V ring; a ring per CP group \\(--balance dynamic\\) moves them in the run dtype" run --model tiny --seq 64 --comm-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
 cpbench_fail_test(comm_dtype_decode 2 "--comm-dtype fp8 chooses what a K,V ring block travels as; --pass decode moves no keys" run --model tiny --head-dim 32 --cached 64 --pass decode --comm-dtype fp8)
 cpbench_fail_test(comm_dtype_pass_q 2 "--comm-dtype bf16 chooses what a K,V ring block travels as; --ring-pass q moves query blocks instead" run --model tiny --seq 64 --pass prefill --ring-pass q --comm-dtype bf16)

@@ -166,6 +166,17 @@ def cmd_model(a):
             for ph, want in zip(("fwd", "bwd"), fb):
                 check(r["comm"][ph]["per_rank"] == [want] * P,
                       f"{r['label']} seq={r['seq']} {ph} (acc_dtype {cfg.get('acc_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
+        if r["strategy"] == "allgather-kv" and cfg["pass"] == "train" and cfg["block"] == "attn":
+            # cpmodel's allgather-kv (K,V gathered in each pass, encoded under --comm-dtype; dK,dV
+            # reduce-scattered at s_acc), apart from the C++ model; a mask changes nothing here.
+            P = cfg["world_size"]
+            fb = cpmodel.allgather_kv_bytes(cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P),
+                                            cfg["kv_heads"] * cfg["head_dim"], P, cpmodel.elem_bytes(cfg["dtype"]),
+                                            acc=cpmodel.acc_bytes(cfg.get("acc_dtype")), hv=cfg["kv_heads"] * value_dim(cfg),
+                                            comm_dtype=cfg.get("comm_dtype"), scaling=cfg.get("fp8_scaling") or "block")
+            for ph, want in zip(("fwd", "bwd"), fb):
+                check(r["comm"][ph]["per_rank"] == [want] * P,
+                      f"{r['label']} seq={r['seq']} {ph} (comm_dtype {cfg.get('comm_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
         latent_travel = (cfg.get("mla") or {}).get("travel") == "latent"
         encoded = cfg.get("comm_dtype") not in (None, "run")
         if (r["strategy"] in ("ulysses", "usp") and (latent_travel or encoded) and cfg["pass"] == "train"

@@ -126,6 +126,16 @@ class SingleRing(unittest.TestCase):
         self.assertEqual(m.ring_kv_bytes(32, 16, 3, 2, comm_dtype="run"), m.ring_kv_bytes(32, 16, 3, 2))
         self.assertEqual(m.kv_transit_bytes(33, 2, "fp8"), 33 + 2)  # a partial scale block rounds up
         self.assertEqual(m.kv_transit_bytes(0, 2, "fp8", "tensor"), 0)
+        # allgather-kv: each of the P-1 gathered chunks encoded (1024 values + 32 scale bytes), the
+        # reduce-scatter of float32 dK,dV unchanged (4 * 1024 * 3)
+        self.assertEqual(m.allgather_kv_bytes(32, 16, 4, 2, comm_dtype="fp8"), (3 * 1056, 3 * 1056 + 4 * 1024 * 3))
+        # usp's single ring level: the ring's blocks encoded, the all-to-alls in the run dtype
+        plain = m.ulysses_ring_bytes(32, 32, 8, 2, 16, 64, 1, 2, 2, 2, "attn")
+        fp8 = m.ulysses_ring_bytes(32, 32, 8, 2, 16, 64, 1, 2, 2, 2, "attn", comm_dtype="fp8")
+        self.assertEqual(fp8["ulysses"], plain["ulysses"])
+        self.assertEqual(fp8["ring"], m.ring_kv_bytes(32, 32, 1, 2, comm_dtype="fp8"))
+        with self.assertRaises(ValueError):  # a double ring level does not encode
+            m.ulysses_ring_bytes(32, 32, 8, 2, 16, 64, 1, 2, 4, 2, "attn", w=2, comm_dtype="fp8")
 
     def test_pass_q(self):
         # partial 4*Tq*hq + 4*Tq*H = 4*32*64 + 4*32*4 = 8704; Q block 2*32*64 = 4096
