@@ -150,11 +150,20 @@ def run_verify(args, P, variant, mask, work):
     if not strategies:
         return None, "no strategy runs at this P"
     out = os.path.join(work, f"p{P}_{variant}_{mask}.json")
+    p = run_cpbench_verify(args, P, variant, mask, strategies, args.seeds[0],
+                           ["--numerics", str(len(args.seeds)), "--out", out])
+    if not os.path.isfile(out):
+        return None, f"no report (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-300:]}"
+    return report_rows(json.load(open(out))), "" if p.returncode == 0 else f"verify exit {p.returncode}"
+
+
+def run_cpbench_verify(args, P, variant, mask, strategies, seed, extra):
+    """`cpbench verify` of `strategies` at P ranks for the variant and mask, from `seed`, with the
+    engine's own flags `extra` (its output: --dump or --numerics and --out)."""
     cmd = [args.mpirun, "--oversubscribe", "-np", str(P), args.cpbench, "verify", "--no-progress",
            "--seq", str(args.seq), "--heads", str(args.heads), "--kv-heads", str(args.kv_heads),
-           "--head-dim", str(args.head_dim), "--dim", str(args.dim), "--seed", str(args.seeds[0]),
-           "--numerics", str(len(args.seeds)), "--strategies", ",".join(strategies), "--out", out,
-           ] + VARIANTS[variant] + mask_args(mask, args.seq)
+           "--head-dim", str(args.head_dim), "--dim", str(args.dim), "--seed", str(seed),
+           "--strategies", ",".join(strategies)] + extra + VARIANTS[variant] + mask_args(mask, args.seq)
     if "--dtype" not in VARIANTS[variant]:
         cmd += ["--dtype", args.dtype]
     if "usp" in strategies:
@@ -163,10 +172,7 @@ def run_verify(args, P, variant, mask, work):
         cmd += ["--inner-ring", "2"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_mpi_yield_when_idle="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-    if not os.path.isfile(out):
-        return None, f"no report (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-300:]}"
-    return report_rows(json.load(open(out))), "" if p.returncode == 0 else f"verify exit {p.returncode}"
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
 
 
 def rel_fro(a, b):
@@ -194,19 +200,7 @@ def run(args, P, variant, mask, seed, work):
     if not strategies:
         return None, "no strategy runs at this P"
     dump = os.path.join(work, f"p{P}_{variant}_{mask}_{seed}")
-    cmd = [args.mpirun, "--oversubscribe", "-np", str(P), args.cpbench, "verify", "--no-progress",
-           "--seq", str(args.seq), "--heads", str(args.heads), "--kv-heads", str(args.kv_heads),
-           "--head-dim", str(args.head_dim), "--dim", str(args.dim), "--seed", str(seed),
-           "--strategies", ",".join(strategies), "--dump", dump] + VARIANTS[variant] + mask_args(mask, args.seq)
-    if "--dtype" not in VARIANTS[variant]:
-        cmd += ["--dtype", args.dtype]
-    if "usp" in strategies:
-        cmd += ["--ulysses", "2"]
-    if "double-ring" in strategies:
-        cmd += ["--inner-ring", "2"]
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_mpi_yield_when_idle="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+    p = run_cpbench_verify(args, P, variant, mask, strategies, seed, ["--dump", dump])
     if not os.path.isdir(dump):
         return None, f"exit {p.returncode}: {(p.stdout + p.stderr)[-400:]}"
     try:
