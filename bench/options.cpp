@@ -238,7 +238,8 @@ std::vector<OptionSpec> make_table() {
        {"block", "tensor"}, false,
        [](RunConfig& c, const json& v) { c.fp8_scaling = v.get<std::string>(); }},
       {"comm_dtype", "--comm-dtype", OptKind::choice,
-       "run (default) | bf16 | fp8: what the K,V ring blocks travel as (ring, ring-zigzag, ring-striped, usp's single ring level; K,V travel): "
+       "run (default) | bf16 | fp8: what the K,V ring blocks travel as (ring, ring-zigzag, ring-striped, usp's single ring level; allgather-kv's "
+       "gathered chunks; K,V travel): "
        "the run dtype, bf16 (an fp32 run's), or fp8 e4m3 with power-of-two scales (--fp8-scaling), encoded once by "
        "their owner and decoded by each receiver; bytes = the codes plus one scale byte per 32 values (block) or per block (tensor)",
        {"run", "bf16", "fp8"}, false, [](RunConfig& c, const json& v) { c.comm_dtype = v.get<std::string>(); }},
