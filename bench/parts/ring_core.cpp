@@ -46,8 +46,7 @@ void RingCore::pack_kv(const Tensor& k, const Tensor& v, Tensor& buf) {
 void RingCore::pack_block(const Tensor& k, const Tensor& v, Tensor& buf) {
   if (s_.encoded()) {  // --comm-dtype: encoded here, by the owner, once per pass
     pack_kv(k, v, own_kv_);
-    if (s_.transit == KvTransit::fp8) be_->encode_fp8(own_kv_, buf, s_.transit_scaling);
-    else be_->convert(buf, own_kv_);
+    encode_kv_transit(*be_, s_.transit, s_.transit_scaling, own_kv_, buf);
     return;
   }
   if (!latent_.on()) return pack_kv(k, v, buf);
@@ -73,7 +72,7 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
     const int64_t kv = s.travel_elems();
     if (s.encoded()) {  // --comm-dtype: the encoded block travels; this rank's own and a decoded one
       if (s.latent > 0) throw std::logic_error("ring core: --comm-dtype encodes k|v blocks, not a latent");
-      const DType td = s.transit == KvTransit::fp8 ? DType::u8 : DType::bf16;
+      const DType td = kv_transit_dtype(s.transit);
       for (Tensor& t : kv_) t = be.alloc({s.transit_bytes() / int64_t(dtype_size(td))}, td, MemKind::comm);
       own_kv_ = be.alloc({kv}, s.dtype, MemKind::activations);
       dec_ = be.alloc({kv}, s.dtype, MemKind::activations);
@@ -163,8 +162,7 @@ const Tensor& RingCore::block_in_hand(const Tensor& kv, int owner) {
   if (!s_.encoded()) return kv;
   if (owner == me_) return own_kv_;
   if (invisible(attn_shape(), block_pos_(me_), key_pos_(owner))) return own_kv_;  // (skipped by the caller)
-  if (s_.transit == KvTransit::fp8) be_->decode_fp8(kv, dec_, s_.transit_scaling);
-  else be_->convert(dec_, kv);
+  decode_kv_transit(*be_, s_.transit, s_.transit_scaling, kv, dec_);
   return dec_;
 }
 

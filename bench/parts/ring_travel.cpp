@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "kernels/backend.h"
+
 namespace cpbench {
 
 int64_t kv_transit_bytes(int64_t elems, int64_t elem, KvTransit t, Fp8Scaling scaling) {
@@ -11,6 +13,18 @@ int64_t kv_transit_bytes(int64_t elems, int64_t elem, KvTransit t, Fp8Scaling sc
     case KvTransit::fp8: return e4m3_encoded_bytes(elems, scaling);
   }
   return elem * elems;
+}
+
+DType kv_transit_dtype(KvTransit t) { return t == KvTransit::fp8 ? DType::u8 : DType::bf16; }
+
+void encode_kv_transit(Backend& be, KvTransit t, Fp8Scaling scaling, const Tensor& src, Tensor& dst) {
+  if (t == KvTransit::fp8) be.encode_fp8(src, dst, scaling);
+  else be.convert(dst, src);
+}
+
+void decode_kv_transit(Backend& be, KvTransit t, Fp8Scaling scaling, const Tensor& src, Tensor& dst) {
+  if (t == KvTransit::fp8) be.decode_fp8(src, dst, scaling);
+  else be.convert(dst, src);
 }
 
 const RingTravelPolicy& ring_travel(RingTravel t) {

@@ -18,8 +18,11 @@
 #include <vector>
 
 #include "kernels/float8.h"
+#include "kernels/tensor.h"
 
 namespace cpbench {
+
+class Backend;
 
 // --comm-dtype (issue 42): what a K,V ring block travels as: the run dtype (default), bf16, or fp8
 // e4m3 with its scales (LayerShape::fp8_scaling's granularity; kernels/float8.h's encoding). Its
@@ -28,10 +31,16 @@ enum class KvTransit { run, bf16, fp8 };
 // Bytes of a block of `elems` values in transit: elem*elems (the run dtype, elem bytes each), 2*elems
 // (bf16), or under fp8 elems e4m3 codes plus their scale bytes (block: one per 32 values; tensor: one).
 int64_t kv_transit_bytes(int64_t elems, int64_t elem, KvTransit t, Fp8Scaling scaling);
+// What an encoded block travels in (t != run): u8 (fp8 codes and scale bytes) or bf16.
+DType kv_transit_dtype(KvTransit t);
+// The owner's encoding of a k|v block `src` (run dtype) into `dst` (kv_transit_dtype, its
+// kv_transit_bytes), and a receiver's decoding back (t != run): the one codec the ring core and
+// allgather-kv's gathers use.
+void encode_kv_transit(Backend& be, KvTransit t, Fp8Scaling scaling, const Tensor& src, Tensor& dst);
+void decode_kv_transit(Backend& be, KvTransit t, Fp8Scaling scaling, const Tensor& src, Tensor& dst);
 
 
 class RingCore;
-struct Tensor;
 struct CommPrediction;
 struct RingCoreShape;
 struct RingTravelBuffers;

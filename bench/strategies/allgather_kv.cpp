@@ -102,16 +102,15 @@ class AllgatherKV final : public Block {
     }
     if (encoded()) {  // --comm-dtype: the encoded chunk, and the gathered ones in slot B (dead
       // once decoded into slot A, before slot B takes K,V)
-      const DType td = transit_dtype();
+      const DType td = kv_transit_dtype(shape().kv_transit);
       const int64_t n = transit_bytes() / int64_t(dtype_size(td));
       enc_send_ = be().alloc({n}, td, MemKind::comm);
       enc_gathered_ = reuse_as(slot_b_, td, {int64_t(P) * n});
     }
   }
 
-  // --comm-dtype: what a k|v chunk travels as (fp8: u8 codes and scale bytes) and its bytes.
+  // --comm-dtype: whether a k|v chunk travels encoded, and its bytes then.
   bool encoded() const { return shape().kv_transit != KvTransit::run; }
-  DType transit_dtype() const { return shape().kv_transit == KvTransit::fp8 ? DType::u8 : DType::bf16; }
   int64_t transit_bytes() const {
     return kv_transit_bytes(kv_elems(), int64_t(dtype_size(shape().dtype)), shape().kv_transit, shape().fp8_scaling);
   }
@@ -133,8 +132,7 @@ class AllgatherKV final : public Block {
     be().copy_2d(kd, ek, k_, ek, 1, ek);
     be().copy_2d(vd, ev, v_, ev, 1, ev);
     if (encoded()) {  // encoded by the owner, gathered, decoded by every other rank
-      if (s.kv_transit == KvTransit::fp8) be().encode_fp8(kv_send_, enc_send_, s.fp8_scaling);
-      else be().convert(enc_send_, kv_send_);
+      encode_kv_transit(be(), s.kv_transit, s.fp8_scaling, kv_send_, enc_send_);
       c.all_gather(enc_send_, enc_gathered_);
       const int64_t n = enc_send_.numel();
       for (int j = 0; j < P; ++j) {
@@ -144,8 +142,7 @@ class AllgatherKV final : public Block {
           continue;
         }
         const Tensor src = enc_gathered_.view(int64_t(j) * n, {n});
-        if (s.kv_transit == KvTransit::fp8) be().decode_fp8(src, dst, s.fp8_scaling);
-        else be().convert(dst, src);
+        decode_kv_transit(be(), s.kv_transit, s.fp8_scaling, src, dst);
       }
     } else {
       c.all_gather(kv_send_, gathered_);  // [P][k | v], rank order
