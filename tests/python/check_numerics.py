@@ -22,9 +22,12 @@ sinks; dumped to --dump) and an fp32 run (--fp32-report):
     in every job (one single run per seed);
   - check_dump.py reproduces every figure in float64 from the dump, and a report doctored by 1e-5
     of one figure is caught;
-  - what the rounding points imply, exactly: allgather-kv's o and dq are single's (one attention call
-    over the gathered keys per rank); ulysses's o and dq are single's (the same kernel on a subset of
-    heads; dq compared as the block hands it on, rounded once), while its dk, dv, where U = 4 exceeds
+  - what the rounding points imply: allgather-kv's o and dq are single's (one attention call over the
+    gathered keys per rank); ulysses's o and dq are single's (the same kernel on a subset of heads; dq
+    compared as the block hands it on, rounded once) - a ratio within 1e-3 of 1 (measured: exactly
+    1 here; OpenBLAS promises no identical bits for the q projection's different row counts, and
+    one bf16 element of q flipped moves an error by far less than that; a rounding more is 5% or
+    more), while its dk, dv, where U = 4 exceeds
     G = 2 so two ranks hold each kv head, are above 1.05x single's (each replica's partial is rounded
     before their sum); ring-zigzag's o is above single's (its P partial outputs are each rounded by
     their kernel before the float32 merge);
@@ -71,8 +74,8 @@ def check_reports(bf16_path, dump_dir, fp32_path):
     ratio = lambda lab, t: by[lab][t]["ratio"]["per_seed"] if lab in by else [float("nan")]  # noqa: E731
     for lab in ("allgather-kv", "ulysses"):
         for t in ("o", "dq"):
-            if any(x != 1.0 for x in ratio(lab, t)):
-                fails.append(f"bf16 {lab} {t}: ratio to single {ratio(lab, t)}, expected exactly 1")
+            if not all(abs(x - 1.0) <= 1e-3 for x in ratio(lab, t)):
+                fails.append(f"bf16 {lab} {t}: ratio to single {ratio(lab, t)}, expected 1 (within 1e-3)")
     for t in ("dk", "dv"):
         if not all(x > 1.05 for x in ratio("ulysses", t)):
             fails.append(f"bf16 ulysses {t}: ratio {ratio('ulysses', t)}, expected above 1.05 (replicated kv heads)")
