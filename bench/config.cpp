@@ -94,6 +94,7 @@ LayerShape RunConfig::shape(int64_t N, int pack) const {
   s.cp_cap = cp_cap > 0 ? cp_cap : 0;
   s.full_block = block == "full";
   s.F = full_block_ffn_dim();
+  s.recompute = recompute == "full" ? Recompute::full : recompute == "selective" ? Recompute::selective : Recompute::none;
   return s;
 }
 
@@ -224,8 +225,11 @@ void finalize_config(RunConfig& c, int P) {
   if (c.block == "full" && c.layers < 1)
     throw std::invalid_argument("block=full needs the model's layers for the memory estimate: --layers L (model '" +
                                 c.model + "' gives layers=" + std::to_string(c.layers) + ")");
-  if (c.recompute != "none" && c.recompute != "full")
-    throw std::invalid_argument("recompute must be none or full, got '" + c.recompute + "'");
+  if (c.recompute != "none" && c.recompute != "selective" && c.recompute != "full")
+    throw std::invalid_argument("recompute must be none, selective or full, got '" + c.recompute + "'");
+  if (c.recompute != "none" && c.pass != "train")
+    throw std::invalid_argument("--recompute " + c.recompute +
+                                " repeats a forward inside the backward: it needs --pass train (got pass=" + c.pass + ")");
   if (c.shard != "none" && c.shard != "optimizer" && c.shard != "grads" && c.shard != "params")
     throw std::invalid_argument("shard must be none, optimizer, grads or params, got '" + c.shard + "'");
   auto positive = [](const char* name, int64_t v) {

@@ -39,10 +39,13 @@ struct RunConfig {
   std::string block = "attn";  // attn | full (the attention sub-layer, or with the SwiGLU MLP)
   int64_t ffn_dim = 0;          // F; 0: the model preset's (needed by --block full)
   // The whole-model memory estimate (--block full): L layers (0: the model preset's), the
-  // preset's vocabulary V, and what the activations keep (none: every block's; full: each
-  // block's input only).
+  // preset's vocabulary V.
   int64_t layers = 0, vocab = 0;
-  std::string recompute = "none";  // none | full
+  // --recompute (DESIGN "Recompute"): what the backward runs again before it needs it, in
+  // Megatron's meaning: none | selective (the attention core, its ring/all-to-all traffic
+  // repeated) | full (the whole block's forward). Executed, its bytes Phase::recompute, and the
+  // estimate's activations keep what it does not recompute.
+  std::string recompute = "none";
   // What the estimate shards over the ranks that hold the same weights (ZeRO-1/2/3): none |
   // optimizer (the states; Megatron's distributed optimizer, the common default) | grads | params.
   std::string shard = "optimizer";

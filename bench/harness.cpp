@@ -154,7 +154,8 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     pack_step.push_back(m.step_ms.at(0));
     pack_flops.push_back(m.summary.model_flops);
     pack_ok.push_back(int64_t(std::llround(m.summary.bytes_fwd)) == pred.fwd &&
-                      int64_t(std::llround(m.summary.bytes_bwd)) == pred.bwd);
+                      int64_t(std::llround(m.summary.bytes_bwd)) == pred.bwd &&
+                      int64_t(std::llround(m.summary.bytes_rec)) == pred.rec);
     pack_lens.push_back(shape.mask.doc_lens);
     fwd_all.insert(fwd_all.end(), m.fwd_ms.begin(), m.fwd_ms.end());
     bwd_all.insert(bwd_all.end(), m.bwd_ms.begin(), m.bwd_ms.end());
@@ -185,6 +186,7 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     m.summary.norm_parameters = double(held.norm_parameters);
     m.summary.mlp_parameters = double(held.mlp_parameters);
     m.summary.mlp_tp = held.mlp_tp;
+    m.summary.core_activations = double(held.core_activations);
     kv_cache_bytes = held.kv_cache_bytes;
     cache_tokens = held.cache_tokens;  // every rank holds an equal shard: rank 0's is the report's
   }
@@ -228,7 +230,8 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
   }
   result.warning = placement_warning(job.info->name, desc, P, log_.node_map());
   result.timed = make_timed_result(ranks, summarize(fwd), summarize(bwd), summarize(step), m.records, predicted,
-                                   peak, model->activation_bytes_estimate(shape, P, job.mesh), tiers);
+                                   peak, model->activation_bytes_estimate(shape, P, job.mesh), tiers,
+                                   shape.recompute != Recompute::none);
   // The layer's FLOPs (shape: the last pack's, as the counted ones); single runs it on every rank.
   result.timed->expected_flops = expected_job_flops(shape, model->describe().replicated ? P : 1);
   result.timed->packs = std::move(resampled);
@@ -313,7 +316,10 @@ JobResult Harness::run_one(const Job& job, const Peak& peak) {
     in.vocab = cfg_.vocab;
     in.dim = shape.D;
     in.block_activation_bytes = result.timed->mem_activations;  // measured, maximum over ranks
-    in.recompute_full = cfg_.recompute == "full";
+    in.recompute = cfg_.recompute;
+    for (const RankSummary& r : ranks)  // the busiest rank's activations: its core's share of them
+      if (int64_t(r.mem_activations) == in.block_activation_bytes)
+        in.core_activation_bytes = std::max(in.core_activation_bytes, int64_t(r.core_activations));
     result.timed->model_estimate = model_estimate(in);
     if (!shape.forward_only()) result.timed->grad_sync = grad_sync(*result.timed->model_estimate);
   }
@@ -416,7 +422,12 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
       const uint64_t seed = cfg_.seed + uint64_t(si);
       const bool first = si == 0, last = si + 1 == seeds;
       Tensors ref;
-      const std::string ref_error = run_and_export(*single, single_mesh, shape, seed, ref, ref_names);
+      // The reference computes its gradients from the forward it kept: a --recompute under test
+      // must reproduce them, and its poisoned activations (Block::recompute_forward) must not
+      // reach the reference too, where they would match NaN for NaN.
+      LayerShape ref_shape = shape;
+      ref_shape.recompute = Recompute::none;
+      const std::string ref_error = run_and_export(*single, single_mesh, ref_shape, seed, ref, ref_names);
       // The bound's scales m (verify_bound.h) come from the reference, once per seq and seed; the
       // ranks share the work by (batch row, kv head) and sum the squares.
       GradientScales scales;

@@ -80,10 +80,13 @@ RankMeasurement measure(Strategy& strat, Backend& be, World& w, CommLog& log, co
   s.bytes_bwd = double(phase_bytes(m.records, Phase::bwd));
   // A rank that sends nothing has nothing to hide, for the HTA figure as for the ratio (the same
   // rule, exposed_overlap_ratio's): calls in a group of one cost time but move no bytes.
-  s.hta_overlap = s.bytes_fwd + s.bytes_bwd == 0 ? 1.0 : median(hta);
-  const TierBytes tf = phase_tier_bytes(m.records, Phase::fwd), tb = phase_tier_bytes(m.records, Phase::bwd);
+  s.bytes_rec = double(phase_bytes(m.records, Phase::recompute));
+  s.hta_overlap = s.bytes_fwd + s.bytes_bwd + s.bytes_rec == 0 ? 1.0 : median(hta);
+  const TierBytes tf = phase_tier_bytes(m.records, Phase::fwd), tb = phase_tier_bytes(m.records, Phase::bwd),
+                  tr = phase_tier_bytes(m.records, Phase::recompute);
   s.intra_fwd = double(tf.intra), s.inter_fwd = double(tf.inter);
   s.intra_bwd = double(tb.intra), s.inter_bwd = double(tb.inter);
+  s.intra_rec = double(tr.intra), s.inter_rec = double(tr.inter);
   s.mem_peak = double(mem.peak_total);
   s.mem_weights = double(mem.peak[int(MemKind::weights)]);
   s.mem_activations = double(mem.peak[int(MemKind::activations)]);

@@ -203,8 +203,16 @@ ModelEstimate model_estimate(const ModelEstimateInput& in) {
   e.weights = kWeightBytesPerParam * ((params ? sharded : whole) + (params ? unit : 0));
   e.grads = kGradBytesPerParam * ((grads || params ? sharded + unit : whole));
   e.optimizer = kOptimizerBytesPerParam * (in.shard == "none" ? whole : sharded);
-  e.activations = in.recompute_full ? in.layers * in.block_input_bytes + in.block_activation_bytes
-                                    : in.layers * in.block_activation_bytes;
+  if (in.recompute != "none" && in.recompute != "selective" && in.recompute != "full")
+    throw std::invalid_argument("model_estimate: recompute must be none, selective or full, got '" + in.recompute + "'");
+  if (in.core_activation_bytes < 0 || in.core_activation_bytes > in.block_activation_bytes)
+    throw std::invalid_argument("model_estimate: the core's activations " + str(in.core_activation_bytes) +
+                                " B are not part of the block's " + str(in.block_activation_bytes) + " B");
+  e.core_activations = in.core_activation_bytes;
+  const int64_t kept = in.block_activation_bytes - in.core_activation_bytes;  // selective: per block
+  e.activations = in.recompute == "full"        ? in.layers * in.block_input_bytes + in.block_activation_bytes
+                  : in.recompute == "selective" ? in.layers * kept + in.core_activation_bytes
+                                                : in.layers * in.block_activation_bytes;
   e.total = e.weights + e.grads + e.optimizer + e.activations;
   const std::string L = str(in.layers);
   std::string groups;
@@ -223,11 +231,15 @@ ModelEstimate model_estimate(const ModelEstimateInput& in) {
                                : " x held") +
               ", optimizer 12 B/param (fp32 master + two fp32 Adam moments) x " +
               (in.shard == "none" ? "held" : "sharded") + "; activations = " +
-              (in.recompute_full ? "L " + L + " x block input " + str(in.block_input_bytes) +
-                                       " B + one block's measured activations " + str(in.block_activation_bytes) +
-                                       " B (recompute full)"
-                                 : "L " + L + " x one block's measured activations " + str(in.block_activation_bytes) +
-                                       " B (recompute none)") +
+              (in.recompute == "full"
+                   ? "L " + L + " x block input " + str(in.block_input_bytes) +
+                         " B + one block's measured activations " + str(in.block_activation_bytes) + " B (recompute full)"
+               : in.recompute == "selective"
+                   ? "L " + L + " x (one block's measured activations " + str(in.block_activation_bytes) +
+                         " B - its attention core's " + str(in.core_activation_bytes) + " B) + the core's " +
+                         str(in.core_activation_bytes) + " B (recompute selective)"
+                   : "L " + L + " x one block's measured activations " + str(in.block_activation_bytes) +
+                         " B (recompute none)") +
               "; total = weights + grads + optimizer + activations";
   return e;
 }

@@ -75,7 +75,10 @@ struct ModelEstimateInput {
   std::string shard = "none";     // --shard none | optimizer | grads | params
   int64_t block_activation_bytes = 0;  // one block's activations per rank (report's memory.activations)
   int64_t block_input_bytes = 0;       // one block's input [B, T, D] per rank, run dtype
-  bool recompute_full = false;         // --recompute full: keep only each block's input
+  // --recompute: none | selective (the attention core's own activations, core_activation_bytes,
+  // live for one block only) | full (each block's input kept, one block's activations live)
+  std::string recompute = "none";
+  int64_t core_activation_bytes = 0;   // of block_activation_bytes, the attention core's (Block::HeldShare)
 };
 // One group of weights that the same ranks hold (DESIGN "Memory"): `copies` units (L blocks, or
 // the one embedding and head) of `parameters` each on this rank, held identically by `replicas`
@@ -88,6 +91,7 @@ struct WeightGroup {
 struct ModelEstimate {
   int64_t layers = 0, parameters = 0;
   int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, total = 0;  // bytes
+  int64_t core_activations = 0;     // the input's core_activation_bytes (what selective does not keep)
   std::string shard;                // the --shard choice it was computed under
   std::vector<WeightGroup> groups;  // norms, attention, mlp, embedding
   std::string formula;
@@ -103,8 +107,10 @@ inline constexpr int64_t kWeightBytesPerParam = 2, kGradBytesPerParam = 2, kOpti
 // grads/params 2 x the largest unit's parameters (one block's, or the embedding and head's: its
 // full gradients until their reduce-scatter); weights = 2 x (held, sharded under params) + under
 // params 2 x the largest unit (gathered for its forward or backward). activations = L x
-// block_activation_bytes (recompute none) or L x block_input_bytes + block_activation_bytes
-// (recompute full: each block's input kept, one block recomputed at a time); total = their sum.
+// block_activation_bytes (recompute none), L x (block_activation_bytes - core_activation_bytes) +
+// core_activation_bytes (selective: the core's state rebuilt one block at a time), or L x
+// block_input_bytes + block_activation_bytes (full: each block's input kept, one block recomputed
+// at a time); total = their sum.
 // Throws std::invalid_argument on layers < 1, tp, mlp_tp or replicas < 1, a degree that does not
 // divide replicas, or an unknown shard.
 ModelEstimate model_estimate(const ModelEstimateInput& in);

@@ -129,8 +129,9 @@ std::vector<OptionSpec> make_table() {
        "layers L of the whole-model memory estimate under --block full (default: the model preset's)", {}, false,
        [](RunConfig& c, const json& v) { c.layers = v.get<int64_t>(); }},
       {"recompute", "--recompute", OptKind::choice,
-       "activations of the memory estimate: none (every block's, default) | full (each block's input only)",
-       {"none", "full"}, false, [](RunConfig& c, const json& v) { c.recompute = v.get<std::string>(); }},
+       "what the backward runs again, executed and its bytes counted: none (default) | selective (the attention "
+       "core, its ring/all-to-all repeated) | full (the whole block's forward); the memory estimate keeps the rest",
+       {"none", "selective", "full"}, false, [](RunConfig& c, const json& v) { c.recompute = v.get<std::string>(); }},
       {"shard", "--shard", OptKind::choice,
        "what the memory estimate shards over the ranks holding the same weights: none | optimizer (states, "
        "default) | grads (and gradients) | params (and parameters, FSDP); also the step's gradient sync",
@@ -305,7 +306,9 @@ std::vector<OptionSpec> make_table() {
        [](const RunConfig& c) { return c.block == "full" ? json(c.ffn_dim) : json(nullptr); }},
       {"layers", "layers", [](const RunConfig& c) { return c.block == "full" ? json(c.layers) : json(nullptr); }},
       {"recompute", "recompute",
-       [](const RunConfig& c) { return c.block == "full" ? json(c.recompute) : json(nullptr); }},
+       [](const RunConfig& c) {
+         return c.block == "full" || c.recompute != "none" ? json(c.recompute) : json(nullptr);
+       }},
       {"shard", "shard", [](const RunConfig& c) { return c.block == "full" ? json(c.shard) : json(nullptr); }},
       {"causal", "causal", [](const RunConfig& c) { return json(c.causal); }},
       {"rope", "rope", [](const RunConfig& c) { return json(c.rope); }},

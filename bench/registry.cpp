@@ -54,7 +54,7 @@ const StrategyInfo* find_strategy(const std::string& name) {
 CommPrediction& CommPrediction::add(const std::string& level, Phase ph, int to, int64_t bytes) {
   if (bytes == 0) return *this;
   shares.push_back({level, ph, to, bytes});
-  (ph == Phase::fwd ? fwd : bwd) += bytes;
+  (ph == Phase::fwd ? fwd : ph == Phase::recompute ? rec : bwd) += bytes;
   return *this;
 }
 

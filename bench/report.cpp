@@ -198,12 +198,14 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
     const TimedResult& t = *r.timed;
     const std::vector<std::string> flags = t.integrity_flags();
     for (const std::string& f : flags) flagged.push_back(r.label + " seq=" + std::to_string(r.seq) + ": " + f);
-    const bool model_ok = t.comm_fwd.matches_model && t.comm_bwd.matches_model;
+    const bool model_ok = t.comm_fwd.matches_model && t.comm_bwd.matches_model &&
+                          (!t.comm_recompute || t.comm_recompute->matches_model);
     char mfu[16] = "    n/a";
     if (t.mfu) std::snprintf(mfu, sizeof mfu, "%6.1f%%", 100 * *t.mfu);
-    int64_t inter = 0;  // the rank that sends most across nodes, fwd + bwd
+    int64_t inter = 0;  // the rank that sends most across nodes, fwd + bwd (+ recompute)
     for (size_t i = 0; i < t.comm_fwd.inter_per_rank.size(); ++i)
-      inter = std::max(inter, t.comm_fwd.inter_per_rank[i] + t.comm_bwd.inter_per_rank[i]);
+      inter = std::max(inter, t.comm_fwd.inter_per_rank[i] + t.comm_bwd.inter_per_rank[i] +
+                                  (t.comm_recompute ? t.comm_recompute->inter_per_rank[i] : 0));
     const std::string inter_col = several_nodes ? "  " + human_bytes(double(inter)) : "";
     // A job in which no rank sends a byte has no communication to hide: "–", not 100%. (The dash
     // is 3 bytes of UTF-8 and one column, so the padding is written out.)
@@ -219,6 +221,9 @@ void print_run_table(const std::vector<JobResult>& results, bool several_nodes, 
                 human_bytes(double(t.comm_bwd.bytes_sent)).c_str(), model_ok ? "=" : "DIFF",
                 overlap, hta,
                 human_bytes(double(max_of(t.mem_per_rank))).c_str(), t.imbalance(), inter_col.c_str());
+    if (t.comm_recompute)  // inside bwd_ms; its own byte term (DESIGN "Recompute")
+      std::printf("%-22s recompute: %s per rank sent again inside the backward (bwd_ms includes it)\n", "",
+                  human_bytes(double(t.comm_recompute->bytes_sent)).c_str());
     if (t.inference && t.inference->pass == "decode")
       std::printf("%-22s tpot_ms %.4f over %lld steps, kv cache %s per rank\n", "", t.inference->tpot_ms,
                   static_cast<long long>(t.inference->decode_steps), human_bytes(double(t.inference->kv_cache_bytes)).c_str());

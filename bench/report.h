@@ -28,7 +28,7 @@ NcclCallCounts current_nccl_counts();
 // The schema_version every report is written with: results_schema/report.schema.json's (test_metrics
 // asserts it; scripts/schema_versions.py guards the schema's own version); one constant so that
 // `cpbench list --json` states the number the reports carry.
-inline constexpr int kReportSchemaVersion = 13;
+inline constexpr int kReportSchemaVersion = 14;
 
 // `complete` is false while the sweep runs (the report is rewritten after every job) and when it
 // stopped early; `interrupted` names the signal that stopped it (0: none).

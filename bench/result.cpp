@@ -11,7 +11,7 @@ std::vector<double> RankSummary::pack() const {
   return {step_ms, busy_ms, exposed_ms, standalone_ms, bytes_fwd, bytes_bwd, mem_peak, mem_weights,
           mem_activations, mem_comm, model_flops, hardware_flops, hta_overlap, timed_allocations,
           intra_fwd, inter_fwd, intra_bwd, inter_bwd, block_parameters, block_input_bytes, tp,
-          norm_parameters, mlp_parameters, mlp_tp};
+          norm_parameters, mlp_parameters, mlp_tp, bytes_rec, intra_rec, inter_rec, core_activations};
 }
 
 RankSummary RankSummary::unpack(const double* v) {
@@ -23,6 +23,7 @@ RankSummary RankSummary::unpack(const double* v) {
   s.intra_fwd = v[14], s.inter_fwd = v[15], s.intra_bwd = v[16], s.inter_bwd = v[17];
   s.block_parameters = v[18], s.block_input_bytes = v[19], s.tp = v[20];
   s.norm_parameters = v[21], s.mlp_parameters = v[22], s.mlp_tp = v[23];
+  s.bytes_rec = v[24], s.intra_rec = v[25], s.inter_rec = v[26], s.core_activations = v[27];
   return s;
 }
 
@@ -41,9 +42,10 @@ double TimedResult::overlap_ratio() const {
 }
 
 bool TimedResult::sends_nothing() const {
-  for (const auto* ph : {&comm_fwd, &comm_bwd})
-    for (int64_t b : ph->per_rank)
-      if (b != 0) return false;
+  for (const auto* ph : {&comm_fwd, &comm_bwd, comm_recompute ? &*comm_recompute : nullptr})
+    if (ph)
+      for (int64_t b : ph->per_rank)
+        if (b != 0) return false;
   return true;
 }
 
@@ -81,7 +83,8 @@ JobResult JobResult::of(const Job& job) {
 TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
                               const Stats& step, const std::vector<CommRecord>& rank0_records,
                               const std::vector<CommPrediction>& predicted, const Peak& peak,
-                              int64_t activation_estimate, const std::vector<RankTiers>& predicted_tiers) {
+                              int64_t activation_estimate, const std::vector<RankTiers>& predicted_tiers,
+                              bool recompute) {
   // One prediction for every rank, or one per rank (a layout whose ranks send different amounts).
   auto predicted_of = [&](size_t r) -> const CommPrediction& { return predicted.size() == 1 ? predicted[0] : predicted.at(r); };
   TimedResult t;
@@ -96,7 +99,8 @@ TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats
       c.per_rank.push_back(int64_t(std::llround(r.*field)));
       c.intra_per_rank.push_back(int64_t(std::llround(r.*intra)));
       c.inter_per_rank.push_back(int64_t(std::llround(r.*inter)));
-      c.predicted_per_rank.push_back(ph == Phase::fwd ? predicted_of(i).fwd : predicted_of(i).bwd);
+      const CommPrediction& p = predicted_of(i);
+      c.predicted_per_rank.push_back(ph == Phase::fwd ? p.fwd : ph == Phase::recompute ? p.rec : p.bwd);
     }
     c.bytes_sent = max_of(c.per_rank);
     c.predicted_bytes = max_of(c.predicted_per_rank);
@@ -107,13 +111,16 @@ TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats
   };
   t.comm_fwd = comm_phase(Phase::fwd, &RankSummary::bytes_fwd, &RankSummary::intra_fwd, &RankSummary::inter_fwd);
   t.comm_bwd = comm_phase(Phase::bwd, &RankSummary::bytes_bwd, &RankSummary::intra_bwd, &RankSummary::inter_bwd);
+  if (recompute)
+    t.comm_recompute = comm_phase(Phase::recompute, &RankSummary::bytes_rec, &RankSummary::intra_rec, &RankSummary::inter_rec);
   for (const RankTiers& r : predicted_tiers) {
     t.comm_fwd.predicted_tiers.push_back(r.fwd);
     t.comm_bwd.predicted_tiers.push_back(r.bwd);
+    if (recompute) t.comm_recompute->predicted_tiers.push_back(r.rec);
   }
   std::vector<double> model, hw;
   for (const auto& r : ranks) {
-    const bool silent = r.bytes_fwd + r.bytes_bwd == 0;
+    const bool silent = r.bytes_fwd + r.bytes_bwd + r.bytes_rec == 0;
     t.overlap.push_back({r.standalone_ms, r.exposed_ms, exposed_overlap_ratio(r.exposed_ms, r.standalone_ms, silent),
                          r.hta_overlap});
     model.push_back(r.model_flops);
@@ -183,6 +190,7 @@ json JobResult::to_json() const {
     const TimedResult& t = *timed;
     r["timing"] = {{"fwd_ms", stats_json(t.fwd_ms)}, {"bwd_ms", stats_json(t.bwd_ms)}, {"step_ms", stats_json(t.step_ms)}};
     r["comm"] = {{"fwd", comm_phase_json(t.comm_fwd)}, {"bwd", comm_phase_json(t.comm_bwd)}};
+    if (t.comm_recompute) r["comm"]["recompute"] = comm_phase_json(*t.comm_recompute);  // --recompute
     json per_rank = json::array();
     double sa = 0, ex = 0;
     for (const auto& o : t.overlap) {
@@ -215,7 +223,8 @@ json JobResult::to_json() const {
                           {"replicas", w.replicas}, {"shard", w.shard}});
       estimate = {{"layers", e.layers}, {"parameters", e.parameters}, {"weights", e.weights}, {"grads", e.grads},
                   {"optimizer", e.optimizer}, {"activations", e.activations}, {"total", e.total},
-                  {"shard", e.shard}, {"groups", groups}, {"formula", e.formula}};
+                  {"core_activations", e.core_activations}, {"shard", e.shard}, {"groups", groups},
+                  {"formula", e.formula}};
     }
     r["memory"]["model_estimate"] = estimate;
     json step = nullptr;

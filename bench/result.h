@@ -25,10 +25,12 @@ struct RankSummary {
   double hta_overlap = 1;       // communication time covered by own compute (median over timed iterations)
   double timed_allocations = 0;  // allocator calls during the timed iterations
   double intra_fwd = 0, inter_fwd = 0, intra_bwd = 0, inter_bwd = 0;  // bytes_sent by tier
+  double bytes_rec = 0, intra_rec = 0, inter_rec = 0;  // Phase::recompute (--recompute), and by tier
   // What the rank holds of the block (Block::held_share), for the whole-model memory estimate.
   double block_parameters = 0, block_input_bytes = 0, tp = 1;
   double norm_parameters = 0, mlp_parameters = 0, mlp_tp = 1;  // of block_parameters; the MLP's degree
-  static constexpr size_t kFields = 24;
+  double core_activations = 0;  // of its activations, the attention core's own (Block::HeldShare)
+  static constexpr size_t kFields = 28;
   std::vector<double> pack() const;
   static RankSummary unpack(const double* v);
 };
@@ -80,8 +82,9 @@ struct InferenceResult {
 };
 
 struct TimedResult {  // present when status is ok in a run
-  Stats fwd_ms, bwd_ms, step_ms;
+  Stats fwd_ms, bwd_ms, step_ms;  // bwd_ms includes a --recompute's repeated forward
   CommPhaseResult comm_fwd, comm_bwd;
+  std::optional<CommPhaseResult> comm_recompute;  // --recompute selective|full: the repeated forward's
   std::vector<RankOverlap> overlap;  // per rank
   double model_flops = 0, hardware_flops = 0;  // mean over ranks
   double tflops = 0;
@@ -110,7 +113,7 @@ struct TimedResult {  // present when status is ok in a run
   std::optional<double> expected_flops;
 
   double overlap_ratio() const;      // min over ranks
-  // True when no rank sent a byte (fwd and bwd): the report's overlap.ratio is null then.
+  // True when no rank sent a byte (fwd, bwd, recompute): the report's overlap.ratio is null then.
   bool sends_nothing() const;
   double hta_overlap_ratio() const;  // min over ranks
   double imbalance() const { return cpbench::imbalance(compute_ms_per_rank); }
@@ -143,6 +146,7 @@ nlohmann::json mesh_json(const MeshSpec& m);
 TimedResult make_timed_result(const std::vector<RankSummary>& ranks, const Stats& fwd, const Stats& bwd,
                               const Stats& step, const std::vector<CommRecord>& rank0_records,
                               const std::vector<CommPrediction>& predicted, const Peak& peak,
-                              int64_t activation_estimate, const std::vector<RankTiers>& predicted_tiers = {});
+                              int64_t activation_estimate, const std::vector<RankTiers>& predicted_tiers = {},
+                              bool recompute = false);
 
 }  // namespace cpbench

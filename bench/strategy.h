@@ -56,6 +56,12 @@ struct LayerPass {
   int64_t steps = 0;
 };
 
+// --recompute (DESIGN "Recompute", Megatron's meaning): what the backward runs again before it
+// needs it. selective: the attention core (Block::core_forward, where the levels communicate)
+// before its backward; full: every sub-layer's forward before the block's backward. The repeated
+// communication is Phase::recompute; its model is the forward's shares of what is repeated.
+enum class Recompute { none, selective, full };
+
 // One layer's problem: its sizes (DESIGN notation), its mask, its pass, and the layout and block
 // choices.
 // --attention mla (DeepSeek-V2/V3, arXiv:2405.04434 and 2412.19437; bench/block/mla.h): the
@@ -112,6 +118,7 @@ struct LayerShape {
   int64_t cp_cap = 0;
   bool full_block = false;  // --block full: the SwiGLU MLP sub-layer after attention
   int64_t F = 0;            // its width (--ffn-dim), under full_block
+  Recompute recompute = Recompute::none;  // --recompute (train): what the backward repeats
 
   bool prefill() const { return pass.kind == PassKind::prefill; }
   bool decode() const { return pass.kind == PassKind::decode; }
@@ -193,7 +200,8 @@ struct CommShare {
 // (what the per-tier prediction needs: bench/tiers.h).
 struct CommPrediction {
   int64_t fwd = 0, bwd = 0;
-  std::vector<CommShare> shares;  // sums to fwd and bwd per phase
+  int64_t rec = 0;  // Phase::recompute: the forward's shares that --recompute repeats (Block::predicted_bytes)
+  std::vector<CommShare> shares;  // sums to fwd, bwd and rec per phase
   // Adds one share (bytes 0 is dropped) and its bytes to the phase's total.
   CommPrediction& add(const std::string& level, Phase ph, int to, int64_t bytes);
   CommPrediction& add(const CommPrediction& o);  // appends o's shares and totals

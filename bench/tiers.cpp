@@ -29,7 +29,8 @@ std::vector<RankTiers> predict_tiers(const CommPrediction& p, const MeshDesc& d,
         const int peer = ((me + c.to) % g + g) % g;
         t = split_by_tier(OpKind::send, c.bytes, members, me, peer, node_of);
       }
-      TierBytes& dst = c.phase == Phase::fwd ? out[static_cast<size_t>(rank)].fwd : out[static_cast<size_t>(rank)].bwd;
+      RankTiers& r = out[static_cast<size_t>(rank)];
+      TierBytes& dst = c.phase == Phase::fwd ? r.fwd : c.phase == Phase::recompute ? r.rec : r.bwd;
       dst.intra += t.intra;
       dst.inter += t.inter;
     }

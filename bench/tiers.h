@@ -11,7 +11,7 @@
 namespace cpbench {
 
 struct RankTiers {
-  TierBytes fwd, bwd;
+  TierBytes fwd, bwd, rec;  // rec: Phase::recompute (--recompute)
 };
 
 // One entry per world rank. node_of: the node of every world rank (empty: one node).

@@ -11,6 +11,7 @@ const char* phase_name(Phase p) {
     case Phase::fwd: return "fwd";
     case Phase::bwd: return "bwd";
     case Phase::other: return "other";
+    case Phase::recompute: return "recompute";
   }
   return "?";
 }

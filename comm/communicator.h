@@ -16,7 +16,9 @@
 
 namespace cpbench {
 
-enum class Phase { fwd = 0, bwd = 1, other = 2 };
+// recompute: a forward repeated inside the backward (--recompute selective|full), its bytes a term
+// of their own (DESIGN "Recompute").
+enum class Phase { fwd = 0, bwd = 1, other = 2, recompute = 3 };
 const char* phase_name(Phase p);
 
 enum class OpKind { all_to_all, all_gather, reduce_scatter, send, recv, barrier };

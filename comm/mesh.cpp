@@ -133,6 +133,7 @@ Mesh Mesh::build(World& w, const MeshDesc& d, CommLog& log, Backend& be, const s
   Mesh m;
   m.P = P;
   m.desc = d;
+  m.log = &log;
   std::vector<int> all(static_cast<size_t>(P));
   std::iota(all.begin(), all.end(), 0);
   m.cp = w.make_group(all, "cp", log, be, comm_kind);

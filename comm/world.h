@@ -97,6 +97,9 @@ struct Mesh {
   MeshDesc desc;
   std::unique_ptr<Communicator> cp;                  // all P ranks, "cp"
   std::vector<std::unique_ptr<Communicator>> groups;  // this rank's group of desc.levels[i], then of desc.mlp[i]
+  // The log its communicators record into (the harness sets the phase; a block repeating its
+  // forward under --recompute switches it to Phase::recompute and back).
+  CommLog* log = nullptr;
 
   // This rank's group of `level` (named as the level). Throws std::invalid_argument naming the
   // levels when the mesh has no such level.

@@ -17,7 +17,7 @@ namespace cpbench {
 // One interval of compute work, for the trace and for compute-busy time.
 struct ComputeRecord {
   std::string name;  // "gemm", "attn_fwd", ...
-  int phase;         // Phase value from comm/ (0 fwd, 1 bwd, 2 other)
+  int phase;         // Phase value from comm/ (0 fwd, 1 bwd, 2 other, 3 recompute)
   double t0_ms, t1_ms;
 };
 
@@ -110,6 +110,7 @@ class Backend {
   // Returns the backend's cached free blocks to the system (between jobs of a sweep).
   virtual void release_cached_memory() {}
   void set_poison(bool on) { poison_ = on; }
+  bool poisoning() const { return poison_; }
   // --dtype fp8 (forward and inference only): every attn_fwd rounds P to e4m3 (AttnShape::p_e4m3)
   // and attn_bwd refuses to run; q, k, v reach attention through quantize_fp8. Off by default.
   void set_fp8_attention(bool on) { fp8_attention_ = on; }
@@ -145,6 +146,9 @@ class Backend {
   double model_flops() const { return model_flops_; }
   double hardware_flops() const { return hardware_flops_; }
   void reset_flops() { model_flops_ = hardware_flops_ = 0; }
+  // Off while a forward is repeated (--recompute): its FLOPs are hardware FLOPs only, so MFU
+  // leaves a recompute out and HFU counts it (PaLM's and Megatron's convention).
+  void set_model_flops_counted(bool on) { count_model_ = on; }
 
   // Compute intervals (for trace and compute-busy time); cleared by the harness.
   void set_phase(int phase) { phase_ = phase; }
@@ -298,6 +302,7 @@ class Backend {
   void count_attn(const AttnShape& s, const Positions& qpos, const Positions& kpos, bool backward);
 
   double model_flops_ = 0, hardware_flops_ = 0;
+  bool count_model_ = true;
   MemTracker mem_;
   bool poison_ = false;
   bool fp8_attention_ = false;

@@ -12,13 +12,13 @@ double attn_fwd_flops(const AttnShape& s, int64_t pairs) {
 
 void Backend::count_gemm(int64_t m, int64_t n, int64_t k, double model_share) {
   const double f = gemm_flops(m, n, k);
-  model_flops_ += model_share * f;
+  if (count_model_) model_flops_ += model_share * f;
   hardware_flops_ += f;
 }
 
 void Backend::count_attn(const AttnShape& s, const Positions& qpos, const Positions& kpos, bool backward) {
   const double fwd = attn_fwd_flops(s, count_visible_pairs(qpos, kpos, s.mask()));
-  model_flops_ += backward ? kAttnBwdModelFactor * fwd : fwd;
+  if (count_model_) model_flops_ += backward ? kAttnBwdModelFactor * fwd : fwd;
   hardware_flops_ += backward ? kAttnBwdHardwareFactor * fwd : fwd;
 }
 

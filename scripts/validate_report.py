@@ -25,7 +25,7 @@ SCHEMA_PATH = SCHEMA_DIR / "report.schema.json"  # the newest version's
 # Every version this reader knows, oldest first, the last being SCHEMA_PATH's; an older one is
 # validated against the schema kept for it (schema_path). tests/python/check_schema_versions.py
 # asserts each has its file. docs/REPORT.md: the migrations between versions.
-SUPPORTED_SCHEMA_VERSIONS = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
+SUPPORTED_SCHEMA_VERSIONS = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
 
 
 def schema_path(version):
@@ -264,6 +264,11 @@ def semantic_errors(report):
             for phase, c in r["comm"].items():
                 _check_comm(c, base + ["comm", phase], P, err)
                 _check_tiers(c, base + ["comm", phase, "tiers"], P, err)
+            # Schema 14: a third phase exactly when the backward repeats a forward (--recompute).
+            repeats = cfg.get("recompute") in ("selective", "full")
+            if repeats != ("recompute" in r["comm"]):
+                err(base + ["comm"], f"recompute phase {'absent' if repeats else 'present'} under config.recompute "
+                                     f"{cfg.get('recompute')!r}")
         if "overlap" in r:
             _check_overlap(r["overlap"], r.get("comm"), base + ["overlap"], P, err)
         if "memory" in r:
@@ -387,14 +392,14 @@ def _check_overlap(o, comm, path, P, err):
         return
     for j, pr in enumerate(per):
         silent = False
-        if comm is not None and j < len(comm["fwd"]["per_rank"]) and j < len(comm["bwd"]["per_rank"]):
-            silent = comm["fwd"]["per_rank"][j] + comm["bwd"]["per_rank"][j] == 0
+        if comm is not None and all(j < len(c["per_rank"]) for c in comm.values()):
+            silent = sum(c["per_rank"][j] for c in comm.values()) == 0
         want = _overlap_ratio(pr["comm_standalone_ms"], pr["exposed_comm_ms"], silent)
         if abs(pr["ratio"] - want) > 1e-6:
             rule = "1 (rank sent no bytes)" if silent else "clamp(1 - exposed/standalone, 0, 1)"
             err(path + ["per_rank", j, "ratio"], f"{pr['ratio']:g}, expected {rule} = {want:g}")
     # Schema 3: the job's ratio is null exactly when no rank sends a byte (nothing to hide).
-    job_silent = comm is not None and all(b == 0 for ph in ("fwd", "bwd") for b in comm[ph]["per_rank"])
+    job_silent = comm is not None and all(b == 0 for c in comm.values() for b in c["per_rank"])
     if job_silent != (o["ratio"] is None):
         err(path + ["ratio"], f"{o['ratio']!r}: must be null exactly when the job sends nothing "
                               f"(it sends {'nothing' if job_silent else 'bytes'})")

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "bench/inputs.h"
@@ -343,6 +344,7 @@ class Block::AttentionSubLayer final : public Block::SubLayer {
       b.gemm(true, false, Hl, s.D, BW, 1.0f, k.o_, Hl, dw, s.D, 0.0f, reg["dw_o"], s.D);
     }
     if (k.sinks_.on()) b.fill(k.sink_grad_, 0.0f);  // the core's level adds its rows' share
+    if (s.recompute == Recompute::selective) k.recompute_forward({"o"}, [&] { k.core_forward(); });
     if (k.latent_keys_) mla_.begin_backward(b);  // the levels' contractions add to dW_UK, dW_UV
     k.core_backward();
     if (s.mla) {  // MLA's projections (mla.h); under a tp level each rank's dxn is a partial sum
@@ -658,8 +660,15 @@ void Block::setup(StrategyEnv& env) {
     sublayers_.push_back(std::make_unique<AttentionSubLayer>(*this, in, out));
   }
   for (const auto& l : sublayers_) l->setup();
-  if (s.decode()) decode_setup();  // the strategy's own core does not run under decode
-  else core_setup();
+  if (s.decode()) {
+    decode_setup();  // the strategy's own core does not run under decode
+    return;
+  }
+  // The core's own activations (lse, received or gathered blocks, a Ulysses member's heads): what
+  // --recompute selective need not keep across the layer (the memory estimate's term).
+  const int64_t before = be().mem().stats().live[int(MemKind::activations)];
+  core_setup();
+  core_activations_ = be().mem().stats().live[int(MemKind::activations)] - before;
 }
 
 void Block::forward() {
@@ -684,7 +693,18 @@ Block::DecodeGroups Block::decode_groups() { return {mesh().cp.get(), nullptr}; 
 
 CommPrediction Block::predicted_bytes(const LayerShape& s, int P, const MeshSpec& m, int64_t elem, int64_t acc,
                                       int rank) const {
-  return attention_bytes(s, P, m, elem, acc, rank).add(mlp_bytes(s, P, m, elem));
+  const CommPrediction attn = attention_bytes(s, P, m, elem, acc, rank);
+  CommPrediction p = attn;
+  p.add(mlp_bytes(s, P, m, elem));
+  if (s.forward_only() || s.recompute == Recompute::none) return p;
+  // --recompute repeats forward shares inside the backward (Block::backward): full, every one of
+  // the block's; selective, the attention core's: the attention's but its tp level's (the gathers
+  // and reduce-scatters around w_qkv and w_o, which the core does not run).
+  const bool full = s.recompute == Recompute::full;
+  CommPrediction rec;
+  for (const CommShare& c : (full ? p : attn).shares)
+    if (c.phase == Phase::fwd && (full || c.level != "tp")) rec.add(c.level, Phase::recompute, c.to, c.bytes);
+  return p.add(rec);
 }
 
 CommPrediction Block::decode_prediction(const LayerShape& s, int P, const MeshSpec& m,
@@ -953,9 +973,39 @@ void Block::export_decode(const std::string& name, std::vector<float>& global) {
     for (int64_t e = 0; e < w; ++e) global[size_t(r * Hd + tp_q0 * vd + e)] += h[size_t(r * w + e)];
 }
 
+void Block::recompute_forward(std::initializer_list<const char*> regenerated, const std::function<void()>& forward) {
+  // The phase and the FLOP counting while the forward repeats; restored on every exit (a failing
+  // forward leaves the next job's counting as it found it).
+  struct Repeat {
+    CommLog* log;
+    Backend& be;
+    Phase interrupted;
+    Repeat(CommLog* l, Backend& b) : log(l), be(b), interrupted(l ? l->phase() : Phase::bwd) {
+      if (log) log->set_phase(Phase::recompute);
+      be.set_phase(int(Phase::recompute));
+      be.set_model_flops_counted(false);  // hardware FLOPs: HFU counts the repeat, MFU does not
+    }
+    ~Repeat() {
+      be.set_model_flops_counted(true);
+      if (log) log->set_phase(interrupted);
+      be.set_phase(int(interrupted));
+    }
+  } repeat(mesh().log, be());
+  // Verify (the backend poisons): what the repeated forward writes is NaN first, so a backward
+  // that read a kept copy instead, or a forward that wrote less, fails the comparison.
+  if (be().poisoning())
+    for (const char* name : regenerated)
+      if (reg_.has(name)) be().fill(reg_[name], std::numeric_limits<float>::quiet_NaN());
+  forward();
+}
+
 void Block::backward() {
   if (env_.shape.pass.cached > 0)  // the config refuses it; a core reaching here would use stale keys
     throw std::logic_error("block: --cached is prefill or decode (forward only): no backward");
+  if (env_.shape.recompute == Recompute::full)  // every sub-layer's forward again, before any backward
+    recompute_forward({"xn", "rstd", "qkv", "q", "k", "v", "o", "h", "hn", "rstd2", "a", "b", "g"}, [&] {
+      for (const auto& l : sublayers_) l->forward();
+    });
   for (auto it = sublayers_.rbegin(); it != sublayers_.rend(); ++it) (*it)->backward();
 }
 
@@ -1000,6 +1050,7 @@ Block::HeldShare Block::held_share() {
   h.mlp_tp = mlp_group().size();
   h.kv_cache_bytes = c.bytes;
   h.cache_tokens = c.tokens;
+  h.core_activations = core_activations_;
   return h;
 }
 

@@ -132,6 +132,9 @@ class Block : public Strategy {
     int tp = 1, mlp_tp = 1;
     int64_t kv_cache_bytes = 0;
     int64_t cache_tokens = 0;  // the cached tokens (per sequence) whose k, v it holds
+    // The activation bytes its attention core allocated at setup (lse, received or gathered K,V
+    // blocks, a Ulysses member's heads): the state --recompute selective rebuilds instead of keeping.
+    int64_t core_activations = 0;
   };
   HeldShare held_share();
   // DESIGN's decode bytes of the attention sub-layer (--pass decode), per step x S: each merge
@@ -317,6 +320,11 @@ class Block : public Strategy {
   // over the head group), the export of what the ranks hold (k, v from the slots they own).
   void decode_setup();
   void decode_attention();
+  // --recompute: runs `forward` again inside the backward with the comm log and the compute
+  // records on Phase::recompute (then back to the phase it interrupted); in verify (the backend
+  // poisons) the registry's tensors `regenerated` are NaN first, so the backward reads only what
+  // the repeated forward wrote.
+  void recompute_forward(std::initializer_list<const char*> regenerated, const std::function<void()>& forward);
   // MLA's absorbed decode of this member's query heads q [B, 1, dhq_, d] over the latent cache:
   // writes the partial's o (po, d_v wide) and lse (pl).
   void absorbed_attention(const AttnShape& a, const Tensor& q, Tensor& po, Tensor& pl);
@@ -325,6 +333,7 @@ class Block : public Strategy {
   // group, and the merge of the R partials of the hx_ heads it owns into o_ (and the kept steps).
   void helix_merge(const AttnShape& a);
   std::vector<std::unique_ptr<SubLayer>> sublayers_;
+  int64_t core_activations_ = 0;  // HeldShare::core_activations, measured around core_setup
 };
 
 }  // namespace cpbench

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate valid synthetic cpbench reports (schema 13, or 12 / 11 / 10 / 9 / 8 / 7 / 6 / 5 / 4 / 3 with schema_version=12 / 11 / 10 / 9 / 8 / 7 / 6 / 5 / 4 / 3) for testing the report tools.
+"""Generate valid synthetic cpbench reports (schema 14, or 13 / 12 / 11 / 10 / 9 / 8 / 7 / 6 / 5 / 4 / 3 with schema_version=13 / 12 / 11 / 10 / 9 / 8 / 7 / 6 / 5 / 4 / 3) for testing the report tools.
 
 The numbers are made up but consistent: communication bytes follow DESIGN's analytic model
 (scripts/cpmodel.py) and the ops add up to them, percentiles come from the samples, the FLOPs
@@ -220,7 +220,7 @@ def _verify_block(passed, tol):
 
 def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, spread=0.02,
                 verify=None, command="run", skipped=None, failed=None, iters=10, comm_scale=1.0,
-                dtype="fp32", causal=True, schema_version=13):
+                dtype="fp32", causal=True, schema_version=14):
     """A schema-valid report.
 
     strategies  labels ('ring', 'usp[u2xr2]', ...); default: DEFAULT_STRATEGIES
@@ -232,7 +232,9 @@ def make_report(strategies=None, seqs=(1024, 2048), world_size=4, step_ms=10.0, 
     skipped     {label: reason} reported as skipped at every seq (or {(label, seq): reason})
     failed      {label: reason} reported as failed
     comm_scale  measured bytes = predicted x comm_scale (1.0: matches the model)
-    schema_version  13; 12, 11, 10, 9, 8, 7, 6, 5 or 4 (the same: schema 13 only added the optional
+    schema_version  14; 13, 12, 11, 10, 9, 8, 7, 6, 5 or 4 (the same: schema 14 only added
+                    --recompute selective, the optional comm.recompute and model_estimate's
+                    core_activations under --block full, schema 13 the optional
                     results[].numerics of verify --numerics, schema 12 dtype fp8 and
                     the optional config.fp8_scaling, schema 11 the simulator's optional
                     attn_decode class, schema 10 the optional config.attention

@@ -70,7 +70,7 @@ class SchemaTest(unittest.TestCase):
         jsonschema.Draft202012Validator.check_schema(schema)
         self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
         self.assertIn("$id", schema)
-        self.assertEqual(schema["properties"]["schema_version"]["const"], 13)
+        self.assertEqual(schema["properties"]["schema_version"]["const"], 14)
 
     def test_every_field_has_a_description(self):
         schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
@@ -165,10 +165,24 @@ class SchemaTest(unittest.TestCase):
         self.assertInvalid(rep, "$.config.causal", "boolean")
 
     def test_rejects_bad_schema_version(self):
-        for bad in (1, 2, 14, 0, "3", 3.5):
+        for bad in (1, 2, 15, 0, "3", 3.5):
             rep = synth.make_report()
             rep["schema_version"] = bad
             self.assertInvalid(rep, "$.schema_version")
+
+    def test_recompute_phase_exactly_under_a_recompute(self):
+        # Schema 14: comm.recompute is present exactly when config.recompute repeats a forward.
+        rep = synth.make_report()
+        rep["config"]["recompute"] = "selective"
+        self.assertInvalid(rep, "$.results[0].comm", "recompute phase absent under config.recompute 'selective'")
+        rep = synth.make_report()
+        rep["config"]["recompute"] = "full"
+        for r in rep["results"]:
+            if r["status"] == "ok":
+                r["comm"]["recompute"] = copy.deepcopy(r["comm"]["fwd"])
+        self.assertValid(rep)
+        rep["config"]["recompute"] = "none"
+        self.assertInvalid(rep, "$.results[0].comm", "recompute phase present under config.recompute 'none'")
 
     def test_schema_3_reports_validate_against_the_v3_schema(self):
         # A v3 report (no integrity) is valid; the same with schema 4's field is not (v3's objects
@@ -615,7 +629,7 @@ class PlotTest(TempDirCase):
 
     def test_invalid_input_exit_2(self):
         rep = synth.make_report()
-        rep["schema_version"] = 14
+        rep["schema_version"] = 15
         res = run_script("plot_report.py", self.write("bad.json", rep), "-o", self.tmp / "x")
         self.assertEqual(res.returncode, 2)
         self.assertIn("not supported", res.stderr)

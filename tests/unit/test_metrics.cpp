@@ -111,7 +111,7 @@ TEST_CASE("result: rank summaries round-trip and reduce into the timed result") 
   CHECK(back.pack() == packed);
 
   const Stats st = summarize({10, 12});
-  const TimedResult t = make_timed_result({a, b}, st, st, st, {}, {CommPrediction{100, 200, {}}}, Peak{2.0, "flag", ""}, 42);
+  const TimedResult t = make_timed_result({a, b}, st, st, st, {}, {CommPrediction{100, 200, 0, {}}}, Peak{2.0, "flag", ""}, 42);
   CHECK(t.comm_fwd.matches_model);
   CHECK_FALSE(t.comm_bwd.matches_model);  // rank 1 sent 100, not 200
   CHECK(t.comm_bwd.bytes_sent == 200);
@@ -123,7 +123,7 @@ TEST_CASE("result: rank summaries round-trip and reduce into the timed result") 
   REQUIRE(t.mfu);
   CHECK(*t.mfu == Approx(2e9 / (11e-3 * 2e12)));
 
-  const TimedResult u = make_timed_result({a}, st, st, st, {}, {CommPrediction{100, 200, {}}}, Peak{0, "unavailable", "x"}, 0);
+  const TimedResult u = make_timed_result({a}, st, st, st, {}, {CommPrediction{100, 200, 0, {}}}, Peak{0, "unavailable", "x"}, 0);
   CHECK_FALSE(u.mfu);
   JobResult r;
   r.strategy = r.label = "ring";
@@ -135,6 +135,30 @@ TEST_CASE("result: rank summaries round-trip and reduce into the timed result") 
   CHECK(j["peak"]["source"] == "unavailable");
   CHECK(j["memory"]["timed_allocations"] == 0);
   CHECK_FALSE(j.contains("reason"));
+  CHECK_FALSE(j["comm"].contains("recompute"));  // only under --recompute
+
+  // --recompute: a third phase with its own bytes, model and tiers; rank 1's repeated forward
+  // sent 60 where the model says 64
+  RankSummary c = a, d = a;
+  c.bytes_rec = 64, c.intra_rec = 64, d.bytes_rec = 60, d.intra_rec = 60;
+  CommPrediction rec{100, 200, 64, {}};
+  RankTiers rt;
+  rt.rec = {64, 0};
+  const TimedResult w = make_timed_result({c, d}, st, st, st, {}, {rec}, Peak{0, "unavailable", "x"}, 0, {rt, rt}, true);
+  REQUIRE(w.comm_recompute);
+  CHECK(w.comm_recompute->per_rank == std::vector<int64_t>{64, 60});
+  CHECK(w.comm_recompute->predicted_per_rank == std::vector<int64_t>{64, 64});
+  CHECK_FALSE(w.comm_recompute->matches_model);
+  CHECK(w.comm_recompute->bytes_sent == 64);
+  CHECK(w.comm_recompute->predicted_tiers.size() == 2);
+  r.timed = w;
+  const nlohmann::json k = r.to_json();
+  CHECK(k["comm"]["recompute"]["per_rank"] == nlohmann::json({64, 60}));
+  CHECK(k["comm"]["recompute"]["matches_model"] == false);
+  RankSummary quiet;  // only the repeated forward sends: the job is not silent
+  quiet.bytes_rec = 8;
+  CHECK_FALSE(make_timed_result({quiet}, st, st, st, {}, {rec}, Peak{0, "unavailable", "x"}, 0, {}, true).sends_nothing());
+  CHECK(make_timed_result({RankSummary{}}, st, st, st, {}, {rec}, Peak{0, "unavailable", "x"}, 0, {}, true).sends_nothing());
 }
 
 TEST_CASE("whole-model memory estimate: 16 bytes per held parameter, activations by --recompute (hand-computed)") {
@@ -160,11 +184,25 @@ TEST_CASE("whole-model memory estimate: 16 bytes per held parameter, activations
   CHECK(e.formula.find("recompute none") != std::string::npos);
   CHECK(e.formula.find("/ tp 2 = 3400") != std::string::npos);
 
-  in.recompute_full = true;  // each block's input kept, one block's activations recomputed at a time
+  in.recompute = "full";  // each block's input kept, one block's activations recomputed at a time
   const ModelEstimate f = model_estimate(in);
   CHECK(f.activations == 3 * 256 + 5000);
   CHECK(f.total == 6800 + 6800 + 40800 + 5768);
   CHECK(f.formula.find("recompute full") != std::string::npos);
+
+  in.recompute = "selective";  // the core's 1200 B of the 5000 live for one block only
+  in.core_activation_bytes = 1200;
+  const ModelEstimate g = model_estimate(in);
+  CHECK(g.activations == 3 * (5000 - 1200) + 1200);
+  CHECK(g.core_activations == 1200);
+  CHECK(g.total == 6800 + 6800 + 40800 + 12600);
+  CHECK(g.formula.find("- its attention core's 1200 B) + the core's 1200 B (recompute selective)") != std::string::npos);
+  in.core_activation_bytes = 5001;  // more than the block's: not a part of it
+  CHECK_THROWS_WITH(model_estimate(in), Catch::Contains("5001 B are not part of the block's 5000 B"));
+  in.core_activation_bytes = 0;
+  in.recompute = "some";
+  CHECK_THROWS_WITH(model_estimate(in), Catch::Contains("none, selective or full, got 'some'"));
+  in.recompute = "full";
 
   in.vocab = 5, in.dim = 3, in.tp = 4, in.replicas = 4, in.layers = 1;  // 30 head parameters over 4 ranks: at most 8 each
   CHECK(model_estimate(in).parameters == 1000 + 8);
@@ -555,7 +593,7 @@ TEST_CASE("integrity: over-peak and FLOPs-mismatch flags, with both numbers", "[
   RankSummary a;
   a.step_ms = 1, a.model_flops = 3e9, a.hardware_flops = 3e9;
   const Stats st = summarize({1.0});
-  TimedResult t = make_timed_result({a, a}, st, st, st, {}, {CommPrediction{0, 0, {}}}, Peak{5.0, "flag", ""}, 0);
+  TimedResult t = make_timed_result({a, a}, st, st, st, {}, {CommPrediction{0, 0, 0, {}}}, Peak{5.0, "flag", ""}, 0);
   t.expected_flops = 6e9;  // = the two ranks' 3e9; tflops = 3e9 / 1e-3 / 1e12 = 3 < 5
   JobResult r;
   r.strategy = r.label = "ring";

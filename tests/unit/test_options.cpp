@@ -362,7 +362,17 @@ TEST_CASE("options: --layers and --recompute of the whole-model estimate: preset
   CHECK_THROWS_WITH(apply_settings(zero, {{"layers", 0}}, "t"), Catch::Contains("'layers' must be positive, got 0"));
   RunConfig bad;
   CHECK_THROWS_WITH(apply_settings(bad, {{"recompute", "some"}}, "t"),
-                    Catch::Contains("'recompute' must be none or full, got \"some\""));
+                    Catch::Contains("'recompute' must be none, selective or full, got \"some\""));
+  // selective under --block attn: reported (it is executed there too); refused without a backward
+  RunConfig attn;
+  apply_settings(attn, {{"model", "tiny"}, {"seq", 64}, {"recompute", "selective"}}, "t");
+  finalize_config(attn, 2);
+  CHECK(attn.to_json(2)["recompute"] == "selective");
+  CHECK(attn.shape(64).recompute == Recompute::selective);
+  RunConfig prefill;
+  apply_settings(prefill, {{"model", "tiny"}, {"seq", 64}, {"recompute", "full"}, {"pass", "prefill"}}, "t");
+  CHECK_THROWS_WITH(finalize_config(prefill, 2),
+                    Catch::Contains("--recompute full repeats a forward inside the backward: it needs --pass train (got pass=prefill)"));
 }
 
 TEST_CASE("options: --shard of the whole-model estimate: optimizer by default, every choice, errors naming the values") {
