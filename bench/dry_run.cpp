@@ -27,6 +27,7 @@ json dry_run_plan(const RunConfig& cfg, const std::vector<Job>& jobs, int P) {
       const CommPrediction pred = strat->predicted_bytes(shape, P, job.mesh, elem, acc);
       j["status"] = "planned";
       j["predicted_bytes"] = {{"fwd", pred.fwd}, {"bwd", shape.forward_only() ? 0 : pred.bwd}};
+      if (shape.recompute != Recompute::none) j["predicted_bytes"]["recompute"] = pred.rec;  // --recompute
       j["activation_estimate_bytes"] = strat->activation_bytes_estimate(shape, P, job.mesh);
       j["elem_bytes"] = elem;
       j["acc_bytes"] = acc;
@@ -55,6 +56,9 @@ int print_dry_run(const RunConfig& cfg, const json& plan, int P) {
                 static_cast<long long>(j["predicted_bytes"]["fwd"].get<int64_t>()),
                 static_cast<long long>(j["predicted_bytes"]["bwd"].get<int64_t>()),
                 static_cast<long long>(j["activation_estimate_bytes"].get<int64_t>()));
+    if (j["predicted_bytes"].contains("recompute"))
+      std::printf("%-22s %10s %-14s %18s recompute: %lld bytes/rank again inside the backward\n", "", "", "", "",
+                  static_cast<long long>(j["predicted_bytes"]["recompute"].get<int64_t>()));
   }
   if (!cfg.out.empty()) {
     try {

@@ -94,14 +94,15 @@ def get(r, *keys):
 
 
 def comm_total(r):
+    """Bytes per layer step: fwd + bwd, and a --recompute's repeated forward (schema 14)."""
     f, b = get(r, "comm", "fwd", "bytes_sent"), get(r, "comm", "bwd", "bytes_sent")
-    return None if f is None else f + b
+    return None if f is None else f + b + (get(r, "comm", "recompute", "bytes_sent") or 0)
 
 
 def comm_matches(r):
     if "comm" not in r:
         return None
-    return r["comm"]["fwd"]["matches_model"] and r["comm"]["bwd"]["matches_model"]
+    return all(c["matches_model"] for c in r["comm"].values())
 
 
 def verified_pass(r):
@@ -246,7 +247,7 @@ def compare(base, new, threshold, allow_missing_verified, base_name="BASE", new_
 # allocator's peaks: a refactor may move a buffer without changing what is sent or computed).
 EXACT_FIELDS = [
     ("strategy",), ("status",), ("reason",), ("mesh",), ("warning",),
-    *[("comm", ph, f) for ph in ("fwd", "bwd")
+    *[("comm", ph, f) for ph in ("fwd", "bwd", "recompute")
       for f in ("bytes_sent", "per_rank", "predicted_bytes", "predicted_per_rank", "matches_model",
                 "tiers", "ops")],
     ("flops", "model"), ("flops", "hardware"),

@@ -643,12 +643,15 @@ def block_input_bytes(B, tokens, D, elem):
     return B * tokens * D * elem
 
 
-def model_activations(layers, block_input, block_activations, recompute):
-    """Whole-model activations: L x one block's (recompute none), or L block inputs plus one
-    block's (recompute full). Mirrors model_estimate (bench/metrics.cpp); README "Whole-model
-    memory estimate"."""
+def model_activations(layers, block_input, block_activations, recompute, core_activations=0):
+    """Whole-model activations: L x one block's (recompute none); L x (one block's - its attention
+    core's) + the core's (selective: the core's state rebuilt one block at a time); or L block
+    inputs plus one block's (recompute full). Mirrors model_estimate (bench/metrics.cpp); DESIGN
+    "Recompute"."""
     if recompute == "full":
         return layers * block_input + block_activations
+    if recompute == "selective":
+        return layers * (block_activations - core_activations) + core_activations
     return layers * block_activations
 
 

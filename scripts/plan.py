@@ -68,15 +68,16 @@ def fmt_bytes(b):
 
 
 def tier_bytes(r):
-    """{'intra', 'inter'}: the busiest rank's bytes per step (fwd + bwd) by destination tier, from
-    the report's comm.*.tiers.per_rank; None when the report has no tiers."""
+    """{'intra', 'inter'}: the busiest rank's bytes per step (fwd + bwd, and a --recompute's
+    repeated forward, schema 14) by destination tier, from the report's comm.*.tiers.per_rank; None
+    when the report has no tiers."""
     try:
-        fwd, bwd = (r["comm"][ph]["tiers"]["per_rank"] for ph in ("fwd", "bwd"))
+        phases = [r["comm"][ph]["tiers"]["per_rank"] for ph in ("fwd", "bwd", "recompute") if ph in r["comm"]]
     except KeyError:
         return None
     out = {}
     for short, key in (("intra", "intra_node_bytes"), ("inter", "inter_node_bytes")):
-        out[short] = max(f[key] + b[key] for f, b in zip(fwd, bwd))
+        out[short] = max(sum(p[key] for p in per) for per in zip(*phases))
     return out
 
 

@@ -219,6 +219,14 @@ set(_plan_md ${CPBENCH_TEST_OUT}/plan_tiers_p4.md)
 cpbench_report_test(plan_tiers_p4 4 "--model;tiny;--seq;64;--strategies;double-ring,ulysses;--ranks-per-node;2;--warmup;0;--iters;3;--no-progress"
   "${_py} ${PROJECT_SOURCE_DIR}/scripts/plan.py REPORT > ${_plan_md} && ${_py} ${_chk} plan REPORT ${_plan_md} --min-cross 2 && grep -q 'Best per N (4 GPUs)' ${_plan_md}")
 
+# --recompute (DESIGN "Recompute"): the repeated forward's bytes (comm.recompute) equal the
+# model and, apart from it, the forward's own calls on rank 0 (selective: less the tp level's and
+# the MLP's, here on its own mesh, --mlp-tp 2); every strategy and mesh, a window; its FLOPs are
+# not model FLOPs (no flops_mismatch). Then full, B = 2.
+set(_rec_full ${CPBENCH_TEST_OUT}/recompute_full_p4.json)
+cpbench_report_test(recompute_p4 4 "--model;tiny;--seq;64;--block;full;--recompute;selective;--mesh;all;--mlp-tp;2;--window;24;--warmup;0;--iters;1;--no-progress"
+  "${_py} ${_chk} model REPORT --min-ok 16 && rm -f ${_rec_full} && ${_run} 4 ${CPBENCH_BIN} run --model tiny --seq 64 --block full --recompute full --batch 2 --mesh all ${_fast_s} --out ${_rec_full} && ${_py} ${_val} ${_rec_full} && ${_py} ${_chk} model ${_rec_full} --min-ok 16")
+
 # The whole-model memory estimate (memory.model_estimate): under --block full its parameters are
 # DESIGN's block (rebuilt from the config) x layers + the split embedding and head, activations by
 # --recompute, total = the sum, megatron-sp's 1/P; null under --block attn. Every --shard choice
@@ -228,7 +236,7 @@ cpbench_report_test(plan_tiers_p4 4 "--model;tiny;--seq;64;--strategies;double-r
 set(_est ${CPBENCH_TEST_OUT}/estimate_p2)
 set(_est_run "${_run} 2 ${CPBENCH_BIN} run --model tiny --seq 64 --strategies single,ring,ulysses,megatron-sp ${_fast_s}")
 add_test(NAME report_model_estimate_p2
-         COMMAND sh -c "rm -f ${_est}_none.json ${_est}_full.json ${_est}_attn.json ${_est}_shard_none.json ${_est}_grads.json && ${_est_run} --block full --out ${_est}_none.json && ${_est_run} --block full --recompute full --layers 3 --batch 2 --shard params --out ${_est}_full.json && ${_est_run} --block full --shard none --out ${_est}_shard_none.json && ${_est_run} --block full --shard grads --out ${_est}_grads.json && ${_est_run} --out ${_est}_attn.json && ${_py} ${_val} ${_est}_none.json && ${_py} ${_val} ${_est}_full.json && ${_py} ${_val} ${_est}_shard_none.json && ${_py} ${_val} ${_est}_grads.json && ${_py} ${_val} ${_est}_attn.json && ${_py} ${_chk} estimate ${_est}_none.json ${_est}_full.json ${_est}_shard_none.json ${_est}_grads.json --attn ${_est}_attn.json --min-ok 4 --shards none,optimizer,grads,params")
+         COMMAND sh -c "rm -f ${_est}_none.json ${_est}_full.json ${_est}_attn.json ${_est}_shard_none.json ${_est}_grads.json && ${_est_run} --block full --out ${_est}_none.json && ${_est_run} --block full --recompute full --layers 3 --batch 2 --shard params --out ${_est}_full.json && ${_est_run} --block full --shard none --recompute selective --out ${_est}_shard_none.json && ${_est_run} --block full --shard grads --out ${_est}_grads.json && ${_est_run} --out ${_est}_attn.json && ${_py} ${_val} ${_est}_none.json && ${_py} ${_val} ${_est}_full.json && ${_py} ${_val} ${_est}_shard_none.json && ${_py} ${_val} ${_est}_grads.json && ${_py} ${_val} ${_est}_attn.json && ${_py} ${_chk} estimate ${_est}_none.json ${_est}_full.json ${_est}_shard_none.json ${_est}_grads.json --attn ${_est}_attn.json --min-ok 4 --shards none,optimizer,grads,params")
 set_tests_properties(report_model_estimate_p2 PROPERTIES LABELS "mpi;report" TIMEOUT 300)
 # ... under --attention mla: every rank holds MLA's down-projections and norms whole (the "norms"
 # group), its heads' up-projections and w_o (megatron-sp, usp --tp: H/t of them).

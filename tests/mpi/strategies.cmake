@@ -130,6 +130,12 @@ set(_verify_matrix
   # reordering gathers).
   "p2_block_full                           2  8 ${_block}"
   "p4_block_full_b2                        4  8 ${_block} --batch 2"
+  # --recompute (DESIGN "Recompute"): the backward repeats the core's forward (selective) or the
+  # block's (full); verify poisons what the repeat must rewrite, so a backward reading anything
+  # else fails. Every strategy and mesh, with a window and documents, in bf16, and MLA's latent.
+  "p4_recompute_selective_window_docs      4 15 --model tiny --seq 64 --block full --recompute selective --mesh all --window 24 --docs 40,24"
+  "p4_recompute_full_bf16                  4 15 --model tiny --seq 64 --block full --recompute full --dtype bf16 --mesh all"
+  "p4_recompute_selective_mla_latent       4 13 --model tiny-mla --seq 64 --block full --attention mla --mla-travel latent --recompute selective --mesh all"
 )
 # Vanishing gradients (issue 24): with a window of 1 or one-token documents every query sees
 # only itself, so dq = dk = 0 exactly and both sides return fp32 rounding noise; the bound

@@ -128,6 +128,33 @@ def fit_check(r, cfg, P):
           f"{r['label']}: max_cached_tokens {inf['max_cached_tokens']} (capacity {inf['memory_capacity_bytes']}), expected {want}")
 
 
+def recompute_check(r, cfg):
+    """--recompute (DESIGN "Recompute"), from the measured forward, apart from the C++ model: the
+    repeated forward sends what the forward sent, call for call on rank 0 (op, group, calls, bytes);
+    selective repeats the attention core's calls only, leaving out the tp level's (the gathers and
+    reduce-scatters around w_qkv and w_o) and the MLP's (on tp or mlp_tp), which the same amount on
+    every rank. Absent exactly without a recompute."""
+    mode = cfg.get("recompute")
+    rec = r["comm"].get("recompute")
+    check((rec is not None) == (mode in ("selective", "full")),
+          f"{r['label']}: comm.recompute {'present' if rec else 'absent'} under recompute {mode!r}")
+    if rec is None:
+        return
+    skip = ("tp", "mlp_tp") if mode == "selective" else ()
+    key = lambda op: (op["op"], op["group"], op["group_size"], op["count"], op["bytes_sent"])  # noqa: E731
+    fwd_ops = [key(op) for op in r["comm"]["fwd"]["ops"] if op["group"] not in skip]
+    check(sorted(key(op) for op in rec["ops"]) == sorted(fwd_ops),
+          f"{r['label']} seq={r['seq']}: recompute ({mode}) ops {[key(op) for op in rec['ops']]} != the forward's {fwd_ops}")
+    flags = [f for f in r["integrity"]["flags"] if f.startswith("flops_mismatch")]
+    check(not flags and r["flops"]["hardware"] > r["flops"]["model"],
+          f"{r['label']}: a repeated forward's FLOPs are hardware FLOPs only: {flags}, {r['flops']}")
+    left_out = sum(op["bytes_sent"] for op in r["comm"]["fwd"]["ops"] if op["group"] in skip)
+    want = [b - left_out for b in r["comm"]["fwd"]["per_rank"]]
+    check(rec["per_rank"] == want,
+          f"{r['label']} seq={r['seq']}: recompute ({mode}) bytes {rec['per_rank']} != the forward's less its tp and "
+          f"MLP calls {want}")
+
+
 def cmd_model(a):
     rep = json.load(open(a.report))
     oks = ok_results(rep)
@@ -136,7 +163,7 @@ def cmd_model(a):
         if r["status"] != "ok":
             check(r["status"] == "skipped" and r.get("reason"), f"{r['label']}: status {r['status']} {r.get('reason')}")
             continue
-        for ph in ("fwd", "bwd"):
+        for ph in [ph for ph in ("fwd", "bwd", "recompute") if ph in r["comm"]]:
             c = r["comm"][ph]
             # One figure for every rank, or each rank's own (ring --balance dynamic).
             want = c.get("predicted_per_rank") or [c["predicted_bytes"]] * len(c["per_rank"])
@@ -150,6 +177,7 @@ def cmd_model(a):
                   f"{r['label']} {ph}: ops of rank 0 do not add up to its bytes")
         if r["strategy"] != "single" and rep["config"]["world_size"] > 1:
             check(r["comm"]["fwd"]["bytes_sent"] > 0, f"{r['label']}: no bytes sent at P>1")
+        recompute_check(r, rep["config"])
         cfg = rep["config"]
         if (r["strategy"] in ("ring", "ring-zigzag", "ring-striped") and cfg["pass"] == "train" and cfg["block"] == "attn"
                 and not cfg["mask"]["window"] and not cfg["mask"]["docs"] and cfg.get("balance", "none") == "none"):
@@ -205,7 +233,7 @@ def cmd_model(a):
             check(m["activation_estimate_bytes"] == m["activations"] + m["comm_buffers"],
                   f"{r['label']}: activation estimate {m['activation_estimate_bytes']} != measured "
                   f"{m['activations']} + {m['comm_buffers']}")
-        silent = all(b == 0 for ph in ("fwd", "bwd") for b in r["comm"][ph]["per_rank"])
+        silent = all(b == 0 for c in r["comm"].values() for b in c["per_rank"])
         ratio = r["overlap"]["ratio"]
         check((ratio is None) if silent else (ratio is not None and 0 <= ratio <= 1),
               f"{r['label']}: overlap ratio {ratio} (null exactly when nothing is sent)")
@@ -533,14 +561,15 @@ def cmd_plan(a):
         key = (r["label"], r["seq"])
         if not check(key in cells, f"{key}: no row in the plan"):
             continue
-        fwd, bwd = (r["comm"][ph]["tiers"]["per_rank"] for ph in ("fwd", "bwd"))
+        # every phase the report has: fwd, bwd and a --recompute's repeated forward (schema 14)
+        per = list(zip(*(c["tiers"]["per_rank"] for c in r["comm"].values())))
         for cell, tier in zip(cells[key], ("intra_node_bytes", "inter_node_bytes")):
-            want = max(f[tier] + b[tier] for f, b in zip(fwd, bwd))
+            want = max(sum(p[tier] for p in rank) for rank in per)
             m = re.fullmatch(r"([\d.]+) (B|KiB|MiB|GiB)", cell)
             got = float(m.group(1)) * unit[m.group(2)] if m else None
             check(m and abs(got - want) <= 0.005 * unit[m.group(2)], f"{key} {tier}: plan shows {cell!r}, report {want} B")
             print(f"{key[0]} N={key[1]} {tier}: plan {cell}, report {want} B")
-        cross += any(f["inter_node_bytes"] + b["inter_node_bytes"] > 0 for f, b in zip(fwd, bwd))
+        cross += any(sum(p["inter_node_bytes"] for p in rank) > 0 for rank in per)
     check(cross >= a.min_cross, f"{cross} results send to other nodes, expected at least {a.min_cross}")
 
 
@@ -577,7 +606,7 @@ def cmd_estimate(a):
         rep = json.load(open(path))
         cfg = rep["config"]
         P, L, V, D = cfg["world_size"], cfg["layers"], preset_vocab(cfg["model"]), cfg["dim"]
-        check(cfg["block"] == "full" and isinstance(L, int) and L >= 1 and cfg["recompute"] in ("none", "full"),
+        check(cfg["block"] == "full" and isinstance(L, int) and L >= 1 and cfg["recompute"] in ("none", "selective", "full"),
               f"{path}: config block {cfg['block']} layers {L} recompute {cfg.get('recompute')}")
         oks = ok_results(rep)
         check(len(oks) >= a.min_ok, f"{path}: {len(oks)} ok results, expected at least {a.min_ok}")
@@ -622,7 +651,9 @@ def cmd_estimate(a):
                 check(step is None, f"{name}: step {step} under --pass {cfg['pass']}")
             T = r["seq"] if r["strategy"] == "single" else r["seq"] // P  # tokens on a rank
             block_input = cpmodel.block_input_bytes(cfg["batch"], T, D, cpmodel.elem_bytes(cfg["dtype"]))
-            acts = cpmodel.model_activations(L, block_input, m["activations"], cfg["recompute"])
+            core = e.get("core_activations", 0)  # schema 14: the attention core's share of m["activations"]
+            check(0 <= core <= m["activations"], f"{name}: core activations {core} not within {m['activations']}")
+            acts = cpmodel.model_activations(L, block_input, m["activations"], cfg["recompute"], core)
             check(e["activations"] == acts, f"{name}: activations {e['activations']} != {acts} ({cfg['recompute']})")
             check(e["total"] == e["weights"] + e["grads"] + e["optimizer"] + e["activations"],
                   f"{name}: total {e['total']} is not the sum of its terms")

@@ -5,6 +5,7 @@ fits), on synthetic reports; the figures are checked to be written, never their 
 
 Run: python3 -m unittest test_plan -v  (from tests/python; ctest: 'python_plan')
 """
+import copy
 import re
 import subprocess
 import sys
@@ -58,6 +59,11 @@ class PlanTest(TempDirCase):
                 r["comm"][ph]["tiers"] = {"intra_node_bytes": max(x["intra_node_bytes"] for x in per),
                                           "inter_node_bytes": max(x["inter_node_bytes"] for x in per),
                                           "per_rank": per}
+        # --recompute (schema 14): its repeated forward's bytes join the column, rank by rank (rank 1
+        # now sends most inside its node: 1 + 3 + 2 KiB; rank 3 to other nodes: 1 + 0.5 + 0.5 MiB)
+        rec = oks[0]["comm"]["recompute"] = copy.deepcopy(oks[0]["comm"]["fwd"])
+        rec["tiers"]["per_rank"] = [{"intra_node_bytes": a, "inter_node_bytes": b}
+                                    for a, b in zip([0, 2048, 0, 0], [0, 0, 0, 2**19])]
         del oks[-1]["comm"]["fwd"]["tiers"]  # an older report's result: no tiers, nothing invented
         out = self.markdown(rep)
         self.assertIn("4 GPUs (2 nodes)", out)
@@ -68,6 +74,8 @@ class PlanTest(TempDirCase):
             row = shown[(r["label"], r["seq"])]
             if k == len(oks):
                 self.assertEqual((row["bytes to own node"], row["bytes to other nodes"]), ("n/a", "n/a"))
+            elif k == 1:
+                self.assertEqual((row["bytes to own node"], row["bytes to other nodes"]), ("6.00 KiB", "2.00 MiB"))
             else:
                 self.assertEqual(row["bytes to own node"], "%.2f KiB" % (5 * k))
                 self.assertEqual(row["bytes to other nodes"], "%.2f MiB" % (1.5 * k))

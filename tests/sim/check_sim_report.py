@@ -15,6 +15,11 @@
       --pass decode of `single` with a cache of C and then 2C tokens: decode attention is costed
       as memory-bound, so the step grows by exactly the added K, V bytes read at the platform's
       memory bandwidth, S * 2 * B * C * kv_heads * head_dim * elem / memory_bw (relative 1e-6).
+  check_sim_report.py recompute REPORT_NONE REPORT_SELECTIVE REPORT_FULL
+      the same simulated run under --recompute none, selective and full: the forward takes the same
+      time in all three (relative 1e-9) and the backward pays the repeat: none < selective < full
+      for every strategy, and for `single` (no communication) full adds exactly the forward
+      (relative 1e-9); the repeated forward's bytes are comm.recompute (absent under none).
   check_sim_report.py env REPORT NAME=VALUE
       context.env records NAME=VALUE (the run used that setting).
   check_sim_report.py with-interference PLATFORM.json X OUT.json
@@ -173,6 +178,27 @@ def cmd_decode_memory_bound(args):
     print("decode: +%.6f ms for %d more cached tokens (expected %.6f)" % (got_ms, c1["cached"], want_ms))
 
 
+def cmd_recompute(args):
+    runs = []
+    for path, mode in zip(args, ("none", "selective", "full")):
+        rep = json.load(open(path))
+        check(rep["config"]["recompute"] == mode, "%s: recompute %s, expected %s" % (path, rep["config"]["recompute"], mode))
+        runs.append({r["label"]: r for r in rep["results"] if r["status"] == "ok"})
+    check(len(runs) == 3 and runs[0] and set(runs[0]) == set(runs[1]) == set(runs[2]), "three runs of the same jobs expected")
+    for label, n in runs[0].items():
+        s, f = runs[1][label], runs[2][label]
+        fwd = [r["timing"]["fwd_ms"]["median"] for r in (n, s, f)]
+        bwd = [r["timing"]["bwd_ms"]["median"] for r in (n, s, f)]
+        check(max(fwd) - min(fwd) <= 1e-9 * max(fwd), "%s: forward %s differs between the recompute modes" % (label, fwd))
+        check(bwd[0] < bwd[1] < bwd[2], "%s: backward %s not none < selective < full" % (label, bwd))
+        check("recompute" not in n["comm"] and "recompute" in s["comm"] and "recompute" in f["comm"],
+              "%s: comm.recompute present exactly under a recompute" % label)
+        if n["strategy"] == "single":
+            check(abs(bwd[2] - bwd[0] - fwd[0]) <= 1e-9 * bwd[2],
+                  "single: full recompute added %.9f ms, its forward takes %.9f" % (bwd[2] - bwd[0], fwd[0]))
+        print("%s: fwd %.6f ms, bwd none %.6f, selective %.6f, full %.6f" % (label, fwd[0], *bwd))
+
+
 def cmd_env(args):
     rep = json.load(open(args[0]))
     name, value = args[1].split("=", 1)
@@ -268,7 +294,7 @@ def main():
     {"simulated": cmd_simulated, "shared-cores": cmd_shared_cores, "decode-memory-bound": cmd_decode_memory_bound,
      "env": cmd_env, "with-interference": cmd_with_interference,
      "with-uncertainty": cmd_with_uncertainty, "interference": cmd_interference,
-     "nccl-collectives": cmd_nccl_collectives, "with-op-us": cmd_with_op_us}[sys.argv[1]](sys.argv[2:])
+     "nccl-collectives": cmd_nccl_collectives, "with-op-us": cmd_with_op_us, "recompute": cmd_recompute}[sys.argv[1]](sys.argv[2:])
     return 1 if failed else 0
 
 
