@@ -40,6 +40,9 @@ gradients or parameters sharded over the ranks that hold the same weights); a re
 or later carries the estimate's weight groups, from which "Fits under each --shard" recomputes the
 total under every choice (cpmodel.model_state_bytes + the report's activations), with the longest N
 that fits and the step's gradient sync bytes under each; the ranking above stays the run's choice.
+A schema 14 report's estimate also carries core_activations, from which "Fits under each --recompute"
+rebuilds the activations under none, selective and full (cpmodel.model_activations; the states as
+estimated) with the longest N under each; a recompute's time is only the run's own (it is executed).
 
 Tiers: the bytes columns are the report's own comm.{fwd,bwd}.tiers: per rank, intra_node_bytes
 (to ranks on its node) and inter_node_bytes (to other nodes) of fwd + bwd, the maximum over ranks
@@ -132,9 +135,28 @@ def shard_sync(r, shard):
                                         for g in e["groups"]], shard))
 
 
-def fits_up_to(rows, hbm, mem=fit_memory):
-    """Longest N whose memory (mem: fit_memory, or another --shard choice's total) stays under hbm,
-    from a line through the two largest N run (memory = a + b*N); None when it cannot be estimated."""
+RECOMPUTE_CHOICES = ("none", "selective", "full")
+
+
+def recompute_total(r, cfg, P, choice):
+    """The estimate's total under another --recompute choice, from the report's own numbers: the
+    states as estimated (the run's --shard) plus the activations rebuilt by cpmodel.model_activations
+    from memory.activations, the core's share of them (model_estimate.core_activations, schema 14)
+    and the block's input [B, T, D] (T = N / P; single holds every token); None before schema 14."""
+    e = model_estimate(r)
+    if not e or "core_activations" not in e:
+        return None
+    T = r["seq"] if r["strategy"] == "single" else r["seq"] // P
+    block_input = cpmodel.block_input_bytes(cfg["batch"], T, cfg["dim"], cpmodel.elem_bytes(cfg["dtype"]))
+    acts = cpmodel.model_activations(e["layers"], block_input, r["memory"]["activations"], choice, e["core_activations"])
+    return e["total"] - e["activations"] + acts
+
+
+def fits_up_to(rows, hbm, mem=fit_memory, fixed=None):
+    """Longest N whose memory (mem: fit_memory, or another --shard or --recompute choice's total)
+    stays under hbm, from a line through the two largest N run (memory = a + b*N); None when it
+    cannot be estimated. With one N, fixed(r) is what does not grow with N (default: the estimate's
+    total less its activations, else the measured weights)."""
     pts = sorted(((r["seq"], mem(r), r) for r in rows), key=lambda p: p[:2])
     if not hbm or not pts:
         return None
@@ -143,7 +165,7 @@ def fits_up_to(rows, hbm, mem=fit_memory):
         e = model_estimate(r)
         # One N: what does not grow with N (the estimate's weights, grads and optimizer state;
         # else the measured weights) stays, the rest grows linearly.
-        w = (m - e["activations"]) if e else r["memory"].get("weights", 0)
+        w = fixed(r) if fixed else (m - e["activations"]) if e else r["memory"].get("weights", 0)
         b = (m - w) / n if n else 0
         a = w
     else:
@@ -348,6 +370,7 @@ def one_report(rep, hbm):
                 "-" if nmax is None else ("{:,}".format(nmax) if nmax else "none") + (" (est.)" if est else "")))
         lines += ["", verdict(n, rk, hbm), ""]
     lines += shard_section(rep, oks, by_label, hbm)
+    lines += recompute_section(rep, oks, by_label, hbm)
     meshes = {}  # label -> its mesh levels, innermost first (size-1 levels left out)
     for r in oks:
         meshes.setdefault(r["label"], " x ".join("%s %d" % (lv["name"], lv["size"])
@@ -405,6 +428,54 @@ def shard_section(rep, oks, by_label, hbm):
             nmax = fits_up_to(rs, hbm, lambda r, c=c: shard_total(r, c))
             cells.append("%s, sync %s" % ("-" if nmax is None else ("{:,}".format(nmax) if nmax else "none"),
                                           fmt_bytes(shard_sync(rs[0], c))))
+        lines.append("| %s | %s |" % (label, " | ".join(cells)))
+    lines.append("")
+    return lines
+
+
+def recompute_section(rep, oks, by_label, hbm):
+    """Fits under each --recompute choice (Markdown lines): per N, every result's estimate with the
+    activations of none, selective and full (recompute_total) against hbm, then the longest N that
+    fits under each. The step times are the run's choice only: a recompute is executed, so its cost
+    is measured by running it."""
+    cfg, P = rep["config"], rep["context"]["world_size"]
+    estimated = [r for r in oks if model_estimate(r)]
+    if not estimated:
+        return []
+    ran = cfg.get("recompute") or "none"
+    if any(recompute_total(r, cfg, P, "none") is None for r in estimated):
+        return ["Fits under each --recompute: this report's estimate predates core_activations (schema < 14); "
+                "its activations are the run's choice, %s, only." % ran, ""]
+    head = "| strategy | " + " | ".join("%s%s" % (c, " (run)" if c == ran else "") for c in RECOMPUTE_CHOICES) + " |"
+    rule = "|---|" + "---:|" * len(RECOMPUTE_CHOICES)
+    lines = ["### Fits under each --recompute", "",
+             "memory.model_estimate's total with the activations of each choice (none: L x the block's measured "
+             "activations; selective: L x (those - the attention core's, core_activations) + the core's; full: L x "
+             "the block's input + one block's), the states as estimated (--shard %s), against %s of HBM; the run's "
+             "choice is config.recompute = %s. An estimate; what a recompute costs in time is measured by running "
+             "it (--recompute is executed: comm.recompute, timing.bwd_ms)." % (
+                 cfg.get("shard") or "none", fmt_bytes(hbm) if hbm else "no known size", ran), ""]
+    for n in sorted({r["seq"] for r in estimated}):
+        rows = sorted((r for r in estimated if r["seq"] == n), key=lambda r: recompute_total(r, cfg, P, ran))
+        lines += ["N = %d:" % n, "", head, rule]
+        for r in rows:
+            cells = []
+            for c in RECOMPUTE_CHOICES:
+                t = recompute_total(r, cfg, P, c)
+                cells.append(("%s " % ("yes" if t <= hbm else "**no**") if hbm else "") + fmt_bytes(t))
+            lines.append("| %s | %s |" % (r["label"], " | ".join(cells)))
+        fitting = {c: [r["label"] for r in rows if hbm and recompute_total(r, cfg, P, c) <= hbm] for c in RECOMPUTE_CHOICES}
+        lines += ["", "Fit at N = %d: %s." % (n, "; ".join(
+            "%s: %s" % (c, ", ".join(fitting[c]) if fitting[c] else "none") for c in RECOMPUTE_CHOICES)), ""]
+    lines += ["Longest N that fits (est.) under each --recompute:", "", head, rule]
+    for label, rs in by_label.items():
+        if not model_estimate(rs[0]):
+            continue
+        cells = []
+        for c in RECOMPUTE_CHOICES:
+            nmax = fits_up_to(rs, hbm, lambda r, c=c: recompute_total(r, cfg, P, c),
+                              fixed=lambda r: model_estimate(r)["total"] - model_estimate(r)["activations"])
+            cells.append("-" if nmax is None else ("{:,}".format(nmax) if nmax else "none"))
         lines.append("| %s | %s |" % (label, " | ".join(cells)))
     lines.append("")
     return lines

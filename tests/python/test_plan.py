@@ -327,6 +327,37 @@ class FigureDataTest(TempDirCase):
         self.assertEqual(plan_tables(out)[1024][0]["vs best"], "-0.5%")
 
 
+class RecomputeFitsTest(unittest.TestCase):
+    """plan.py's "Fits under each --recompute": the estimate's activations rebuilt per choice from
+    the report's numbers (hand-computed), and a report before schema 14 said to predate them."""
+
+    @staticmethod
+    def result(seq, core=None):
+        e = {"layers": 4, "total": 1000 + 4 * 300, "activations": 4 * 300, "shard": "optimizer"}
+        if core is not None:
+            e["core_activations"] = core
+        return {"strategy": "ring", "label": "ring", "seq": seq, "status": "ok",
+                "memory": {"activations": 300, "model_estimate": e}}
+
+    def test_each_choice_from_the_reports_numbers(self):
+        cfg = {"batch": 2, "dim": 8, "dtype": "bf16", "recompute": "none", "shard": "optimizer"}
+        r = self.result(64, core=100)  # T = 64 / 4 = 16 tokens: the block input 2 x 16 x 8 x 2 B = 512
+        self.assertEqual(plan.recompute_total(r, cfg, 4, "none"), 1000 + 4 * 300)
+        self.assertEqual(plan.recompute_total(r, cfg, 4, "selective"), 1000 + 4 * (300 - 100) + 100)
+        self.assertEqual(plan.recompute_total(r, cfg, 4, "full"), 1000 + 4 * 512 + 300)
+        rep = {"config": cfg, "context": {"world_size": 4}}
+        lines = plan.recompute_section(rep, [r], {"ring": [r]}, 2000)
+        self.assertIn("| strategy | none (run) | selective | full |", lines)
+        self.assertIn("| ring | **no** 2.15 KiB | yes 1.86 KiB | **no** 3.27 KiB |", lines)  # 2200, 1900, 3348 B
+        self.assertIn("Fit at N = 64: none: none; selective: ring; full: none.", lines)
+        # one N: 1000 B stay, the rest grows with N: (2000 - 1000) / (1200, 900, 2348 B per 64 tokens)
+        self.assertEqual(lines[-2], "| ring | 53 | 71 | 27 |")
+        old = self.result(64)  # schema 13: no core_activations
+        self.assertIsNone(plan.recompute_total(old, cfg, 4, "none"))
+        self.assertIn("predates core_activations (schema < 14)",
+                      plan.recompute_section(rep, [old], {"ring": [old]}, 2000)[0])
+
+
 class NothingFitsTest(TempDirCase):
     """No result fits in HBM: every row still has its margin and tie, against the fastest."""
 
