@@ -313,10 +313,7 @@ void finalize_config(RunConfig& c, int P) {
     if (c.comm_dtype == "bf16" && c.storage_dtype() != DType::f32)
       throw std::invalid_argument(v + " is the " + c.dtype + " run's own: K,V travel as bf16 already (use fp8, or --dtype fp32)");
     if (c.pass == "decode")
-      throw std::invalid_argument(v + " chooses what a K,V ring block travels as; --pass decode moves no keys");
-    if (ring_travel(parse_ring_travel(c.ring_pass)).queries_travel)
-      throw std::invalid_argument(v + " chooses what a K,V ring block travels as; --ring-pass " + c.ring_pass +
-                                  " moves query blocks instead (not built for them: use --ring-pass kv)");
+      throw std::invalid_argument(v + " chooses what a ring block (K,V, or Q under pass-Q) travels as; --pass decode moves no keys");
     if (c.attention == "mla")
       throw std::invalid_argument(v + " with --attention mla is not built (its blocks hold d + d_v or a latent per head)");
     if (c.comm_dtype == "fp8") {

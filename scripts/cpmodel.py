@@ -254,23 +254,26 @@ def pass_q_partial_bytes(tokens_q, hq, heads, acc=ACC_BYTES, ho=None):
     return acc * tokens_q * (hq if ho is None else ho) + LSE_BYTES * tokens_q * heads
 
 
-def pass_q_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES, ho=None):
-    """(fwd, bwd) of --ring-pass q on a single ring of K hops: the Q block (run dtype) and its
-    partial travel K hops, one more send returns the partial: s*Tq*hq*K + partial*(K+1) (0 when
-    K = 0); bwd 0. Mirrors travel_q_bytes (bench/parts/ring_travel_q.cpp); DESIGN "pass-Q"."""
+def pass_q_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES, ho=None, comm_dtype=None, scaling="block"):
+    """(fwd, bwd) of --ring-pass q on a single ring of K hops: the Q block (run dtype, or encoded
+    under --comm-dtype: kv_transit_bytes) and its partial travel K hops, one more send returns the
+    partial: s_q*K + partial*(K+1) (0 when K = 0); bwd 0. Mirrors travel_q_bytes
+    (bench/parts/ring_travel_q.cpp); DESIGN "pass-Q"."""
     if K <= 0:
         return (0, 0)
     part = pass_q_partial_bytes(tokens_q, hq, heads, acc, ho)
-    return ((elem * tokens_q * hq + part) * K + part, 0)
+    return ((kv_transit_bytes(tokens_q * hq, elem, comm_dtype, scaling) + part) * K + part, 0)
 
 
-def pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES, ho=None):
+def pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES, ho=None, comm_dtype=None, scaling="block"):
     """(fwd, bwd) of --ring-pass q-a2a (Meta's pass-Q) on a single ring of K hops: the Q block K
-    hops, then each of the K partials once to its owner: s*Tq*hq*K + partial*K; bwd 0. Mirrors
-    travel_q_a2a_bytes (bench/parts/ring_travel_q_a2a.cpp); DESIGN "pass-Q" (Meta's pass-Q)."""
+    hops (encoded under --comm-dtype), then each of the K partials once to its owner:
+    s_q*K + partial*K; bwd 0. Mirrors travel_q_a2a_bytes (bench/parts/ring_travel_q_a2a.cpp);
+    DESIGN "pass-Q" (Meta's pass-Q)."""
     if K <= 0:
         return (0, 0)
-    return (elem * tokens_q * hq * K + pass_q_partial_bytes(tokens_q, hq, heads, acc, ho) * K, 0)
+    return (kv_transit_bytes(tokens_q * hq, elem, comm_dtype, scaling) * K +
+            pass_q_partial_bytes(tokens_q, hq, heads, acc, ho) * K, 0)
 
 
 # The travel policies, one entry each as bench/parts/ring_travel.h's table: a single ring's (fwd,
@@ -335,13 +338,19 @@ def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc
     single ring when w is 0/None (K = `hops`, default R-1), else a double ring of inner rings of w
     (`hops` = (T_o, [J(t)]), default the full schedule). Mirrors ring_level_bytes
     (bench/parts/ring_schedule.cpp, the single and double schedules); DESIGN "Strategies" (strategies
-    as compositions of parts). comm_dtype/scaling (--comm-dtype): a single K,V ring's blocks encoded
+    as compositions of parts). comm_dtype/scaling (--comm-dtype): a single ring's traveling blocks
+    encoded (K,V's under kv, Q's under q and q-a2a)
     (ring_kv_bytes)."""
     single, on_double = RING_TRAVELS[travel]
     if comm_dtype not in (None, "run"):
-        if w or travel != "kv":
-            raise ValueError("cpmodel: --comm-dtype encodes the blocks of a single K,V ring only")
-        return ring_kv_bytes(tokens_kv, hk, R - 1 if hops is None else hops, elem, acc, hv, comm_dtype, scaling)
+        if w:
+            raise ValueError("cpmodel: --comm-dtype encodes the blocks of a single ring only")
+        K = R - 1 if hops is None else hops
+        if travel == "q":
+            return pass_q_bytes(tokens_q, hq, heads, K, elem, acc, ho, comm_dtype, scaling)
+        if travel == "q-a2a":
+            return pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc, ho, comm_dtype, scaling)
+        return ring_kv_bytes(tokens_kv, hk, K, elem, acc, hv, comm_dtype, scaling)
     if w:
         if not on_double:
             raise ValueError(f"cpmodel: {travel} is not defined on a double ring (DESIGN: pass-Q)")

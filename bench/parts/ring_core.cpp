@@ -79,6 +79,7 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
     } else {
       for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
     }
+    if (s.q_encoded()) q_dec_ = be.alloc({s.q_elems()}, s.dtype, MemKind::activations);
     for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
     ring_travel(s.travel).setup(*this, travel_, ring.size());
   }
@@ -152,6 +153,30 @@ RingCore::Hop RingCore::post_hop(Communicator& c, const Tensor& send, int to, Te
 void RingCore::wait_hop(Communicator& c, Hop& h) {
   c.wait(h.recv);
   c.wait(h.send);
+}
+
+Tensor RingCore::alloc_q_travel() {
+  if (!s_.q_encoded()) return be_->alloc({s_.q_elems()}, s_.dtype, MemKind::comm);
+  const DType td = kv_transit_dtype(s_.transit);
+  return be_->alloc({s_.q_transit_bytes() / int64_t(dtype_size(td))}, td, MemKind::comm);
+}
+
+void RingCore::q_depart(const Tensor& q, Tensor& buf) {
+  if (s_.q_encoded()) return encode_kv_transit(*be_, s_.transit, s_.transit_scaling, q, buf);
+  const int64_t qn = s_.q_elems();
+  be_->copy_2d(buf, qn, q, qn, 1, qn);
+}
+
+const Tensor& RingCore::q_in_hand(const Tensor& arrived) {
+  if (!s_.q_encoded()) return arrived;
+  decode_kv_transit(*be_, s_.transit, s_.transit_scaling, arrived, q_dec_);
+  return q_dec_;
+}
+
+int64_t RingCore::q_travel_bytes(const RingCoreShape& s, int buffers) {
+  const int64_t es = int64_t(dtype_size(s.dtype));
+  if (!s.q_encoded()) return buffers * s.q_elems() * es;
+  return buffers * s.q_transit_bytes() + s.q_elems() * es;  // in transit, and one decoded
 }
 
 void RingCore::fwd_begin() { have_ = false; }

@@ -73,11 +73,15 @@ struct RingCoreShape {
   // travel_elems() elements.
   int latent = 0;
   int64_t travel_elems() const { return latent > 0 ? B * keys() * latent : kv_elems(); }
-  // --comm-dtype: the k|v block in transit (kv_transit_bytes bytes; fp8: u8 codes and scales).
+  // --comm-dtype: what travels, encoded (kv_transit_bytes bytes; fp8: u8 codes and scales): the
+  // k|v block under K,V travel (encoded()), the Q block under a policy whose queries travel
+  // (q_encoded(); ring_travel_q.cpp, ring_travel_q_a2a.cpp).
   KvTransit transit = KvTransit::run;
   Fp8Scaling transit_scaling = Fp8Scaling::block;
-  bool encoded() const { return transit != KvTransit::run; }
+  bool encoded() const { return transit != KvTransit::run && !ring_travel(travel).queries_travel; }
+  bool q_encoded() const { return transit != KvTransit::run && ring_travel(travel).queries_travel; }
   int64_t transit_bytes() const { return kv_transit_bytes(kv_elems(), int64_t(dtype_size(dtype)), transit, transit_scaling); }
+  int64_t q_transit_bytes() const { return kv_transit_bytes(q_elems(), int64_t(dtype_size(dtype)), transit, transit_scaling); }
 };
 
 // Global positions of the n tokens ring rank j holds, in storage order.
@@ -196,6 +200,14 @@ class RingCore {
   void q_block(const Tensor& q, int owner, const Tensor& k, const Tensor& v, Tensor& part);
   void merge_partial(Tensor& part, const Tensor& in);
   void pass_q_end(const Tensor& part, Tensor& o);
+  // The Q block in transit (the policies whose queries travel; --comm-dtype: s_.q_encoded()): a
+  // buffer for it (the run dtype, or the encoding's dtype and bytes), this rank's own q into one
+  // (encoded once, by its owner), and an arrived one as the kernels take it (decoded into the
+  // core's q_dec_, or itself). q_travel_bytes: the bytes of one such buffer, and the decoded one.
+  Tensor alloc_q_travel();
+  void q_depart(const Tensor& q, Tensor& buf);
+  const Tensor& q_in_hand(const Tensor& arrived);
+  static int64_t q_travel_bytes(const RingCoreShape& s, int buffers);
 
   // For the travel policies' loops (ring_travel_*.cpp): what the core was set up with.
   Backend& backend() const { return *be_; }
@@ -258,6 +270,7 @@ class RingCore {
   // --comm-dtype (s_.encoded()): kv_ hold the encoded block (bf16, or u8 under fp8); own_kv_ is this
   // rank's k|v as formed (what it computes its own block on), dec_ a received block decoded.
   Tensor own_kv_, dec_;
+  Tensor q_dec_;  // --comm-dtype under pass-Q (s_.q_encoded()): an arrived Q block decoded
   const Tensor& block_in_hand(const Tensor& kv, int owner);  // kv, or its decoded values
   RingTravelBuffers travel_;  // the travel policy's (ring_travel.h)
 };

@@ -9,22 +9,21 @@
 
 namespace cpbench {
 
-// Buffers: t[0], t[1] the Q blocks (run dtype, double buffer); t[2], t[3], t[4] the partials
+// Buffers: t[0], t[1] the Q blocks (double buffer: the run dtype, or under --comm-dtype encoded
+// by their owner and decoded by each rank they visit, RingCore::q_in_hand); t[2], t[3], t[4] the partials
 // o|lse (ring_core.h: float32, or o in bf16 under --partial-dtype bf16; [2],[3] computed on / in
 // flight, [4] arriving).
 void travel_q_setup(RingCore& core, RingTravelBuffers& bufs, int) {
-  const RingCoreShape& s = core.shape();
   Backend& be = core.backend();
-  const int64_t qn = s.q_elems();
   bufs.t.clear();
-  for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({qn}, s.dtype, MemKind::comm));
+  for (int i = 0; i < 2; ++i) bufs.t.push_back(core.alloc_q_travel());
   for (int i = 0; i < 3; ++i) bufs.t.push_back(be.alloc({core.partial_elems()}, core.partial_dtype(), MemKind::comm));
 }
 
 int64_t travel_q_buffer_bytes(const RingCoreShape& s, int) {
-  const int64_t qn = s.q_elems(), o = s.o_elems(), rows = s.B * s.hq * s.n;
+  const int64_t o = s.o_elems(), rows = s.B * s.hq * s.n;
   const int64_t part = o * int64_t(dtype_size(s.partial_dtype)) + rows * 4;
-  return 2 * qn * int64_t(dtype_size(s.dtype)) + 3 * part;  // q double buffer, o|lse partials
+  return RingCore::q_travel_bytes(s, 2) + 3 * part;  // q double buffer (and one decoded), o|lse partials
 }
 
 void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -43,7 +42,7 @@ void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, 
   if (bufs.t.size() != 5) throw std::logic_error("ring travel q: forward needs the core set up with travel q");
   Tensor* qbuf = &bufs.t[0];
   Tensor* part = &bufs.t[2];
-  const int64_t qn = s.q_elems(), part_n = core.partial_elems();
+  const int64_t part_n = core.partial_elems();
   // Step i: this rank holds the Q block of rank j = me+i (for i > 0 in qbuf, arrived from the
   // next rank) and in part[2] the partial the ranks before it on the Q's path built. It
   // computes its own K,V's contribution into a scratch partial while that partial is still
@@ -51,11 +50,10 @@ void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, 
   // and sends the sum on with the Q: to the previous rank, and after the last step (i = h) back
   // to the owner j. Step 0 is the owner's diagonal block. What arrives last, from rank me-h, is
   // this rank's own Q block's partial with every rank's contribution.
-  b.copy_2d(qbuf[0], qn, q, qn, 1, qn);
+  core.q_depart(q, qbuf[0]);
   Tensor& incoming = part[2];
   RingHop part_hop;
   for (int i = 0; i <= h; ++i) {
-    const Tensor& cur = i == 0 ? q : qbuf[i % 2];
     RingHop hop;
     // Step 0 sends qbuf[0] (a copy of q: q itself is the caller's and const) so that the buffer
     // the next step receives into, qbuf[1], is never the one in flight.
@@ -66,6 +64,8 @@ void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, 
     Tensor so = core.part_o(scratch), sl = core.part_lse(scratch);
     const bool visible = i == 0 || core.any_visible(qpos, kpos);
     if (visible) {
+      // this rank's own Q as formed; an arrived one as it travels (decoded under --comm-dtype)
+      const Tensor& cur = i == 0 ? q : core.q_in_hand(qbuf[i % 2]);
       if (so.dtype == s.dtype) {  // the kernel writes the partial's dtype
         b.attn_fwd(a, cur, k, v, qpos, kpos, so, sl);
       } else {  // the kernel writes the run dtype, converted to the partial's
@@ -91,9 +91,9 @@ void travel_q_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, 
 // DESIGN's pass-Q terms (prefill, forward only): each rank's Q block (`tokens_q` = B*Tq new
 // tokens, `hq` = query heads * d) goes `hops` (K) hops to the previous rank, and its partial (o
 // in `acc` bytes over `ho` = query heads * d_v, lse float32 over `heads` query heads) travels with
-// it and is then sent back to the owner, K places ahead: fwd = elem*Tq*hq*K + (acc*Tq*ho +
-// 4*Tq*heads)*(K+1), nothing when
-// K = 0; bwd = 0.
+// it and is then sent back to the owner, K places ahead: fwd = s_q*K + (acc*Tq*ho +
+// 4*Tq*heads)*(K+1), nothing when K = 0; bwd = 0. s_q = elem*Tq*hq, or under --comm-dtype the
+// encoded block's kv_transit_bytes.
 CommPrediction travel_q_bytes(const RingBlockSizes& sz, int R, int64_t elem, int64_t acc, int hops,
                               const std::string& level) {
   const int h = hops < 0 ? R - 1 : hops;
@@ -101,7 +101,8 @@ CommPrediction travel_q_bytes(const RingBlockSizes& sz, int R, int64_t elem, int
   if (R <= 1 || h == 0) return p;
   // Q moves against the ring's K,V direction (to the previous rank); the partial rides along
   // with it on every hop and one last send returns it to its owner, h places ahead.
-  const int64_t qb = elem * sz.tokens_q * sz.hq, partial = RingCore::partial_bytes(sz.tokens_q, sz.ho, sz.heads, acc);
+  const int64_t qb = kv_transit_bytes(sz.tokens_q * sz.hq, elem, sz.transit, sz.scaling);
+  const int64_t partial = RingCore::partial_bytes(sz.tokens_q, sz.ho, sz.heads, acc);
   p.add(level, Phase::fwd, -1, (qb + partial) * h);
   return p.add(level, Phase::fwd, h, partial);
 }

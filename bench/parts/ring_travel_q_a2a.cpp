@@ -11,31 +11,29 @@
 
 namespace cpbench {
 
-// Buffers: t[0], t[1] the Q blocks (run dtype, double buffer); t[2] the partials this rank
+// Buffers: t[0], t[1] the Q blocks (double buffer, as under q: encoded under --comm-dtype); t[2] the partials this rank
 // computed, chunk j for the Q block of position j (chunk me its own), and t[3] those returned to
 // it, chunk j computed by position j; R chunks of partial_elems() each. hops: the point-to-point
 // return's (a truncated ring), one per place ahead.
 void travel_q_a2a_setup(RingCore& core, RingTravelBuffers& bufs, int R) {
-  const RingCoreShape& s = core.shape();
   Backend& be = core.backend();
-  const int64_t qn = s.q_elems(), part = core.partial_elems();
+  const int64_t part = core.partial_elems();
   bufs.t.clear();
-  for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({qn}, s.dtype, MemKind::comm));
+  for (int i = 0; i < 2; ++i) bufs.t.push_back(core.alloc_q_travel());
   for (int i = 0; i < 2; ++i) bufs.t.push_back(be.alloc({R * part}, core.partial_dtype(), MemKind::comm));
   bufs.hops.resize(size_t(R));
 }
 
 int64_t travel_q_a2a_buffer_bytes(const RingCoreShape& s, int R) {
-  const int64_t qn = s.q_elems(), o = s.o_elems(), rows = s.B * s.hq * s.n;
+  const int64_t o = s.o_elems(), rows = s.B * s.hq * s.n;
   const int64_t part = o * int64_t(dtype_size(s.partial_dtype)) + rows * 4;
-  return 2 * qn * int64_t(dtype_size(s.dtype)) + 2 * int64_t(R) * part;  // q double buffer, R partials sent and received
+  return RingCore::q_travel_bytes(s, 2) + 2 * int64_t(R) * part;  // q double buffer (one decoded), R partials sent and received
 }
 
 void travel_q_a2a_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor& q, const Tensor& k,
                           const Tensor& v, Tensor& o, int hops) {
   Backend& b = core.backend();
   Communicator& c = core.ring();
-  const RingCoreShape& s = core.shape();
   const int R = c.size(), me = c.rank(), h = core.resolve_hops(hops);
   const int next = (me + 1) % R, prev = (me + R - 1) % R;
   const AttnShape a = core.attn_shape();
@@ -47,19 +45,19 @@ void travel_q_a2a_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor&
   Tensor* qbuf = &bufs.t[0];
   Tensor& sent = bufs.t[2];
   Tensor& returned = bufs.t[3];
-  const int64_t qn = s.q_elems(), part_n = core.partial_elems();
+  const int64_t part_n = core.partial_elems();
   auto chunk = [&](const Tensor& buf, int j) { return buf.view(int64_t(j) * part_n, {part_n}); };
   // The ring: at step i this rank holds the Q block of position me+i and writes its K,V's
   // contribution into the send chunk for that owner (chunk (me+i) mod R, where an all-to-all
   // takes it), while the next Q block arrives.
-  b.copy_2d(qbuf[0], qn, q, qn, 1, qn);
+  core.q_depart(q, qbuf[0]);
   for (int i = 0; i <= h; ++i) {
-    const Tensor& cur = i == 0 ? q : qbuf[i % 2];
     RingHop hop;
     if (i < h) hop = core.post_hop(c, qbuf[i % 2], prev, qbuf[(i + 1) % 2], next, RingCore::kTagQ);
     const int j = (me + i) % R;
     Tensor part = chunk(sent, j);
-    core.q_block(cur, j, k, v, part);
+    // this rank's own Q as formed; an arrived one as it travels (decoded under --comm-dtype)
+    core.q_block(i == 0 ? q : core.q_in_hand(qbuf[i % 2]), j, k, v, part);
     if (i < h) core.wait_hop(c, hop);
   }
   // The return: every partial to its owner in one exchange. Chunk j of the receive buffer is the
@@ -85,7 +83,7 @@ void travel_q_a2a_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor&
 }
 
 // The Q block K hops to the previous rank, then one partial to each of the K owners ahead:
-// fwd = elem*Tq*hq*K + (acc*Tq*hq + 4*Tq*heads)*K; bwd = 0.
+// fwd = s_q*K + (acc*Tq*hq + 4*Tq*heads)*K (s_q as travel_q_bytes: elem*Tq*hq or encoded); bwd = 0.
 CommPrediction travel_q_a2a_bytes(const RingBlockSizes& sz, int R, int64_t elem, int64_t acc, int hops,
                                   const std::string& level) {
   const int h = hops < 0 ? R - 1 : hops;
@@ -93,7 +91,8 @@ CommPrediction travel_q_a2a_bytes(const RingBlockSizes& sz, int R, int64_t elem,
   if (R <= 1 || h == 0) return p;
   // Q moves against the ring's K,V direction (to the previous rank); each partial goes once to its
   // owner, i places ahead for the Q block of position me+i.
-  const int64_t qb = elem * sz.tokens_q * sz.hq, partial = RingCore::partial_bytes(sz.tokens_q, sz.ho, sz.heads, acc);
+  const int64_t qb = kv_transit_bytes(sz.tokens_q * sz.hq, elem, sz.transit, sz.scaling);
+  const int64_t partial = RingCore::partial_bytes(sz.tokens_q, sz.ho, sz.heads, acc);
   p.add(level, Phase::fwd, -1, qb * h);
   for (int i = 1; i <= h; ++i) p.add(level, Phase::fwd, i, partial);
   return p;

@@ -43,6 +43,10 @@ cpbench_report_test(model_p4_mla 4 "--model;tiny-mla;--seq;128;--mesh;all;${_fas
 # (bytes = the C++ model and cpmodel's ring_kv_bytes with kv_transit_bytes) in a bf16 run; bf16
 # transit of an fp32 run with a window (2 bytes a value, no scales; K_eff hops).
 cpbench_report_test(model_p4_comm_fp8 4 "--model;tiny;--seq;128,192;--heads;8;--kv-heads;2;--head-dim;32;--dtype;bf16;--comm-dtype;fp8;--strategies;ring,ring-zigzag,ring-striped,usp,allgather-kv;--ulysses;2;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10")
+# ... the Q blocks of pass-Q encoded (q and q-a2a; check_report's pass-Q branch recomputes both with
+# cpmodel's s_kv of the Q block).
+cpbench_report_test(model_p4_comm_fp8_pass_q 4 "--model;tiny;--seq;128;--heads;8;--kv-heads;2;--head-dim;32;--dtype;bf16;--comm-dtype;fp8;--pass;prefill;--ring-pass;q;--strategies;ring,ring-zigzag,usp;--ulysses;2;${_fast}"
+  "${_py} ${_chk} model REPORT --min-ok 3 && ${_run} 4 ${CPBENCH_BIN} run --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --comm-dtype fp8 --fp8-scaling tensor --pass prefill --ring-pass q-a2a --strategies ring,ring-striped ${_fast_s} --out REPORT.a2a.json && ${_py} ${_val} REPORT.a2a.json && ${_py} ${_chk} model REPORT.a2a.json --min-ok 2")
 cpbench_report_test(model_p3_comm_bf16_window 3 "--model;tiny;--seq;150;--window;40;--comm-dtype;bf16;--strategies;ring,ring-zigzag,ring-striped;${_fast}" "${_py} ${_chk} model REPORT --min-ok 3")
 cpbench_report_test(model_p8_mla_tp 8 "--model;tiny-mla;--heads;8;--seq;128;--strategies;usp,megatron-sp;--mesh;all;--ranks-per-node;4;${_fast}" "${_py} ${_chk} model REPORT --min-ok 10 && ${_py} ${_chk} tp REPORT --min-ok 6")
 # --mla-travel latent: the ring's block is the latent, r_kv + d_rope values per token (cpmodel.mla_latent_row);
@@ -225,7 +229,7 @@ cpbench_report_test(plan_tiers_p4 4 "--model;tiny;--seq;64;--strategies;double-r
 # not model FLOPs (no flops_mismatch). Then full, B = 2.
 set(_rec_full ${CPBENCH_TEST_OUT}/recompute_full_p4.json)
 cpbench_report_test(recompute_p4 4 "--model;tiny;--seq;64;--block;full;--recompute;selective;--mesh;all;--mlp-tp;2;--window;24;--warmup;0;--iters;1;--no-progress"
-  "${_py} ${_chk} model REPORT --min-ok 16 && rm -f ${_rec_full} && ${_run} 4 ${CPBENCH_BIN} run --model tiny --seq 64 --block full --recompute full --batch 2 --mesh all ${_fast_s} --out ${_rec_full} && ${_py} ${_val} ${_rec_full} && ${_py} ${_chk} model ${_rec_full} --min-ok 16")
+  "${_py} ${_chk} model REPORT --min-ok 16 && ${_py} ${PROJECT_SOURCE_DIR}/scripts/plan.py REPORT | grep -q '^| strategy | none | selective (run) | full |$' && rm -f ${_rec_full} && ${_run} 4 ${CPBENCH_BIN} run --model tiny --seq 64 --block full --recompute full --batch 2 --mesh all ${_fast_s} --out ${_rec_full} && ${_py} ${_val} ${_rec_full} && ${_py} ${_chk} model ${_rec_full} --min-ok 16")
 
 # The whole-model memory estimate (memory.model_estimate): under --block full its parameters are
 # DESIGN's block (rebuilt from the config) x layers + the split embedding and head, activations by

@@ -267,6 +267,10 @@ list(APPEND _verify_matrix
   "p3_comm_bf16_cached_prefill             3  3 --model tiny --seq 150 --cached 60 --comm-dtype bf16 --pass prefill --strategies ring,ring-zigzag,ring-striped"
   "p4_comm_fp8_usp_mesh_window             4  6 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --dtype bf16 --comm-dtype fp8 --window 40 --strategies usp --mesh all"
   "p4_comm_bf16_usp_cached_prefill         4  1 --model tiny --seq 128 --cached 64 --comm-dtype bf16 --pass prefill --strategies usp --ulysses 2"
+  # ... and the Q blocks of pass-Q (--ring-pass q, q-a2a): encoded by their owner, decoded by every
+  # rank they visit; the ring family and usp's single ring level, a window, cached q-a2a in bf16.
+  "p4_comm_fp8_pass_q                      4  6 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --dtype bf16 --comm-dtype fp8 --pass prefill --ring-pass q --window 40 --strategies ring,ring-zigzag,ring-striped,usp --mesh all"
+  "p3_comm_bf16_pass_q_a2a_cached          3  3 --model tiny --seq 150 --cached 60 --comm-dtype bf16 --pass prefill --ring-pass q-a2a --strategies ring,ring-zigzag,ring-striped"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -361,8 +365,7 @@ cpbench_fail_test(comm_dtype_usp_double_ring 4 "usp: --comm-dtype encodes the bl
 cpbench_fail_test(comm_dtype_double_ring 4 "double-ring: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped, usp and allgather-kv only \\(a single K,V ring or gather\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies double-ring)
 cpbench_fail_test(comm_dtype_ulysses 4 "ulysses: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped, usp and allgather-kv only" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies ulysses)
 cpbench_fail_test(comm_dtype_balance_dynamic 2 "ring: --comm-dtype encodes the blocks of a single K,V ring; a ring per CP group \\(--balance dynamic\\) moves them in the run dtype" run --model tiny --seq 64 --comm-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
-cpbench_fail_test(comm_dtype_decode 2 "--comm-dtype fp8 chooses what a K,V ring block travels as; --pass decode moves no keys" run --model tiny --head-dim 32 --cached 64 --pass decode --comm-dtype fp8)
-cpbench_fail_test(comm_dtype_pass_q 2 "--comm-dtype bf16 chooses what a K,V ring block travels as; --ring-pass q moves query blocks instead" run --model tiny --seq 64 --pass prefill --ring-pass q --comm-dtype bf16)
+cpbench_fail_test(comm_dtype_decode 2 "--comm-dtype fp8 chooses what a ring block .K,V, or Q under pass-Q. travels as; --pass decode moves no keys" run --model tiny --head-dim 32 --cached 64 --pass decode --comm-dtype fp8)
 cpbench_fail_test(comm_dtype_own 2 "--comm-dtype bf16 is the bf16 run's own: K,V travel as bf16 already" run --model tiny --seq 64 --dtype bf16 --comm-dtype bf16)
 cpbench_fail_test(comm_dtype_mla 2 "--comm-dtype fp8 with --attention mla is not built" run --model tiny-mla --seq 64 --comm-dtype fp8)
 cpbench_fail_test(comm_dtype_block_head_dim 2 "--comm-dtype fp8 with --fp8-scaling block scales each 32 values of a head's row: it needs head_dim a multiple of 32 \\(got head_dim=16\\)" run --model tiny --seq 64 --comm-dtype fp8)

@@ -329,9 +329,10 @@ def cmd_model(a):
                 T, cpmodel.tokens_per_rank(cfg["batch"], r["seq"] - C, P), cfg["heads"], cfg["kv_heads"],
                 cfg["head_dim"], cfg["dim"], 1, U, R, cpmodel.elem_bytes(cfg["dtype"]), cfg["block"],
                 acc=cpmodel.part_bytes(cfg.get("partial_dtype")), travel=cfg["ring_pass"], w=w, mesh=r["mesh"],
-                dv=value_dim(cfg)))[0]
+                dv=value_dim(cfg), comm_dtype=cfg.get("comm_dtype"), scaling=cfg.get("fp8_scaling") or "block"))[0]
             check(r["comm"]["fwd"]["per_rank"] == [want] * P and r["comm"]["bwd"]["per_rank"] == [0] * P,
-                  f"{r['label']} seq={r['seq']} pass-Q: fwd {r['comm']['fwd']['per_rank']} != {want}")
+                  f"{r['label']} seq={r['seq']} pass-Q (comm_dtype {cfg.get('comm_dtype')}): "
+                  f"fwd {r['comm']['fwd']['per_rank']} != {want}")
         if r["mesh"].get("mlp_tp") and cfg["pass"] != "decode":
             # The MLP's own level (--mlp-tp N): rank 0's collectives on "mlp_tp" are the MLP's tp term
             # alone, on the new tokens (cpmodel.mlp_bytes).

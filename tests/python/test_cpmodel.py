@@ -149,6 +149,18 @@ class SingleRing(unittest.TestCase):
         self.assertEqual(m.pass_q_a2a_bytes(32, 64, 4, 3, 2), (38400, 0))
         self.assertEqual(m.pass_q_a2a_bytes(32, 64, 4, 0, 2), (0, 0))
 
+    def test_pass_q_comm_dtype(self):
+        # --comm-dtype under pass-Q: the Q block of 32*64 = 2048 values travels encoded (fp8: 2048
+        # codes + 64 block scales; bf16 of an fp32 run: 4096 B), the partials unchanged (8704)
+        self.assertEqual(m.pass_q_bytes(32, 64, 4, 3, 2, comm_dtype="fp8"), ((2112 + 8704) * 3 + 8704, 0))
+        self.assertEqual(m.pass_q_a2a_bytes(32, 64, 4, 3, 4, comm_dtype="bf16"), ((4096 + 8704) * 3, 0))
+        self.assertEqual(m.pass_q_bytes(32, 64, 4, 3, 2, comm_dtype="fp8", scaling="tensor"), ((2049 + 8704) * 3 + 8704, 0))
+        # through the ring level (single ring), and refused on a double ring
+        self.assertEqual(m.ring_level_bytes("q", 4, 0, 32, 16, 32, 64, 4, 2, comm_dtype="fp8"),
+                         m.pass_q_bytes(32, 64, 4, 3, 2, comm_dtype="fp8"))
+        with self.assertRaises(ValueError):
+            m.ring_level_bytes("q", 4, 2, 32, 16, 32, 64, 4, 2, comm_dtype="fp8")
+
 
 class DoubleRing(unittest.TestCase):
     # R = 4 positions in W = 2 windows of w = 2: block = T*2hk = 32*2*16 = 1024 elements
