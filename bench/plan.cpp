@@ -86,7 +86,7 @@ std::vector<Job> plan_jobs(const RunConfig& cfg, int P, int host_ranks_per_node)
                                   " only (its levels move expanded heads: use --mla-travel expanded)");
           if (shape.kv_transit != KvTransit::run && !can.kv_transit)
             throw ConstraintError(strat->name() + ": --comm-dtype " + (shape.kv_transit == KvTransit::fp8 ? "fp8" : "bf16") +
-                                  " is built for ring, ring-zigzag, ring-striped, usp and allgather-kv only (a single K,V ring or gather)");
+                                  " is built for ring, ring-zigzag, ring-striped, double-ring, usp and allgather-kv only (a K,V ring or gather)");
           strat->check(shape, P, job.mesh);  // for the shape's pass (--cached, decode)
           check_mlp_mesh(strat->name(), shape, P, job.mesh);
           if (shape.queries_travel() && !can.pass_q)

@@ -308,16 +308,18 @@ def double_ring_sends(rounds, inner):
             ("bwd", "ring_inner"): (S, a_in), ("bwd", "ring_outer"): (rounds, a_out)}
 
 
-def double_ring_kv_bytes(tokens, hk, rounds, inner, elem, acc=ACC_BYTES, hv=None):
+def double_ring_kv_bytes(tokens, hk, rounds, inner, elem, acc=ACC_BYTES, hv=None, comm_dtype=None, scaling="block"):
     """{level: (fwd, bwd)} of pass-KV on a double ring (levels ring_inner, ring_outer): each block
-    send s*T*2hk, each accumulator send s_acc*T*2hk, counted by double_ring_sends. Mirrors
-    DoubleRingCore::predicted_bytes (bench/parts/double_ring_core.cpp); DESIGN "Double ring hops"."""
+    send s*T*2hk (--comm-dtype: kv_transit_bytes of its T*2hk values), each accumulator send
+    s_acc*T*2hk, counted by double_ring_sends. Mirrors DoubleRingCore::predicted_bytes
+    (bench/parts/double_ring_core.cpp); DESIGN "Double ring hops"."""
     block = tokens * (hk + (hk if hv is None else hv))  # k|v (v: hv = G*d_v under MLA)
+    sent = kv_transit_bytes(block, elem, comm_dtype, scaling)
     sends = double_ring_sends(rounds, inner)
     out = {}
     for level in ("ring_inner", "ring_outer"):
         (fb, _), (bb, ba) = sends[("fwd", level)], sends[("bwd", level)]
-        out[level] = (elem * block * fb, elem * block * bb + acc * block * ba)
+        out[level] = (sent * fb, sent * bb + acc * block * ba)
     return out
 
 
@@ -338,13 +340,16 @@ def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc
     single ring when w is 0/None (K = `hops`, default R-1), else a double ring of inner rings of w
     (`hops` = (T_o, [J(t)]), default the full schedule). Mirrors ring_level_bytes
     (bench/parts/ring_schedule.cpp, the single and double schedules); DESIGN "Strategies" (strategies
-    as compositions of parts). comm_dtype/scaling (--comm-dtype): a single ring's traveling blocks
-    encoded (K,V's under kv, Q's under q and q-a2a)
+    as compositions of parts). comm_dtype/scaling (--comm-dtype): the traveling blocks encoded (K,V's
+    under kv, single or double; Q's under q and q-a2a, single rings)
     (ring_kv_bytes)."""
     single, on_double = RING_TRAVELS[travel]
     if comm_dtype not in (None, "run"):
-        if w:
-            raise ValueError("cpmodel: --comm-dtype encodes the blocks of a single ring only")
+        if w:  # a double ring encodes its K,V blocks, not pass-Q's Q blocks
+            if travel != "kv":
+                raise ValueError("cpmodel: --comm-dtype on a double ring encodes K,V blocks only")
+            T, J = hops if hops is not None else double_ring_full_hops(w, div(R, w))
+            return levels_total(double_ring_kv_bytes(tokens_kv, hk, T, J, elem, acc, hv, comm_dtype, scaling))
         K = R - 1 if hops is None else hops
         if travel == "q":
             return pass_q_bytes(tokens_q, hq, heads, K, elem, acc, ho, comm_dtype, scaling)

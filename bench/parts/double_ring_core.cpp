@@ -22,9 +22,10 @@ void DoubleRingCore::setup(Backend& be, Communicator& inner, Communicator& outer
   steps_.setup_steps(be, outer.rank() * w + inner.rank(), w * W, s, std::move(block_pos), std::move(key_pos), latent);
   // Allocated even for a ring of one (P = 1), so the loops have no special case. A K,V block is
   // a ring position's keys (under --cached its cache shard too), or under latent travel their latent.
+  // (--comm-dtype: encoded by their owner, steps_.fwd_block/bwd_block decode a received one)
   const int64_t kv = s.travel_elems();
-  for (Tensor& t : round_) t = be.alloc({kv}, s.dtype, MemKind::comm);
-  for (Tensor& t : hop_) t = be.alloc({kv}, s.dtype, MemKind::comm);
+  for (Tensor& t : round_) t = steps_.alloc_kv_travel();
+  for (Tensor& t : hop_) t = steps_.alloc_kv_travel();
   for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
   acc_out_ = be.alloc({kv}, s.acc_dtype, MemKind::comm);
   if (ring_travel(s.travel).queries_travel) {
@@ -230,7 +231,8 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
   steps.travel = RingTravel::kv;
   int64_t bytes = RingCore::activation_bytes(steps, R);
   const int64_t ea = int64_t(dtype_size(s.acc_dtype));  // the accumulators' (--acc-dtype)
-  bytes += R > 1 ? 2 * kv * es + kv * ea : 4 * kv * es + 4 * kv * ea;
+  const int64_t block = steps.encoded() ? steps.transit_bytes() : kv * es;  // a K,V block as it travels
+  bytes += R > 1 ? 2 * block + kv * ea : 4 * block + 4 * kv * ea;
   if (ring_travel(s.travel).queries_travel) {
     const int64_t qn = s.q_elems(), part = s.o_elems() * int64_t(dtype_size(s.partial_dtype)) + s.B * s.hq * s.n * 4;
     bytes += 4 * qn * es + 4 * part;  // 4 Q blocks, 4 partials (o in s_part, lse float32)
@@ -239,7 +241,8 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
 }
 
 CommPrediction DoubleRingCore::predicted_bytes(int64_t tokens, int64_t kv_row, int w, int W, int64_t elem,
-                                               int64_t acc, const DoubleRingHops& hops) {
+                                               int64_t acc, const DoubleRingHops& hops, KvTransit transit,
+                                               Fp8Scaling scaling) {
   if (!hops.fits(w, W))
     throw std::logic_error("double ring: predicted_bytes with hops that do not fit w=" + std::to_string(w) +
                            " x W=" + std::to_string(W));
@@ -251,7 +254,9 @@ CommPrediction DoubleRingCore::predicted_bytes(int64_t tokens, int64_t kv_row, i
   // accumulators: in a round with J(t) > 0, J(t) inner hops with the block and one send J(t)
   // places back to the round's starter; with T > 0, T outer hops and one send T windows back to
   // the owner. K,V hops go to the next rank of their ring.
-  const int64_t inner_kv = elem * block * S, outer_kv = elem * block * T;
+  // (--comm-dtype: a block's hop is its encoded bytes; the accumulators stay s_acc)
+  const int64_t sent = kv_transit_bytes(block, elem, transit, scaling);
+  const int64_t inner_kv = sent * S, outer_kv = sent * T;
   p.add("ring_inner", Phase::fwd, 1, inner_kv).add("ring_outer", Phase::fwd, 1, outer_kv);
   p.add("ring_inner", Phase::bwd, 1, inner_kv + acc * block * S);
   for (int J : hops.inner)

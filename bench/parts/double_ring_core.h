@@ -87,7 +87,8 @@ class DoubleRingCore {
   static int64_t activation_bytes(const RingCoreShape& s, int w, int W);
   // The bytes above for `hops`, by level (ring_inner, ring_outer) and destination offset.
   static CommPrediction predicted_bytes(int64_t tokens, int64_t kv_row, int w, int W, int64_t elem, int64_t acc,
-                                        const DoubleRingHops& hops);
+                                        const DoubleRingHops& hops, KvTransit transit = KvTransit::run,
+                                        Fp8Scaling scaling = Fp8Scaling::block);
   // pass-Q's bytes (forward only), with Qb = elem*Tq*hq (a Q block: `tokens_q` = B*Tq, `hq` =
   // query heads * d) and Pb = acc*Tq*ho + 4*Tq*heads (its partial, `ho` = query heads * d_v):
   // ring_inner to +1 (Qb+Pb)*S and

@@ -70,15 +70,7 @@ void RingCore::setup(Backend& be, Communicator& ring, const RingCoreShape& s, Bl
   ring_ = &ring;
   if (ring.size() > 1) {
     const int64_t kv = s.travel_elems();
-    if (s.encoded()) {  // --comm-dtype: the encoded block travels; this rank's own and a decoded one
-      if (s.latent > 0) throw std::logic_error("ring core: --comm-dtype encodes k|v blocks, not a latent");
-      const DType td = kv_transit_dtype(s.transit);
-      for (Tensor& t : kv_) t = be.alloc({s.transit_bytes() / int64_t(dtype_size(td))}, td, MemKind::comm);
-      own_kv_ = be.alloc({kv}, s.dtype, MemKind::activations);
-      dec_ = be.alloc({kv}, s.dtype, MemKind::activations);
-    } else {
-      for (Tensor& t : kv_) t = be.alloc({kv}, s.dtype, MemKind::comm);
-    }
+    for (Tensor& t : kv_) t = alloc_kv_travel();  // (--comm-dtype: encoded; setup_steps holds the decoded)
     if (s.q_encoded()) q_dec_ = be.alloc({s.q_elems()}, s.dtype, MemKind::activations);
     for (Tensor& t : acc_) t = be.alloc({kv}, s.acc_dtype, MemKind::comm);
     ring_travel(s.travel).setup(*this, travel_, ring.size());
@@ -124,6 +116,11 @@ void RingCore::setup_steps(Backend& be, int position, int R, const RingCoreShape
   me_ = position;
   lse_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
   delta_ = be.alloc({s.B, s.hq, s.n}, DType::f32, MemKind::activations);
+  if (s.encoded()) {  // --comm-dtype: this rank's own k|v as formed, and a received block decoded
+    if (s.latent > 0) throw std::logic_error("ring core: --comm-dtype encodes k|v blocks, not a latent");
+    own_kv_ = be.alloc({s.kv_elems()}, s.dtype, MemKind::activations);
+    dec_ = be.alloc({s.kv_elems()}, s.dtype, MemKind::activations);
+  }
   if (s.acc_dtype != DType::f32) {  // the float32 side of bf16 accumulators (acc_sum, add_arrived)
     const int64_t kv = s.travel_elems();
     for (Tensor& t : acc32_) t = be.alloc({kv}, DType::f32, MemKind::activations);
@@ -153,6 +150,12 @@ RingCore::Hop RingCore::post_hop(Communicator& c, const Tensor& send, int to, Te
 void RingCore::wait_hop(Communicator& c, Hop& h) {
   c.wait(h.recv);
   c.wait(h.send);
+}
+
+Tensor RingCore::alloc_kv_travel() {
+  if (!s_.encoded()) return be_->alloc({s_.travel_elems()}, s_.dtype, MemKind::comm);
+  const DType td = kv_transit_dtype(s_.transit);
+  return be_->alloc({s_.transit_bytes() / int64_t(dtype_size(td))}, td, MemKind::comm);
 }
 
 Tensor RingCore::alloc_q_travel() {
@@ -441,9 +444,9 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
     if (s.running_f32()) bytes += 2 * o * 4;         // float32 running and block output
     const int64_t block = s.encoded() ? s.transit_bytes() : kv * es;  // one k|v block as it travels
     bytes += 2 * block + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
-    if (s.encoded()) bytes += 2 * kv * es;  // --comm-dtype: this rank's own block as formed, one decoded
     bytes += ring_travel(s.travel).buffer_bytes(s, R);
   }
+  if (s.encoded()) bytes += 2 * s.kv_elems() * es;  // --comm-dtype: this rank's own block as formed, one decoded
   if (s.latent > 0) bytes += s.kv_elems() * (es + 4);  // one block expanded (lk_, lv_), its dk, dv
   return bytes;
 }

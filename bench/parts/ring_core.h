@@ -205,6 +205,9 @@ class RingCore {
   // (encoded once, by its owner), and an arrived one as the kernels take it (decoded into the
   // core's q_dec_, or itself). q_travel_bytes: the bytes of one such buffer, and the decoded one.
   Tensor alloc_q_travel();
+  // A buffer for a K,V block in transit (the travel elements in the run dtype, or encoded under
+  // s_.encoded()): the single ring's double buffer and the double ring's four.
+  Tensor alloc_kv_travel();
   void q_depart(const Tensor& q, Tensor& buf);
   const Tensor& q_in_hand(const Tensor& arrived);
   static int64_t q_travel_bytes(const RingCoreShape& s, int buffers);

@@ -24,10 +24,12 @@ std::string travel_refusal(const std::string& who, RingTravel travel, const Ring
 }
 
 std::string precision_refusal(const std::string& who, const LayerShape& s, const RingSchedule& sch) {
-  if (s.kv_transit != KvTransit::run && sch.kind != RingScheduleKind::single)
-    return who + ": --comm-dtype encodes the blocks of a single K,V ring; " +
-           (sch.kind == RingScheduleKind::groups ? "a ring per CP group (--balance dynamic)" : "a double ring") +
-           " moves them in the run dtype (not built yet)";
+  if (s.kv_transit != KvTransit::run && sch.kind == RingScheduleKind::groups)
+    return who + ": --comm-dtype encodes the blocks of a single or double ring; a ring per CP group (--balance "
+           "dynamic) moves them in the run dtype (not built yet)";
+  if (s.kv_transit != KvTransit::run && sch.kind == RingScheduleKind::double_ && s.queries_travel())
+    return who + ": --comm-dtype encodes a double ring's K,V blocks; its pass-Q loop moves Q blocks in the run dtype "
+           "(not built yet: use a single ring, or --ring-pass kv)";
   if (s.acc_dtype == DType::f32 || sch.kind != RingScheduleKind::groups) return "";
   return who + ": --acc-dtype " + dtype_name(s.acc_dtype) + " rounds the accumulators of a single or double ring; "
          "a ring per CP group (--balance dynamic) keeps them float32 (not built yet)";
@@ -109,7 +111,8 @@ CommPrediction ring_level_bytes(const RingSchedule& sch, const LayerShape& s, co
       if (travel == RingTravel::q)
         return DoubleRingCore::predicted_bytes_pass_q(b.tokens_q, b.hq, b.ho, b.heads, sch.w, sch.windows(), elem, acc,
                                                       hops.dbl);
-      return DoubleRingCore::predicted_bytes(b.tokens_kv, b.kv, sch.w, sch.windows(), elem, acc, hops.dbl);
+      return DoubleRingCore::predicted_bytes(b.tokens_kv, b.kv, sch.w, sch.windows(), elem, acc, hops.dbl, b.transit,
+                                             b.scaling);
     case RingScheduleKind::groups:
       return TokenLayout::build(s.balance, s, sch.R).dynamic_ring_bytes(rank, s.B, b.kv, elem, acc);
   }

@@ -12,7 +12,7 @@ StrategyDesc RingFamily::describe() const {
   d.can.pass_q = d.can.cached = d.can.decode = true;
   d.can.mla = true;  // expanded heads: k|v blocks of d + d_v per head (ring_core.h)
   d.can.mla_latent = true;  // the latent on a single or a double ring (latent_keys.h)
-  d.can.kv_transit = !p_.double_ring;  // --comm-dtype: the single ring's blocks (RingCore::setup)
+  d.can.kv_transit = true;  // --comm-dtype: a single or double ring's K,V blocks (RingCore, DoubleRingCore)
   d.can.balance = p_.balance;
   d.can.balance_dynamic = p_.balance_dynamic;
   // --balance dynamic: one ring per CP group, whose ranks hold different token counts.

@@ -231,7 +231,7 @@ void UlyssesRingLayer::core_setup() {
   cs.partial_dtype = s.partial_dtype; cs.acc_dtype = s.acc_dtype;
   cs.window = s.mask.window; cs.docs = s.mask.docs;
   cs.travel = s.pass.travel;
-  cs.transit = s.kv_transit;  // --comm-dtype: the ring level's k|v blocks (a single ring level)
+  cs.transit = s.kv_transit;  // --comm-dtype: the ring level's k|v blocks (or Q blocks under pass-Q)
   cs.transit_scaling = s.fp8_scaling;
   if (s.pass.cached > 0) {
     // The ring index's cache shard for this member's gl heads (copies of the TP rank's local

@@ -44,8 +44,8 @@ class Usp final : public UlyssesRingLayer {
     // balanced layout's position rho of R, Ulysses member u the u-th 1/U of it
     // (ulysses_ring_layer.h; Strategy::balance_positions).
     d.can.balance = true;
-    // --comm-dtype on a single ring level: the K,V blocks of a ring index, gl heads, encoded by their
-    // owner (RingCore); a double ring level refuses it (precision_refusal).
+    // --comm-dtype on its ring level, single or double: the K,V blocks of a ring index, gl heads,
+    // encoded by their owner (RingCore, DoubleRingCore; not a double ring's pass-Q: precision_refusal).
     d.can.kv_transit = true;
     return d;
   }

@@ -140,6 +140,10 @@ cpbench_report_test(keff_double_docs_p8 8 "--model;tiny;--seq;160;--heads;8;--kv
   "${_py} ${_chk} model REPORT --min-ok 14 && ${_py} ${_chk} hops REPORT --min-ok 14 --min-cut 9")
 cpbench_report_test(keff_double_window_p8 8 "--model;tiny;--seq;256;--heads;8;--kv-heads;4;--window;32;--usp-layout;contiguous;${_dr_run};--ranks-per-node;4;${_fast}"
   "${_py} ${_chk} model REPORT --min-ok 14 && ${_py} ${_chk} hops REPORT --min-ok 14 --min-cut 7")
+# ... the double ring's K,V blocks encoded (--comm-dtype fp8, block scales): P = 4, every w and usp
+# mesh, the full ring rebuilt by cpmodel (model), then a window's truncated schedule (hops), bf16.
+cpbench_report_test(keff_double_comm_fp8_p4 4 "--model;tiny;--seq;128;--heads;8;--kv-heads;2;--head-dim;32;--dtype;bf16;--comm-dtype;fp8;${_dr_run};${_fast}"
+  "${_py} ${_chk} model REPORT --min-ok 13 && ${_run} 4 ${CPBENCH_BIN} run --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --dtype bf16 --comm-dtype fp8 --window 24 --usp-layout contiguous --strategies double-ring,usp --usp-ring double --mesh all ${_fast_s} --out REPORT.window.json && ${_py} ${_val} REPORT.window.json && ${_py} ${_chk} model REPORT.window.json --min-ok 13 && ${_py} ${_chk} hops REPORT.window.json --min-ok 13 --min-cut 2")
 cpbench_report_test(keff_double_docs_p6 6 "--model;tiny;--seq;144;--heads;6;--kv-heads;6;--docs;24,24,48,48;--no-causal;${_dr_run};--placement;ring-inner;${_fast}"
   "${_py} ${_chk} model REPORT --min-ok 13 && ${_py} ${_chk} hops REPORT --min-ok 13 --min-cut 3")
 

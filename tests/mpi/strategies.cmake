@@ -271,6 +271,10 @@ list(APPEND _verify_matrix
   # rank they visit; the ring family and usp's single ring level, a window, cached q-a2a in bf16.
   "p4_comm_fp8_pass_q                      4  6 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --dtype bf16 --comm-dtype fp8 --pass prefill --ring-pass q --window 40 --strategies ring,ring-zigzag,ring-striped,usp --mesh all"
   "p3_comm_bf16_pass_q_a2a_cached          3  3 --model tiny --seq 150 --cached 60 --comm-dtype bf16 --pass prefill --ring-pass q-a2a --strategies ring,ring-zigzag,ring-striped"
+  # ... and the double ring's K,V blocks (double-ring, usp --usp-ring double; DoubleRingCore's
+  # buffers encoded, its steps decode): every w and mesh, train with a window, cached prefill in bf16.
+  "p4_comm_fp8_double_ring_window          4 13 --model tiny --seq 128 --heads 8 --kv-heads 2 --head-dim 32 --dtype bf16 --comm-dtype fp8 --window 40 --strategies double-ring,usp --usp-ring double --mesh all"
+  "p4_comm_bf16_double_ring_cached         4  3 --model tiny --seq 128 --cached 64 --comm-dtype bf16 --pass prefill --strategies double-ring --mesh all"
 )
 foreach(_row IN LISTS _verify_matrix)
   separate_arguments(_args UNIX_COMMAND "${_row}")
@@ -361,10 +365,10 @@ cpbench_fail_test(fp8_block_head_dim 2 "--fp8-scaling block scales each 32 eleme
 cpbench_fail_test(fp8_scaling_unused 2 "--fp8-scaling tensor chooses fp8's scales: it needs --dtype fp8 or --comm-dtype fp8 \\(got dtype=bf16, comm_dtype=run\\)" run --model tiny --seq 64 --dtype bf16 --fp8-scaling tensor)
 cpbench_fail_test(fp8_scaling_unknown 2 "--fp8-scaling must be block or tensor, got \"row\"" run --model tiny --seq 64 --dtype fp8 --pass prefill --fp8-scaling row)
 # --comm-dtype: a single K,V ring of the ring family, K,V travel, not the run's own dtype, fp8 off cuda.
-cpbench_fail_test(comm_dtype_usp_double_ring 4 "usp: --comm-dtype encodes the blocks of a single K,V ring; a double ring moves them in the run dtype \\(not built yet\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies usp --ulysses 2 --usp-ring double)
-cpbench_fail_test(comm_dtype_double_ring 4 "double-ring: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped, usp and allgather-kv only \\(a single K,V ring or gather\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies double-ring)
-cpbench_fail_test(comm_dtype_ulysses 4 "ulysses: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped, usp and allgather-kv only" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies ulysses)
-cpbench_fail_test(comm_dtype_balance_dynamic 2 "ring: --comm-dtype encodes the blocks of a single K,V ring; a ring per CP group \\(--balance dynamic\\) moves them in the run dtype" run --model tiny --seq 64 --comm-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
+cpbench_fail_test(comm_dtype_double_ring_pass_q 4 "double-ring: --comm-dtype encodes a double ring's K,V blocks; its pass-Q loop moves Q blocks in the run dtype \\(not built yet: use a single ring, or --ring-pass kv\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --pass prefill --ring-pass q --strategies double-ring)
+cpbench_fail_test(comm_dtype_megatron_sp 4 "megatron-sp: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped, double-ring, usp and allgather-kv only \\(a K,V ring or gather\\)" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies megatron-sp)
+cpbench_fail_test(comm_dtype_ulysses 4 "ulysses: --comm-dtype fp8 is built for ring, ring-zigzag, ring-striped, double-ring, usp and allgather-kv only" run --model tiny --seq 64 --head-dim 32 --comm-dtype fp8 --strategies ulysses)
+cpbench_fail_test(comm_dtype_balance_dynamic 2 "ring: --comm-dtype encodes the blocks of a single or double ring; a ring per CP group \\(--balance dynamic\\) moves them in the run dtype" run --model tiny --seq 64 --comm-dtype bf16 --docs 20,44 --balance dynamic --strategies ring)
 cpbench_fail_test(comm_dtype_decode 2 "--comm-dtype fp8 chooses what a ring block .K,V, or Q under pass-Q. travels as; --pass decode moves no keys" run --model tiny --head-dim 32 --cached 64 --pass decode --comm-dtype fp8)
 cpbench_fail_test(comm_dtype_own 2 "--comm-dtype bf16 is the bf16 run's own: K,V travel as bf16 already" run --model tiny --seq 64 --dtype bf16 --comm-dtype bf16)
 cpbench_fail_test(comm_dtype_mla 2 "--comm-dtype fp8 with --attention mla is not built" run --model tiny-mla --seq 64 --comm-dtype fp8)

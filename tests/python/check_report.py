@@ -207,19 +207,21 @@ def cmd_model(a):
                       f"{r['label']} seq={r['seq']} {ph} (comm_dtype {cfg.get('comm_dtype')}): {r['comm'][ph]['per_rank']} != cpmodel {want}")
         latent_travel = (cfg.get("mla") or {}).get("travel") == "latent"
         encoded = cfg.get("comm_dtype") not in (None, "run")
-        if (r["strategy"] in ("ulysses", "usp") and (latent_travel or encoded) and cfg["pass"] == "train"
-                and not r["mesh"].get("inner_ring") and not cfg["mask"]["window"] and not cfg["mask"]["docs"]):
+        if (r["strategy"] in ("ulysses", "usp", "double-ring") and (latent_travel or encoded) and cfg["pass"] == "train"
+                and not (latent_travel and r["mesh"].get("inner_ring")) and not cfg["mask"]["window"]
+                and not cfg["mask"]["docs"]):
             # MLA's latent on a Ulysses level (cpmodel, apart from the C++ model): the tp level's terms, q and o
             # by all-to-all, the latent all-gathered (its float32 gradient reduce-scattered), then the ring
-            # level's latent blocks of the ring index's t*U*T tokens, R-1 hops. --comm-dtype (usp's single
-            # ring level): the all-to-alls in the run dtype, the ring's k|v blocks encoded (kv_transit_bytes).
+            # level's latent blocks of the ring index's t*U*T tokens, R-1 hops. --comm-dtype (usp's ring
+            # level, double-ring): the all-to-alls in the run dtype, the ring's k|v blocks encoded
+            # (kv_transit_bytes), on a double ring of inner rings of w (mesh.inner_ring) the full schedule.
             P, t = cfg["world_size"], r["mesh"].get("tp") or 1
             U, R = r["mesh"]["ulysses"], r["mesh"]["ring"]
             T = cpmodel.tokens_per_rank(cfg["batch"], r["seq"], P)
             want = cpmodel.levels_total(cpmodel.ulysses_ring_bytes(
                 T, T, cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["dim"], t, U, R, cpmodel.elem_bytes(cfg["dtype"]),
                 cfg["block"], acc=cpmodel.acc_bytes(cfg.get("acc_dtype")), mesh=r["mesh"], dv=value_dim(cfg),
-                latent=cpmodel.mla_latent_row(cfg["mla"]) if latent_travel else 0,
+                latent=cpmodel.mla_latent_row(cfg["mla"]) if latent_travel else 0, w=r["mesh"].get("inner_ring") or 0,
                 comm_dtype=cfg.get("comm_dtype"), scaling=cfg.get("fp8_scaling") or "block"))
             for i, ph in enumerate(("fwd", "bwd")):
                 check(r["comm"][ph]["per_rank"] == [want[i]] * P,
@@ -462,7 +464,10 @@ def cmd_hops(a):
         tokens = cpmodel.tokens_per_rank(cfg["batch"], N, P)
         kvh = cpmodel.replicated_kv_heads(cfg["kv_heads"], t * U)
         hk, hv = kvh * cfg["head_dim"], kvh * value_dim(cfg)
-        sched, level_bytes = cpmodel.double_ring_sends(T, J), cpmodel.double_ring_kv_bytes(tokens, hk, T, J, elem, hv=hv)
+        # (--comm-dtype: each block send its encoded bytes; config.acc_dtype's accumulators)
+        enc = dict(acc=cpmodel.acc_bytes(cfg.get("acc_dtype")), comm_dtype=cfg.get("comm_dtype"),
+                   scaling=cfg.get("fp8_scaling") or "block")
+        sched, level_bytes = cpmodel.double_ring_sends(T, J), cpmodel.double_ring_kv_bytes(tokens, hk, T, J, elem, hv=hv, **enc)
         want = {(ph, group): (sum(sched[(ph, group)]), level_bytes[group][0 if ph == "fwd" else 1])
                 for ph, group in sched}
         for (ph, group), (count, nbytes) in want.items():
@@ -474,7 +479,7 @@ def cmd_hops(a):
         # The full double ring: W(w-1) inner + (W-1) outer K,V hops = R-1; the accumulators R
         # inner sends when w > 1 and W outer sends when W > 1.
         full_fwd, full_bwd = cpmodel.levels_total(
-            cpmodel.double_ring_kv_bytes(tokens, hk, *cpmodel.double_ring_full_hops(w, W), elem, hv=hv))
+            cpmodel.double_ring_kv_bytes(tokens, hk, *cpmodel.double_ring_full_hops(w, W), elem, hv=hv, **enc))
         ring = {ph: [op for op in r["comm"][ph]["ops"] if op["group"] in ("ring_inner", "ring_outer") and op["op"] == "send"]
                 for ph in ("fwd", "bwd")}
         sends = sum(op["count"] for op in ring["fwd"])

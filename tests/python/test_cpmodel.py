@@ -134,8 +134,15 @@ class SingleRing(unittest.TestCase):
         fp8 = m.ulysses_ring_bytes(32, 32, 8, 2, 16, 64, 1, 2, 2, 2, "attn", comm_dtype="fp8")
         self.assertEqual(fp8["ulysses"], plain["ulysses"])
         self.assertEqual(fp8["ring"], m.ring_kv_bytes(32, 32, 1, 2, comm_dtype="fp8"))
-        with self.assertRaises(ValueError):  # a double ring level does not encode
-            m.ulysses_ring_bytes(32, 32, 8, 2, 16, 64, 1, 2, 4, 2, "attn", w=2, comm_dtype="fp8")
+        # a double ring level encodes its K,V blocks: inner and outer hops s_kv each, accumulators unchanged
+        # (R = 4, w = 2: 2 inner hops + 1 outer; a block T*2hk' = 32*2*32 = 2048 values -> 2112 B; the
+        # accumulators 4 inner sends (J + 1 per round) and 2 outer (T + 1), float32)
+        dbl = m.ulysses_ring_bytes(32, 32, 8, 2, 16, 64, 1, 2, 4, 2, "attn", w=2, comm_dtype="fp8")
+        self.assertEqual(dbl["ring"], (3 * 2112, 3 * 2112 + 4 * 2048 * 6))
+        self.assertEqual(m.double_ring_kv_bytes(32, 16, 1, [1, 1], 2, comm_dtype="fp8"),
+                         {"ring_inner": (2 * 1056, 2 * 1056 + 4 * 1024 * 4), "ring_outer": (1056, 1056 + 4 * 1024 * 2)})
+        with self.assertRaises(ValueError):  # nor a double ring's pass-Q
+            m.ring_level_bytes("q", 4, 2, 32, 16, 32, 64, 4, 2, comm_dtype="fp8")
 
     def test_pass_q(self):
         # partial 4*Tq*hq + 4*Tq*H = 4*32*64 + 4*32*4 = 8704; Q block 2*32*64 = 4096
