@@ -358,6 +358,10 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
   const TestPerturbation perturb = test_perturbation();  // test only; checked at start-up (main)
   be_.set_poison(true);
 
+  // Whether verify runs the backward after the forward: every pass but --cached ones (prefill after
+  // a cache, decode) and --dtype fp8's (forward only); a prefill without a cache checks the
+  // gradients of the layer it computes too. The float64 reference of --numerics follows it.
+  auto runs_backward = [](const LayerShape& shape) { return shape.pass.cached == 0 && !shape.fp8; };
   // Runs one strategy once and returns its global tensors (complete on every rank), or the
   // agreed failure reasons.
   using Tensors = std::map<std::string, std::vector<float>>;
@@ -378,7 +382,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
         log_.set_phase(Phase::fwd);
         strat->forward();
         log_.set_phase(Phase::bwd);
-        if (shape.pass.cached == 0 && !shape.fp8) strat->backward();
+        if (runs_backward(shape)) strat->backward();
         be_.synchronize();
       } catch (const std::exception& e) {
         error = std::string("run: ") + e.what();
@@ -440,7 +444,7 @@ std::vector<JobResult> Harness::verify(const std::vector<Job>& jobs, const Sink&
       // The float64 attention of single's inputs (collective; every rank holds it whole).
       Reference64 ref64;
       if (cfg_.numerics > 0 && ref_error.empty())
-        ref64 = attention_reference64(ref, shape, !shape.forward_only() && !shape.fp8, w_);
+        ref64 = attention_reference64(ref, shape, runs_backward(shape), w_);
       for (const auto& n : ref_names)  // (the tensors latent travel does not form: above)
         if (std::find(names.begin(), names.end(), n) == names.end()) ref.erase(n);
       if (ref_error.empty() && first) dump("single", single_mesh, shape, ref);
