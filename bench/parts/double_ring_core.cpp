@@ -231,7 +231,7 @@ int64_t DoubleRingCore::activation_bytes(const RingCoreShape& s, int w, int W) {
   steps.travel = RingTravel::kv;
   int64_t bytes = RingCore::activation_bytes(steps, R);
   const int64_t ea = int64_t(dtype_size(s.acc_dtype));  // the accumulators' (--acc-dtype)
-  const int64_t block = steps.encoded() ? steps.transit_bytes() : kv * es;  // a K,V block as it travels
+  const int64_t block = steps.kv_block_bytes();  // a K,V block as it travels (--comm-dtype: encoded)
   bytes += R > 1 ? 2 * block + kv * ea : 4 * block + 4 * kv * ea;
   if (ring_travel(s.travel).queries_travel) {
     const int64_t qn = s.q_elems(), part = s.o_elems() * int64_t(dtype_size(s.partial_dtype)) + s.B * s.hq * s.n * 4;

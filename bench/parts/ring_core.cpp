@@ -152,17 +152,13 @@ void RingCore::wait_hop(Communicator& c, Hop& h) {
   c.wait(h.send);
 }
 
-Tensor RingCore::alloc_kv_travel() {
-  if (!s_.encoded()) return be_->alloc({s_.travel_elems()}, s_.dtype, MemKind::comm);
-  const DType td = kv_transit_dtype(s_.transit);
-  return be_->alloc({s_.transit_bytes() / int64_t(dtype_size(td))}, td, MemKind::comm);
+Tensor RingCore::alloc_travel(int64_t elems, bool enc) {
+  const DType td = enc ? kv_transit_dtype(s_.transit) : s_.dtype;
+  return be_->alloc({s_.travel_bytes(elems, enc) / int64_t(dtype_size(td))}, td, MemKind::comm);
 }
 
-Tensor RingCore::alloc_q_travel() {
-  if (!s_.q_encoded()) return be_->alloc({s_.q_elems()}, s_.dtype, MemKind::comm);
-  const DType td = kv_transit_dtype(s_.transit);
-  return be_->alloc({s_.q_transit_bytes() / int64_t(dtype_size(td))}, td, MemKind::comm);
-}
+Tensor RingCore::alloc_kv_travel() { return alloc_travel(s_.travel_elems(), s_.encoded()); }
+Tensor RingCore::alloc_q_travel() { return alloc_travel(s_.q_elems(), s_.q_encoded()); }
 
 void RingCore::q_depart(const Tensor& q, Tensor& buf) {
   if (s_.q_encoded()) return encode_kv_transit(*be_, s_.transit, s_.transit_scaling, q, buf);
@@ -177,9 +173,8 @@ const Tensor& RingCore::q_in_hand(const Tensor& arrived) {
 }
 
 int64_t RingCore::q_travel_bytes(const RingCoreShape& s, int buffers) {
-  const int64_t es = int64_t(dtype_size(s.dtype));
-  if (!s.q_encoded()) return buffers * s.q_elems() * es;
-  return buffers * s.q_transit_bytes() + s.q_elems() * es;  // in transit, and one decoded
+  // in transit, and under --comm-dtype one decoded (q_dec_)
+  return buffers * s.q_block_bytes() + (s.q_encoded() ? s.q_elems() * int64_t(dtype_size(s.dtype)) : 0);
 }
 
 void RingCore::fwd_begin() { have_ = false; }
@@ -442,8 +437,7 @@ int64_t RingCore::activation_bytes(const RingCoreShape& s, int R) {
     const int64_t kv = s.travel_elems(), o = s.o_elems();
     bytes += o * es + rows * 4;                      // block o, lse
     if (s.running_f32()) bytes += 2 * o * 4;         // float32 running and block output
-    const int64_t block = s.encoded() ? s.transit_bytes() : kv * es;  // one k|v block as it travels
-    bytes += 2 * block + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
+    bytes += 2 * s.kv_block_bytes() + 3 * kv * int64_t(dtype_size(s.acc_dtype));  // k|v double buffer, dk|dv accumulators
     bytes += ring_travel(s.travel).buffer_bytes(s, R);
   }
   if (s.encoded()) bytes += 2 * s.kv_elems() * es;  // --comm-dtype: this rank's own block as formed, one decoded

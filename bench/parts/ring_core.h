@@ -80,8 +80,14 @@ struct RingCoreShape {
   Fp8Scaling transit_scaling = Fp8Scaling::block;
   bool encoded() const { return transit != KvTransit::run && !ring_travel(travel).queries_travel; }
   bool q_encoded() const { return transit != KvTransit::run && ring_travel(travel).queries_travel; }
-  int64_t transit_bytes() const { return kv_transit_bytes(kv_elems(), int64_t(dtype_size(dtype)), transit, transit_scaling); }
-  int64_t q_transit_bytes() const { return kv_transit_bytes(q_elems(), int64_t(dtype_size(dtype)), transit, transit_scaling); }
+  // Bytes of a block of `elems` values as it travels: encoded (kv_transit_bytes) or in the run
+  // dtype; a K,V block (travel_elems, encoded()) and a Q block (q_elems, q_encoded()).
+  int64_t travel_bytes(int64_t elems, bool enc) const {
+    return enc ? kv_transit_bytes(elems, int64_t(dtype_size(dtype)), transit, transit_scaling)
+               : elems * int64_t(dtype_size(dtype));
+  }
+  int64_t kv_block_bytes() const { return travel_bytes(travel_elems(), encoded()); }
+  int64_t q_block_bytes() const { return travel_bytes(q_elems(), q_encoded()); }
 };
 
 // Global positions of the n tokens ring rank j holds, in storage order.
@@ -208,6 +214,7 @@ class RingCore {
   // A buffer for a K,V block in transit (the travel elements in the run dtype, or encoded under
   // s_.encoded()): the single ring's double buffer and the double ring's four.
   Tensor alloc_kv_travel();
+  Tensor alloc_travel(int64_t elems, bool enc);  // both: a block of elems values as it travels
   void q_depart(const Tensor& q, Tensor& buf);
   const Tensor& q_in_hand(const Tensor& arrived);
   static int64_t q_travel_bytes(const RingCoreShape& s, int buffers);

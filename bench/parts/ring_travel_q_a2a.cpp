@@ -56,8 +56,10 @@ void travel_q_a2a_forward(RingCore& core, RingTravelBuffers& bufs, const Tensor&
     if (i < h) hop = core.post_hop(c, qbuf[i % 2], prev, qbuf[(i + 1) % 2], next, RingCore::kTagQ);
     const int j = (me + i) % R;
     Tensor part = chunk(sent, j);
-    // this rank's own Q as formed; an arrived one as it travels (decoded under --comm-dtype)
-    core.q_block(i == 0 ? q : core.q_in_hand(qbuf[i % 2]), j, k, v, part);
+    // this rank's own Q as formed; an arrived one as it travels (decoded under --comm-dtype, and
+    // only when a pair is visible: q_block writes the empty partial otherwise, reading no Q)
+    const bool visible = i == 0 || core.any_visible(core.block_positions(j), core.key_positions(me));
+    core.q_block(visible && i > 0 ? core.q_in_hand(qbuf[i % 2]) : q, j, k, v, part);
     if (i < h) core.wait_hop(c, hop);
   }
   // The return: every partial to its owner in one exchange. Chunk j of the receive buffer is the
