@@ -280,9 +280,12 @@ def pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc=ACC_BYTES, ho=None, comm_
 # bwd) from what a rank moves (tokens_kv, hk, tokens_q, hq, heads) over K hops, and whether the
 # policy runs on a double ring too.
 RING_TRAVELS = {
-    "kv": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho: ring_kv_bytes(tkv, hk, K, elem, acc, hv), True),
-    "q": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho: pass_q_bytes(tq, hq, heads, K, elem, acc, ho), True),
-    "q-a2a": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho: pass_q_a2a_bytes(tq, hq, heads, K, elem, acc, ho), False),
+    "kv": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho, cd, sc: ring_kv_bytes(tkv, hk, K, elem, acc, hv, cd, sc),
+           True),
+    "q": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho, cd, sc: pass_q_bytes(tq, hq, heads, K, elem, acc, ho, cd, sc),
+          True),
+    "q-a2a": (lambda tkv, hk, tq, hq, heads, K, elem, acc, hv, ho, cd, sc:
+              pass_q_a2a_bytes(tq, hq, heads, K, elem, acc, ho, cd, sc), False),
 }
 
 
@@ -341,29 +344,19 @@ def ring_level_bytes(travel, R, w, tokens_kv, hk, tokens_q, hq, heads, elem, acc
     (`hops` = (T_o, [J(t)]), default the full schedule). Mirrors ring_level_bytes
     (bench/parts/ring_schedule.cpp, the single and double schedules); DESIGN "Strategies" (strategies
     as compositions of parts). comm_dtype/scaling (--comm-dtype): the traveling blocks encoded (K,V's
-    under kv, single or double; Q's under q and q-a2a, single rings)
-    (ring_kv_bytes)."""
+    under kv, single or double; Q's under q and q-a2a, single rings only)."""
     single, on_double = RING_TRAVELS[travel]
-    if comm_dtype not in (None, "run"):
-        if w:  # a double ring encodes its K,V blocks, not pass-Q's Q blocks
-            if travel != "kv":
-                raise ValueError("cpmodel: --comm-dtype on a double ring encodes K,V blocks only")
-            T, J = hops if hops is not None else double_ring_full_hops(w, div(R, w))
-            return levels_total(double_ring_kv_bytes(tokens_kv, hk, T, J, elem, acc, hv, comm_dtype, scaling))
-        K = R - 1 if hops is None else hops
-        if travel == "q":
-            return pass_q_bytes(tokens_q, hq, heads, K, elem, acc, ho, comm_dtype, scaling)
-        if travel == "q-a2a":
-            return pass_q_a2a_bytes(tokens_q, hq, heads, K, elem, acc, ho, comm_dtype, scaling)
-        return ring_kv_bytes(tokens_kv, hk, K, elem, acc, hv, comm_dtype, scaling)
     if w:
         if not on_double:
             raise ValueError(f"cpmodel: {travel} is not defined on a double ring (DESIGN: pass-Q)")
         T, J = hops if hops is not None else double_ring_full_hops(w, div(R, w))
         if travel == "q":
+            if comm_dtype not in (None, "run"):
+                raise ValueError("cpmodel: --comm-dtype on a double ring encodes K,V blocks only")
             return levels_total(double_ring_pass_q_bytes(tokens_q, hq, heads, T, J, elem, acc, ho))
-        return levels_total(double_ring_kv_bytes(tokens_kv, hk, T, J, elem, acc, hv))
-    return single(tokens_kv, hk, tokens_q, hq, heads, R - 1 if hops is None else hops, elem, acc, hv, ho)
+        return levels_total(double_ring_kv_bytes(tokens_kv, hk, T, J, elem, acc, hv, comm_dtype, scaling))
+    return single(tokens_kv, hk, tokens_q, hq, heads, R - 1 if hops is None else hops, elem, acc, hv, ho, comm_dtype,
+                  scaling)
 
 
 def dynamic_ring_bytes(degrees, tokens_by_degree, P, kv_row, elem, acc=ACC_BYTES):
