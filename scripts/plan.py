@@ -385,6 +385,39 @@ def one_report(rep, hbm):
     return "\n".join(lines), best
 
 
+def choice_head(choices, ran):
+    """The header and rule of a table with one column per choice, the run's marked."""
+    return ("| strategy | " + " | ".join("%s%s" % (c, " (run)" if c == ran else "") for c in choices) + " |",
+            "|---|" + "---:|" * len(choices))
+
+
+def choice_tables(estimated, choices, ran, order, total, hbm, after=None):
+    """Per N (Markdown lines): every result's total(r, c) under each choice, yes/no against hbm,
+    the rows by their total under `order` (the run's choice), who fits under each, then after(rows)'s
+    lines (shard_section, recompute_section)."""
+    head, rule = choice_head(choices, ran)
+    lines = []
+    for n in sorted({r["seq"] for r in estimated}):
+        rows = sorted((r for r in estimated if r["seq"] == n), key=lambda r: total(r, order))
+        lines += ["N = %d:" % n, "", head, rule]
+        for r in rows:
+            cells = []
+            for c in choices:
+                t = total(r, c)
+                cells.append(("%s " % ("yes" if t <= hbm else "**no**") if hbm else "") + fmt_bytes(t))
+            lines.append("| %s | %s |" % (r["label"], " | ".join(cells)))
+        fitting = {c: [r["label"] for r in rows if hbm and total(r, c) <= hbm] for c in choices}
+        lines += ["", "Fit at N = %d: %s." % (n, "; ".join(
+            "%s: %s" % (c, ", ".join(fitting[c]) if fitting[c] else "none") for c in choices))]
+        lines += (after(rows) if after else []) + [""]
+    return lines
+
+
+def n_cell(nmax):
+    """A longest-N cell: '-' when it cannot be estimated, 'none' when nothing fits."""
+    return "-" if nmax is None else ("{:,}".format(nmax) if nmax else "none")
+
+
 def shard_section(rep, oks, by_label, hbm):
     """Fits under each --shard choice (Markdown lines): per N, every result's estimate under none,
     optimizer, grads and params with yes/no against hbm, the least-memory one's formula as the
@@ -397,37 +430,20 @@ def shard_section(rep, oks, by_label, hbm):
         return ["Fits under each --shard: this report's estimate predates --shard (schema < 7): every parameter, "
                 "gradient and optimizer state is held unsharded unless a tp level splits it.", ""]
     choices = cpmodel.SHARD_CHOICES
-    head = "| strategy | " + " | ".join("%s%s" % (c, " (run)" if c == ran else "") for c in choices) + " |"
-    rule = "|---|" + "---:|" * len(choices)
     lines = ["### Fits under each --shard", "",
              "memory.model_estimate's total recomputed from its weight groups under each choice (the states "
              "2/2/12 B per parameter, sharded over each group's replicas; the same activations), against %s of HBM; "
              "the run's choice is config.shard = %s. An estimate, not a measurement." % (
                  fmt_bytes(hbm) if hbm else "no known size", ran), ""]
-    for n in sorted({r["seq"] for r in estimated}):
-        rows = sorted((r for r in estimated if r["seq"] == n), key=lambda r: shard_total(r, ran or "optimizer"))
-        lines += ["N = %d:" % n, "", head, rule]
-        for r in rows:
-            cells = []
-            for c in choices:
-                t = shard_total(r, c)
-                cells.append(("%s " % ("yes" if t <= hbm else "**no**") if hbm else "") + fmt_bytes(t))
-            lines.append("| %s | %s |" % (r["label"], " | ".join(cells)))
-        fitting = {c: [r["label"] for r in rows if hbm and shard_total(r, c) <= hbm] for c in choices}
-        lines += ["", "Fit at N = %d: %s." % (n, "; ".join(
-            "%s: %s" % (c, ", ".join(fitting[c]) if fitting[c] else "none") for c in choices)),
-                  "Least memory under the run's choice, %s: %s" % (rows[0]["label"],
-                                                                   model_estimate(rows[0])["formula"]), ""]
+    lines += choice_tables(estimated, choices, ran, ran or "optimizer", shard_total, hbm, after=lambda rows: [
+        "Least memory under the run's choice, %s: %s" % (rows[0]["label"], model_estimate(rows[0])["formula"])])
     lines += ["Longest N that fits (est.) and the step's gradient sync bytes per rank (modelled, results[].step), "
-              "under each --shard:", "", head, rule]
+              "under each --shard:", "", *choice_head(choices, ran)]
     for label, rs in by_label.items():
         if not model_estimate(rs[0]):
             continue
-        cells = []
-        for c in choices:
-            nmax = fits_up_to(rs, hbm, lambda r, c=c: shard_total(r, c))
-            cells.append("%s, sync %s" % ("-" if nmax is None else ("{:,}".format(nmax) if nmax else "none"),
-                                          fmt_bytes(shard_sync(rs[0], c))))
+        cells = ["%s, sync %s" % (n_cell(fits_up_to(rs, hbm, lambda r, c=c: shard_total(r, c))),
+                                  fmt_bytes(shard_sync(rs[0], c))) for c in choices]
         lines.append("| %s | %s |" % (label, " | ".join(cells)))
     lines.append("")
     return lines
@@ -446,8 +462,7 @@ def recompute_section(rep, oks, by_label, hbm):
     if any(recompute_total(r, cfg, P, "none") is None for r in estimated):
         return ["Fits under each --recompute: this report's estimate predates core_activations (schema < 14); "
                 "its activations are the run's choice, %s, only." % ran, ""]
-    head = "| strategy | " + " | ".join("%s%s" % (c, " (run)" if c == ran else "") for c in RECOMPUTE_CHOICES) + " |"
-    rule = "|---|" + "---:|" * len(RECOMPUTE_CHOICES)
+    total = lambda r, c: recompute_total(r, cfg, P, c)  # noqa: E731
     lines = ["### Fits under each --recompute", "",
              "memory.model_estimate's total with the activations of each choice (none: L x the block's measured "
              "activations; selective: L x (those - the attention core's, core_activations) + the core's; full: L x "
@@ -455,27 +470,13 @@ def recompute_section(rep, oks, by_label, hbm):
              "choice is config.recompute = %s. An estimate; what a recompute costs in time is measured by running "
              "it (--recompute is executed: comm.recompute, timing.bwd_ms)." % (
                  cfg.get("shard") or "none", fmt_bytes(hbm) if hbm else "no known size", ran), ""]
-    for n in sorted({r["seq"] for r in estimated}):
-        rows = sorted((r for r in estimated if r["seq"] == n), key=lambda r: recompute_total(r, cfg, P, ran))
-        lines += ["N = %d:" % n, "", head, rule]
-        for r in rows:
-            cells = []
-            for c in RECOMPUTE_CHOICES:
-                t = recompute_total(r, cfg, P, c)
-                cells.append(("%s " % ("yes" if t <= hbm else "**no**") if hbm else "") + fmt_bytes(t))
-            lines.append("| %s | %s |" % (r["label"], " | ".join(cells)))
-        fitting = {c: [r["label"] for r in rows if hbm and recompute_total(r, cfg, P, c) <= hbm] for c in RECOMPUTE_CHOICES}
-        lines += ["", "Fit at N = %d: %s." % (n, "; ".join(
-            "%s: %s" % (c, ", ".join(fitting[c]) if fitting[c] else "none") for c in RECOMPUTE_CHOICES)), ""]
-    lines += ["Longest N that fits (est.) under each --recompute:", "", head, rule]
+    lines += choice_tables(estimated, RECOMPUTE_CHOICES, ran, ran, total, hbm)
+    lines += ["Longest N that fits (est.) under each --recompute:", "", *choice_head(RECOMPUTE_CHOICES, ran)]
+    states = lambda r: model_estimate(r)["total"] - model_estimate(r)["activations"]  # noqa: E731
     for label, rs in by_label.items():
         if not model_estimate(rs[0]):
             continue
-        cells = []
-        for c in RECOMPUTE_CHOICES:
-            nmax = fits_up_to(rs, hbm, lambda r, c=c: recompute_total(r, cfg, P, c),
-                              fixed=lambda r: model_estimate(r)["total"] - model_estimate(r)["activations"])
-            cells.append("-" if nmax is None else ("{:,}".format(nmax) if nmax else "none"))
+        cells = [n_cell(fits_up_to(rs, hbm, lambda r, c=c: total(r, c), fixed=states)) for c in RECOMPUTE_CHOICES]
         lines.append("| %s | %s |" % (label, " | ".join(cells)))
     lines.append("")
     return lines
